@@ -1,0 +1,253 @@
+//! What is worth retrying.
+//!
+//! A retry only helps when the next attempt can turn out differently. Every
+//! failure is put in a [`Class`]; the decision engine retries
+//! [`Class::Transient`] failures, retries [`Class::Unknown`] ones (a timeout:
+//! the work may have been done) only for idempotent calls, retries
+//! [`Class::OnlyWithHint`] ones only when the server said when, and never
+//! retries [`Class::Permanent`] or [`Class::Cancelled`] ones.
+//!
+//! ```
+//! use stagger::classify::{http_status, Class};
+//! assert_eq!(http_status(503, false), Class::Transient);
+//! assert_eq!(http_status(408, false), Class::Unknown);
+//! assert_eq!(http_status(500, false), Class::Permanent);
+//! assert_eq!(http_status(500, true), Class::Transient);
+//! assert_eq!(http_status(404, false), Class::Permanent);
+//! ```
+
+use std::io;
+use std::time::Duration;
+
+/// How a failure bears on retrying (SPEC §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Class {
+    /// Likely to clear: connection refused or reset, 502/503/504, 429,
+    /// gRPC UNAVAILABLE. Retried with backoff.
+    Transient,
+    /// The result is unknown (a timeout, HTTP 408, gRPC DEADLINE_EXCEEDED):
+    /// the work may have happened, so it is retried only for idempotent calls.
+    Unknown,
+    /// Retried only when the server sent a usable hint (gRPC
+    /// RESOURCE_EXHAUSTED with pushback).
+    OnlyWithHint,
+    /// The request itself is wrong, or the failure is a bug: never retried.
+    Permanent,
+    /// The caller gave up: never retried.
+    Cancelled,
+}
+
+impl Class {
+    /// The lower-case name used in events, metrics and JSON.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Class::Transient => "transient",
+            Class::Unknown => "unknown",
+            Class::OnlyWithHint => "only_with_hint",
+            Class::Permanent => "permanent",
+            Class::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a server said about when to come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Hint {
+    /// `Retry-After`: wait at least this long (the engine adds up to one
+    /// backoff step of jitter on top).
+    RetryAfter(Duration),
+    /// `grpc-retry-pushback-ms`: wait exactly this long, then restart the
+    /// backoff from its first step.
+    Pushback(Duration),
+    /// The server asked not to be retried (negative or malformed pushback).
+    DoNotRetry,
+    /// A hint was present but malformed: it is ignored (the backoff is used)
+    /// and reported as an invalid hint.
+    Invalid,
+}
+
+/// One failed attempt, as the decision engine sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// Its class.
+    pub class: Class,
+    /// What the server said, if anything.
+    pub hint: Option<Hint>,
+}
+
+impl Failure {
+    /// A failure of `class` with no hint.
+    pub const fn new(class: Class) -> Self {
+        Failure { class, hint: None }
+    }
+
+    /// Attaches a server hint.
+    pub const fn with_hint(mut self, hint: Hint) -> Self {
+        self.hint = Some(hint);
+        self
+    }
+
+    /// Shorthand for a transient failure.
+    pub const fn transient() -> Self {
+        Failure::new(Class::Transient)
+    }
+
+    /// Shorthand for a permanent failure.
+    pub const fn permanent() -> Self {
+        Failure::new(Class::Permanent)
+    }
+
+    /// Shorthand for a timeout: result unknown.
+    pub const fn timeout() -> Self {
+        Failure::new(Class::Unknown)
+    }
+}
+
+impl From<Class> for Failure {
+    fn from(class: Class) -> Self {
+        Failure::new(class)
+    }
+}
+
+/// The result of one attempt, fed to [`Policy::decide`](crate::Policy::decide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The attempt succeeded.
+    Success,
+    /// The attempt failed.
+    Failure(Failure),
+}
+
+impl From<Failure> for Outcome {
+    fn from(f: Failure) -> Self {
+        Outcome::Failure(f)
+    }
+}
+
+impl From<Class> for Outcome {
+    fn from(c: Class) -> Self {
+        Outcome::Failure(Failure::new(c))
+    }
+}
+
+/// Errors that know their own class. Implemented for [`std::io::Error`];
+/// the executors use it when no classifier closure is given.
+pub trait Classify {
+    /// The class of this error.
+    fn class(&self) -> Class;
+}
+
+impl Classify for io::Error {
+    fn class(&self) -> Class {
+        io_kind(self.kind())
+    }
+}
+
+/// The class of an I/O error kind: dropped or refused connections and
+/// unreachable networks are transient, a timeout is unknown, an interruption
+/// is transient, anything else (not found, permission, invalid data, …) is
+/// permanent.
+pub fn io_kind(kind: io::ErrorKind) -> Class {
+    use io::ErrorKind::*;
+    match kind {
+        ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected | BrokenPipe
+        | AddrNotAvailable | Interrupted | WouldBlock | UnexpectedEof | HostUnreachable
+        | NetworkUnreachable | NetworkDown | ResourceBusy => Class::Transient,
+        TimedOut => Class::Unknown,
+        _ => Class::Permanent,
+    }
+}
+
+/// The class of an HTTP status code (SPEC §2). Success and redirect codes
+/// are not failures and return `None` through [`http_failure`]; this function
+/// treats them as permanent so that it is total.
+///
+/// 500 is retried only when `retry_500` is set.
+pub fn http_status(status: u16, retry_500: bool) -> Class {
+    match status {
+        502..=504 | 429 => Class::Transient,
+        500 if retry_500 => Class::Transient,
+        408 => Class::Unknown,
+        _ => Class::Permanent,
+    }
+}
+
+/// `None` for a status that is not a failure (1xx–3xx), else its class.
+pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
+    (status >= 400).then(|| http_status(status, retry_500))
+}
+
+/// Whether an HTTP method is idempotent by definition (RFC 9110 §9.2.2):
+/// GET, HEAD, OPTIONS, TRACE, PUT and DELETE. POST and PATCH become
+/// retryable only with an `Idempotency-Key`.
+pub fn method_is_idempotent(method: &str) -> bool {
+    matches!(
+        method.to_ascii_uppercase().as_str(),
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// The class of a gRPC status code: UNAVAILABLE (14) transient,
+/// RESOURCE_EXHAUSTED (8) only with pushback, DEADLINE_EXCEEDED (4) unknown,
+/// CANCELLED (1) cancelled, OK (0) and everything else permanent.
+pub fn grpc_code(code: u32) -> Class {
+    match code {
+        14 => Class::Transient,
+        8 => Class::OnlyWithHint,
+        4 => Class::Unknown,
+        1 => Class::Cancelled,
+        _ => Class::Permanent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_table_of_spec_section_2() {
+        for s in [502, 503, 504, 429] {
+            assert_eq!(http_status(s, false), Class::Transient, "{s}");
+        }
+        assert_eq!(http_status(408, false), Class::Unknown);
+        for s in [400, 401, 403, 404, 405, 409, 410, 422, 418, 451, 500, 501] {
+            assert_eq!(http_status(s, false), Class::Permanent, "{s}");
+        }
+        assert_eq!(http_status(500, true), Class::Transient);
+        assert_eq!(http_failure(200, true), None);
+        assert_eq!(http_failure(304, true), None);
+        assert_eq!(http_failure(503, false), Some(Class::Transient));
+    }
+
+    #[test]
+    fn idempotent_methods() {
+        for m in ["GET", "head", "OPTIONS", "TRACE", "PUT", "DELETE"] {
+            assert!(method_is_idempotent(m), "{m}");
+        }
+        for m in ["POST", "PATCH", "CONNECT", "BREW"] {
+            assert!(!method_is_idempotent(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn io_errors() {
+        assert_eq!(io_kind(io::ErrorKind::ConnectionRefused), Class::Transient);
+        assert_eq!(io_kind(io::ErrorKind::ConnectionReset), Class::Transient);
+        assert_eq!(io_kind(io::ErrorKind::TimedOut), Class::Unknown);
+        assert_eq!(io_kind(io::ErrorKind::NotFound), Class::Permanent);
+        assert_eq!(io_kind(io::ErrorKind::PermissionDenied), Class::Permanent);
+        let e = io::Error::from(io::ErrorKind::ConnectionAborted);
+        assert_eq!(e.class(), Class::Transient);
+    }
+
+    #[test]
+    fn grpc_codes() {
+        assert_eq!(grpc_code(14), Class::Transient);
+        assert_eq!(grpc_code(8), Class::OnlyWithHint);
+        assert_eq!(grpc_code(4), Class::Unknown);
+        assert_eq!(grpc_code(1), Class::Cancelled);
+        assert_eq!(grpc_code(3), Class::Permanent);
+    }
+}

@@ -1,0 +1,112 @@
+//! Errors of configuration and of retried calls.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::policy::StopReason;
+
+/// A configuration value that stagger refuses, naming the field.
+///
+/// ```
+/// use stagger::Backoff;
+/// let err = Backoff::new().multiplier(0.5).validate().unwrap_err();
+/// assert_eq!(err.field(), "multiplier");
+/// assert!(err.to_string().contains("multiplier"));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    field: &'static str,
+    problem: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: &'static str, problem: impl Into<String>) -> Self {
+        ConfigError {
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    /// The name of the offending field, as spelled in the builder and in config files.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// What is wrong with it.
+    pub fn problem(&self) -> &str {
+        &self.problem
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid `{}`: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The error of a retried call that did not succeed: why it stopped, how many
+/// attempts were made, and the last underlying error (if an attempt ran at all).
+#[derive(Debug)]
+pub struct RetryError<E> {
+    pub(crate) reason: StopReason,
+    pub(crate) attempts: u32,
+    pub(crate) elapsed: Duration,
+    pub(crate) last: Option<E>,
+    pub(crate) timed_out: bool,
+}
+
+impl<E> RetryError<E> {
+    /// Why the call stopped.
+    pub fn reason(&self) -> StopReason {
+        self.reason
+    }
+
+    /// How many attempts were made (0 when a guardrail refused the first one).
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Wall time from the first attempt to the stop, waits included.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// The last attempt's error, if an attempt ran and failed with an error.
+    pub fn last(&self) -> Option<&E> {
+        self.last.as_ref()
+    }
+
+    /// Whether the last attempt was cut off by its timeout.
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
+    }
+
+    /// Takes the last attempt's error.
+    pub fn into_last(self) -> Option<E> {
+        self.last
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RetryError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "gave up after {} attempt{} ({})",
+            self.attempts,
+            if self.attempts == 1 { "" } else { "s" },
+            self.reason
+        )?;
+        if let Some(e) = &self.last {
+            write!(f, ": {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for RetryError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.last.as_ref().map(|e| e as _)
+    }
+}

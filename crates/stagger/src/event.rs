@@ -1,0 +1,283 @@
+//! Events, observers and counters.
+//!
+//! Every decision the engine makes is reported as an [`Event`] to the
+//! policy's [`Observer`], so a service can count, log or export what its
+//! retries do. [`Stats`] is a ready observer that keeps the counters of
+//! SPEC §9 in atomics; closures are observers too.
+//!
+//! ```
+//! use stagger::{Call, Class, Decision, Policy, Stats};
+//! use std::sync::Arc;
+//! use std::time::Instant;
+//!
+//! let stats = Arc::new(Stats::new());
+//! let policy = Policy::builder().observer(stats.clone()).build().unwrap();
+//! let mut call = Call::seeded(1);
+//! let now = Instant::now();
+//! policy.start_attempt(&mut call, now).unwrap();
+//! assert!(matches!(policy.decide(&mut call, Class::Transient, now), Decision::Retry { .. }));
+//! policy.start_attempt(&mut call, now).unwrap();
+//! policy.decide(&mut call, stagger::Outcome::Success, now);
+//! let s = stats.snapshot();
+//! assert_eq!((s.logical_requests, s.attempts, s.retries), (1, 2, 1));
+//! assert_eq!(s.amplification(), 2.0);
+//! ```
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::classify::{Class, Hint};
+use crate::policy::StopReason;
+
+/// State of a circuit breaker, as reported in events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BreakerState {
+    /// Calls flow; outcomes are counted.
+    Closed,
+    /// Calls fail fast.
+    Open,
+    /// A limited number of trial calls are let through.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The lower-case name used in events and JSON.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// Something the decision engine decided or saw.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// Attempt `attempt` (1-based) is about to run.
+    AttemptStarted {
+        /// Its number.
+        attempt: u32,
+    },
+    /// Attempt `attempt` failed and a retry was scheduled after `delay`.
+    RetryScheduled {
+        /// The attempt that failed.
+        attempt: u32,
+        /// How long the front-end will wait.
+        delay: Duration,
+        /// Why it failed.
+        cause: Class,
+        /// Time since the call's first attempt started (or since its first
+        /// failure, when nothing read the clock earlier).
+        elapsed: Duration,
+    },
+    /// The call stopped (success included).
+    Stopped {
+        /// Why.
+        reason: StopReason,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// A retry budget refused a retry.
+    BudgetRefused {
+        /// The attempt whose retry was refused.
+        attempt: u32,
+    },
+    /// A circuit breaker changed state.
+    BreakerStateChanged {
+        /// Before.
+        from: BreakerState,
+        /// After.
+        to: BreakerState,
+    },
+    /// A server hint set the wait.
+    HintUsed {
+        /// The hint.
+        hint: Hint,
+        /// The wait it led to (hint plus jitter).
+        wait: Duration,
+    },
+    /// A server hint was malformed and ignored; the backoff was used.
+    HintInvalid {
+        /// The attempt that carried it.
+        attempt: u32,
+    },
+}
+
+/// Receives events. Must be cheap and must not block: it runs inline in the
+/// decision.
+pub trait Observer: Send + Sync {
+    /// Called for every event.
+    fn on_event(&self, event: &Event);
+}
+
+impl<F: Fn(&Event) + Send + Sync> Observer for F {
+    fn on_event(&self, event: &Event) {
+        self(event)
+    }
+}
+
+impl<O: Observer + ?Sized> Observer for Arc<O> {
+    fn on_event(&self, event: &Event) {
+        (**self).on_event(event)
+    }
+}
+
+/// Sends every event to each observer in turn.
+impl Observer for Vec<Arc<dyn Observer>> {
+    fn on_event(&self, event: &Event) {
+        for o in self {
+            o.on_event(event);
+        }
+    }
+}
+
+const CLASSES: [Class; 5] = [
+    Class::Transient,
+    Class::Unknown,
+    Class::OnlyWithHint,
+    Class::Permanent,
+    Class::Cancelled,
+];
+
+fn class_index(c: Class) -> usize {
+    CLASSES.iter().position(|x| *x == c).unwrap_or(0)
+}
+
+/// Counters of SPEC §9, updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    logical_requests: AtomicU64,
+    attempts: AtomicU64,
+    retries: AtomicU64,
+    slept_ns: AtomicU64,
+    failures: [AtomicU64; 5],
+    stops: [AtomicU64; StopReason::ALL.len()],
+    hints_used: AtomicU64,
+    hints_invalid: AtomicU64,
+    budget_refusals: AtomicU64,
+    breaker_opens: AtomicU64,
+}
+
+/// A copy of [`Stats`] at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatsSnapshot {
+    /// Calls started (first attempts).
+    pub logical_requests: u64,
+    /// Attempts started.
+    pub attempts: u64,
+    /// Retries scheduled.
+    pub retries: u64,
+    /// Total wait scheduled between attempts.
+    pub slept: Duration,
+    /// Failed attempts whose retry was scheduled, by class.
+    pub retried_by_class: Vec<(Class, u64)>,
+    /// Calls stopped, by reason.
+    pub stops: Vec<(StopReason, u64)>,
+    /// Hints that set a wait.
+    pub hints_used: u64,
+    /// Hints ignored as malformed.
+    pub hints_invalid: u64,
+    /// Retries refused by a budget.
+    pub budget_refusals: u64,
+    /// Times a breaker opened.
+    pub breaker_opens: u64,
+}
+
+impl StatsSnapshot {
+    /// Attempts ÷ logical requests (0 with no requests).
+    pub fn amplification(&self) -> f64 {
+        ratio(self.attempts, self.logical_requests)
+    }
+
+    /// Retries ÷ logical requests (0 with no requests).
+    pub fn retry_ratio(&self) -> f64 {
+        ratio(self.retries, self.logical_requests)
+    }
+
+    /// Calls that stopped for `reason`.
+    pub fn stopped(&self, reason: StopReason) -> u64 {
+        self.stops
+            .iter()
+            .find(|(r, _)| *r == reason)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+impl Stats {
+    /// All counters at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads every counter (each one atomically; the set is not a single
+    /// atomic snapshot).
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            logical_requests: self.logical_requests.load(Relaxed),
+            attempts: self.attempts.load(Relaxed),
+            retries: self.retries.load(Relaxed),
+            slept: Duration::from_nanos(self.slept_ns.load(Relaxed)),
+            retried_by_class: CLASSES
+                .iter()
+                .zip(&self.failures)
+                .map(|(c, n)| (*c, n.load(Relaxed)))
+                .collect(),
+            stops: StopReason::ALL
+                .iter()
+                .zip(&self.stops)
+                .map(|(r, n)| (*r, n.load(Relaxed)))
+                .collect(),
+            hints_used: self.hints_used.load(Relaxed),
+            hints_invalid: self.hints_invalid.load(Relaxed),
+            budget_refusals: self.budget_refusals.load(Relaxed),
+            breaker_opens: self.breaker_opens.load(Relaxed),
+        }
+    }
+}
+
+impl Observer for Stats {
+    fn on_event(&self, event: &Event) {
+        match *event {
+            Event::AttemptStarted { attempt } => {
+                if attempt == 1 {
+                    self.logical_requests.fetch_add(1, Relaxed);
+                }
+                self.attempts.fetch_add(1, Relaxed);
+            }
+            Event::RetryScheduled { delay, cause, .. } => {
+                self.retries.fetch_add(1, Relaxed);
+                let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+                self.slept_ns.fetch_add(ns, Relaxed);
+                self.failures[class_index(cause)].fetch_add(1, Relaxed);
+            }
+            Event::Stopped { reason, .. } => {
+                self.stops[reason.index()].fetch_add(1, Relaxed);
+            }
+            Event::BudgetRefused { .. } => {
+                self.budget_refusals.fetch_add(1, Relaxed);
+            }
+            Event::BreakerStateChanged { to, .. } => {
+                if to == BreakerState::Open {
+                    self.breaker_opens.fetch_add(1, Relaxed);
+                }
+            }
+            Event::HintUsed { .. } => {
+                self.hints_used.fetch_add(1, Relaxed);
+            }
+            Event::HintInvalid { .. } => {
+                self.hints_invalid.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Executors: the front-ends that run a closure under a [`Policy`].
+//!
+//! They own the sleeping and the clock reading; every rule comes from
+//! [`Policy::decide`](crate::Policy::decide). Entry points are extension
+//! methods on closures, in the spirit of backon's `.retry()`:
+//!
+//! ```
+//! use stagger::{Class, Policy, RetryExt, StopReason};
+//! use std::time::Duration;
+//!
+//! let policy = Policy::builder().base(Duration::ZERO).build().unwrap();
+//! let mut failures = 2;
+//! let report = (|| if failures > 0 { failures -= 1; Err("busy") } else { Ok(7) })
+//!     .retry(&policy)
+//!     .when(|_e: &&str| Class::Transient)
+//!     .report();
+//! assert_eq!(report.attempts, 3);
+//! assert_eq!(report.reason, StopReason::Success);
+//! assert_eq!(report.result.unwrap(), 7);
+//! ```
+//!
+//! [`Policy`]: crate::Policy
+
+use std::time::Duration;
+
+use crate::classify::{Class, Classify, Failure};
+use crate::error::RetryError;
+use crate::policy::StopReason;
+
+pub mod future;
+pub mod sync;
+
+/// Decides the class of an error. Implemented for closures
+/// `FnMut(&E) -> X` where `X` is a [`Class`] or a [`Failure`].
+pub trait Classifier<E> {
+    /// The failure this error represents.
+    fn classify(&mut self, error: &E) -> Failure;
+}
+
+/// The default classifier: every error is transient (as backon and tower
+/// do). Use [`ByClass`] (`.when_classified()`) for errors that implement
+/// [`Classify`], such as `std::io::Error`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllTransient;
+
+impl<E> Classifier<E> for AllTransient {
+    #[inline]
+    fn classify(&mut self, _: &E) -> Failure {
+        Failure::transient()
+    }
+}
+
+/// Classifies errors through their [`Classify`] implementation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByClass;
+
+impl<E: Classify> Classifier<E> for ByClass {
+    #[inline]
+    fn classify(&mut self, error: &E) -> Failure {
+        Failure::new(error.class())
+    }
+}
+
+impl<E, F, X> Classifier<E> for F
+where
+    F: FnMut(&E) -> X,
+    X: Into<Failure>,
+{
+    #[inline]
+    fn classify(&mut self, error: &E) -> Failure {
+        self(error).into()
+    }
+}
+
+/// Decides whether a *successful* value should be treated as a failure (for
+/// example a response that says "try again"). Implemented for closures
+/// `FnMut(&T) -> Option<X>` with `X` a [`Class`] or a [`Failure`].
+pub trait OkCheck<T> {
+    /// `Some(failure)` to retry despite the value.
+    fn check(&mut self, value: &T) -> Option<Failure>;
+}
+
+/// The default: every `Ok` is a success.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AcceptAll;
+
+impl<T> OkCheck<T> for AcceptAll {
+    #[inline]
+    fn check(&mut self, _: &T) -> Option<Failure> {
+        None
+    }
+}
+
+impl<T, F, X> OkCheck<T> for F
+where
+    F: FnMut(&T) -> Option<X>,
+    X: Into<Failure>,
+{
+    #[inline]
+    fn check(&mut self, value: &T) -> Option<Failure> {
+        self(value).map(Into::into)
+    }
+}
+
+/// What a notify hook is shown before each wait.
+#[derive(Debug)]
+pub struct Notice<'a, T, E> {
+    /// The attempt that failed (1-based).
+    pub attempt: u32,
+    /// Its error, if it returned one (`None` for a timeout or a rejected value).
+    pub error: Option<&'a E>,
+    /// The value it returned, if it succeeded but was judged a failure.
+    pub value: Option<&'a T>,
+    /// The failure's class.
+    pub class: Class,
+    /// The wait before the next attempt.
+    pub delay: Duration,
+    /// Time since the first attempt started (a notify hook makes the
+    /// executor read the clock before the first attempt).
+    pub elapsed: Duration,
+}
+
+/// A hook called before each wait.
+pub trait Notify<T, E> {
+    /// Called with what failed and how long the executor will wait.
+    fn notify(&mut self, notice: &Notice<'_, T, E>);
+
+    /// Whether the hook wants notices (lets the executor skip reading the
+    /// clock for a hook that does nothing).
+    fn wants(&self) -> bool {
+        true
+    }
+}
+
+/// The default: no hook.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl<T, E> Notify<T, E> for Silent {
+    #[inline]
+    fn notify(&mut self, _: &Notice<'_, T, E>) {}
+
+    #[inline]
+    fn wants(&self) -> bool {
+        false
+    }
+}
+
+impl<T, E, F: FnMut(&Notice<'_, T, E>)> Notify<T, E> for F {
+    #[inline]
+    fn notify(&mut self, notice: &Notice<'_, T, E>) {
+        self(notice)
+    }
+}
+
+/// Everything an executor knows at the end of a call.
+#[derive(Debug)]
+pub struct Report<T, E> {
+    /// The value, or why there is none. An `Ok` whose value was judged a
+    /// failure is still returned as `Ok` when retries stop; `reason` says so.
+    pub result: Result<T, RetryError<E>>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Why the call stopped.
+    pub reason: StopReason,
+}
+
+impl<T, E> Report<T, E> {
+    pub(crate) fn finish(
+        result: Result<T, Option<E>>,
+        attempts: u32,
+        reason: StopReason,
+        elapsed: Duration,
+        timed_out: bool,
+    ) -> Self {
+        let result = result.map_err(|last| RetryError {
+            reason,
+            attempts,
+            elapsed,
+            last,
+            timed_out,
+        });
+        Report {
+            result,
+            attempts,
+            reason,
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! The blocking executor: retries a closure on the current thread, sleeping
+//! with `std::thread::sleep` (or a sleeper you pass, so tests never sleep).
+//!
+//! A blocking closure cannot be interrupted, so per-attempt timeouts are
+//! the closure's own business here (use [`Retry::report`]'s policy
+//! `attempt_timeout` in the I/O you do); the deadline still bounds every
+//! wait, and the asynchronous executor enforces attempt timeouts itself.
+
+use std::time::{Duration, Instant};
+
+use crate::classify::{Classify, Outcome};
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::RetryError;
+use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent};
+use crate::policy::{Call, Decision, LazyRng, Policy, StopReason};
+use crate::rng::{FastRng, RandomSource};
+
+/// Something that blocks the thread for a while.
+pub trait Sleep {
+    /// Blocks for `d`.
+    fn sleep(&mut self, d: Duration);
+}
+
+/// `std::thread::sleep`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadSleep;
+
+impl Sleep for ThreadSleep {
+    fn sleep(&mut self, d: Duration) {
+        std::thread::sleep(d)
+    }
+}
+
+impl<F: FnMut(Duration)> Sleep for F {
+    fn sleep(&mut self, d: Duration) {
+        self(d)
+    }
+}
+
+/// The per-call random stream of an executor: fresh, or seeded for replay.
+#[derive(Debug)]
+pub(crate) enum CallRng {
+    Fresh(LazyRng),
+    Seeded(FastRng),
+}
+
+impl RandomSource for CallRng {
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        match self {
+            CallRng::Fresh(r) => r.next_u64(),
+            CallRng::Seeded(r) => r.next_u64(),
+        }
+    }
+}
+
+/// Per-call settings shared by both executors.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallSettings {
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) idempotent: bool,
+    pub(crate) seed: Option<u64>,
+}
+
+impl CallSettings {
+    #[inline]
+    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<CallRng> {
+        let rng = match self.seed {
+            Some(s) => CallRng::Seeded(FastRng::seeded(s)),
+            None => CallRng::Fresh(LazyRng::default()),
+        };
+        let mut call = Call::with_rng(rng).idempotent(self.idempotent);
+        let deadline = match (self.deadline, self.timeout) {
+            (d, None) => d,
+            (d, Some(t)) => {
+                let by_timeout = clock.now().checked_add(t);
+                match (d, by_timeout) {
+                    (Some(d), Some(t)) => Some(d.min(t)),
+                    (d, t) => d.or(t),
+                }
+            }
+        };
+        if let Some(d) = deadline {
+            call = call.deadline(d);
+        }
+        call
+    }
+}
+
+/// What the last failed attempt left behind.
+pub(crate) enum Kept<T, E> {
+    Nothing,
+    Error(E),
+    Value(T),
+}
+
+impl<T, E> Kept<T, E> {
+    pub(crate) fn into_result(self) -> Result<T, Option<E>> {
+        match self {
+            Kept::Nothing => Err(None),
+            Kept::Error(e) => Err(Some(e)),
+            Kept::Value(v) => Ok(v),
+        }
+    }
+}
+
+/// Adds `.retry(&policy)` to every `FnMut() -> Result<T, E>`.
+pub trait RetryExt<T, E>: FnMut() -> Result<T, E> + Sized {
+    /// Runs this closure under `policy`; finish with [`Retry::call`] or
+    /// [`Retry::report`].
+    fn retry(self, policy: &Policy) -> Retry<'_, Self, AllTransient, AcceptAll, Silent, ThreadSleep, MonotonicClock> {
+        Retry {
+            op: self,
+            policy,
+            when: AllTransient,
+            ok: AcceptAll,
+            notify: Silent,
+            sleep: ThreadSleep,
+            clock: MonotonicClock,
+            settings: CallSettings::default(),
+        }
+    }
+}
+
+impl<T, E, F: FnMut() -> Result<T, E>> RetryExt<T, E> for F {}
+
+/// A blocking retried call being configured; see [`RetryExt::retry`].
+pub struct Retry<'p, F, W, K, N, S, C> {
+    op: F,
+    policy: &'p Policy,
+    when: W,
+    ok: K,
+    notify: N,
+    sleep: S,
+    clock: C,
+    settings: CallSettings,
+}
+
+impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
+    /// Classifies errors with a closure returning a [`Class`](crate::Class)
+    /// or a [`Failure`](crate::Failure).
+    pub fn when<W2>(self, when: W2) -> Retry<'p, F, W2, K, N, S, C> {
+        Retry { op: self.op, policy: self.policy, when, ok: self.ok, notify: self.notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+    }
+
+    /// Classifies errors by their [`Classify`] implementation (for example
+    /// `std::io::Error`: refused and reset connections are transient, a
+    /// timeout is unknown, not-found is permanent).
+    pub fn when_classified<T, E: Classify>(self) -> Retry<'p, F, ByClass, K, N, S, C>
+    where
+        F: FnMut() -> Result<T, E>,
+    {
+        self.when(ByClass)
+    }
+
+    /// Retries some successful values too: the closure returns `Some(class)`
+    /// for a value that means "try again".
+    pub fn retry_ok_if<K2>(self, ok: K2) -> Retry<'p, F, W, K2, N, S, C> {
+        Retry { op: self.op, policy: self.policy, when: self.when, ok, notify: self.notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+    }
+
+    /// Calls `notify` before every wait with the attempt number, the error,
+    /// the delay and the elapsed time.
+    pub fn notify<N2>(self, notify: N2) -> Retry<'p, F, W, K, N2, S, C> {
+        Retry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+    }
+
+    /// Sleeps with `sleep` instead of `std::thread::sleep`.
+    pub fn sleep<S2>(self, sleep: S2) -> Retry<'p, F, W, K, N, S2, C> {
+        Retry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify: self.notify, sleep, clock: self.clock, settings: self.settings }
+    }
+
+    /// Reads time from `clock` instead of the monotonic clock.
+    pub fn clock<C2>(self, clock: C2) -> Retry<'p, F, W, K, N, S, C2> {
+        Retry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify: self.notify, sleep: self.sleep, clock, settings: self.settings }
+    }
+
+    /// An absolute deadline over every attempt and wait.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.settings.deadline = Some(deadline);
+        self
+    }
+
+    /// A deadline `timeout` after the call starts.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.settings.timeout = Some(timeout);
+        self
+    }
+
+    /// Declares the call idempotent, so timeouts (unknown results) are retried.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.settings.idempotent = idempotent;
+        self
+    }
+
+    /// Seeds the call's jitter so its delays replay exactly.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.settings.seed = Some(seed);
+        self
+    }
+}
+
+impl<'p, F, T, E, W, K, N, S, C> Retry<'p, F, W, K, N, S, C>
+where
+    F: FnMut() -> Result<T, E>,
+    W: Classifier<E>,
+    K: OkCheck<T>,
+    N: Notify<T, E>,
+    S: Sleep,
+    C: Clock,
+{
+    /// Runs the call; the error keeps the stop reason, the attempt count and
+    /// the last underlying error.
+    #[inline]
+    pub fn call(self) -> Result<T, RetryError<E>> {
+        self.report().result
+    }
+
+    /// Runs the call and reports attempts and stop reason, success or not.
+    #[inline]
+    pub fn report(mut self) -> Report<T, E> {
+        let policy = self.policy;
+        let mut call = self.settings.call(&self.clock);
+        let mut last: Kept<T, E> = Kept::Nothing;
+        if self.notify.wants() {
+            call.start_clock(self.clock.now());
+        }
+        loop {
+            if let Err(reason) = policy.start_attempt(&mut call, &self.clock) {
+                let elapsed = call.elapsed(self.clock.now());
+                return Report::finish(last.into_result(), call.attempts(), reason, elapsed, false);
+            }
+            let failure = match (self.op)() {
+                Ok(v) => match self.ok.check(&v) {
+                    None => {
+                        if policy.watches_success(&call) {
+                            policy.decide(&mut call, Outcome::Success, &self.clock);
+                        }
+                        return Report {
+                            result: Ok(v),
+                            attempts: call.attempts(),
+                            reason: StopReason::Success,
+                        };
+                    }
+                    Some(f) => {
+                        last = Kept::Value(v);
+                        f
+                    }
+                },
+                Err(e) => {
+                    let f = self.when.classify(&e);
+                    last = Kept::Error(e);
+                    f
+                }
+            };
+            let decision = policy.decide(&mut call, failure, &self.clock);
+            if call.attempts() == 1 {
+                // Lets the error report an elapsed time without a clock read
+                // on the success path.
+                call.start_clock(self.clock.now());
+            }
+            match decision {
+                Decision::Retry { after } if self.notify.wants() => {
+                    let (error, value) = match &last {
+                        Kept::Error(e) => (Some(e), None),
+                        Kept::Value(v) => (None, Some(v)),
+                        Kept::Nothing => (None, None),
+                    };
+                    self.notify.notify(&Notice {
+                        attempt: call.attempts(),
+                        error,
+                        value,
+                        class: failure.class,
+                        delay: after,
+                        elapsed: call.elapsed(self.clock.now()),
+                    });
+                    self.sleep.sleep(after);
+                }
+                Decision::Retry { after } => self.sleep.sleep(after),
+                Decision::Stop(reason) => {
+                    let elapsed = call.elapsed(self.clock.now());
+                    return Report::finish(last.into_result(), call.attempts(), reason, elapsed, false);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Server hints: `Retry-After` and gRPC retry pushback.
+//!
+//! A hint is untrusted input. These parsers accept exactly what the
+//! specifications allow and reject everything else, so a malformed value
+//! falls back to the backoff (and is counted as an invalid hint) instead of
+//! being guessed at. What a valid hint may do to a call — it can never extend
+//! it past its deadline, beyond `max_retry_after`, or beyond max attempts —
+//! is the decision engine's job ([`Policy::decide`](crate::Policy::decide)).
+//!
+//! ```
+//! use stagger::hint::{parse_retry_after, RetryAfter};
+//! use std::time::{Duration, UNIX_EPOCH};
+//!
+//! assert_eq!(parse_retry_after("120"), Ok(RetryAfter::Delay(Duration::from_secs(120))));
+//! let at = UNIX_EPOCH + Duration::from_secs(784_111_777);
+//! assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"), Ok(RetryAfter::At(at)));
+//! assert!(parse_retry_after("soon").is_err());
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use crate::classify::Hint;
+
+/// A parsed `Retry-After` value (RFC 9110 §10.2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryAfter {
+    /// `delay-seconds`. Values too large for a `Duration` saturate.
+    Delay(Duration),
+    /// An `HTTP-date`.
+    At(SystemTime),
+}
+
+impl RetryAfter {
+    /// The wait this value asks for, given the current wall-clock time. A
+    /// date in the past means no wait.
+    pub fn wait(&self, now: SystemTime) -> Duration {
+        match *self {
+            RetryAfter::Delay(d) => d,
+            RetryAfter::At(t) => t.duration_since(now).unwrap_or(Duration::ZERO),
+        }
+    }
+}
+
+/// Why a hint was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidHint {
+    header: &'static str,
+    value: String,
+}
+
+impl InvalidHint {
+    fn new(header: &'static str, value: &str) -> Self {
+        // Keep error messages bounded whatever the server sent.
+        let value: String = value.chars().take(64).collect();
+        InvalidHint { header, value }
+    }
+
+    /// The header the value came from.
+    pub fn header(&self) -> &'static str {
+        self.header
+    }
+}
+
+impl fmt::Display for InvalidHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid {} value {:?}: expected a non-negative integer or an HTTP-date",
+            self.header, self.value
+        )
+    }
+}
+
+impl std::error::Error for InvalidHint {}
+
+/// Parses a `Retry-After` field value: `delay-seconds` (one or more ASCII
+/// digits, nothing else) or an HTTP-date in any of the three forms a
+/// recipient must accept — IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`),
+/// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+/// (`Sun Nov  6 08:49:37 1994`). Surrounding whitespace is allowed; signs,
+/// fractions, units and anything else are rejected.
+pub fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
+    let v = value.trim_matches(|c| c == ' ' || c == '\t');
+    if v.is_empty() {
+        return Err(InvalidHint::new("Retry-After", value));
+    }
+    if v.bytes().all(|b| b.is_ascii_digit()) {
+        let d = digits_u64(v).map_or(Duration::MAX, Duration::from_secs);
+        return Ok(RetryAfter::Delay(d));
+    }
+    // httpdate accepts exactly the three RFC 9110 forms; ASCII only, bounded length.
+    if v.len() > 40 || !v.is_ascii() {
+        return Err(InvalidHint::new("Retry-After", value));
+    }
+    httpdate::parse_http_date(v)
+        .map(RetryAfter::At)
+        .map_err(|_| InvalidHint::new("Retry-After", value))
+}
+
+/// The value of a string of ASCII digits, `None` if it overflows `u64`.
+fn digits_u64(digits: &str) -> Option<u64> {
+    digits.bytes().try_fold(0u64, |n, b| {
+        n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+    })
+}
+
+/// Parses `grpc-retry-pushback-ms`: a non-negative integer is a pushback of
+/// that many milliseconds; a negative or unparseable value means the server
+/// asks not to be retried (gRPC A6).
+pub fn parse_pushback(value: &str) -> Hint {
+    let v = value.trim_matches(|c| c == ' ' || c == '\t');
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        Hint::Pushback(digits_u64(v).map_or(Duration::MAX, Duration::from_millis))
+    } else {
+        Hint::DoNotRetry
+    }
+}
+
+/// Turns a `Retry-After` header value into a [`Hint`] for the decision
+/// engine: the wait it asks for, or [`Hint::Invalid`] when it is malformed.
+pub fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
+    match parse_retry_after(value) {
+        Ok(r) => Hint::RetryAfter(r.wait(now)),
+        Err(_) => Hint::Invalid,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn three_date_forms_parse_to_the_same_instant() {
+        let want = RetryAfter::At(UNIX_EPOCH + Duration::from_secs(784_111_777));
+        for v in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(parse_retry_after(v), Ok(want), "{v}");
+        }
+    }
+
+    #[test]
+    fn rejects_what_rfc_9110_does_not_allow() {
+        for v in [
+            "-5", "1.5", "soon", "", " ", "+5", "5s", "0x10", "1e3", "5 5",
+            "Sun, 06 Nov 1994 08:49:37 PST", "06 Nov 1994", "١٢",
+        ] {
+            assert!(parse_retry_after(v).is_err(), "{v:?} accepted");
+        }
+    }
+
+    #[test]
+    fn delay_seconds() {
+        assert_eq!(parse_retry_after("0"), Ok(RetryAfter::Delay(Duration::ZERO)));
+        assert_eq!(parse_retry_after(" 3600 "), Ok(RetryAfter::Delay(Duration::from_secs(3600))));
+        assert_eq!(
+            parse_retry_after("99999999999999999999999999"),
+            Ok(RetryAfter::Delay(Duration::MAX))
+        );
+    }
+
+    #[test]
+    fn date_waits_are_relative_to_now() {
+        let now = UNIX_EPOCH + Duration::from_secs(784_111_770);
+        assert_eq!(
+            retry_after_hint("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Hint::RetryAfter(Duration::from_secs(7))
+        );
+        let later = now + Duration::from_secs(100);
+        assert_eq!(
+            retry_after_hint("Sun, 06 Nov 1994 08:49:37 GMT", later),
+            Hint::RetryAfter(Duration::ZERO)
+        );
+        assert_eq!(retry_after_hint("soon", now), Hint::Invalid);
+    }
+
+    #[test]
+    fn pushback() {
+        assert_eq!(parse_pushback("250"), Hint::Pushback(Duration::from_millis(250)));
+        assert_eq!(parse_pushback("0"), Hint::Pushback(Duration::ZERO));
+        assert_eq!(parse_pushback("-1"), Hint::DoNotRetry);
+        assert_eq!(parse_pushback("abc"), Hint::DoNotRetry);
+        assert_eq!(parse_pushback(""), Hint::DoNotRetry);
+        assert_eq!(parse_pushback("99999999999999999999999"), Hint::Pushback(Duration::MAX));
+    }
+}

@@ -1,0 +1,86 @@
+//! # stagger — retries that help a recovering dependency
+//!
+//! Retries turn a blip into a non-event, or into an outage that outlasts its
+//! trigger: clients that failed together retry together, layers multiply
+//! attempts, and retry load keeps a dependency down after the fault is gone.
+//! stagger retries with exponential backoff and *real* jitter (a fresh random
+//! stream per call, applied inside the cap), honours server hints without
+//! letting them break the deadline or the attempt limit, and stops for a
+//! reason it names.
+//!
+//! ## A 30-second tour
+//!
+//! ```
+//! use stagger::{Class, Policy, RetryExt, StopReason};
+//! use std::time::Duration;
+//!
+//! // 4 attempts, 50 ms × 2 up to 1 s, full jitter (the default jitter).
+//! let policy = Policy::builder()
+//!     .max_attempts(4)
+//!     .base(Duration::from_millis(50))
+//!     .cap(Duration::from_secs(1))
+//!     .build()?;
+//!
+//! let mut calls = 0;
+//! let fetch = || {
+//!     calls += 1;
+//!     if calls < 3 { Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)) } else { Ok("ok") }
+//! };
+//! let report = fetch
+//!     .retry(&policy)
+//!     .when_classified()            // io errors know their class
+//!     .timeout(Duration::from_secs(2)) // one deadline over every attempt and wait
+//!     .sleep(|_d| {})               // (a doc test should not really sleep)
+//!     .report();
+//! assert_eq!(report.reason, StopReason::Success);
+//! assert_eq!(report.attempts, 3);
+//! # Ok::<(), stagger::ConfigError>(())
+//! ```
+//!
+//! Underneath, every front-end drives one sans-IO function,
+//! [`Policy::decide`]: given how an attempt ended and what time it is, retry
+//! after how long, or stop and why. See [`policy`] for the protocol.
+//!
+//! ## Modules
+//! - [`backoff`]: the schedule `b_n = min(cap, base·multiplier^(n-1))` and the
+//!   jitters `none`, `full`, `equal`, `decorrelated`, `proportional(f)`.
+//! - [`classify`]: what is worth retrying; idempotency.
+//! - [`hint`]: `Retry-After` and gRPC pushback parsing.
+//! - [`deadline`]: deadlines, attempt timeouts, remaining-time headers.
+//! - [`policy`]: the decision engine and stop reasons.
+//! - [`event`]: events, observers and counters.
+//! - [`exec`]: blocking and async executors.
+//! - [`clock`], [`rng`]: the time and randomness seams.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backoff;
+pub mod classify;
+pub mod clock;
+pub mod deadline;
+pub mod error;
+pub mod event;
+pub mod exec;
+pub mod hint;
+pub mod policy;
+pub mod rng;
+
+pub use backoff::{Backoff, Jitter};
+pub use classify::{Class, Classify, Failure, Hint, Outcome};
+pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use error::{ConfigError, RetryError};
+pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
+pub use exec::future::{AsyncRetry, AsyncRetryExt, Sleeper};
+pub use exec::sync::{Retry, RetryExt};
+pub use exec::Report;
+pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason};
+pub use rng::{FastRng, RandomSource};
+
+/// A clock frozen at one instant: lets the pure form
+/// `policy.decide(&mut call, outcome, now)` take an `Instant` directly.
+impl Clock for std::time::Instant {
+    #[inline]
+    fn now(&self) -> std::time::Instant {
+        *self
+    }
+}
