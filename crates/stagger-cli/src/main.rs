@@ -1,1 +1,46 @@
-fn main(){}
+//! The `stagger` command.
+//!
+//! Exit codes (a contract): 0 success; 2 bad usage (a bad flag or value, with
+//! a message naming it); each subcommand documents any others.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod args;
+mod schedule;
+
+/// Retries that help a recovering dependency instead of burying it.
+#[derive(Debug, Parser)]
+#[command(name = "stagger", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print a backoff schedule: per retry, b_n, the jitter's range and sample delays.
+    Schedule(schedule::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("stagger: {e:#}");
+            if e.downcast_ref::<args::UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Schedule(a) => schedule::run(&a),
+    }
+}

@@ -528,10 +528,9 @@ impl Policy {
             Class::Permanent => false,
             Class::Unknown => call.idempotent,
             Class::Transient => true,
-            Class::OnlyWithHint => matches!(
-                f.hint,
-                Some(Hint::RetryAfter(_)) | Some(Hint::Pushback(_))
-            ),
+            Class::OnlyWithHint => {
+                matches!(f.hint, Some(Hint::RetryAfter(_)) | Some(Hint::Pushback(_)))
+            }
         };
         if !retryable || f.hint == Some(Hint::DoNotRetry) {
             return Decision::Stop(self.stop(call, StopReason::NotRetryable));
@@ -539,10 +538,7 @@ impl Policy {
         if call.attempt >= self.max_attempts {
             return Decision::Stop(self.stop(call, StopReason::AttemptsExhausted));
         }
-        let retry = call
-            .attempt
-            .saturating_sub(call.backoff_origin)
-            .max(1);
+        let retry = call.attempt.saturating_sub(call.backoff_origin).max(1);
         let (delay_ns, hint) = match f.hint {
             Some(Hint::RetryAfter(h)) => {
                 let spread = self.backoff.backoff_ns(retry) as f64 * call.rng.next_f64();
