@@ -244,7 +244,8 @@ impl Backoff {
         let b = self.base_ns as f64 * self.multiplier.powi(exp);
         // NaN (a bad multiplier) or beyond the cap both land on the cap.
         if b < self.cap_ns as f64 {
-            b as u64
+            // Float rounding of a huge base must not dip below it.
+            (b as u64).clamp(self.base_ns, self.cap_ns)
         } else {
             self.cap_ns
         }

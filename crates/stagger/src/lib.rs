@@ -75,12 +75,3 @@ pub use exec::sync::{Retry, RetryExt};
 pub use exec::Report;
 pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason};
 pub use rng::{FastRng, RandomSource};
-
-/// A clock frozen at one instant: lets the pure form
-/// `policy.decide(&mut call, outcome, now)` take an `Instant` directly.
-impl Clock for std::time::Instant {
-    #[inline]
-    fn now(&self) -> std::time::Instant {
-        *self
-    }
-}
