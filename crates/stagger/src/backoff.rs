@@ -240,6 +240,13 @@ impl Backoff {
         if exp == 0 || self.base_ns == 0 {
             return self.base_ns;
         }
+        if self.multiplier == 2.0 {
+            // The common case, exactly and without a float power.
+            return match self.base_ns.checked_shl(exp) {
+                Some(b) if exp < 64 && b >> exp == self.base_ns => b.min(self.cap_ns),
+                _ => self.cap_ns,
+            };
+        }
         let exp = i32::try_from(exp).unwrap_or(i32::MAX);
         let b = self.base_ns as f64 * self.multiplier.powi(exp);
         // NaN (a bad multiplier) or beyond the cap both land on the cap.

@@ -75,3 +75,8 @@ pub use exec::sync::{Retry, RetryExt};
 pub use exec::Report;
 pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason};
 pub use rng::{FastRng, RandomSource};
+
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
