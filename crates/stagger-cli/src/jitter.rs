@@ -239,29 +239,48 @@ mod tests {
 
     #[test]
     fn windows() {
-        assert_eq!(window("5m", None).unwrap(), Window { lo: S(0), hi: S(300) });
+        assert_eq!(
+            window("5m", None).unwrap(),
+            Window {
+                lo: S(0),
+                hi: S(300)
+            }
+        );
         assert_eq!(
             window("30s..2m", None).unwrap(),
-            Window { lo: S(30), hi: S(120) }
+            Window {
+                lo: S(30),
+                hi: S(120)
+            }
         );
         assert_eq!(
             window("30s", Some("10%")).unwrap(),
-            Window { lo: S(27), hi: S(33) }
+            Window {
+                lo: S(27),
+                hi: S(33)
+            }
         );
         assert_eq!(
             window("30s", Some("5s")).unwrap(),
-            Window { lo: S(25), hi: S(35) }
+            Window {
+                lo: S(25),
+                hi: S(35)
+            }
         );
         assert_eq!(window("0..0", None).unwrap(), Window { lo: S(0), hi: S(0) });
     }
 
     #[test]
     fn bad_windows_name_the_problem() {
-        assert!(window("5m..1m", None).unwrap_err().contains("before the start"));
+        assert!(window("5m..1m", None)
+            .unwrap_err()
+            .contains("before the start"));
         assert!(window("soon", None).unwrap_err().contains("soon"));
         assert!(window("1s..x", None).unwrap_err().contains("1s..x"));
         assert!(window("1s", Some("2s")).unwrap_err().contains("--spread"));
-        assert!(window("1s..2s", Some("1%")).unwrap_err().contains("--spread"));
+        assert!(window("1s..2s", Some("1%"))
+            .unwrap_err()
+            .contains("--spread"));
         for bad in ["120%", "-1%", "x%", "ten"] {
             assert!(parse_spread(bad).is_err(), "{bad}");
         }

@@ -28,10 +28,8 @@ impl TempDir {
     fn new(name: &str) -> TempDir {
         static N: AtomicU32 = AtomicU32::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "stagger-run-{}-{name}-{n}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("stagger-run-{}-{name}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).expect("create temp dir");
         TempDir(dir)
@@ -160,7 +158,17 @@ fn stop_on_code_runs_once_and_keeps_the_status() {
     let dir = TempDir::new("stop-on");
     let script = "echo x >> count; exit 2";
     let d = stagger(
-        &["run", "--base", "10ms", "--stop-on", "2", "--", "sh", "-c", script],
+        &[
+            "run",
+            "--base",
+            "10ms",
+            "--stop-on",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
         &dir,
     );
     assert_eq!(code(&d), Some(2));
@@ -172,7 +180,17 @@ fn retry_on_list_leaves_other_codes_alone() {
     let dir = TempDir::new("retry-on");
     let script = "echo x >> count; exit 3";
     let d = stagger(
-        &["run", "--base", "1ms", "--retry-on", "1,75", "--", "sh", "-c", script],
+        &[
+            "run",
+            "--base",
+            "1ms",
+            "--retry-on",
+            "1,75",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
         &dir,
     );
     assert_eq!(code(&d), Some(3));
@@ -216,7 +234,9 @@ fn attempt_timeout_kills_each_attempt_and_exits_124() {
         "{:?}",
         d.elapsed
     );
-    assert!(d.stderr.contains("attempt 1/2 failed (timeout after 200ms)"));
+    assert!(d
+        .stderr
+        .contains("attempt 1/2 failed (timeout after 200ms)"));
     let r = json(&d);
     assert_eq!(r["exit_code"], 124);
     let attempts = r["attempts"].as_array().unwrap();
@@ -259,7 +279,15 @@ fn timeout_reaches_the_commands_children() {
     let script = "sleep 30 & echo $! > pid; wait";
     let d = stagger(
         &[
-            "run", "--attempts", "1", "--attempt-timeout", "200ms", "--", "sh", "-c", script,
+            "run",
+            "--attempts",
+            "1",
+            "--attempt-timeout",
+            "200ms",
+            "--",
+            "sh",
+            "-c",
+            script,
         ],
         &dir,
     );
@@ -327,10 +355,21 @@ fn deadline_is_never_overrun() {
 #[test]
 fn sigterm_during_an_attempt_reaches_the_child_and_stops() {
     let dir = TempDir::new("sigterm");
-    let script = "echo x >> count; trap 'echo trapped > marker; exit 1' TERM; touch started; sleep 10";
+    let script =
+        "echo x >> count; trap 'echo trapped > marker; exit 1' TERM; touch started; sleep 10";
     let started = Instant::now();
     let child = spawn(
-        &["run", "--attempts", "5", "--base", "10ms", "--", "sh", "-c", script],
+        &[
+            "run",
+            "--attempts",
+            "5",
+            "--base",
+            "10ms",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
         &dir.0,
         false,
     );
@@ -349,7 +388,9 @@ fn sigint_during_an_attempt_is_forwarded_as_sigint() {
     let script = "echo x >> count; trap 'echo int > marker; exit 1' INT; touch started; sleep 10";
     let started = Instant::now();
     let child = spawn(
-        &["run", "--base", "10ms", "--format", "json", "--", "sh", "-c", script],
+        &[
+            "run", "--base", "10ms", "--format", "json", "--", "sh", "-c", script,
+        ],
         &dir.0,
         false,
     );
@@ -383,7 +424,11 @@ fn sigterm_during_a_wait_ends_the_run_at_once() {
     send("-TERM", child.id());
     let d = finish(child, started, Duration::from_secs(10));
     assert_eq!(d.status.signal(), Some(15), "{:?} {}", d.status, d.stderr);
-    assert!(sent.elapsed() < Duration::from_secs(1), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        sent.elapsed()
+    );
     assert_eq!(dir.count("count"), 1);
 }
 
@@ -416,10 +461,7 @@ fn command_that_is_not_executable_exits_126_at_once() {
     let dir = TempDir::new("noexec");
     fs::write(dir.path("script"), "#!/bin/sh\nexit 0\n").unwrap();
     let path = dir.path("script");
-    let d = stagger(
-        &["run", "--base", "5s", "--", path.to_str().unwrap()],
-        &dir,
-    );
+    let d = stagger(&["run", "--base", "5s", "--", path.to_str().unwrap()], &dir);
     assert_eq!(code(&d), Some(126), "{}", d.stderr);
     assert!(d.elapsed < Duration::from_secs(2));
 }
@@ -467,7 +509,16 @@ fn json_report_follows_the_commands_output() {
     let script = "echo out-$(echo x >> count; wc -l < count); exit 1";
     let d = stagger(
         &[
-            "run", "--base", "1ms", "--attempts", "2", "--format", "json", "--", "sh", "-c",
+            "run",
+            "--base",
+            "1ms",
+            "--attempts",
+            "2",
+            "--format",
+            "json",
+            "--",
+            "sh",
+            "-c",
             script,
         ],
         &dir,
@@ -493,7 +544,11 @@ fn json_report_follows_the_commands_output() {
     }
     assert!(attempts[0]["delay_ms"].is_u64());
     assert!(attempts[1]["delay_ms"].is_null());
-    assert!(lines[2].starts_with(r#"{"stop_reason":"#), "field order: {}", lines[2]);
+    assert!(
+        lines[2].starts_with(r#"{"stop_reason":"#),
+        "field order: {}",
+        lines[2]
+    );
 }
 
 #[test]

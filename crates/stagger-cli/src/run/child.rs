@@ -120,7 +120,9 @@ impl Supervisor {
         let until = Instant::now().checked_add(d);
         loop {
             let event = match until {
-                Some(t) => match self.rx.recv_timeout(t.saturating_duration_since(Instant::now()))
+                Some(t) => match self
+                    .rx
+                    .recv_timeout(t.saturating_duration_since(Instant::now()))
                 {
                     Ok(e) => e,
                     Err(_) => return None,
@@ -161,18 +163,14 @@ impl Supervisor {
             let bytes = Arc::clone(bytes);
             // A command that never reads its input must not block stagger:
             // the writer ends on EPIPE when the command exits.
-            let _ = thread::Builder::new()
-                .name("stdin".into())
-                .spawn(move || {
-                    let _ = pipe.write_all(&bytes);
-                });
+            let _ = thread::Builder::new().name("stdin".into()).spawn(move || {
+                let _ = pipe.write_all(&bytes);
+            });
         }
         let to_main = self.tx.clone();
-        let waiter = thread::Builder::new()
-            .name("wait".into())
-            .spawn(move || {
-                let _ = to_main.send(Event::Exited(child.wait()));
-            });
+        let waiter = thread::Builder::new().name("wait".into()).spawn(move || {
+            let _ = to_main.send(Event::Exited(child.wait()));
+        });
         if let Err(e) = waiter {
             // Without a waiter nothing would reap the child: stop it here.
             let _ = killpg(group, Signal::SIGKILL);

@@ -25,8 +25,8 @@ mod report;
 
 use child::{exit_code, Ending, Stdin, Supervisor};
 use codes::{CodeSet, RetryRule};
-use report::{AttemptRecord, Report};
 pub(crate) use report::human;
+use report::{AttemptRecord, Report};
 
 const EXAMPLES: &str = "\
 Examples:
