@@ -1,144 +1,20 @@
-//! `stagger run`, `stagger sleep` and `stagger jitter` as users run them: the
-//! real binary, real child processes (`sh -c …`), real signals.
+//! `stagger run` as users run it: the real binary, real child processes
+//! (`sh -c …`), real signals.
 //!
 //! Every test is bounded: the binary is killed and the test fails if it runs
 //! past its limit. Backoff bases are a few milliseconds so the suite stays
 //! fast; time tolerances are stated where they are checked.
 
+mod common;
+
 use std::fs;
-use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_stagger");
-
-/// How long the scheduler may add on top of a deadline in these tests
-/// (process start-up, a loaded 2-core machine, the kill and the reap).
-const SLACK: Duration = Duration::from_millis(300);
-
-/// A directory of its own for one test, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("stagger-run-{}-{name}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-
-    fn read(&self, file: &str) -> String {
-        fs::read_to_string(self.path(file)).unwrap_or_default()
-    }
-
-    /// How many lines a script appended to `file` (one per attempt).
-    fn count(&self, file: &str) -> usize {
-        self.read(file).lines().count()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Done {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-    elapsed: Duration,
-}
-
-fn spawn(args: &[&str], dir: &Path, stdin: bool) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start stagger")
-}
-
-/// Waits for `child`, killing it and failing the test after `limit`.
-fn finish(child: Child, started: Instant, limit: Duration) -> Done {
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => {
-            let out = out.expect("wait for stagger");
-            Done {
-                status: out.status,
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                elapsed: started.elapsed(),
-            }
-        }
-        Err(_) => {
-            let _ = Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
-            panic!("stagger {pid} ran longer than {limit:?}");
-        }
-    }
-}
-
-/// Runs `stagger ARGS` in `dir` with `input` on stdin, bounded by `limit`.
-fn stagger_with(args: &[&str], dir: &TempDir, input: Option<&[u8]>, limit: Duration) -> Done {
-    let started = Instant::now();
-    let mut child = spawn(args, &dir.0, input.is_some());
-    if let (Some(bytes), Some(mut pipe)) = (input, child.stdin.take()) {
-        pipe.write_all(bytes).expect("write stdin");
-    }
-    finish(child, started, limit)
-}
-
-fn stagger(args: &[&str], dir: &TempDir) -> Done {
-    stagger_with(args, dir, None, Duration::from_secs(10))
-}
-
-fn code(d: &Done) -> Option<i32> {
-    d.status.code()
-}
-
-/// Polls for `file` to appear (a child saying it has started).
-fn wait_for(dir: &TempDir, file: &str) {
-    let until = Instant::now() + Duration::from_secs(5);
-    while !dir.path(file).exists() {
-        assert!(Instant::now() < until, "{file} never appeared");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn send(signal: &str, pid: u32) {
-    let ok = Command::new("kill")
-        .args([signal, &pid.to_string()])
-        .status()
-        .expect("run kill")
-        .success();
-    assert!(ok, "kill {signal} {pid}");
-}
-
-fn json(d: &Done) -> serde_json::Value {
-    let line = d.stdout.lines().last().expect("a report line");
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-}
+use common::*;
 
 #[test]
 fn fails_twice_then_succeeds_in_three_attempts() {
@@ -610,42 +486,4 @@ fn help_explains_every_flag_with_an_example() {
         assert!(entry.contains("e.g."), "{flag} has no example: {entry}");
     }
     assert!(d.stdout.contains("Exit status"));
-}
-
-#[test]
-fn jitter_prints_a_value_in_its_window_and_refuses_bad_ones() {
-    let dir = TempDir::new("jitter");
-    let d = stagger(&["jitter", "30s", "--spread", "10%"], &dir);
-    assert_eq!(code(&d), Some(0));
-    let v: f64 = d.stdout.trim().parse().unwrap();
-    assert!((27.0..33.0).contains(&v), "{v}");
-    let a = stagger(&["jitter", "0..5m", "--unit", "ms", "--seed", "9"], &dir);
-    let b = stagger(&["jitter", "0..5m", "--unit", "ms", "--seed", "9"], &dir);
-    assert_eq!(a.stdout, b.stdout);
-    let ms: u64 = a.stdout.trim().parse().unwrap();
-    assert!(ms < 300_000);
-    for bad in [
-        &["jitter", "5m..1m"][..],
-        &["jitter", "soon"],
-        &["jitter", "1s", "--spread", "2s"],
-        &["jitter", "1s", "--unit", "h"],
-        &["sleep", "1s..x"],
-    ] {
-        let d = stagger(bad, &dir);
-        assert_eq!(code(&d), Some(2), "{bad:?}");
-        assert!(!d.stderr.is_empty());
-    }
-}
-
-#[test]
-fn sleep_waits_inside_its_window() {
-    let dir = TempDir::new("sleep");
-    let d = stagger(&["sleep", "100ms..200ms"], &dir);
-    assert_eq!(code(&d), Some(0));
-    assert!(d.elapsed >= Duration::from_millis(100), "{:?}", d.elapsed);
-    assert!(
-        d.elapsed < Duration::from_millis(200) + SLACK,
-        "{:?}",
-        d.elapsed
-    );
 }

@@ -62,7 +62,8 @@ pub struct Args {
     ///
     /// A wait that would leave no time for another attempt ends the run at
     /// once, and an attempt still running at the deadline is cut off as by
-    /// `--attempt-timeout`. Exit status 124.
+    /// `--attempt-timeout` (so a command that ignores SIGTERM can hold the
+    /// run up to `--kill-after` past the deadline). Exit status 124.
     #[arg(long, value_parser = duration, value_name = "D")]
     deadline: Option<Duration>,
 
