@@ -189,11 +189,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// A uniform draw from `[lo, hi)`.
 fn draw(w: Window, rng: &mut impl RandomSource) -> Duration {
-    let span = w.hi - w.lo;
-    let offset = Duration::try_from_secs_f64(span.as_secs_f64() * rng.next_f64())
-        .unwrap_or(Duration::ZERO)
-        .min(span);
-    w.lo.saturating_add(offset)
+    stagger::scheduled::uniform(w.lo, w.hi, rng)
 }
 
 pub fn sleep(a: &SleepArgs) -> anyhow::Result<ExitCode> {

@@ -51,11 +51,25 @@ pub use ticks::JitteredInterval;
 pub use ticks::Ticks;
 pub use ttl::JitteredTtl;
 
-/// A uniform draw from `[lo, hi)` (`lo` when the window is empty).
+/// A uniform draw from `[lo, hi)` (`lo` when the window is empty): the
+/// building block of every helper here, for schedules of your own (a
+/// start-up delay, a job's offset in its window).
 ///
 /// Spans up to 584 years use an exact integer mapping of 64 random bits
 /// (no floating-point rounding can reach `hi`); longer ones use `f64`.
-fn uniform<R: RandomSource + ?Sized>(lo: Duration, hi: Duration, rng: &mut R) -> Duration {
+///
+/// ```
+/// use stagger::scheduled::uniform;
+/// use stagger::FastRng;
+/// use std::time::Duration;
+///
+/// let mut rng = FastRng::fresh();
+/// let (lo, hi) = (Duration::from_secs(30), Duration::from_secs(90));
+/// let d = uniform(lo, hi, &mut rng);
+/// assert!(d >= lo && d < hi);
+/// assert_eq!(uniform(hi, lo, &mut rng), hi); // an empty window gives its start
+/// ```
+pub fn uniform<R: RandomSource + ?Sized>(lo: Duration, hi: Duration, rng: &mut R) -> Duration {
     let Some(span) = hi.checked_sub(lo).filter(|s| !s.is_zero()) else {
         return lo;
     };
