@@ -212,7 +212,8 @@ impl Supervisor {
                     term_at = None;
                     if first {
                         signal_group(group, Signal::try_from(s).unwrap_or(Signal::SIGTERM));
-                        kill_at = self.grace_end();
+                        // A grace period already running (after a timeout) is kept.
+                        kill_at = kill_at.or_else(|| self.grace_end());
                     } else {
                         // Asked twice: stop waiting for a clean exit.
                         signal_group(group, Signal::SIGKILL);
