@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod jitter;
+mod run;
 mod schedule;
 
 /// Retries that help a recovering dependency instead of burying it.
@@ -22,6 +24,12 @@ struct Cli {
 enum Command {
     /// Print a backoff schedule: per retry, b_n, the jitter's range and sample delays.
     Schedule(schedule::Args),
+    /// Run a command, retrying it with jittered backoff when it fails.
+    Run(run::Args),
+    /// Sleep a random time in a range (e.g. `stagger sleep 0..5m && job` in a crontab).
+    Sleep(jitter::SleepArgs),
+    /// Print a jittered duration for scripts (e.g. `stagger jitter 30s --spread 10%`).
+    Jitter(jitter::JitterArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,5 +50,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Schedule(a) => schedule::run(&a),
+        Command::Run(a) => run::run(&a),
+        Command::Sleep(a) => jitter::sleep(&a),
+        Command::Jitter(a) => jitter::jitter(&a),
     }
 }

@@ -50,6 +50,7 @@
 //! - [`policy`]: the decision engine and stop reasons.
 //! - [`event`]: events, observers and counters.
 //! - [`exec`]: blocking and async executors.
+//! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - [`clock`], [`rng`]: the time and randomness seams.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -64,6 +65,7 @@ pub mod exec;
 pub mod hint;
 pub mod policy;
 pub mod rng;
+pub mod scheduled;
 
 pub use backoff::{Backoff, Jitter};
 pub use classify::{Class, Classify, Failure, Hint, Outcome};
@@ -75,6 +77,7 @@ pub use exec::sync::{Retry, RetryExt};
 pub use exec::Report;
 pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason};
 pub use rng::{FastRng, RandomSource};
+pub use scheduled::{JitteredTtl, Reconnect, Ticks};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
