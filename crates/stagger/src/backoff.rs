@@ -309,7 +309,11 @@ impl Backoff {
             Jitter::Equal => (b / 2, b),
             Jitter::Decorrelated => {
                 let hi = self.base_ns as f64 * 3f64.powi(i32::try_from(retry).unwrap_or(i32::MAX));
-                let hi = if hi < self.cap_ns as f64 { hi as u64 } else { self.cap_ns };
+                let hi = if hi < self.cap_ns as f64 {
+                    hi as u64
+                } else {
+                    self.cap_ns
+                };
                 (self.base_ns.min(self.cap_ns), hi)
             }
             Jitter::Proportional(f) => {
@@ -400,7 +404,10 @@ mod tests {
             (Backoff::new().multiplier(f64::INFINITY), "multiplier"),
             (Backoff::new().cap(50 * MS), "cap"),
             (Backoff::new().jitter(Jitter::Proportional(1.5)), "jitter"),
-            (Backoff::new().jitter(Jitter::Proportional(f64::NAN)), "jitter"),
+            (
+                Backoff::new().jitter(Jitter::Proportional(f64::NAN)),
+                "jitter",
+            ),
             (Backoff::new().jitter(Jitter::Proportional(-0.1)), "jitter"),
         ];
         for (b, field) in cases {
@@ -436,7 +443,10 @@ mod tests {
         ] {
             assert_eq!(j.name().parse::<Jitter>().unwrap(), j);
         }
-        assert_eq!("proportional".parse::<Jitter>().unwrap(), Jitter::Proportional(0.2));
+        assert_eq!(
+            "proportional".parse::<Jitter>().unwrap(),
+            Jitter::Proportional(0.2)
+        );
         assert_eq!("sometimes".parse::<Jitter>().unwrap_err().field(), "jitter");
         assert!("proportional:2".parse::<Jitter>().is_err());
     }
@@ -446,7 +456,12 @@ mod tests {
     #[test]
     fn jitter_is_applied_inside_the_cap() {
         let cap = Duration::from_secs(1);
-        for j in [Jitter::None, Jitter::Full, Jitter::Equal, Jitter::Decorrelated] {
+        for j in [
+            Jitter::None,
+            Jitter::Full,
+            Jitter::Equal,
+            Jitter::Decorrelated,
+        ] {
             let b = Backoff::new().cap(cap).jitter(j);
             let mut rng = FastRng::seeded(5);
             for d in b.delays(&mut rng).take(10_000) {

@@ -161,9 +161,18 @@ mod tests {
         let s = Duration::from_secs;
         assert_eq!(attempt_timeout(None, None, now), None);
         assert_eq!(attempt_timeout(Some(s(2)), None, now), Some(s(2)));
-        assert_eq!(attempt_timeout(Some(s(2)), Some(now + s(5)), now), Some(s(2)));
-        assert_eq!(attempt_timeout(Some(s(9)), Some(now + s(5)), now), Some(s(5)));
-        assert_eq!(attempt_timeout(None, Some(now), now + s(1)), Some(Duration::ZERO));
+        assert_eq!(
+            attempt_timeout(Some(s(2)), Some(now + s(5)), now),
+            Some(s(2))
+        );
+        assert_eq!(
+            attempt_timeout(Some(s(9)), Some(now + s(5)), now),
+            Some(s(5))
+        );
+        assert_eq!(
+            attempt_timeout(None, Some(now), now + s(1)),
+            Some(Duration::ZERO)
+        );
     }
 
     #[test]

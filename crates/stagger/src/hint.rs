@@ -146,8 +146,19 @@ mod tests {
     #[test]
     fn rejects_what_rfc_9110_does_not_allow() {
         for v in [
-            "-5", "1.5", "soon", "", " ", "+5", "5s", "0x10", "1e3", "5 5",
-            "Sun, 06 Nov 1994 08:49:37 PST", "06 Nov 1994", "١٢",
+            "-5",
+            "1.5",
+            "soon",
+            "",
+            " ",
+            "+5",
+            "5s",
+            "0x10",
+            "1e3",
+            "5 5",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "06 Nov 1994",
+            "١٢",
         ] {
             assert!(parse_retry_after(v).is_err(), "{v:?} accepted");
         }
@@ -155,8 +166,14 @@ mod tests {
 
     #[test]
     fn delay_seconds() {
-        assert_eq!(parse_retry_after("0"), Ok(RetryAfter::Delay(Duration::ZERO)));
-        assert_eq!(parse_retry_after(" 3600 "), Ok(RetryAfter::Delay(Duration::from_secs(3600))));
+        assert_eq!(
+            parse_retry_after("0"),
+            Ok(RetryAfter::Delay(Duration::ZERO))
+        );
+        assert_eq!(
+            parse_retry_after(" 3600 "),
+            Ok(RetryAfter::Delay(Duration::from_secs(3600)))
+        );
         assert_eq!(
             parse_retry_after("99999999999999999999999999"),
             Ok(RetryAfter::Delay(Duration::MAX))
@@ -180,11 +197,17 @@ mod tests {
 
     #[test]
     fn pushback() {
-        assert_eq!(parse_pushback("250"), Hint::Pushback(Duration::from_millis(250)));
+        assert_eq!(
+            parse_pushback("250"),
+            Hint::Pushback(Duration::from_millis(250))
+        );
         assert_eq!(parse_pushback("0"), Hint::Pushback(Duration::ZERO));
         assert_eq!(parse_pushback("-1"), Hint::DoNotRetry);
         assert_eq!(parse_pushback("abc"), Hint::DoNotRetry);
         assert_eq!(parse_pushback(""), Hint::DoNotRetry);
-        assert_eq!(parse_pushback("99999999999999999999999"), Hint::Pushback(Duration::MAX));
+        assert_eq!(
+            parse_pushback("99999999999999999999999"),
+            Hint::Pushback(Duration::MAX)
+        );
     }
 }

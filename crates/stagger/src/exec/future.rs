@@ -34,7 +34,9 @@ use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
 use crate::exec::sync::{CallSettings, Kept};
-use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent};
+use crate::exec::{
+    AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
+};
 use crate::policy::{Decision, Policy, StopReason};
 
 /// Something that waits asynchronously. Implemented for every
@@ -88,7 +90,10 @@ pub type DefaultSleeper = NoSleeper;
 pub trait AsyncRetryExt<Fut>: FnMut() -> Fut + Sized {
     /// Runs this closure's futures under `policy`; finish with
     /// [`AsyncRetry::call`] or [`AsyncRetry::report`].
-    fn retry(self, policy: &Policy) -> AsyncRetry<'_, Self, AllTransient, AcceptAll, Silent, DefaultSleeper, MonotonicClock> {
+    fn retry(
+        self,
+        policy: &Policy,
+    ) -> AsyncRetry<'_, Self, AllTransient, AcceptAll, Silent, DefaultSleeper, MonotonicClock> {
         AsyncRetry {
             op: self,
             policy,
@@ -125,7 +130,16 @@ impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
     /// Classifies errors with a closure returning a [`Class`](crate::Class)
     /// or a [`Failure`].
     pub fn when<W2>(self, when: W2) -> AsyncRetry<'p, F, W2, K, N, S, C> {
-        AsyncRetry { op: self.op, policy: self.policy, when, ok: self.ok, notify: self.notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+        AsyncRetry {
+            op: self.op,
+            policy: self.policy,
+            when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Classifies errors by their [`Classify`] implementation.
@@ -139,22 +153,58 @@ impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
 
     /// Retries some successful values too.
     pub fn retry_ok_if<K2>(self, ok: K2) -> AsyncRetry<'p, F, W, K2, N, S, C> {
-        AsyncRetry { op: self.op, policy: self.policy, when: self.when, ok, notify: self.notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+        AsyncRetry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Calls `notify` before every wait.
     pub fn notify<N2>(self, notify: N2) -> AsyncRetry<'p, F, W, K, N2, S, C> {
-        AsyncRetry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+        AsyncRetry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Waits with `sleep` (any `FnMut(Duration) -> impl Future<Output = ()>`).
     pub fn sleep<S2>(self, sleep: S2) -> AsyncRetry<'p, F, W, K, N, S2, C> {
-        AsyncRetry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify: self.notify, sleep, clock: self.clock, settings: self.settings }
+        AsyncRetry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Reads time from `clock`.
     pub fn clock<C2>(self, clock: C2) -> AsyncRetry<'p, F, W, K, N, S, C2> {
-        AsyncRetry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify: self.notify, sleep: self.sleep, clock, settings: self.settings }
+        AsyncRetry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock,
+            settings: self.settings,
+        }
     }
 
     /// An absolute deadline over every attempt and wait.
@@ -211,7 +261,13 @@ where
                 Ok(t) => t,
                 Err(reason) => {
                     let elapsed = call.elapsed(self.clock.now());
-                    return Report::finish(last.into_result(), call.attempts(), reason, elapsed, timed_out);
+                    return Report::finish(
+                        last.into_result(),
+                        call.attempts(),
+                        reason,
+                        elapsed,
+                        timed_out,
+                    );
                 }
             };
             let result = match timeout {
@@ -285,7 +341,13 @@ where
                 }
                 Decision::Stop(reason) => {
                     let elapsed = call.elapsed(self.clock.now());
-                    return Report::finish(last.into_result(), call.attempts(), reason, elapsed, timed_out);
+                    return Report::finish(
+                        last.into_result(),
+                        call.attempts(),
+                        reason,
+                        elapsed,
+                        timed_out,
+                    );
                 }
             }
         }

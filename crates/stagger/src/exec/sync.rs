@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use crate::classify::{Classify, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
-use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent};
+use crate::exec::{
+    AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
+};
 use crate::policy::{Call, Decision, LazyRng, Policy, StopReason};
 use crate::rng::{FastRng, RandomSource};
 
@@ -109,7 +111,10 @@ impl<T, E> Kept<T, E> {
 pub trait RetryExt<T, E>: FnMut() -> Result<T, E> + Sized {
     /// Runs this closure under `policy`; finish with [`Retry::call`] or
     /// [`Retry::report`].
-    fn retry(self, policy: &Policy) -> Retry<'_, Self, AllTransient, AcceptAll, Silent, ThreadSleep, MonotonicClock> {
+    fn retry(
+        self,
+        policy: &Policy,
+    ) -> Retry<'_, Self, AllTransient, AcceptAll, Silent, ThreadSleep, MonotonicClock> {
         Retry {
             op: self,
             policy,
@@ -141,7 +146,16 @@ impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
     /// Classifies errors with a closure returning a [`Class`](crate::Class)
     /// or a [`Failure`](crate::Failure).
     pub fn when<W2>(self, when: W2) -> Retry<'p, F, W2, K, N, S, C> {
-        Retry { op: self.op, policy: self.policy, when, ok: self.ok, notify: self.notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Classifies errors by their [`Classify`] implementation (for example
@@ -157,23 +171,59 @@ impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
     /// Retries some successful values too: the closure returns `Some(class)`
     /// for a value that means "try again".
     pub fn retry_ok_if<K2>(self, ok: K2) -> Retry<'p, F, W, K2, N, S, C> {
-        Retry { op: self.op, policy: self.policy, when: self.when, ok, notify: self.notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Calls `notify` before every wait with the attempt number, the error,
     /// the delay and the elapsed time.
     pub fn notify<N2>(self, notify: N2) -> Retry<'p, F, W, K, N2, S, C> {
-        Retry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify, sleep: self.sleep, clock: self.clock, settings: self.settings }
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Sleeps with `sleep` instead of `std::thread::sleep`.
     pub fn sleep<S2>(self, sleep: S2) -> Retry<'p, F, W, K, N, S2, C> {
-        Retry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify: self.notify, sleep, clock: self.clock, settings: self.settings }
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
     }
 
     /// Reads time from `clock` instead of the monotonic clock.
     pub fn clock<C2>(self, clock: C2) -> Retry<'p, F, W, K, N, S, C2> {
-        Retry { op: self.op, policy: self.policy, when: self.when, ok: self.ok, notify: self.notify, sleep: self.sleep, clock, settings: self.settings }
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock,
+            settings: self.settings,
+        }
     }
 
     /// An absolute deadline over every attempt and wait.
@@ -280,7 +330,13 @@ where
                 Decision::Retry { after } => self.sleep.sleep(after),
                 Decision::Stop(reason) => {
                     let elapsed = call.elapsed(self.clock.now());
-                    return Report::finish(last.into_result(), call.attempts(), reason, elapsed, false);
+                    return Report::finish(
+                        last.into_result(),
+                        call.attempts(),
+                        reason,
+                        elapsed,
+                        false,
+                    );
                 }
             }
         }
