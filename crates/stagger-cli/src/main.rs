@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod schedule;
+mod simulate;
 
 /// Retries that help a recovering dependency instead of burying it.
 #[derive(Debug, Parser)]
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// Print a backoff schedule: per retry, b_n, the jitter's range and sample delays.
     Schedule(schedule::Args),
+    /// Simulate retry storms in virtual time on the library's own policies: table, JSON, report.
+    Simulate(simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,5 +45,6 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Schedule(a) => schedule::run(&a),
+        Command::Simulate(a) => simulate::run(&a),
     }
 }
