@@ -78,7 +78,7 @@ pub(crate) fn run(
 ) -> Result<RunOut, SimError> {
     let vt = VirtualTime::new();
     let n = clients as usize;
-    let policies = ClientPolicies::new(strategy, p, n, vt)?;
+    let policies = ClientPolicies::new(strategy, p, n, seed)?;
     let limit = ns(p.duration);
     let mut hops = Hops {
         rng: FastRng::seeded(mix(seed, 3)),

@@ -60,7 +60,7 @@ pub(crate) fn run(
 ) -> Result<RunOut, SimError> {
     let vt = VirtualTime::new();
     let clients = p.clients.lo as usize;
-    let policies = ClientPolicies::new(strategy, p, clients, vt)?;
+    let policies = ClientPolicies::new(strategy, p, clients, seed)?;
     let n_ticks = ticks(p);
     let tick = ns(p.tick);
     let (outage_start, outage_end) = (ns(p.outage_start), ns(p.outage_end));

@@ -8,9 +8,10 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use stagger::{BreakerState, Event, Observer, Policy};
+use stagger::budget::RatioBudget;
+use stagger::{Breaker, BreakerState, Event, Observer, Policy, Throttle};
 
-use crate::engine::VirtualTime;
+use crate::engine::mix;
 use crate::params::Params;
 use crate::strategy::Strategy;
 use crate::SimError;
@@ -39,20 +40,6 @@ impl Observer for Counters {
     }
 }
 
-/// Fails when a strategy asks for guardrails this build cannot provide.
-pub(crate) fn check_available(s: &Strategy) -> Result<(), SimError> {
-    if s.has_guardrails() {
-        return Err(SimError::new(
-            "strategy",
-            format!(
-                "`{s}`: budgets, breakers and throttles are not available yet in this build \
-                 (the guardrails are still being built); use a strategy without `+…`"
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// The policy of every client process of one run.
 pub(crate) struct ClientPolicies {
     policies: Vec<Policy>,
@@ -60,19 +47,48 @@ pub(crate) struct ClientPolicies {
 }
 
 impl ClientPolicies {
-    /// Policies for `clients` processes running `strategy`.
+    /// Policies for `clients` processes running `strategy` in the run
+    /// seeded `seed`: one shared policy without guardrails, else one per
+    /// process, each with its own library-default budget (10 % ratio, 10 s
+    /// window, floor 10), breaker (50 % of at least 20 calls over 10 s, open
+    /// 5 s + up to 20 %, its jitter seeded from the run) and throttle (K = 2,
+    /// 2 min).
     pub(crate) fn new(
         strategy: &Strategy,
         p: &Params,
         clients: usize,
-        _vt: VirtualTime,
+        seed: u64,
     ) -> Result<Self, SimError> {
-        check_available(strategy)?;
         let builder = strategy.policy_builder(p)?;
-        let _ = clients;
+        if !strategy.has_guardrails() {
+            return Ok(ClientPolicies {
+                policies: vec![builder.build_checked()?],
+                counters: None,
+            });
+        }
+        let counters = Arc::new(Counters::default());
+        let policies = (0..clients.max(1))
+            .map(|c| {
+                let mut b = builder.clone().observer(counters.clone());
+                if strategy.budget {
+                    b = b.budget(RatioBudget::default());
+                }
+                if strategy.breaker {
+                    let breaker = Breaker::builder()
+                        .seed(mix(seed, 0xB4EA_0000 + c as u64))
+                        .build()
+                        .map_err(|e| SimError::new("strategy", e.to_string()))?;
+                    b = b.breaker(breaker);
+                }
+                if strategy.throttle {
+                    b = b.throttle(Throttle::default());
+                }
+                b.build_checked()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ClientPolicies {
-            policies: vec![builder.build_checked()?],
-            counters: None,
+            policies,
+            counters: Some(counters),
         })
     }
 

@@ -155,7 +155,7 @@ pub(crate) fn run(
     check(strategy, p)?;
     let vt = VirtualTime::new();
     let layers = p.layers as usize;
-    let policies = ClientPolicies::new(strategy, p, layers, vt)?;
+    let policies = ClientPolicies::new(strategy, p, layers, seed)?;
     let n = ((p.rate * p.duration.as_secs_f64()).round() as u64).max(1);
     let gap = 1e9 / p.rate;
     let mut ctx = Ctx {

@@ -141,7 +141,7 @@ pub(crate) fn run(
 ) -> Result<RunOut, SimError> {
     let vt = VirtualTime::new();
     let clients = p.clients.lo as usize;
-    let policies = ClientPolicies::new(strategy, p, clients, vt)?;
+    let policies = ClientPolicies::new(strategy, p, clients, seed)?;
     // Requests are spread round-robin over the client processes.
     let policy_of = |id: u32| policies.get(id as usize % clients);
     let end = ns(p.duration);

@@ -117,7 +117,13 @@ impl Strategy {
                 .map(Strategy::plain)
                 .to_vec(),
             Model::Metastable => seed4.to_vec(),
-            Model::Layers => vec![Strategy::plain(Full), Strategy::plain(Full).guarded()],
+            Model::Layers => vec![
+                Strategy::plain(Full),
+                Strategy {
+                    budget: true,
+                    ..Strategy::plain(Full)
+                },
+            ],
         }
     }
 

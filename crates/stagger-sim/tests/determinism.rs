@@ -5,10 +5,9 @@ use std::time::Duration;
 use stagger_sim::{simulate, Model, Options, Params, Strategy};
 
 fn json(p: &Params, threads: usize) -> String {
-    let s = Strategy::defaults(p.model)
-        .into_iter()
-        .filter(|s| !s.has_guardrails())
-        .collect::<Vec<_>>();
+    let mut s = Strategy::defaults(p.model);
+    // Guardrails carry shared state per client process: they must replay too.
+    s.push("full+budget+breaker+throttle".parse().unwrap());
     let opts = Options { threads, progress: None };
     serde_json::to_string(&simulate(p, &s, &opts).unwrap()).unwrap()
 }
