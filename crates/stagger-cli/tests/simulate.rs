@@ -36,7 +36,10 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--tick", "0"], "--tick"),
         (&["--cap", "10ms"], "--cap"),
         (&["--success-model", "cubic"], "--success-model"),
-        (&["--outage-start", "10s", "--outage-end", "5s"], "--outage-end"),
+        (
+            &["--outage-start", "10s", "--outage-end", "5s"],
+            "--outage-end",
+        ),
         (&["--rate=-3", "--model", "metastable"], "--rate"),
         (&["--runs", "0"], "--runs"),
     ] {
@@ -54,7 +57,14 @@ fn json_is_byte_identical_whatever_the_thread_count() {
     for model in [
         &["--model", "failover"][..],
         &["--model", "contention", "--clients", "1..15"],
-        &["--model", "metastable", "--duration", "30s", "--strategy", "full,full+budget+breaker"],
+        &[
+            "--model",
+            "metastable",
+            "--duration",
+            "30s",
+            "--strategy",
+            "full,full+budget+breaker",
+        ],
         &["--model", "layers"],
     ] {
         let run = |threads: &str| {
@@ -62,7 +72,11 @@ fn json_is_byte_identical_whatever_the_thread_count() {
             a.extend_from_slice(model);
             a.extend_from_slice(&["--threads", threads]);
             let out = stagger(&a, None);
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             out.stdout
         };
         let one = run("1");
@@ -79,16 +93,40 @@ fn json_has_the_documented_fields() {
     assert_eq!(doc["model"], "failover");
     let row = &doc["strategies"][0];
     for key in [
-        "strategy", "runs", "attempts", "requests", "amplification", "request_success",
-        "peak_load_over_capacity", "post_outage_peak_over_capacity", "recovery_s",
-        "budget_refusals", "breaker_opens",
+        "strategy",
+        "runs",
+        "attempts",
+        "requests",
+        "amplification",
+        "request_success",
+        "peak_load_over_capacity",
+        "post_outage_peak_over_capacity",
+        "recovery_s",
+        "budget_refusals",
+        "breaker_opens",
     ] {
         assert!(row.get(key).is_some(), "missing {key}");
     }
     for key in ["t_s", "load", "retries", "successes"] {
-        assert_eq!(row["series"][key].as_array().map(Vec::len), Some(240), "{key}");
+        assert_eq!(
+            row["series"][key].as_array().map(Vec::len),
+            Some(240),
+            "{key}"
+        );
     }
-    let out = stagger(&["--model", "contention", "--clients", "3", "--format", "json", "--runs", "2"], None);
+    let out = stagger(
+        &[
+            "--model",
+            "contention",
+            "--clients",
+            "3",
+            "--format",
+            "json",
+            "--runs",
+            "2",
+        ],
+        None,
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = &doc["strategies"][0];
     assert_eq!(row["clients"], 3);
@@ -99,14 +137,30 @@ fn json_has_the_documented_fields() {
 fn no_flags_prints_the_comparison_and_writes_the_report() {
     let dir = scratch("default");
     let out = stagger(&["--runs", "3"], Some(&dir));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
-    for s in ["none", "immediate", "exponential", "full", "full+budget+breaker"] {
-        assert!(table.lines().any(|l| l.starts_with(&format!("{s} "))), "{s}:\n{table}");
+    for s in [
+        "none",
+        "immediate",
+        "exponential",
+        "full",
+        "full+budget+breaker",
+    ] {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("{s} "))),
+            "{s}:\n{table}"
+        );
     }
     let report = dir.join("stagger-report");
     let html = std::fs::read_to_string(report.join("report.html")).unwrap();
-    assert!(html.matches("<svg").count() >= 8, "one chart per strategy and more");
+    assert!(
+        html.matches("<svg").count() >= 8,
+        "one chart per strategy and more"
+    );
     // Self-contained: nothing is fetched when the page opens.
     assert!(!html.contains("src=") && !html.contains("href="));
     let json: serde_json::Value =
@@ -123,10 +177,25 @@ fn out_writes_the_report_for_every_model_and_none_disables_it() {
     for model in ["contention", "metastable", "layers"] {
         let target = dir.join(model);
         let out = stagger(
-            &["--model", model, "--runs", "2", "--clients", "4", "--duration", "20s", "--out", target.to_str().unwrap()],
+            &[
+                "--model",
+                model,
+                "--runs",
+                "2",
+                "--clients",
+                "4",
+                "--duration",
+                "20s",
+                "--out",
+                target.to_str().unwrap(),
+            ],
             None,
         );
-        assert!(out.status.success(), "{model}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{model}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let html = std::fs::read_to_string(target.join("report.html")).unwrap();
         assert!(html.contains("<svg"), "{model}");
     }

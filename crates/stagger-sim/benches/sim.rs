@@ -39,7 +39,12 @@ fn contention(c: &mut Criterion) {
 fn metastable(c: &mut Criterion) {
     let mut p = Params::defaults(Model::Metastable);
     p.runs = 2;
-    bench_model(c, "metastable_2_runs", p, &[Strategy::plain(RetryKind::Full)]);
+    bench_model(
+        c,
+        "metastable_2_runs",
+        p,
+        &[Strategy::plain(RetryKind::Full)],
+    );
 }
 
 fn failover(c: &mut Criterion) {
@@ -49,7 +54,10 @@ fn failover(c: &mut Criterion) {
         c,
         "failover_20_runs",
         p,
-        &[Strategy::plain(RetryKind::Exponential), Strategy::plain(RetryKind::Full)],
+        &[
+            Strategy::plain(RetryKind::Exponential),
+            Strategy::plain(RetryKind::Full),
+        ],
     );
 }
 

@@ -98,7 +98,8 @@ pub(crate) fn run(
     for i in 0..n {
         let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
         if policies.get(i).start_attempt(&mut call, start).is_ok() {
-            s.heap.push(Reverse((hops.next() << CLIENT_BITS) | i as u64));
+            s.heap
+                .push(Reverse((hops.next() << CLIENT_BITS) | i as u64));
         }
         s.calls.push(call);
     }

@@ -190,7 +190,8 @@ fn peak(load: &[u32], from: usize, cap: f64) -> Option<f64> {
 pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row {
     let n = runs.len().max(1) as f64;
     let mut sum = SeriesSum::default();
-    let (mut attempts, mut requests, mut ok, mut refusals, mut opens) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut attempts, mut requests, mut ok, mut refusals, mut opens) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     let (mut peak_sum, mut post_sum, mut rec_sum) = (0.0, 0.0, 0.0);
     let mut post_any = true;
     let mut recovered_all = true;

@@ -239,9 +239,9 @@ pub fn simulate_counted(
             let cells: Vec<(Strategy, RetryAt, f64)> = strategies
                 .iter()
                 .flat_map(|s| {
-                    RetryAt::for_strategy(s).iter().flat_map(move |m| {
-                        p.failure_rates.iter().map(move |f| (*s, *m, *f))
-                    })
+                    RetryAt::for_strategy(s)
+                        .iter()
+                        .flat_map(move |m| p.failure_rates.iter().map(move |f| (*s, *m, *f)))
                 })
                 .collect();
             let outs = engine::par_map(

@@ -18,7 +18,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use stagger::{Call, Decision, FastRng, Failure, Outcome};
+use stagger::{Call, Decision, Failure, FastRng, Outcome};
 
 use crate::engine::{exponential_ns, mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
@@ -98,7 +98,11 @@ impl World<'_> {
 
     /// Sends attempt `attempt` of request `id` at `t`.
     fn send(&mut self, id: u32, attempt: u32, t: u64) {
-        let job = Job { id, attempt, sent: t };
+        let job = Job {
+            id,
+            attempt,
+            sent: t,
+        };
         self.out.attempts += 1;
         if attempt > 1 {
             Self::bump(&mut self.out.retries, t);
@@ -201,7 +205,9 @@ pub(crate) fn run(
             }
             w.start_next(t);
         } else if t == timeout_at {
-            let Some((_, job)) = w.s.timeouts.pop_front() else { break };
+            let Some((_, job)) = w.s.timeouts.pop_front() else {
+                break;
+            };
             let req = &mut w.s.reqs[job.id as usize];
             if req.state != State::Waiting || req.call.attempts() != job.attempt {
                 continue;
@@ -209,7 +215,8 @@ pub(crate) fn run(
             match policy_of(job.id).decide(&mut req.call, Failure::timeout(), vt.at(t)) {
                 Decision::Retry { after } => {
                     req.state = State::Backoff;
-                    w.s.retries.push(Reverse((t.saturating_add(ns(after)), job.id)));
+                    w.s.retries
+                        .push(Reverse((t.saturating_add(ns(after)), job.id)));
                 }
                 Decision::Stop(_) => req.state = State::Done,
             }
@@ -222,7 +229,9 @@ pub(crate) fn run(
             w.s.held = held;
             w.s.held.clear();
         } else if t == retry_at {
-            let Some(Reverse((_, id))) = w.s.retries.pop() else { break };
+            let Some(Reverse((_, id))) = w.s.retries.pop() else {
+                break;
+            };
             let req = &mut w.s.reqs[id as usize];
             if policy_of(id).start_attempt(&mut req.call, vt.at(t)).is_ok() {
                 req.state = State::Waiting;
@@ -239,7 +248,11 @@ pub(crate) fn run(
             let admitted = policy_of(id).start_attempt(&mut call, vt.at(t)).is_ok();
             w.s.reqs.push(Req {
                 call,
-                state: if admitted { State::Waiting } else { State::Done },
+                state: if admitted {
+                    State::Waiting
+                } else {
+                    State::Done
+                },
             });
             if admitted {
                 w.send(id, 1, t);
@@ -303,7 +316,11 @@ pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row
             Some(x) => before += x,
             None => before_any = false,
         }
-        let tail_from = r.goodput.len().saturating_sub(TAIL_S).max(after_from.min(r.goodput.len()));
+        let tail_from = r
+            .goodput
+            .len()
+            .saturating_sub(TAIL_S)
+            .max(after_from.min(r.goodput.len()));
         after += mean_per_s(&r.goodput[tail_from..]).unwrap_or(0.0);
         match recovery_s(r, p) {
             Some(x) => rec += x,

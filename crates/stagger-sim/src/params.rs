@@ -59,7 +59,9 @@ impl FromStr for Model {
             .ok_or_else(|| {
                 SimError::new(
                     "model",
-                    format!("unknown model `{s}` (expected failover, contention, metastable or layers)"),
+                    format!(
+                        "unknown model `{s}` (expected failover, contention, metastable or layers)"
+                    ),
                 )
             })
     }
@@ -311,17 +313,28 @@ impl Params {
         if self.tick.is_zero() {
             return err("tick", "must be greater than zero".into());
         }
-        if self.model == Model::Failover && self.duration.as_nanos() / self.tick.as_nanos() > 10_000_000 {
-            return err("tick", "gives more than 10 million ticks; use a longer tick".into());
+        if self.model == Model::Failover
+            && self.duration.as_nanos() / self.tick.as_nanos() > 10_000_000
+        {
+            return err(
+                "tick",
+                "gives more than 10 million ticks; use a longer tick".into(),
+            );
         }
         if self.arrivals > 1_000_000 {
             return err("arrivals", "must be at most 1000000 per tick".into());
         }
         if !(self.rate.is_finite() && self.rate > 0.0 && self.rate <= 1e6) {
-            return err("rate", format!("{} must be a number in (0, 1000000]", self.rate));
+            return err(
+                "rate",
+                format!("{} must be a number in (0, 1000000]", self.rate),
+            );
         }
         if !(self.capacity.is_finite() && self.capacity > 0.0 && self.capacity <= 1e9) {
-            return err("capacity", format!("{} must be a positive number", self.capacity));
+            return err(
+                "capacity",
+                format!("{} must be a positive number", self.capacity),
+            );
         }
         if self.timeout.is_zero() {
             return err("timeout", "must be greater than zero".into());
@@ -333,16 +346,29 @@ impl Params {
             return err("burst", "must be at most 10000000".into());
         }
         if self.attempts == Some(0) {
-            return err("attempts", "must be at least 1 (the first attempt counts)".into());
+            return err(
+                "attempts",
+                "must be at least 1 (the first attempt counts)".into(),
+            );
         }
         if self.cap < self.base {
-            return err("cap", format!("{:?} is smaller than --base {:?}", self.cap, self.base));
+            return err(
+                "cap",
+                format!("{:?} is smaller than --base {:?}", self.cap, self.base),
+            );
         }
         if self.layers == 0 || self.layers > 8 {
             return err("layers", format!("{} must be in 1..=8", self.layers));
         }
-        if let Some(f) = self.failure_rates.iter().find(|f| !(0.0..=1.0).contains(*f)) {
-            return err("failure-rates", format!("{f} is not a probability in [0, 1]"));
+        if let Some(f) = self
+            .failure_rates
+            .iter()
+            .find(|f| !(0.0..=1.0).contains(*f))
+        {
+            return err(
+                "failure-rates",
+                format!("{f} is not a probability in [0, 1]"),
+            );
         }
         let runs = self.seeds.as_ref().map_or(self.runs as usize, Vec::len);
         if runs == 0 {

@@ -133,9 +133,7 @@ impl Strategy {
         let mut out = Vec::new();
         for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
             let (head, tail) = item.split_once('+').unwrap_or((item, ""));
-            let guards: Strategy = format!("none+{tail}")
-                .trim_end_matches('+')
-                .parse()?;
+            let guards: Strategy = format!("none+{tail}").trim_end_matches('+').parse()?;
             let kinds: Vec<RetryKind> = if head == "all" {
                 RetryKind::ALL.to_vec()
             } else {
@@ -251,11 +249,19 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for s in ["none", "full+budget", "exponential+budget+breaker", "equal+throttle"] {
+        for s in [
+            "none",
+            "full+budget",
+            "exponential+budget+breaker",
+            "equal+throttle",
+        ] {
             assert_eq!(s.parse::<Strategy>().unwrap().to_string(), s);
         }
         assert_eq!(
-            "full+breaker+budget".parse::<Strategy>().unwrap().to_string(),
+            "full+breaker+budget"
+                .parse::<Strategy>()
+                .unwrap()
+                .to_string(),
             "full+budget+breaker"
         );
     }
@@ -272,7 +278,11 @@ mod tests {
     #[test]
     fn bad_names_name_the_flag() {
         for s in ["", "fast", "full+cache", "full,,+"] {
-            assert_eq!(Strategy::parse_list(s).unwrap_err().flag(), "strategy", "{s}");
+            assert_eq!(
+                Strategy::parse_list(s).unwrap_err().flag(),
+                "strategy",
+                "{s}"
+            );
         }
     }
 }

@@ -8,7 +8,10 @@ fn json(p: &Params, threads: usize) -> String {
     let mut s = Strategy::defaults(p.model);
     // Guardrails carry shared state per client process: they must replay too.
     s.push("full+budget+breaker+throttle".parse().unwrap());
-    let opts = Options { threads, progress: None };
+    let opts = Options {
+        threads,
+        progress: None,
+    };
     serde_json::to_string(&simulate(p, &s, &opts).unwrap()).unwrap()
 }
 

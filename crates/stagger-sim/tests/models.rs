@@ -156,11 +156,24 @@ fn layers_multiply_64_per_layer_and_4_at_one_layer() {
     p.failure_rates = vec![1.0];
     let budget: Strategy = "full+budget".parse().unwrap();
     let rows = run(&p, &[plain(RetryKind::Full), budget]);
-    let get = |m: RetryAt| rows.iter().find(|r| r.retry_at == Some(m.as_str())).unwrap();
-    assert_eq!(get(RetryAt::EveryLayer).bottom_attempts_per_request, Some(64.0));
-    assert_eq!(get(RetryAt::OneLayer).bottom_attempts_per_request, Some(4.0));
+    let get = |m: RetryAt| {
+        rows.iter()
+            .find(|r| r.retry_at == Some(m.as_str()))
+            .unwrap()
+    };
+    assert_eq!(
+        get(RetryAt::EveryLayer).bottom_attempts_per_request,
+        Some(64.0)
+    );
+    assert_eq!(
+        get(RetryAt::OneLayer).bottom_attempts_per_request,
+        Some(4.0)
+    );
     // SPEC §8's rule alone, hop by hop: 4 (first attempt) + 3 × 4 + 3.
-    assert_eq!(get(RetryAt::HopRule).bottom_attempts_per_request, Some(19.0));
+    assert_eq!(
+        get(RetryAt::HopRule).bottom_attempts_per_request,
+        Some(19.0)
+    );
     assert!(rows.iter().all(|r| r.request_success == 0.0));
     // A ratio budget per layer: a dead dependency costs little more than one
     // attempt per request (the floor and 10 % per layer).
@@ -210,7 +223,11 @@ fn metastable_backlog_of_expired_work_keeps_goodput_at_zero_unless_skipped() {
     // The server works through the released backlog and then a queue of
     // requests that waited past their timeout: nothing answers in time.
     assert_eq!(stuck.recovered, Some(false));
-    assert!(stuck.goodput_after.unwrap() < 10.0, "{:?}", stuck.goodput_after);
+    assert!(
+        stuck.goodput_after.unwrap() < 10.0,
+        "{:?}",
+        stuck.goodput_after
+    );
     // Dropping expired work clears the backlog at once.
     assert_eq!(healed.recovered, Some(true));
     assert!(healed.recovery_s.unwrap() < 5.0, "{:?}", healed.recovery_s);
@@ -231,7 +248,11 @@ fn metastable_retries_sustain_overload_even_when_expired_work_is_skipped() {
     let rows = metastable("none,full,full+budget,full+breaker", true, 60);
     assert_eq!(rows[0].recovered, Some(true));
     assert_eq!(rows[1].recovered, Some(false));
-    assert_eq!(rows[2].recovered, Some(true), "a retry budget breaks the loop");
+    assert_eq!(
+        rows[2].recovered,
+        Some(true),
+        "a retry budget breaks the loop"
+    );
     assert_eq!(rows[3].recovered, Some(true), "so does a breaker");
 }
 
@@ -239,13 +260,55 @@ fn metastable_retries_sustain_overload_even_when_expired_work_is_skipped() {
 fn bad_parameters_name_their_flag() {
     let base = Params::defaults(Model::Failover);
     let cases: Vec<(Params, &str)> = vec![
-        (Params { tick: Duration::ZERO, ..base.clone() }, "tick"),
-        (Params { attempts: Some(0), ..base.clone() }, "attempts"),
-        (Params { runs: 0, ..base.clone() }, "runs"),
-        (Params { capacity: f64::NAN, ..base.clone() }, "capacity"),
-        (Params { cap: Duration::from_millis(1), ..base.clone() }, "cap"),
-        (Params { outage_end: Duration::from_secs(1), ..base.clone() }, "outage-end"),
-        (Params { failure_rates: vec![1.5], ..base.clone() }, "failure-rates"),
+        (
+            Params {
+                tick: Duration::ZERO,
+                ..base.clone()
+            },
+            "tick",
+        ),
+        (
+            Params {
+                attempts: Some(0),
+                ..base.clone()
+            },
+            "attempts",
+        ),
+        (
+            Params {
+                runs: 0,
+                ..base.clone()
+            },
+            "runs",
+        ),
+        (
+            Params {
+                capacity: f64::NAN,
+                ..base.clone()
+            },
+            "capacity",
+        ),
+        (
+            Params {
+                cap: Duration::from_millis(1),
+                ..base.clone()
+            },
+            "cap",
+        ),
+        (
+            Params {
+                outage_end: Duration::from_secs(1),
+                ..base.clone()
+            },
+            "outage-end",
+        ),
+        (
+            Params {
+                failure_rates: vec![1.5],
+                ..base.clone()
+            },
+            "failure-rates",
+        ),
     ];
     for (p, flag) in cases {
         let e = simulate(&p, &[plain(RetryKind::Full)], &Options::default()).unwrap_err();

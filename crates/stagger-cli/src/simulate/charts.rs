@@ -82,6 +82,7 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
             let lo = lines
                 .iter()
                 .flat_map(|l| l.points.iter().map(|p| p.1))
+                .chain(frame.hlines.iter().map(|h| h.0))
                 .filter(|y| *y > 0.0)
                 .fold(f64::INFINITY, f64::min);
             let lo = if lo.is_finite() { lo * 0.8 } else { 0.1 };
@@ -94,13 +95,25 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
                 .y_desc(frame.y_desc)
                 .draw()
                 .map_err(err)?;
+            for (y, label) in frame.hlines.iter().filter(|h| h.0 > 0.0) {
+                chart
+                    .draw_series(LineSeries::new(
+                        [(x0, *y), (x1, *y)],
+                        CAPACITY.mix(0.7).stroke_width(1),
+                    ))
+                    .map_err(err)?
+                    .label(label.as_str())
+                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], CAPACITY));
+            }
             for l in lines {
                 let pts = l.points.iter().copied().filter(|p| p.1 > 0.0);
                 chart
                     .draw_series(LineSeries::new(pts, l.color.stroke_width(2)))
                     .map_err(err)?
                     .label(l.name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], l.color.stroke_width(2)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], l.color.stroke_width(2))
+                    });
             }
             chart
                 .configure_series_labels()
@@ -128,7 +141,9 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
                         )))
                         .map_err(err)?
                         .label("outage")
-                        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], OUTAGE.filled()));
+                        .legend(|(x, y)| {
+                            Rectangle::new([(x, y - 5), (x + 18, y + 5)], OUTAGE.filled())
+                        });
                 }
             }
             for (y, label) in &frame.hlines {
@@ -143,10 +158,15 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
             }
             for l in lines {
                 chart
-                    .draw_series(LineSeries::new(l.points.iter().copied(), l.color.stroke_width(2)))
+                    .draw_series(LineSeries::new(
+                        l.points.iter().copied(),
+                        l.color.stroke_width(2),
+                    ))
                     .map_err(err)?
                     .label(l.name)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], l.color.stroke_width(2)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], l.color.stroke_width(2))
+                    });
             }
             chart
                 .configure_series_labels()
@@ -201,13 +221,21 @@ pub(super) fn schedule_tiles(
                 let (lo, hi) = backoff.range(n);
                 let x = f64::from(n);
                 Rectangle::new(
-                    [(x - 0.38, lo.as_secs_f64()), (x + 0.38, hi.as_secs_f64().max(lo.as_secs_f64() + top * 0.004))],
+                    [
+                        (x - 0.38, lo.as_secs_f64()),
+                        (
+                            x + 0.38,
+                            hi.as_secs_f64().max(lo.as_secs_f64() + top * 0.004),
+                        ),
+                    ],
                     tile.mix(0.35).filled(),
                 )
             }))
             .map_err(err)?
             .label("jitter range")
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 18, y + 5)], tile.mix(0.35).filled()));
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 18, y + 5)], tile.mix(0.35).filled())
+            });
         chart
             .draw_series((1..=retries).map(|n| {
                 let x = f64::from(n);

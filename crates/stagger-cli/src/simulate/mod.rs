@@ -147,7 +147,16 @@ impl Args {
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { p.$field = v; } )* };
         }
-        set!(duration, tick, arrivals, rate, capacity, timeout, outage_start, outage_end);
+        set!(
+            duration,
+            tick,
+            arrivals,
+            rate,
+            capacity,
+            timeout,
+            outage_start,
+            outage_end
+        );
         set!(burst, base, cap, layers, runs, seed);
         p.server_skips_expired = self.server_skips_expired;
         if let Some(c) = &self.clients {
@@ -156,10 +165,12 @@ impl Args {
         if let Some(a) = &self.attempts {
             p.attempts = match a.trim() {
                 "unlimited" => None,
-                t => Some(
-                    t.parse()
-                        .map_err(|_| bad("attempts", format!("`{t}` is not a whole number or `unlimited`")))?,
-                ),
+                t => Some(t.parse().map_err(|_| {
+                    bad(
+                        "attempts",
+                        format!("`{t}` is not a whole number or `unlimited`"),
+                    )
+                })?),
             };
         }
         if let Some(s) = &self.success_model {
@@ -193,7 +204,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let json = match a.format.as_str() {
         "json" => true,
         "table" => false,
-        other => return Err(bad("format", format!("unknown format `{other}` (expected table or json)"))),
+        other => {
+            return Err(bad(
+                "format",
+                format!("unknown format `{other}` (expected table or json)"),
+            ))
+        }
     };
     let out_dir: Option<PathBuf> = match a.out.as_deref() {
         Some("none") => None,
@@ -215,9 +231,10 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         progress: Some(&tick),
     };
     let started = Instant::now();
-    let results = stagger_sim::simulate(&p, &strategies, &opts).map_err(usage)?;
+    let outcome = stagger_sim::simulate_counted(&p, &strategies, &opts).map_err(usage)?;
     bar.finish();
     let elapsed = started.elapsed();
+    let results = outcome.results;
     let doc = serde_json::to_string(&results)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -227,17 +244,20 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         table::print(&mut out, &p, &results)?;
     }
     out.flush()?;
-    if let Some(dir) = out_dir {
-        report::write(&dir, &p, &results, &doc)?;
-        if !json {
-            eprintln!(
-                "report: {} ({} runs in {:.2}s on {threads} thread{})",
-                dir.join("report.html").display(),
-                items,
-                elapsed.as_secs_f64(),
-                if threads == 1 { "" } else { "s" }
-            );
-        }
+    if let Some(dir) = &out_dir {
+        report::write(dir, &p, &results, &doc)?;
+    }
+    if !json {
+        eprintln!(
+            "{items} runs, {} simulated events in {:.2}s on {threads} thread{}{}",
+            outcome.events,
+            elapsed.as_secs_f64(),
+            if threads == 1 { "" } else { "s" },
+            out_dir.map_or_else(String::new, |d| format!(
+                "; report: {}",
+                d.join("report.html").display()
+            ))
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -49,13 +49,16 @@ pub(super) fn csv(r: &Results) -> String {
                     row.strategy,
                     row.clients.unwrap_or(0),
                     row.calls.unwrap_or(0.0),
-                    row.completion_ms.map_or_else(String::new, |c| c.to_string()),
+                    row.completion_ms
+                        .map_or_else(String::new, |c| c.to_string()),
                     row.request_success
                 );
             }
         }
         "layers" => {
-            s.push_str("strategy,retry_at,failure_rate,bottom_attempts_per_request,request_success\n");
+            s.push_str(
+                "strategy,retry_at,failure_rate,bottom_attempts_per_request,request_success\n",
+            );
             for row in &r.strategies {
                 let _ = writeln!(
                     s,
@@ -93,23 +96,24 @@ fn points(xs: &[f64], ys: &[f64]) -> Vec<(f64, f64)> {
     xs.iter().copied().zip(ys.iter().copied()).collect()
 }
 
-/// Retries ÷ logical requests (first attempts) over a sliding window.
+/// Retries ÷ logical requests (first attempts) over a sliding window, in
+/// percent; windows with (almost) no retries are left out of the log chart.
 fn retry_ratio(row: &Row, bin_s: f64) -> Vec<(f64, f64)> {
     let w = ((RATIO_WINDOW_S / bin_s).round() as usize).max(1);
     let se = &row.series;
-    let (mut retries, mut firsts) = (0.0, 0.0);
-    let mut out = Vec::with_capacity(se.t_s.len());
-    for i in 0..se.t_s.len() {
-        retries += se.retries[i];
-        firsts += se.load[i] - se.retries[i];
-        if i >= w {
-            retries -= se.retries[i - w];
-            firsts -= se.load[i - w] - se.retries[i - w];
-        }
-        let ratio = if firsts > 1e-9 { retries / firsts } else { 0.0 };
-        out.push((se.t_s[i] + bin_s, ratio * 100.0));
-    }
-    out
+    (0..se.t_s.len())
+        .filter_map(|i| {
+            let from = (i + 1).saturating_sub(w);
+            let retries: f64 = se.retries[from..=i].iter().sum();
+            let firsts: f64 = (from..=i).map(|k| se.load[k] - se.retries[k]).sum();
+            let pct = if firsts > 1e-9 {
+                100.0 * retries / firsts
+            } else {
+                0.0
+            };
+            (pct >= 0.1).then_some((se.t_s[i] + bin_s, pct))
+        })
+        .collect()
 }
 
 fn overload_charts(p: &Params, r: &Results, h: &mut String) {
@@ -124,8 +128,16 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     for row in &r.strategies {
         let title = format!("{}", row.strategy);
         let lines = [
-            Line { name: "load", points: points(&row.series.t_s, &row.series.load), color: color(0) },
-            Line { name: "successes", points: points(&row.series.t_s, &row.series.successes), color: color(2) },
+            Line {
+                name: "load",
+                points: points(&row.series.t_s, &row.series.load),
+                color: color(0),
+            },
+            Line {
+                name: "successes",
+                points: points(&row.series.t_s, &row.series.successes),
+                color: color(2),
+            },
         ];
         let frame = Frame {
             title: &title,
@@ -138,7 +150,11 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
         h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     }
     h.push_str("</div>");
-    let find = |k: RetryKind| r.strategies.iter().find(|row| row.strategy == Strategy::plain(k).to_string());
+    let find = |k: RetryKind| {
+        r.strategies
+            .iter()
+            .find(|row| row.strategy == Strategy::plain(k).to_string())
+    };
     h.push_str("<h2>Lockstep against full jitter</h2>");
     match (find(RetryKind::Exponential), find(RetryKind::Full)) {
         (Some(a), Some(b)) => {
@@ -165,15 +181,19 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
         .iter()
         .enumerate()
         .filter(|(_, row)| row.strategy != "none")
-        .map(|(i, row)| Line { name: &row.strategy, points: retry_ratio(row, bin_s), color: color(i) })
+        .map(|(i, row)| Line {
+            name: &row.strategy,
+            points: retry_ratio(row, bin_s),
+            color: color(i),
+        })
         .collect();
     let frame = Frame {
-        title: "retry ratio (%)",
+        title: "retry ratio (%, log scale)",
         x_desc: "time (s)",
         y_desc: "retries per 100 requests",
         hlines: vec![(10.0, "10 % healthy".into()), (20.0, "20 % alarm".into())],
-        span,
-        log_y: false,
+        span: None,
+        log_y: true,
     };
     h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
 }
@@ -186,8 +206,16 @@ fn sweep_charts(r: &Results, h: &mut String) {
         }
     }
     for (title, y_desc, pick) in [
-        ("work: writes sent", "calls", (|row: &Row| row.calls) as fn(&Row) -> Option<f64>),
-        ("completion: time until the last client succeeds", "ms", |row: &Row| row.completion_ms),
+        (
+            "work: writes sent",
+            "calls",
+            (|row: &Row| row.calls) as fn(&Row) -> Option<f64>,
+        ),
+        (
+            "completion: time until the last client succeeds",
+            "ms",
+            |row: &Row| row.completion_ms,
+        ),
     ] {
         let lines: Vec<Line<'_>> = names
             .iter()
@@ -203,7 +231,14 @@ fn sweep_charts(r: &Results, h: &mut String) {
                 color: color(i),
             })
             .collect();
-        let frame = Frame { title, x_desc: "clients", y_desc, hlines: vec![], span: None, log_y: false };
+        let frame = Frame {
+            title,
+            x_desc: "clients",
+            y_desc,
+            hlines: vec![],
+            span: None,
+            log_y: false,
+        };
         h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     }
 }
@@ -245,7 +280,8 @@ fn layers_chart(r: &Results, h: &mut String) {
 
 fn rows_table(r: &Results, h: &mut String) {
     h.push_str("<table><tr><th>strategy</th><th>clients / f</th><th>attempts</th><th>amplification</th><th>success</th><th>peak/C</th><th>post-outage peak/C</th><th>recovery</th><th>budget refusals</th><th>breaker opens</th></tr>");
-    let o = |x: Option<f64>, unit: &str| x.map_or_else(|| "–".to_string(), |v| format!("{v:.2}{unit}"));
+    let o =
+        |x: Option<f64>, unit: &str| x.map_or_else(|| "–".to_string(), |v| format!("{v:.2}{unit}"));
     for row in &r.strategies {
         let extra = match (row.clients, row.failure_rate, row.retry_at) {
             (Some(c), _, _) => c.to_string(),
@@ -300,7 +336,12 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>stagger simulate: {}</title><style>{STYLE}</style></head><body>",
         r.model
     );
-    let _ = write!(h, "<h1>stagger simulate — {}</h1><p>{}</p>", r.model, esc(&table::describe(p)));
+    let _ = write!(
+        h,
+        "<h1>stagger simulate — {}</h1><p>{}</p>",
+        r.model,
+        esc(&table::describe(p))
+    );
     h.push_str("<p class=note>Every failed attempt was decided by the stagger library's own <code>Policy::decide</code> in virtual time, with a per-request random stream seeded from the run's seed. Values are means over the runs.</p>");
     rows_table(r, &mut h);
     match p.model {
@@ -317,8 +358,17 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     h.push_str("<h2>Backoff schedule</h2><p>What the library's full-jitter schedule for these flags draws from before each retry: the tile is the jitter range, the bar the capped backoff, the dots sampled delays.</p>");
     let full = Strategy::plain(RetryKind::Full);
     let retries = full.max_attempts(p).saturating_sub(1).clamp(1, 12);
-    let title = format!("full jitter: base {}, ×2, cap {}", table::dur(p.base), table::dur(p.cap));
-    h.push_str(&svg_or_note(charts::schedule_tiles(&title, &full.backoff(p), retries, 24)));
+    let title = format!(
+        "full jitter: base {}, ×2, cap {}",
+        table::dur(p.base),
+        table::dur(p.cap)
+    );
+    h.push_str(&svg_or_note(charts::schedule_tiles(
+        &title,
+        &full.backoff(p),
+        retries,
+        24,
+    )));
     cards(r, &mut h);
     h.push_str("<h2>Files</h2><p><code>results.json</code> (the <code>--format json</code> document) and <code>series.csv</code> sit beside this page.</p></body></html>\n");
     h

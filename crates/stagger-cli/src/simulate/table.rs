@@ -70,7 +70,11 @@ pub(super) fn print(out: &mut impl Write, p: &Params, r: &Results) -> io::Result
 }
 
 fn width(rows: &[Row]) -> usize {
-    rows.iter().map(|r| r.strategy.len()).max().unwrap_or(8).max(8)
+    rows.iter()
+        .map(|r| r.strategy.len())
+        .max()
+        .unwrap_or(8)
+        .max(8)
 }
 
 fn overload(out: &mut impl Write, p: &Params, rows: &[Row]) -> io::Result<()> {
@@ -79,10 +83,22 @@ fn overload(out: &mut impl Write, p: &Params, rows: &[Row]) -> io::Result<()> {
     write!(
         out,
         "{:<w$}  {:>9}  {:>6}  {:>7}  {:>6}  {:>9}  {:>8}  {:>7}  {:>7}",
-        "strategy", "attempts", "ampl.", "success", "peak/C", "post-out.", "recovery", "budget", "breaker"
+        "strategy",
+        "attempts",
+        "ampl.",
+        "success",
+        "peak/C",
+        "post-out.",
+        "recovery",
+        "budget",
+        "breaker"
     )?;
     if meta {
-        write!(out, "  {:>9}  {:>9}  {:>9}", "goodput<", "goodput>", "recovered")?;
+        write!(
+            out,
+            "  {:>9}  {:>9}  {:>9}",
+            "goodput<", "goodput>", "recovered"
+        )?;
     }
     writeln!(out)?;
     write!(
@@ -177,7 +193,11 @@ fn layers(out: &mut impl Write, rows: &[Row]) -> io::Result<()> {
         "{:<w$}  {:<11}  {:>6}  {:>22}  {:>7}  {:>9}",
         "strategy", "retry at", "f", "dependency attempts", "success", "refusals"
     )?;
-    writeln!(out, "{:<w$}  {:<11}  {:>6}  {:>22}", "", "", "", "per user request")?;
+    writeln!(
+        out,
+        "{:<w$}  {:<11}  {:>6}  {:>22}",
+        "", "", "", "per user request"
+    )?;
     for r in rows {
         writeln!(
             out,
