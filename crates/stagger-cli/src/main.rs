@@ -24,7 +24,7 @@ enum Command {
     /// Print a backoff schedule: per retry, b_n, the jitter's range and sample delays.
     Schedule(schedule::Args),
     /// Simulate retry storms in virtual time on the library's own policies: table, JSON, report.
-    Simulate(simulate::Args),
+    Simulate(Box<simulate::Args>),
 }
 
 fn main() -> ExitCode {

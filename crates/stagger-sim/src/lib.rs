@@ -133,7 +133,7 @@ pub fn work_items(p: &Params, strategies: &[Strategy]) -> u64 {
     let runs = p.run_seeds().len() as u64;
     let rows: u64 = match p.model {
         Model::Failover | Model::Metastable => strategies.len() as u64,
-        Model::Contention => strategies.len() as u64 * p.clients.len() as u64,
+        Model::Contention => strategies.len() as u64 * p.clients.count() as u64,
         Model::Layers => strategies
             .iter()
             .map(|s| (RetryAt::for_strategy(s).len() * p.failure_rates.len()) as u64)

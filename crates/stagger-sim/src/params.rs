@@ -125,9 +125,9 @@ impl ClientRange {
         self.lo..=self.hi
     }
 
-    /// How many counts the range holds.
-    pub fn len(&self) -> usize {
-        (self.hi - self.lo) as usize + 1
+    /// How many counts the range holds (at least one).
+    pub fn count(&self) -> usize {
+        (self.hi.saturating_sub(self.lo)) as usize + 1
     }
 
     /// Whether it is a sweep of more than one count.

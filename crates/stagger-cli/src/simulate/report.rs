@@ -126,7 +126,7 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     h.push_str("<h2>Load against capacity</h2><p>Mean attempts per ");
     let _ = write!(h, "{unit} over the runs (retries included), the successes among them, and the capacity line.</p><div class=grid>");
     for row in &r.strategies {
-        let title = format!("{}", row.strategy);
+        let title = row.strategy.clone();
         let lines = [
             Line {
                 name: "load",
