@@ -22,7 +22,7 @@ use std::collections::binary_heap::{BinaryHeap, PeekMut};
 
 use stagger::{Call, Class, Decision, FastRng, Outcome};
 
-use crate::engine::{mix, ns, Normal, VirtualTime};
+use crate::engine::{mix, ns, At, Normal, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
 use crate::result::Row;
@@ -94,7 +94,7 @@ pub(crate) fn run(
     s.writing.clear();
     s.writing.resize(n, false);
     let mut out = RunOut::default();
-    let start = vt.at(0);
+    let start = At(vt, 0);
     for i in 0..n {
         let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
         if policies.get(i).start_attempt(&mut call, start).is_ok() {
@@ -133,14 +133,14 @@ pub(crate) fn run(
             last = last.max(back);
             PeekMut::pop(top);
             if policy.watches_success(call) {
-                policy.decide(call, Outcome::Success, vt.at(back));
+                policy.decide(call, Outcome::Success, At(vt, back));
             }
             continue;
         }
-        match policy.decide(call, Class::Transient, vt.at(back)) {
+        match policy.decide(call, Class::Transient, At(vt, back)) {
             Decision::Retry { after } => {
                 let wake = back.saturating_add(ns(after));
-                if wake > limit || policy.start_attempt(call, vt.at(wake)).is_err() {
+                if wake > limit || policy.start_attempt(call, At(vt, wake)).is_err() {
                     PeekMut::pop(top);
                     continue;
                 }

@@ -33,6 +33,19 @@ impl VirtualTime {
     }
 }
 
+/// A lazy reading of virtual time: the library reads a clock only when a
+/// rule needs the time (a deadline, a guardrail), so the plain retry path
+/// never builds an `Instant`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct At(pub(crate) VirtualTime, pub(crate) u64);
+
+impl stagger::Clock for At {
+    #[inline]
+    fn now(&self) -> Instant {
+        self.0.at(self.1)
+    }
+}
+
 /// Nanoseconds of a duration, saturating.
 #[inline]
 pub(crate) fn ns(d: Duration) -> u64 {
@@ -48,27 +61,82 @@ pub(crate) fn mix(seed: u64, salt: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Standard normal draws by Marsaglia's polar method (two per accepted pair;
-/// the second is kept for the next call).
-#[derive(Debug, Default)]
+/// Standard normal draws by the ziggurat method (Marsaglia and Tsang, 256
+/// layers): one 64-bit draw and a comparison almost every time, a wedge or
+/// tail test rarely. The tables are computed once.
+#[derive(Debug)]
 pub(crate) struct Normal {
-    spare: Option<f64>,
+    table: &'static Zig,
+}
+
+impl Default for Normal {
+    fn default() -> Self {
+        static TABLE: OnceLock<Zig> = OnceLock::new();
+        Normal {
+            table: TABLE.get_or_init(Zig::new),
+        }
+    }
+}
+
+/// Layer edges `x[i]` and densities `f[i] = exp(-x[i]²/2)`.
+#[derive(Debug)]
+pub(crate) struct Zig {
+    x: [f64; 257],
+    f: [f64; 257],
+}
+
+/// Where the tail starts, for 256 layers of equal area `V`.
+const ZIG_R: f64 = 3.654_152_885_361_009;
+const ZIG_V: f64 = 0.004_928_673_233_99;
+
+#[inline]
+fn density(x: f64) -> f64 {
+    (-0.5 * x * x).exp()
+}
+
+impl Zig {
+    fn new() -> Self {
+        let mut x = [0.0; 257];
+        x[0] = ZIG_V / density(ZIG_R);
+        x[1] = ZIG_R;
+        for i in 1..256 {
+            let next = -2.0 * (ZIG_V / x[i] + density(x[i])).ln();
+            x[i + 1] = if next > 0.0 { next.sqrt() } else { 0.0 };
+        }
+        x[256] = 0.0;
+        let mut f = [0.0; 257];
+        for i in 0..257 {
+            f[i] = density(x[i]);
+        }
+        Zig { x, f }
+    }
 }
 
 impl Normal {
     #[inline]
     pub(crate) fn sample(&mut self, rng: &mut FastRng) -> f64 {
-        if let Some(z) = self.spare.take() {
-            return z;
-        }
+        let z = self.table;
         loop {
-            let u = 2.0 * rng.next_f64() - 1.0;
-            let v = 2.0 * rng.next_f64() - 1.0;
-            let s = u * u + v * v;
-            if s > 0.0 && s < 1.0 {
-                let m = (-2.0 * s.ln() / s).sqrt();
-                self.spare = Some(v * m);
-                return u * m;
+            let bits = rng.next_u64();
+            let i = (bits & 0xff) as usize;
+            // A uniform in (-1, 1) from the 52 bits above the index.
+            let u = f64::from_bits((bits >> 12) | 0x3ff0_0000_0000_0000) * 2.0 - 3.0;
+            let x = u * z.x[i];
+            if x.abs() < z.x[i + 1] {
+                return x;
+            }
+            if i == 0 {
+                // The tail beyond R (Marsaglia's method).
+                loop {
+                    let a = (1.0 - rng.next_f64()).ln() / ZIG_R;
+                    let b = (1.0 - rng.next_f64()).ln();
+                    if -2.0 * b >= a * a {
+                        return if u < 0.0 { a - ZIG_R } else { ZIG_R - a };
+                    }
+                }
+            }
+            if z.f[i + 1] + (z.f[i] - z.f[i + 1]) * rng.next_f64() < density(x) {
+                return x;
             }
         }
     }
@@ -159,5 +227,13 @@ mod tests {
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / k as f64;
         assert!(mean.abs() < 0.012, "{mean}");
         assert!((var - 1.0).abs() < 0.02, "{var}");
+        // Tails: P(|z| > 2) = 0.0455, P(|z| > 3) = 0.0027, P(|z| > 3.7) = 0.000216.
+        for (t, p) in [(1.0, 0.3173), (2.0, 0.0455), (3.0, 0.0027), (3.7, 0.000216)] {
+            let got = xs.iter().filter(|x| x.abs() > t).count() as f64 / k as f64;
+            let se = (p * (1.0 - p) / k as f64).sqrt();
+            assert!((got - p).abs() < 5.0 * se, "P(|z|>{t}) = {got}, want {p}");
+        }
+        let below = xs.iter().filter(|x| **x < -1.0).count() as f64 / k as f64;
+        assert!((below - 0.1587).abs() < 0.005, "{below}");
     }
 }
