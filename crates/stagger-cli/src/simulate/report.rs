@@ -92,8 +92,13 @@ fn svg_or_note(svg: Result<String, String>) -> String {
     svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", esc(&e)))
 }
 
-fn points(xs: &[f64], ys: &[f64]) -> Vec<(f64, f64)> {
-    xs.iter().copied().zip(ys.iter().copied()).collect()
+/// Points with y clipped at `clip` (the metastable release spike would
+/// otherwise flatten everything else).
+fn clipped(xs: &[f64], ys: &[f64], clip: f64) -> Vec<(f64, f64)> {
+    xs.iter()
+        .copied()
+        .zip(ys.iter().map(|y| y.min(clip)))
+        .collect()
 }
 
 /// Retries ÷ logical requests (first attempts) over a sliding window, in
@@ -123,19 +128,34 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     };
     let span = Some((p.outage_start.as_secs_f64(), p.outage_end.as_secs_f64()));
     let y_desc = format!("attempts per {unit}");
+    // Metastable: the held requests arrive in one second; clip at 4× capacity.
+    let clip = match p.model {
+        Model::Metastable => 4.0 * cap,
+        _ => f64::INFINITY,
+    };
     h.push_str("<h2>Load against capacity</h2><p>Mean attempts per ");
-    let _ = write!(h, "{unit} over the runs (retries included), the successes among them, and the capacity line.</p><div class=grid>");
+    let _ = write!(
+        h,
+        "{unit} over the runs (retries included), the successes among them, and the capacity line."
+    );
+    if clip.is_finite() {
+        let _ = write!(
+            h,
+            " The y axis is cut at 4× capacity (the released backlog arrives in one second)."
+        );
+    }
+    h.push_str("</p><div class=grid>");
     for row in &r.strategies {
         let title = row.strategy.clone();
         let lines = [
             Line {
                 name: "load",
-                points: points(&row.series.t_s, &row.series.load),
+                points: clipped(&row.series.t_s, &row.series.load, clip),
                 color: color(0),
             },
             Line {
                 name: "successes",
-                points: points(&row.series.t_s, &row.series.successes),
+                points: clipped(&row.series.t_s, &row.series.successes, clip),
                 color: color(2),
             },
         ];
@@ -159,8 +179,8 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     match (find(RetryKind::Exponential), find(RetryKind::Full)) {
         (Some(a), Some(b)) => {
             let lines = [
-                Line { name: "exponential (no jitter)", points: points(&a.series.t_s, &a.series.load), color: color(0) },
-                Line { name: "exponential + full jitter", points: points(&b.series.t_s, &b.series.load), color: color(1) },
+                Line { name: "exponential (no jitter)", points: clipped(&a.series.t_s, &a.series.load, clip), color: color(0) },
+                Line { name: "exponential + full jitter", points: clipped(&b.series.t_s, &b.series.load, clip), color: color(1) },
             ];
             let frame = Frame {
                 title: "the same failures, retried in lockstep and with full jitter",
@@ -205,18 +225,17 @@ fn sweep_charts(r: &Results, h: &mut String) {
             names.push(&row.strategy);
         }
     }
-    for (title, y_desc, pick) in [
-        (
-            "work: writes sent",
-            "calls",
-            (|row: &Row| row.calls) as fn(&Row) -> Option<f64>,
-        ),
+    type Pick = fn(&Row) -> Option<f64>;
+    let charts: [(&str, &str, Pick, bool); 2] = [
+        ("work: writes sent", "calls", |row| row.calls, false),
         (
             "completion: time until the last client succeeds",
-            "ms",
-            |row: &Row| row.completion_ms,
+            "ms (log)",
+            |row| row.completion_ms,
+            true,
         ),
-    ] {
+    ];
+    for (title, y_desc, pick, log_y) in charts {
         let lines: Vec<Line<'_>> = names
             .iter()
             .enumerate()
@@ -237,7 +256,7 @@ fn sweep_charts(r: &Results, h: &mut String) {
             y_desc,
             hlines: vec![],
             span: None,
-            log_y: false,
+            log_y,
         };
         h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     }
@@ -343,12 +362,16 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
         esc(&table::describe(p))
     );
     h.push_str("<p class=note>Every failed attempt was decided by the stagger library's own <code>Policy::decide</code> in virtual time, with a per-request random stream seeded from the run's seed. Values are means over the runs.</p>");
-    rows_table(r, &mut h);
+    if p.model != Model::Contention {
+        rows_table(r, &mut h);
+    }
     match p.model {
         Model::Failover | Model::Metastable => overload_charts(p, r, &mut h),
         Model::Contention => {
             h.push_str("<h2>Contention</h2>");
             sweep_charts(r, &mut h);
+            h.push_str("<h2>Every row</h2>");
+            rows_table(r, &mut h);
         }
         Model::Layers => {
             h.push_str("<h2>Retries through layers</h2>");
