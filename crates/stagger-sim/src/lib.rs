@@ -127,6 +127,9 @@ pub struct Outcome {
     pub events: u64,
 }
 
+/// The most runs (summed over rows) one simulation accepts.
+pub const MAX_WORK_ITEMS: u64 = 20_000_000;
+
 /// How many work items (one run of one row) [`simulate`] will report
 /// through [`Options::progress`].
 pub fn work_items(p: &Params, strategies: &[Strategy]) -> u64 {
@@ -167,6 +170,13 @@ pub fn simulate_counted(
         if p.model == Model::Layers {
             layers::check(s, p)?;
         }
+    }
+    let items = work_items(p, strategies);
+    if items > MAX_WORK_ITEMS {
+        return Err(SimError::new(
+            "runs",
+            format!("{items} runs in all (rows × runs) is more than the limit of {MAX_WORK_ITEMS}"),
+        ));
     }
     let seeds = p.run_seeds();
     let r = seeds.len();

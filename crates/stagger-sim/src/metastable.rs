@@ -107,7 +107,9 @@ impl World<'_> {
         if attempt > 1 {
             Self::bump(&mut self.out.retries, t);
         }
-        self.s.timeouts.push_back((t + self.timeout, job));
+        self.s
+            .timeouts
+            .push_back((t.saturating_add(self.timeout), job));
         if t >= self.outage.0 && t < self.outage.1 {
             self.s.held.push(job);
         } else {
@@ -126,10 +128,10 @@ impl World<'_> {
 
     fn start_next(&mut self, t: u64) {
         while let Some(job) = self.s.queue.pop_front() {
-            if self.skips_expired && t > job.sent + self.timeout {
+            if self.skips_expired && t > job.sent.saturating_add(self.timeout) {
                 continue;
             }
-            self.busy = Some((t + self.service, job));
+            self.busy = Some((t.saturating_add(self.service), job));
             return;
         }
         self.busy = None;
@@ -195,7 +197,7 @@ pub(crate) fn run(
             let policy = policy_of(job.id);
             if req.state == State::Waiting
                 && req.call.attempts() == job.attempt
-                && t <= job.sent + w.timeout
+                && t <= job.sent.saturating_add(w.timeout)
             {
                 req.state = State::Done;
                 World::bump(&mut w.out.goodput, t);
@@ -241,7 +243,7 @@ pub(crate) fn run(
                 req.state = State::Done;
             }
         } else {
-            next_arrival = t + exponential_ns(&mut arrivals_rng, mean_gap).max(1);
+            next_arrival = t.saturating_add(exponential_ns(&mut arrivals_rng, mean_gap).max(1));
             let id = w.s.reqs.len() as u32;
             let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
             World::bump(&mut w.out.arrivals, t);

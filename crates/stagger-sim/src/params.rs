@@ -377,6 +377,27 @@ impl Params {
         if runs > 1_000_000 {
             return err("runs", "must be at most 1000000".into());
         }
+        // Bound the memory one run may need (every request keeps its call).
+        const MAX_REQUESTS: f64 = 20e6;
+        let secs = self.duration.as_secs_f64();
+        let requests = match self.model {
+            Model::Failover => {
+                let ticks = (secs / self.tick.as_secs_f64()).ceil();
+                ticks * f64::from(self.arrivals) + f64::from(self.burst)
+            }
+            Model::Metastable | Model::Layers => self.rate * secs,
+            Model::Contention => 0.0,
+        };
+        if requests > MAX_REQUESTS {
+            let flag = match self.model {
+                Model::Failover => "arrivals",
+                _ => "rate",
+            };
+            return err(
+                flag,
+                format!("makes {requests:.0} requests per run; the limit is {MAX_REQUESTS:.0} (shorten --duration)"),
+            );
+        }
         if self.model == Model::Failover && self.clients.is_sweep() {
             return err("clients", "a range is only for --model contention".into());
         }
