@@ -279,13 +279,11 @@ impl Params {
                 p.outage_start = Duration::from_secs(10);
                 p.outage_end = Duration::from_secs(20);
                 p.attempts = Some(2);
-                p.runs = 20;
             }
             Model::Layers => {
                 p.duration = Duration::from_secs(10);
                 p.rate = 100.0;
                 p.attempts = Some(4);
-                p.runs = 20;
             }
         }
         p

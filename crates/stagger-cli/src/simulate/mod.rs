@@ -99,7 +99,7 @@ pub struct Args {
     /// Dependency failure rates, layers model (default 0.01,0.1,0.5,1).
     #[arg(long, value_name = "LIST")]
     failure_rates: Option<String>,
-    /// Runs averaged per row (default 200; metastable and layers 20).
+    /// Runs averaged per row (default 200).
     #[arg(long, value_name = "N")]
     runs: Option<u32>,
     /// Explicit run seeds, comma-separated (replaces --seed and --runs) (e.g. `--seeds 1,2,3`).
