@@ -33,6 +33,17 @@ mod table;
 ///   stagger simulate --model metastable --server-skips-expired
 ///   stagger simulate --model failover --outage-end 60s --strategy full,full+breaker
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Without flags: the failover comparison of none, immediate, exponential and full \
+jitter and their +budget+breaker variants, with the report in ./stagger-report/.
+
+Examples:
+  stagger simulate
+  stagger simulate --model contention --clients 1..100 --format json
+  stagger simulate --model metastable --server-skips-expired
+  stagger simulate --outage-end 60s --strategy full,full+breaker
+  stagger simulate --base 1s --capacity 20 --out report-headroom"
+)]
 pub struct Args {
     /// Model: failover | contention | metastable | layers (e.g. `--model contention`).
     #[arg(long, default_value = "failover", value_name = "M")]
