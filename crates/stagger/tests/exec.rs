@@ -277,3 +277,46 @@ async fn tokio_sleeper_is_the_default_with_the_feature() {
     .unwrap();
     assert_eq!(v, 2);
 }
+
+/// Dropping an async call while its attempt is in flight frees a breaker's
+/// half-open probe slot at once (not after the probe timeout).
+#[test]
+fn dropping_an_async_call_mid_attempt_frees_the_probe_slot() {
+    use stagger::Breaker;
+    let clock = ManualClock::new();
+    let breaker = Breaker::builder().min_calls(1).build().unwrap();
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    // One failure trips the breaker; after the open period it is half-open.
+    let _ = (|| Err::<(), _>("down"))
+        .retry(&policy)
+        .clock(clock.clone())
+        .sleep(|_| {})
+        .call();
+    assert_eq!(breaker.state(), stagger::BreakerState::Open);
+    clock.advance(Duration::from_secs(7));
+    {
+        let fut = (|| std::future::pending::<Result<(), &str>>())
+            .retry(&policy)
+            .clock(clock.clone())
+            .sleep(|_d: Duration| std::future::pending::<()>())
+            .call();
+        let mut fut = pin!(fut);
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(breaker.probes_in_flight(), 1, "the probe is in flight");
+    } // dropped here
+    assert_eq!(
+        breaker.probes_in_flight(),
+        0,
+        "dropping the call freed the probe"
+    );
+    let v = (|| Ok::<u8, ()>(1))
+        .retry(&policy)
+        .clock(clock.clone())
+        .call();
+    assert_eq!(v.unwrap(), 1);
+}

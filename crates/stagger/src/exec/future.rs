@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
-use crate::exec::sync::{judge, notice, CallSettings, Kept};
+use crate::exec::sync::{judge, notice, CallRng, CallSettings, Kept};
 use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
-use crate::policy::{Decision, Policy};
+use crate::policy::{Call, Decision, Policy};
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
@@ -298,41 +298,52 @@ where
         Box::pin(self.report_slow(first))
     }
 
-    async fn report_slow(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
-        let policy = self.policy;
-        let mut call = self.settings.call(&self.clock);
+    async fn report_slow(self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
+        let AsyncRetry {
+            mut op,
+            policy,
+            mut when,
+            mut ok,
+            mut notify,
+            mut sleep,
+            clock,
+            settings,
+        } = self;
+        // If this future is dropped mid-attempt (the caller gave up), the
+        // guard tells the guardrails, so a breaker's half-open probe slot is
+        // freed at once instead of after its probe timeout.
+        let mut guard = InFlight {
+            policy,
+            call: settings.call(&clock),
+            clock: &clock,
+        };
+        let call = &mut guard.call;
         let mut last: Kept<T, E> = Kept::Nothing;
         let mut timed_out = false;
-        if self.notify.wants() {
-            call.start_clock(self.clock.now());
+        if notify.wants() {
+            call.start_clock(clock.now());
         }
         loop {
-            let timeout = match policy.start_attempt(&mut call, &self.clock) {
+            let timeout = match policy.start_attempt(call, &clock) {
                 Ok(t) => t,
                 Err(reason) => {
-                    return Report::finish(
-                        last.into_result(),
-                        &call,
-                        &self.clock,
-                        reason,
-                        timed_out,
-                    );
+                    return Report::finish(last.into_result(), call, &clock, reason, timed_out);
                 }
             };
             let failed = match first.take() {
                 Some(failed) => Some(failed),
                 None => {
                     let result = match timeout {
-                        None => Some((self.op)().await),
-                        Some(t) => race((self.op)(), self.sleep.sleep(t)).await,
+                        None => Some(op().await),
+                        Some(t) => race(op(), sleep.sleep(t)).await,
                     };
                     timed_out = result.is_none();
                     match result {
                         None => None,
-                        Some(r) => match judge(r, &mut self.when, &mut self.ok) {
+                        Some(r) => match judge(r, &mut when, &mut ok) {
                             Ok(v) => {
-                                if policy.watches_success(&call) {
-                                    policy.decide(&mut call, Outcome::Success, &self.clock);
+                                if policy.watches_success(call) {
+                                    policy.decide(call, Outcome::Success, &clock);
                                 }
                                 return Report::success(v, call.attempts());
                             }
@@ -343,25 +354,32 @@ where
             };
             let failure;
             (last, failure) = failed.unwrap_or((Kept::Nothing, Failure::timeout()));
-            match policy.decide(&mut call, failure, &self.clock) {
+            match policy.decide(call, failure, &clock) {
                 Decision::Retry { after } => {
-                    if self.notify.wants() {
-                        self.notify
-                            .notify(&notice(&last, &call, failure, after, &self.clock));
+                    if notify.wants() {
+                        notify.notify(&notice(&last, call, failure, after, &clock));
                     }
-                    self.sleep.sleep(after).await;
+                    sleep.sleep(after).await;
                 }
                 Decision::Stop(reason) => {
-                    return Report::finish(
-                        last.into_result(),
-                        &call,
-                        &self.clock,
-                        reason,
-                        timed_out,
-                    );
+                    return Report::finish(last.into_result(), call, &clock, reason, timed_out);
                 }
             }
         }
+    }
+}
+
+/// The per-call state of a running async call; on drop it abandons an
+/// attempt still in flight (a no-op once the attempt's outcome is recorded).
+struct InFlight<'a, 'p, C: Clock> {
+    policy: &'p Policy,
+    call: Call<CallRng>,
+    clock: &'a C,
+}
+
+impl<C: Clock> Drop for InFlight<'_, '_, C> {
+    fn drop(&mut self) {
+        self.policy.abandon(&mut self.call, self.clock);
     }
 }
 
