@@ -28,7 +28,7 @@
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
@@ -124,22 +124,9 @@ pub struct AsyncRetry<'p, F, W, K, N, S, C> {
     settings: CallSettings,
 }
 
-impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
-    /// Classifies errors with a closure returning a [`Class`](crate::Class)
-    /// or a [`Failure`].
-    pub fn when<W2>(self, when: W2) -> AsyncRetry<'p, F, W2, K, N, S, C> {
-        AsyncRetry {
-            op: self.op,
-            policy: self.policy,
-            when,
-            ok: self.ok,
-            notify: self.notify,
-            sleep: self.sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
+crate::exec::builder_methods!(AsyncRetry);
 
+impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
     /// Classifies errors by their [`Classify`] implementation.
     pub fn when_classified<Fut, T, E: Classify>(self) -> AsyncRetry<'p, F, ByClass, K, N, S, C>
     where
@@ -147,86 +134,6 @@ impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
         Fut: Future<Output = Result<T, E>>,
     {
         self.when(ByClass)
-    }
-
-    /// Retries some successful values too.
-    pub fn retry_ok_if<K2>(self, ok: K2) -> AsyncRetry<'p, F, W, K2, N, S, C> {
-        AsyncRetry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok,
-            notify: self.notify,
-            sleep: self.sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
-
-    /// Calls `notify` before every wait.
-    pub fn notify<N2>(self, notify: N2) -> AsyncRetry<'p, F, W, K, N2, S, C> {
-        AsyncRetry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok: self.ok,
-            notify,
-            sleep: self.sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
-
-    /// Waits with `sleep` (any `FnMut(Duration) -> impl Future<Output = ()>`).
-    pub fn sleep<S2>(self, sleep: S2) -> AsyncRetry<'p, F, W, K, N, S2, C> {
-        AsyncRetry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok: self.ok,
-            notify: self.notify,
-            sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
-
-    /// Reads time from `clock`.
-    pub fn clock<C2>(self, clock: C2) -> AsyncRetry<'p, F, W, K, N, S, C2> {
-        AsyncRetry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok: self.ok,
-            notify: self.notify,
-            sleep: self.sleep,
-            clock,
-            settings: self.settings,
-        }
-    }
-
-    /// An absolute deadline over every attempt and wait.
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.settings.deadline = Some(deadline);
-        self
-    }
-
-    /// A deadline `timeout` after the call starts.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.settings.timeout = Some(timeout);
-        self
-    }
-
-    /// Declares the call idempotent, so timeouts are retried.
-    pub fn idempotent(mut self, idempotent: bool) -> Self {
-        self.settings.idempotent = idempotent;
-        self
-    }
-
-    /// Seeds the call's jitter.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.settings.seed = Some(seed);
-        self
     }
 }
 

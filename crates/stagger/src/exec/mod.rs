@@ -31,6 +31,113 @@ use crate::policy::{Call, StopReason};
 pub mod future;
 pub mod sync;
 
+/// The builder methods both executors share: each one replaces one part of
+/// the configured call and keeps the rest.
+macro_rules! builder_methods {
+    ($ty:ident) => {
+        impl<'p, F, W, K, N, S, C> $ty<'p, F, W, K, N, S, C> {
+            /// Classifies errors with a closure returning a
+            /// [`Class`](crate::Class) or a [`Failure`](crate::Failure).
+            pub fn when<W2>(self, when: W2) -> $ty<'p, F, W2, K, N, S, C> {
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings: self.settings,
+                }
+            }
+
+            /// Retries some successful values too: the closure returns
+            /// `Some(class)` for a value that means "try again".
+            pub fn retry_ok_if<K2>(self, ok: K2) -> $ty<'p, F, W, K2, N, S, C> {
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings: self.settings,
+                }
+            }
+
+            /// Calls `notify` before every wait with the attempt number, the
+            /// error, the delay and the elapsed time.
+            pub fn notify<N2>(self, notify: N2) -> $ty<'p, F, W, K, N2, S, C> {
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings: self.settings,
+                }
+            }
+
+            /// Waits with `sleep` instead of the default sleeper.
+            pub fn sleep<S2>(self, sleep: S2) -> $ty<'p, F, W, K, N, S2, C> {
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep,
+                    clock: self.clock,
+                    settings: self.settings,
+                }
+            }
+
+            /// Reads time from `clock` instead of the monotonic clock.
+            pub fn clock<C2>(self, clock: C2) -> $ty<'p, F, W, K, N, S, C2> {
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock,
+                    settings: self.settings,
+                }
+            }
+
+            /// An absolute deadline over every attempt and wait.
+            pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
+                self.settings.deadline = Some(deadline);
+                self
+            }
+
+            /// A deadline `timeout` after the call starts.
+            pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.settings.timeout = Some(timeout);
+                self
+            }
+
+            /// Declares the call idempotent, so timeouts (unknown results)
+            /// are retried.
+            pub fn idempotent(mut self, idempotent: bool) -> Self {
+                self.settings.idempotent = idempotent;
+                self
+            }
+
+            /// Seeds the call's jitter so its delays replay exactly.
+            pub fn seed(mut self, seed: u64) -> Self {
+                self.settings.seed = Some(seed);
+                self
+            }
+        }
+    };
+}
+pub(crate) use builder_methods;
+
 /// Decides the class of an error. Implemented for closures
 /// `FnMut(&E) -> X` where `X` is a [`Class`] or a [`Failure`].
 pub trait Classifier<E> {

@@ -148,22 +148,9 @@ pub struct Retry<'p, F, W, K, N, S, C> {
     settings: CallSettings,
 }
 
-impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
-    /// Classifies errors with a closure returning a [`Class`](crate::Class)
-    /// or a [`Failure`](crate::Failure).
-    pub fn when<W2>(self, when: W2) -> Retry<'p, F, W2, K, N, S, C> {
-        Retry {
-            op: self.op,
-            policy: self.policy,
-            when,
-            ok: self.ok,
-            notify: self.notify,
-            sleep: self.sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
+crate::exec::builder_methods!(Retry);
 
+impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
     /// Classifies errors by their [`Classify`] implementation (for example
     /// `std::io::Error`: refused and reset connections are transient, a
     /// timeout is unknown, not-found is permanent).
@@ -172,88 +159,6 @@ impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
         F: FnMut() -> Result<T, E>,
     {
         self.when(ByClass)
-    }
-
-    /// Retries some successful values too: the closure returns `Some(class)`
-    /// for a value that means "try again".
-    pub fn retry_ok_if<K2>(self, ok: K2) -> Retry<'p, F, W, K2, N, S, C> {
-        Retry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok,
-            notify: self.notify,
-            sleep: self.sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
-
-    /// Calls `notify` before every wait with the attempt number, the error,
-    /// the delay and the elapsed time.
-    pub fn notify<N2>(self, notify: N2) -> Retry<'p, F, W, K, N2, S, C> {
-        Retry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok: self.ok,
-            notify,
-            sleep: self.sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
-
-    /// Sleeps with `sleep` instead of `std::thread::sleep`.
-    pub fn sleep<S2>(self, sleep: S2) -> Retry<'p, F, W, K, N, S2, C> {
-        Retry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok: self.ok,
-            notify: self.notify,
-            sleep,
-            clock: self.clock,
-            settings: self.settings,
-        }
-    }
-
-    /// Reads time from `clock` instead of the monotonic clock.
-    pub fn clock<C2>(self, clock: C2) -> Retry<'p, F, W, K, N, S, C2> {
-        Retry {
-            op: self.op,
-            policy: self.policy,
-            when: self.when,
-            ok: self.ok,
-            notify: self.notify,
-            sleep: self.sleep,
-            clock,
-            settings: self.settings,
-        }
-    }
-
-    /// An absolute deadline over every attempt and wait.
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.settings.deadline = Some(deadline);
-        self
-    }
-
-    /// A deadline `timeout` after the call starts.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.settings.timeout = Some(timeout);
-        self
-    }
-
-    /// Declares the call idempotent, so timeouts (unknown results) are retried.
-    pub fn idempotent(mut self, idempotent: bool) -> Self {
-        self.settings.idempotent = idempotent;
-        self
-    }
-
-    /// Seeds the call's jitter so its delays replay exactly.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.settings.seed = Some(seed);
-        self
     }
 }
 
