@@ -19,7 +19,7 @@
 //! | `stagger_breaker_transitions_total` | counter | `from`, `to` |
 //! | `stagger_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | |
 //! | `stagger_hints_total` | counter | `outcome` (`used`, `invalid`) |
-//! | `stagger_retry_ratio` | gauge | (from [`MetricsObserver::record_sli`]) |
+//! | `stagger_retry_ratio` | gauge | (from `MetricsObserver::record_sli`) |
 //! | `stagger_sli_alarm` | gauge (0 healthy, 1 elevated, 2 alarm) | |
 
 #[cfg(feature = "metrics")]
