@@ -51,6 +51,12 @@
 //! - [`event`]: events, observers and counters.
 //! - [`exec`]: blocking and async executors.
 //! - [`clock`], [`rng`]: the time and randomness seams.
+//! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
+//!   headers, the inbound-request context of the one-layer rule.
+//! - `tower` (feature `tower`): the client `RetryLayer` and the server
+//!   `DeadlineLayer` and `ShedLayer`.
+//! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
+//! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -62,8 +68,12 @@ pub mod error;
 pub mod event;
 pub mod exec;
 pub mod hint;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod policy;
 pub mod rng;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use backoff::{Backoff, Jitter};
 pub use classify::{Class, Classify, Failure, Hint, Outcome};
