@@ -376,11 +376,6 @@ impl Driver {
         self.policy.start_attempt(&mut self.call, MonotonicClock)
     }
 
-    /// Attempts started so far.
-    pub(crate) fn attempts(&self) -> u32 {
-        self.call.attempts()
-    }
-
     /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
     /// key, and the remaining time.
     pub(crate) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
