@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod http;
 mod schedule;
 
 /// Retries that help a recovering dependency instead of burying it.
@@ -22,6 +23,8 @@ struct Cli {
 enum Command {
     /// Print a backoff schedule: per retry, b_n, the jitter's range and sample delays.
     Schedule(schedule::Args),
+    /// Send an HTTP request with stagger's retries (a curl-like client).
+    Http(http::Args),
 }
 
 fn main() -> ExitCode {
@@ -42,5 +45,6 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Schedule(a) => schedule::run(&a),
+        Command::Http(a) => http::run(&a),
     }
 }

@@ -71,6 +71,8 @@ pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod policy;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod rng;
 #[cfg(feature = "tower")]
 pub mod tower;

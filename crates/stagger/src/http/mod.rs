@@ -243,6 +243,39 @@ fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
     None
 }
 
+/// An error and its causes on one line (`outer: inner: …`), skipping
+/// causes whose text the outer error already shows.
+pub fn error_chain(error: &(dyn StdError + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut cur = error.source();
+    let mut depth = 0;
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        depth += 1;
+        if depth > 16 {
+            break;
+        }
+        cur = e.source();
+    }
+    out
+}
+
+/// The error of an attempt that ran out of time (its result is unknown).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttemptTimedOut;
+
+impl std::fmt::Display for AttemptTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("attempt timed out")
+    }
+}
+
+impl StdError for AttemptTimedOut {}
+
 /// The remaining-time header a request should carry: `grpc-timeout` for
 /// gRPC, `x-request-timeout-ms` otherwise.
 pub fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderValue) {

@@ -98,14 +98,4 @@ impl StdError for Error {
     }
 }
 
-/// The error of an attempt that ran out of time.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AttemptTimedOut;
-
-impl fmt::Display for AttemptTimedOut {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("attempt timed out")
-    }
-}
-
-impl StdError for AttemptTimedOut {}
+pub use crate::http::AttemptTimedOut;

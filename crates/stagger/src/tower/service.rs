@@ -12,7 +12,7 @@ use super::body::{prepare, Prepared, ReplayBody};
 use super::error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 use super::future::ResponseFuture;
 use crate::classify::Failure;
-use crate::http::{error_class, never_sent, Driver, RetryInfo, Settings, Step};
+use crate::http::{error_chain, error_class, never_sent, Driver, RetryInfo, Settings, Step};
 use crate::policy::{Policy, StopReason};
 
 /// A client service whose requests are retried; made by
@@ -146,7 +146,7 @@ where
             }
             Some(Err(e)) => {
                 let failure = Failure::new(error_class(&*e));
-                let step = driver.after_error(failure, never_sent(&*e), e.to_string());
+                let step = driver.after_error(failure, never_sent(&*e), error_chain(&*e));
                 last = Some(Err((ErrorKind::Service, e)));
                 step
             }
