@@ -9,12 +9,13 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 
 use super::inbound::Inbound;
+use super::TokioClock;
 use super::{
     attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, response_failure,
     timeout_header, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
 };
 use crate::classify::{Class, Failure, Hint, Outcome};
-use crate::clock::MonotonicClock;
+use crate::clock::Clock;
 use crate::policy::{Call, Decision, Policy, StopReason};
 
 /// Why a call that failed in a retryable way was still not retried.
@@ -334,7 +335,7 @@ impl Driver {
         let mut deadline = options.and_then(|o| o.deadline);
         let inbound_deadline = inbound.as_ref().and_then(Inbound::deadline);
         if timeout.is_some() || deadline.is_some() || inbound_deadline.is_some() {
-            let now = Instant::now();
+            let now = TokioClock.now();
             let candidates = [
                 deadline,
                 timeout.and_then(|t| now.checked_add(t)),
@@ -373,7 +374,7 @@ impl Driver {
 
     /// Admits the next attempt: its timeout, or why the call stops.
     pub(crate) fn start(&mut self) -> Result<Option<Duration>, StopReason> {
-        self.policy.start_attempt(&mut self.call, MonotonicClock)
+        self.policy.start_attempt(&mut self.call, TokioClock)
     }
 
     /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
@@ -418,7 +419,7 @@ impl Driver {
     fn success(&mut self, status: Option<u16>) -> Step {
         if self.policy.watches_success(&self.call) {
             self.policy
-                .decide(&mut self.call, Outcome::Success, MonotonicClock);
+                .decide(&mut self.call, Outcome::Success, TokioClock);
         }
         self.log(status, None, None, None, Some(StopReason::Success));
         Step::Stop(StopReason::Success)
@@ -460,7 +461,7 @@ impl Driver {
             Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
             _ => None,
         };
-        match self.policy.decide(&mut self.call, f, MonotonicClock) {
+        match self.policy.decide(&mut self.call, f, TokioClock) {
             Decision::Retry { after } => {
                 self.waited = self.waited.saturating_add(after);
                 self.log(status, error, hint, Some(after), None);

@@ -243,6 +243,19 @@ fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
     None
 }
 
+/// The clock the HTTP front-ends read: tokio's, which is the monotonic
+/// clock in a normal runtime and the virtual one in a paused test runtime,
+/// so the engine's deadlines and the front-end's sleeps share one time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioClock;
+
+impl crate::clock::Clock for TokioClock {
+    #[inline]
+    fn now(&self) -> std::time::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
 /// An error and its causes on one line (`outer: inner: …`), skipping
 /// causes whose text the outer error already shows.
 pub fn error_chain(error: &(dyn StdError + 'static)) -> String {

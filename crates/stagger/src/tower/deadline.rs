@@ -4,13 +4,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use http::{HeaderValue, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::http::{Inbound, NO_RETRY};
+use crate::clock::Clock;
+use crate::http::{Inbound, TokioClock, NO_RETRY};
 
 /// Reads `x-request-timeout-ms` (or `grpc-timeout` for gRPC) and
 /// `x-retry-attempt` from each request and runs the inner service inside
@@ -136,7 +136,7 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
-        let inbound = Inbound::from_headers(req.headers(), Instant::now());
+        let inbound = Inbound::from_headers(req.headers(), TokioClock.now());
         req.extensions_mut().insert(inbound.clone());
         let inner = &mut self.inner;
         let fut = inbound.clone().sync_scope(|| inner.call(req));
