@@ -48,7 +48,14 @@
 //! - [`hint`]: `Retry-After` and gRPC pushback parsing.
 //! - [`deadline`]: deadlines, attempt timeouts, remaining-time headers.
 //! - [`policy`]: the decision engine and stop reasons.
-//! - [`event`]: events, observers and counters.
+//! - [`budget`]: retry budgets (`ratio`, `token_bucket`, `refill`, `quota`).
+//! - [`breaker`]: the circuit breaker.
+//! - [`throttle`]: client-side adaptive throttling.
+//! - [`guard`]: how budgets, breakers and throttles plug into the engine,
+//!   and the [`Policy::guarded`] preset.
+//! - [`event`]: events, observers and counters; [`sli`]: the
+//!   retry-amplification SLI; [`export`]: `metrics` and `tracing` observers
+//!   (features `metrics`, `tracing`).
 //! - [`exec`]: blocking and async executors.
 //! - [`clock`], [`rng`]: the time and randomness seams.
 //! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
@@ -61,12 +68,16 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod breaker;
+pub mod budget;
 pub mod classify;
 pub mod clock;
 pub mod deadline;
 pub mod error;
 pub mod event;
 pub mod exec;
+pub mod export;
+pub mod guard;
 pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
@@ -74,10 +85,15 @@ pub mod policy;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod rng;
+pub mod sli;
+mod sync;
+pub mod throttle;
 #[cfg(feature = "tower")]
 pub mod tower;
+mod window;
 
 pub use backoff::{Backoff, Jitter};
+pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};
 pub use classify::{Class, Classify, Failure, Hint, Outcome};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
@@ -85,8 +101,11 @@ pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
 pub use exec::future::{AsyncRetry, AsyncRetryExt, Sleeper};
 pub use exec::sync::{Retry, RetryExt};
 pub use exec::Report;
-pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason};
+pub use guard::Guardrails;
+pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason, Ticket};
 pub use rng::{FastRng, RandomSource};
+pub use sli::{SliSnapshot, SliState, SliWindow};
+pub use throttle::{Throttle, ThrottleBuilder};
 
 /// A clock frozen at one instant: lets the pure form
 /// `policy.decide(&mut call, outcome, now)` take an `Instant` directly.

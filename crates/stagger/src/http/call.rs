@@ -286,6 +286,14 @@ pub(crate) enum Step {
     Stop(StopReason),
 }
 
+impl Drop for Driver {
+    /// A call dropped mid-attempt (its future was cancelled) gives back what
+    /// the attempt holds, such as a half-open breaker's probe slot.
+    fn drop(&mut self) {
+        self.policy.abandon(&mut self.call, TokioClock);
+    }
+}
+
 /// The per-call state machine shared by the front-ends.
 pub(crate) struct Driver {
     policy: Policy,
