@@ -72,6 +72,8 @@ pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod deadline;
 pub mod error;
 pub mod event;
