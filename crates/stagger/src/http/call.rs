@@ -281,6 +281,7 @@ impl CallOptions {
 }
 
 /// What the front-end does after an attempt.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) enum Step {
     Retry(Duration),
     Stop(StopReason),
@@ -295,6 +296,7 @@ impl Drop for Driver {
 }
 
 /// The per-call state machine shared by the front-ends.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) struct Driver {
     policy: Policy,
     call: Call,
@@ -312,6 +314,7 @@ pub(crate) struct Driver {
     last_class: Option<Class>,
 }
 
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 impl Driver {
     pub(crate) fn new(
         settings: &Settings,

@@ -51,6 +51,7 @@ mod call;
 pub mod inbound;
 
 pub use call::{AttemptLog, CallOptions, NotRetried, RetryInfo, Settings};
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Driver, Step};
 pub use inbound::Inbound;
 
