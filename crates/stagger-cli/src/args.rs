@@ -59,6 +59,7 @@ impl PolicyArgs {
     }
 
     /// A policy builder with these flags applied.
+    #[allow(dead_code)] // used by `run` and `http`, merged separately
     pub fn policy(&self) -> anyhow::Result<stagger::PolicyBuilder> {
         Ok(Policy::builder()
             .backoff(self.backoff()?)

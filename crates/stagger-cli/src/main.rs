@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod http;
+mod jitter;
+mod run;
 mod schedule;
 
 /// Retries that help a recovering dependency instead of burying it.
@@ -23,6 +25,12 @@ struct Cli {
 enum Command {
     /// Print a backoff schedule: per retry, b_n, the jitter's range and sample delays.
     Schedule(schedule::Args),
+    /// Run a command, retrying it with jittered backoff when it fails.
+    Run(run::Args),
+    /// Sleep a random time in a range (e.g. `stagger sleep 0..5m && job` in a crontab).
+    Sleep(jitter::SleepArgs),
+    /// Print a jittered duration for scripts (e.g. `stagger jitter 30s --spread 10%`).
+    Jitter(jitter::JitterArgs),
     /// Send an HTTP request with stagger's retries (a curl-like client).
     Http(http::Args),
 }
@@ -45,6 +53,9 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Schedule(a) => schedule::run(&a),
+        Command::Run(a) => run::run(&a),
+        Command::Sleep(a) => jitter::sleep(&a),
+        Command::Jitter(a) => jitter::jitter(&a),
         Command::Http(a) => http::run(&a),
     }
 }

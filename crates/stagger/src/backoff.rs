@@ -231,7 +231,7 @@ impl Backoff {
         Duration::from_nanos(self.backoff_ns(retry))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn backoff_ns(&self, retry: u32) -> u64 {
         if self.base_ns >= self.cap_ns {
             return self.cap_ns.min(self.base_ns);
@@ -240,11 +240,19 @@ impl Backoff {
         if exp == 0 || self.base_ns == 0 {
             return self.base_ns;
         }
+        if self.multiplier == 2.0 {
+            // The common case, exactly and without a float power.
+            return match self.base_ns.checked_shl(exp) {
+                Some(b) if exp < 64 && b >> exp == self.base_ns => b.min(self.cap_ns),
+                _ => self.cap_ns,
+            };
+        }
         let exp = i32::try_from(exp).unwrap_or(i32::MAX);
         let b = self.base_ns as f64 * self.multiplier.powi(exp);
         // NaN (a bad multiplier) or beyond the cap both land on the cap.
         if b < self.cap_ns as f64 {
-            b as u64
+            // Float rounding of a huge base must not dip below it.
+            (b as u64).clamp(self.base_ns, self.cap_ns)
         } else {
             self.cap_ns
         }
@@ -265,7 +273,7 @@ impl Backoff {
         Duration::from_nanos(self.delay_ns(retry, prev, rng))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn delay_ns<R: RandomSource + ?Sized>(
         &self,
         retry: u32,

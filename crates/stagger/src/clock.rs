@@ -95,6 +95,15 @@ impl Clock for ManualClock {
     }
 }
 
+/// A clock frozen at one instant: lets the pure form
+/// `policy.decide(&mut call, outcome, now)` take an `Instant` directly.
+impl Clock for Instant {
+    #[inline]
+    fn now(&self) -> Instant {
+        *self
+    }
+}
+
 impl<C: Clock + ?Sized> Clock for &C {
     fn now(&self) -> Instant {
         (**self).now()

@@ -52,7 +52,7 @@ impl std::error::Error for ConfigError {}
 pub struct RetryError<E> {
     pub(crate) reason: StopReason,
     pub(crate) attempts: u32,
-    pub(crate) elapsed: Duration,
+    pub(crate) elapsed: Option<Duration>,
     pub(crate) last: Option<E>,
     pub(crate) timed_out: bool,
 }
@@ -68,8 +68,11 @@ impl<E> RetryError<E> {
         self.attempts
     }
 
-    /// Wall time from the first attempt to the stop, waits included.
-    pub fn elapsed(&self) -> Duration {
+    /// Time from the first attempt to the stop, waits included — known when
+    /// the executor read the clock at the start (a deadline, an observer, a
+    /// guardrail or a notify hook made it), `None` otherwise: the success
+    /// path never pays for a clock read it does not need.
+    pub fn elapsed(&self) -> Option<Duration> {
         self.elapsed
     }
 

@@ -57,6 +57,7 @@
 //!   retry-amplification SLI; [`export`]: `metrics` and `tracing` observers
 //!   (features `metrics`, `tracing`).
 //! - [`exec`]: blocking and async executors.
+//! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - [`clock`], [`rng`]: the time and randomness seams.
 //! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
 //!   headers, the inbound-request context of the one-layer rule.
@@ -87,6 +88,7 @@ pub mod policy;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod rng;
+pub mod scheduled;
 pub mod sli;
 mod sync;
 pub mod throttle;
@@ -106,14 +108,11 @@ pub use exec::Report;
 pub use guard::Guardrails;
 pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason, Ticket};
 pub use rng::{FastRng, RandomSource};
+pub use scheduled::{JitteredTtl, Reconnect, Ticks};
 pub use sli::{SliSnapshot, SliState, SliWindow};
 pub use throttle::{Throttle, ThrottleBuilder};
 
-/// A clock frozen at one instant: lets the pure form
-/// `policy.decide(&mut call, outcome, now)` take an `Instant` directly.
-impl Clock for std::time::Instant {
-    #[inline]
-    fn now(&self) -> std::time::Instant {
-        *self
-    }
-}
+/// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -319,6 +319,12 @@ impl<R> Call<R> {
         self.deadline
     }
 
+    /// When the call started, if the engine or the front-end has read the
+    /// clock for it.
+    pub const fn started(&self) -> Option<Instant> {
+        self.started
+    }
+
     /// Whether the call was declared idempotent.
     pub const fn is_idempotent(&self) -> bool {
         self.idempotent
@@ -455,6 +461,13 @@ impl Policy {
         }
     }
 
+    /// No guardrail and no observer: nothing shared needs to see attempts
+    /// start or succeed. Front-ends use it to skip work on the success path.
+    #[inline]
+    pub fn is_passive(&self) -> bool {
+        self.guardrail.is_none() && self.observer.is_none()
+    }
+
     /// Whether a successful attempt needs reporting through
     /// [`decide`](Policy::decide) (guardrails, observers or latency
     /// measurement are attached). Front-ends may skip `decide` on success
@@ -572,13 +585,7 @@ impl Policy {
                 }
                 Decision::Stop(StopReason::Success)
             }
-            Outcome::Failure(f) => {
-                let d = self.decide_failure(call, f, &mut now);
-                if let Some(t) = now.now {
-                    call.started.get_or_insert(t);
-                }
-                d
-            }
+            Outcome::Failure(f) => self.decide_failure(call, f, &mut now),
         }
     }
 
@@ -595,6 +602,7 @@ impl Policy {
         }
     }
 
+    #[inline]
     fn decide_failure<R: RandomSource, C: Clock>(
         &self,
         call: &mut Call<R>,

@@ -26,18 +26,16 @@
 //! ```
 
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
-use crate::exec::sync::{CallSettings, Kept};
-use crate::exec::{
-    AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
-};
-use crate::policy::{Decision, Policy, StopReason};
+use crate::exec::sync::{judge, notice, CallSettings, Kept};
+use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
+use crate::policy::{Decision, Policy};
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
@@ -243,12 +241,64 @@ where
     C: Clock,
 {
     /// Runs the call.
-    pub async fn call(self) -> Result<T, RetryError<E>> {
-        self.report().await.result
+    pub async fn call(mut self) -> Result<T, RetryError<E>> {
+        // The fast path again rather than `self.report().await.result`: one
+        // state machine instead of two nested ones on the success path.
+        let first = if self.is_plain() {
+            match judge((self.op)().await, &mut self.when, &mut self.ok) {
+                Ok(v) => return Ok(v),
+                Err(failed) => Some(failed),
+            }
+        } else {
+            None
+        };
+        self.boxed_slow(first).await.result
+    }
+
+    /// Nothing needs the clock, a timer or shared state before the first
+    /// attempt has failed.
+    #[inline]
+    fn is_plain(&self) -> bool {
+        self.policy.is_passive()
+            && self.settings.is_plain()
+            && self.policy.attempt_timeout().is_none()
+            && !self.notify.wants()
     }
 
     /// Runs the call and reports attempts and stop reason.
     pub async fn report(mut self) -> Report<T, E> {
+        // Fast path, as in the blocking executor: no per-call state and no
+        // timer until the first attempt has failed.
+        let first = if self.is_plain() {
+            match judge((self.op)().await, &mut self.when, &mut self.ok) {
+                Ok(v) => return Report::success(v, 1),
+                Err(failed) => Some(failed),
+            }
+        } else {
+            None
+        };
+        // The retry loop's state (timers, the call, the next attempt's
+        // future) is boxed once per *failing* call, so the future of a call
+        // that succeeds stays small and allocation-free.
+        self.boxed_slow(first).await
+    }
+
+    /// The retry loop behind a type-erased box: the success path's future
+    /// type never contains it.
+    fn boxed_slow<'s>(
+        self,
+        first: Option<(Kept<T, E>, Failure)>,
+    ) -> Pin<Box<dyn Future<Output = Report<T, E>> + 's>>
+    where
+        Self: 's,
+        T: 's,
+        E: 's,
+        Fut: 's,
+    {
+        Box::pin(self.report_slow(first))
+    }
+
+    async fn report_slow(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
         let policy = self.policy;
         let mut call = self.settings.call(&self.clock);
         let mut last: Kept<T, E> = Kept::Nothing;
@@ -260,96 +310,73 @@ where
             let timeout = match policy.start_attempt(&mut call, &self.clock) {
                 Ok(t) => t,
                 Err(reason) => {
-                    let elapsed = call.elapsed(self.clock.now());
                     return Report::finish(
                         last.into_result(),
-                        call.attempts(),
+                        &call,
+                        &self.clock,
                         reason,
-                        elapsed,
                         timed_out,
                     );
                 }
             };
-            let result = match timeout {
-                None => Some((self.op)().await),
-                Some(t) => {
-                    let attempt = pin!((self.op)());
-                    let mut attempt = attempt;
-                    let mut timer = pin!(self.sleep.sleep(t));
-                    poll_fn(|cx| {
-                        if let Poll::Ready(r) = attempt.as_mut().poll(cx) {
-                            return Poll::Ready(Some(r));
-                        }
-                        if timer.as_mut().poll(cx).is_ready() {
-                            return Poll::Ready(None);
-                        }
-                        Poll::Pending
-                    })
-                    .await
-                }
-            };
-            timed_out = result.is_none();
-            let failure = match result {
-                Some(Ok(v)) => match self.ok.check(&v) {
-                    None => {
-                        if policy.watches_success(&call) {
-                            policy.decide(&mut call, Outcome::Success, &self.clock);
-                        }
-                        return Report {
-                            result: Ok(v),
-                            attempts: call.attempts(),
-                            reason: StopReason::Success,
-                        };
-                    }
-                    Some(f) => {
-                        last = Kept::Value(v);
-                        f
-                    }
-                },
-                Some(Err(e)) => {
-                    let f = self.when.classify(&e);
-                    last = Kept::Error(e);
-                    f
-                }
+            let failed = match first.take() {
+                Some(failed) => Some(failed),
                 None => {
-                    last = Kept::Nothing;
-                    Failure::timeout()
+                    let result = match timeout {
+                        None => Some((self.op)().await),
+                        Some(t) => race((self.op)(), self.sleep.sleep(t)).await,
+                    };
+                    timed_out = result.is_none();
+                    match result {
+                        None => None,
+                        Some(r) => match judge(r, &mut self.when, &mut self.ok) {
+                            Ok(v) => {
+                                if policy.watches_success(&call) {
+                                    policy.decide(&mut call, Outcome::Success, &self.clock);
+                                }
+                                return Report::success(v, call.attempts());
+                            }
+                            Err(failed) => Some(failed),
+                        },
+                    }
                 }
             };
-            let decision = policy.decide(&mut call, failure, &self.clock);
-            if call.attempts() == 1 {
-                call.start_clock(self.clock.now());
-            }
-            match decision {
+            let failure;
+            (last, failure) = failed.unwrap_or((Kept::Nothing, Failure::timeout()));
+            match policy.decide(&mut call, failure, &self.clock) {
                 Decision::Retry { after } => {
                     if self.notify.wants() {
-                        let (error, value) = match &last {
-                            Kept::Error(e) => (Some(e), None),
-                            Kept::Value(v) => (None, Some(v)),
-                            Kept::Nothing => (None, None),
-                        };
-                        self.notify.notify(&Notice {
-                            attempt: call.attempts(),
-                            error,
-                            value,
-                            class: failure.class,
-                            delay: after,
-                            elapsed: call.elapsed(self.clock.now()),
-                        });
+                        self.notify
+                            .notify(&notice(&last, &call, failure, after, &self.clock));
                     }
                     self.sleep.sleep(after).await;
                 }
                 Decision::Stop(reason) => {
-                    let elapsed = call.elapsed(self.clock.now());
                     return Report::finish(
                         last.into_result(),
-                        call.attempts(),
+                        &call,
+                        &self.clock,
                         reason,
-                        elapsed,
                         timed_out,
                     );
                 }
             }
         }
     }
+}
+
+/// Runs `attempt` until it finishes (`Some`) or `timer` fires first (`None`).
+async fn race<A: Future, S: Future<Output = ()>>(attempt: A, timer: S) -> Option<A::Output> {
+    let mut attempt = pin!(attempt);
+    let mut timer = pin!(timer);
+    poll_fn(|cx| {
+        if let Poll::Ready(r) = attempt.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        if timer.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await
 }

@@ -24,8 +24,9 @@
 use std::time::Duration;
 
 use crate::classify::{Class, Classify, Failure};
+use crate::clock::Clock;
 use crate::error::RetryError;
-use crate::policy::StopReason;
+use crate::policy::{Call, StopReason};
 
 pub mod future;
 pub mod sync;
@@ -166,13 +167,26 @@ pub struct Report<T, E> {
 }
 
 impl<T, E> Report<T, E> {
-    pub(crate) fn finish(
+    #[inline]
+    pub(crate) fn success(value: T, attempts: u32) -> Self {
+        Report {
+            result: Ok(value),
+            attempts,
+            reason: StopReason::Success,
+        }
+    }
+
+    pub(crate) fn finish<R, C: Clock>(
         result: Result<T, Option<E>>,
-        attempts: u32,
+        call: &Call<R>,
+        clock: &C,
         reason: StopReason,
-        elapsed: Duration,
         timed_out: bool,
     ) -> Self {
+        let attempts = call.attempts();
+        let elapsed = call
+            .started()
+            .map(|s| clock.now().saturating_duration_since(s));
         let result = result.map_err(|last| RetryError {
             reason,
             attempts,

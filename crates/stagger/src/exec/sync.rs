@@ -8,13 +8,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::classify::{Classify, Outcome};
+use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
-use crate::policy::{Call, Decision, LazyRng, Policy, StopReason};
+use crate::policy::{Call, Decision, LazyRng, Policy};
 use crate::rng::{FastRng, RandomSource};
 
 /// Something that blocks the thread for a while.
@@ -66,6 +66,12 @@ pub(crate) struct CallSettings {
 }
 
 impl CallSettings {
+    /// No deadline: nothing about the call itself needs the clock.
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.deadline.is_none() && self.timeout.is_none()
+    }
+
     #[inline]
     pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<CallRng> {
         let rng = match self.seed {
@@ -270,6 +276,23 @@ where
     /// Runs the call and reports attempts and stop reason, success or not.
     #[inline]
     pub fn report(mut self) -> Report<T, E> {
+        // Fast path: with nothing that needs the clock or a shared guardrail,
+        // the first attempt runs before any per-call state exists, so a call
+        // that succeeds costs one branch over a plain call.
+        let first = if self.policy.is_passive() && self.settings.is_plain() && !self.notify.wants()
+        {
+            match judge((self.op)(), &mut self.when, &mut self.ok) {
+                Ok(v) => return Report::success(v, 1),
+                Err(failed) => Some(failed),
+            }
+        } else {
+            None
+        };
+        self.report_slow(first)
+    }
+
+    #[inline(never)]
+    fn report_slow(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
         let policy = self.policy;
         let mut call = self.settings.call(&self.clock);
         let mut last: Kept<T, E> = Kept::Nothing;
@@ -278,67 +301,76 @@ where
         }
         loop {
             if let Err(reason) = policy.start_attempt(&mut call, &self.clock) {
-                let elapsed = call.elapsed(self.clock.now());
-                return Report::finish(last.into_result(), call.attempts(), reason, elapsed, false);
+                return Report::finish(last.into_result(), &call, &self.clock, reason, false);
             }
-            let failure = match (self.op)() {
-                Ok(v) => match self.ok.check(&v) {
-                    None => {
+            let failed = match first.take() {
+                Some(failed) => failed,
+                None => match judge((self.op)(), &mut self.when, &mut self.ok) {
+                    Ok(v) => {
                         if policy.watches_success(&call) {
                             policy.decide(&mut call, Outcome::Success, &self.clock);
                         }
-                        return Report {
-                            result: Ok(v),
-                            attempts: call.attempts(),
-                            reason: StopReason::Success,
-                        };
+                        return Report::success(v, call.attempts());
                     }
-                    Some(f) => {
-                        last = Kept::Value(v);
-                        f
-                    }
+                    Err(failed) => failed,
                 },
-                Err(e) => {
-                    let f = self.when.classify(&e);
-                    last = Kept::Error(e);
-                    f
-                }
             };
-            let decision = policy.decide(&mut call, failure, &self.clock);
-            if call.attempts() == 1 {
-                // Lets the error report an elapsed time without a clock read
-                // on the success path.
-                call.start_clock(self.clock.now());
-            }
-            match decision {
-                Decision::Retry { after } if self.notify.wants() => {
-                    let (error, value) = match &last {
-                        Kept::Error(e) => (Some(e), None),
-                        Kept::Value(v) => (None, Some(v)),
-                        Kept::Nothing => (None, None),
-                    };
-                    self.notify.notify(&Notice {
-                        attempt: call.attempts(),
-                        error,
-                        value,
-                        class: failure.class,
-                        delay: after,
-                        elapsed: call.elapsed(self.clock.now()),
-                    });
+            let failure;
+            (last, failure) = failed;
+            match policy.decide(&mut call, failure, &self.clock) {
+                Decision::Retry { after } => {
+                    if self.notify.wants() {
+                        self.notify
+                            .notify(&notice(&last, &call, failure, after, &self.clock));
+                    }
                     self.sleep.sleep(after);
                 }
-                Decision::Retry { after } => self.sleep.sleep(after),
                 Decision::Stop(reason) => {
-                    let elapsed = call.elapsed(self.clock.now());
-                    return Report::finish(
-                        last.into_result(),
-                        call.attempts(),
-                        reason,
-                        elapsed,
-                        false,
-                    );
+                    return Report::finish(last.into_result(), &call, &self.clock, reason, false);
                 }
             }
         }
+    }
+}
+
+/// Turns one attempt's result into a value to return, or what failed and how.
+#[inline]
+pub(crate) fn judge<T, E, W: Classifier<E>, K: OkCheck<T>>(
+    result: Result<T, E>,
+    when: &mut W,
+    ok: &mut K,
+) -> Result<T, (Kept<T, E>, Failure)> {
+    match result {
+        Ok(v) => match ok.check(&v) {
+            None => Ok(v),
+            Some(f) => Err((Kept::Value(v), f)),
+        },
+        Err(e) => {
+            let f = when.classify(&e);
+            Err((Kept::Error(e), f))
+        }
+    }
+}
+
+/// What a notify hook is shown about the attempt that just failed.
+pub(crate) fn notice<'a, T, E, R, C: Clock>(
+    last: &'a Kept<T, E>,
+    call: &Call<R>,
+    failure: Failure,
+    delay: Duration,
+    clock: &C,
+) -> Notice<'a, T, E> {
+    let (error, value) = match last {
+        Kept::Error(e) => (Some(e), None),
+        Kept::Value(v) => (None, Some(v)),
+        Kept::Nothing => (None, None),
+    };
+    Notice {
+        attempt: call.attempts(),
+        error,
+        value,
+        class: failure.class,
+        delay,
+        elapsed: call.elapsed(clock.now()),
     }
 }

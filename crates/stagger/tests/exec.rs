@@ -1,0 +1,279 @@
+//! The blocking and async executors, with sleepers that never sleep.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::io;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use stagger::{
+    AsyncRetryExt, Class, Failure, Hint, Jitter, ManualClock, Policy, RetryExt, StopReason,
+};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Drives a future that never needs waking (our sleepers are instant).
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..1_000_000 {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+    panic!("future did not finish");
+}
+
+fn fixed(attempts: u32) -> Policy {
+    Policy::builder()
+        .max_attempts(attempts)
+        .jitter(Jitter::None)
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn fails_twice_then_succeeds_in_three_attempts() {
+    let policy = fixed(5);
+    let slept = RefCell::new(vec![]);
+    let mut n = 0;
+    let report = (|| {
+        n += 1;
+        if n < 3 {
+            Err(io::Error::from(io::ErrorKind::ConnectionReset))
+        } else {
+            Ok(n)
+        }
+    })
+    .retry(&policy)
+    .when_classified()
+    .sleep(|d| slept.borrow_mut().push(d))
+    .report();
+    assert_eq!(report.reason, StopReason::Success);
+    assert_eq!(report.attempts, 3);
+    assert_eq!(report.result.unwrap(), 3);
+    assert_eq!(*slept.borrow(), vec![100 * MS, 200 * MS]);
+}
+
+#[test]
+fn permanent_error_stops_at_once_and_keeps_the_error() {
+    let policy = fixed(5);
+    let err = (|| Err::<(), _>(io::Error::new(io::ErrorKind::NotFound, "no such row")))
+        .retry(&policy)
+        .when_classified()
+        .sleep(|_| panic!("must not sleep"))
+        .call()
+        .unwrap_err();
+    assert_eq!(err.reason(), StopReason::NotRetryable);
+    assert_eq!(err.attempts(), 1);
+    assert_eq!(err.last().unwrap().to_string(), "no such row");
+    assert!(err.to_string().contains("not_retryable"));
+}
+
+#[test]
+fn exhausted_attempts_keep_the_last_error() {
+    let policy = fixed(4);
+    let mut n = 0;
+    let err = (|| {
+        n += 1;
+        Err::<(), _>(format!("failure {n}"))
+    })
+    .retry(&policy)
+    .sleep(|_| {})
+    .call()
+    .unwrap_err();
+    assert_eq!(err.reason(), StopReason::AttemptsExhausted);
+    assert_eq!(err.attempts(), 4);
+    assert_eq!(err.last().map(String::as_str), Some("failure 4"));
+}
+
+#[test]
+fn notify_sees_attempt_delay_and_elapsed() {
+    let policy = fixed(3);
+    let clock = ManualClock::new();
+    let seen = RefCell::new(vec![]);
+    let _ = (|| {
+        clock.advance(5 * MS);
+        Err::<(), _>("busy")
+    })
+    .retry(&policy)
+    .clock(clock.clone())
+    .sleep(|d| clock.advance(d))
+    .notify(|n: &stagger::exec::Notice<'_, (), &'static str>| {
+        seen.borrow_mut()
+            .push((n.attempt, n.delay, n.elapsed, n.error.copied()))
+    })
+    .call();
+    assert_eq!(
+        *seen.borrow(),
+        vec![
+            (1, 100 * MS, 5 * MS, Some("busy")),
+            (2, 200 * MS, 110 * MS, Some("busy"))
+        ]
+    );
+}
+
+#[test]
+fn ok_values_can_be_retried() {
+    let policy = fixed(3);
+    let mut statuses = vec![200, 503, 503]; // popped from the end
+    let report = (|| Ok::<u16, ()>(statuses.pop().unwrap()))
+        .retry(&policy)
+        .retry_ok_if(|s: &u16| (*s >= 500).then_some(Class::Transient))
+        .sleep(|_| {})
+        .report();
+    assert_eq!(report.attempts, 3);
+    assert_eq!(report.reason, StopReason::Success);
+    assert_eq!(report.result.unwrap(), 200);
+
+    // When retries run out, the last value comes back with the reason.
+    let report = (|| Ok::<u16, ()>(503))
+        .retry(&policy)
+        .retry_ok_if(|s: &u16| (*s >= 500).then_some(Class::Transient))
+        .sleep(|_| {})
+        .report();
+    assert_eq!(report.reason, StopReason::AttemptsExhausted);
+    assert_eq!(report.result.unwrap(), 503);
+}
+
+#[test]
+fn deadline_stops_before_a_wait_that_cannot_fit() {
+    let policy = fixed(10);
+    let clock = ManualClock::new();
+    let total = Rc::new(RefCell::new(Duration::ZERO));
+    let err = (|| Err::<(), _>("down"))
+        .retry(&policy)
+        .clock(clock.clone())
+        .timeout(Duration::from_millis(350))
+        .sleep(|d| {
+            *total.borrow_mut() += d;
+            clock.advance(d)
+        })
+        .call()
+        .unwrap_err();
+    // 100 + 200 = 300 ms of waits fit; the 400 ms one does not.
+    assert_eq!(err.reason(), StopReason::Deadline);
+    assert_eq!(err.attempts(), 3);
+    assert_eq!(*total.borrow(), 300 * MS);
+    assert!(clock.elapsed() <= Duration::from_millis(350));
+}
+
+#[test]
+fn hint_in_error_is_honoured() {
+    let policy = fixed(2);
+    let slept = RefCell::new(vec![]);
+    let _ = (|| Err::<(), _>(7u16))
+        .retry(&policy)
+        .when(|_: &u16| Failure::transient().with_hint(Hint::RetryAfter(Duration::from_secs(3))))
+        .sleep(|d| slept.borrow_mut().push(d))
+        .call();
+    let d = slept.borrow()[0];
+    assert!(
+        d >= Duration::from_secs(3) && d < Duration::from_secs(3) + 100 * MS,
+        "{d:?}"
+    );
+}
+
+#[test]
+fn async_retries_until_success() {
+    let policy = fixed(4);
+    let mut n = 0;
+    let slept = RefCell::new(vec![]);
+    let report = block_on(
+        (|| {
+            n += 1;
+            let v = n;
+            async move {
+                if v < 3 {
+                    Err("busy")
+                } else {
+                    Ok(v)
+                }
+            }
+        })
+        .retry(&policy)
+        .sleep(|d| {
+            slept.borrow_mut().push(d);
+            async {}
+        })
+        .report(),
+    );
+    assert_eq!(report.attempts, 3);
+    assert_eq!(report.result.unwrap(), 3);
+    assert_eq!(*slept.borrow(), vec![100 * MS, 200 * MS]);
+}
+
+#[test]
+fn async_attempt_timeout_cuts_a_hung_attempt() {
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .base(Duration::ZERO)
+        .attempt_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let timers = RefCell::new(vec![]);
+    // Idempotent: a timeout (unknown result) is retried until attempts run out.
+    let err = block_on(
+        (|| std::future::pending::<Result<(), &str>>())
+            .retry(&policy)
+            .idempotent(true)
+            .sleep(|d| {
+                timers.borrow_mut().push(d);
+                async {}
+            })
+            .call(),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), StopReason::AttemptsExhausted);
+    assert_eq!(err.attempts(), 3);
+    assert!(err.timed_out());
+    assert!(err.last().is_none());
+    // Three attempt timers of 1 s, two zero waits between them.
+    assert_eq!(
+        timers
+            .borrow()
+            .iter()
+            .filter(|d| **d == Duration::from_secs(1))
+            .count(),
+        3
+    );
+
+    // Not idempotent: the unknown result is not retried.
+    let err = block_on(
+        (|| std::future::pending::<Result<(), &str>>())
+            .retry(&policy)
+            .sleep(|_| async {})
+            .call(),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), StopReason::NotRetryable);
+    assert_eq!(err.attempts(), 1);
+}
+
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread")]
+async fn tokio_sleeper_is_the_default_with_the_feature() {
+    let policy = Policy::builder()
+        .base(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let mut n = 0;
+    let v = (|| {
+        n += 1;
+        let v = n;
+        async move {
+            if v < 2 {
+                Err("busy")
+            } else {
+                Ok(v)
+            }
+        }
+    })
+    .retry(&policy)
+    .call()
+    .await
+    .unwrap();
+    assert_eq!(v, 2);
+}
