@@ -240,7 +240,7 @@ impl<C: Clock> SliWindow<C> {
     /// and moves the "above since" mark.
     fn evaluate(&self, e: u64, ns: u64) {
         let seen = self.evaluated.load(Acquire);
-        if seen >= e + 1
+        if seen > e
             || self
                 .evaluated
                 .compare_exchange(seen, e + 1, AcqRel, Acquire)
