@@ -201,6 +201,7 @@ async fn a_slow_post_is_not_retried_result_unknown() {
         assert_eq!(err.kind(), ErrorKind::Timeout);
         assert_eq!(err.info().attempts, 1);
         assert_eq!(err.reason(), StopReason::NotRetryable);
+        assert_eq!(err.info().not_retried, Some(NotRetried::NotIdempotent));
     })
     .await;
 }

@@ -471,9 +471,10 @@ impl Driver {
         error: Option<String>,
     ) -> Step {
         self.last_class = Some(f.class);
+        // Would the engine retry this for an idempotent call with a
+        // replayable body outside any inbound retry? Then say why not.
         let worth = match f.class {
-            Class::Transient => true,
-            Class::Unknown => self.idempotent,
+            Class::Transient | Class::Unknown => true,
             Class::OnlyWithHint => matches!(f.hint, Some(Hint::RetryAfter(_) | Hint::Pushback(_))),
             _ => false,
         };
