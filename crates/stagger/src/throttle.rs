@@ -54,7 +54,7 @@ use crate::budget::thousandths;
 use crate::classify::{Class, Outcome};
 use crate::error::ConfigError;
 use crate::rng::RandomSource;
-use crate::sync::{nanos, STRIPES};
+use crate::sync::nanos;
 use crate::window::{Timebase, Window};
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 12 };
@@ -62,6 +62,15 @@ const REQUESTS: usize = 0;
 const ACCEPTS: usize = 1;
 
 /// Adaptive throttling (SPEC §7). Cheap to clone; clones share the counts.
+///
+/// ```
+/// use stagger::{FastRng, Throttle};
+/// use std::time::Instant;
+///
+/// let throttle = Throttle::default();
+/// assert!(throttle.admit(&mut FastRng::seeded(1), Instant::now()));
+/// assert_eq!(throttle.counts(Instant::now()), (1, 0));
+/// ```
 #[derive(Clone)]
 pub struct Throttle {
     inner: Arc<Inner>,
@@ -71,7 +80,7 @@ struct Inner {
     k_milli: u64,
     window: Duration,
     time: Timebase,
-    counts: Window<BUCKETS, 2, STRIPES>,
+    counts: Window<BUCKETS, 2>,
 }
 
 impl fmt::Debug for Throttle {
@@ -107,6 +116,11 @@ impl Throttle {
     /// A builder starting from the defaults.
     pub fn builder() -> ThrottleBuilder {
         ThrottleBuilder::new()
+    }
+
+    /// Bytes of shared state behind the handle, fixed at construction.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Inner>()
     }
 
     /// `(requests, accepts)` in the window ending at `now`.
