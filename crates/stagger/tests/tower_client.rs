@@ -524,6 +524,16 @@ fn grpc_service(
             .headers()
             .get("grpc-timeout")
             .map(|v| v.to_str().unwrap().to_string());
+        let attempt: u32 = req.headers()["x-retry-attempt"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let previous = req
+            .headers()
+            .get("grpc-previous-rpc-attempts")
+            .map(|v| v.to_str().unwrap().parse::<u32>().unwrap());
+        assert_eq!(previous, (attempt > 1).then(|| attempt - 1));
         seen.lock().unwrap().push(t);
         let code = {
             let mut s = statuses.lock().unwrap();

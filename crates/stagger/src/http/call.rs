@@ -415,7 +415,12 @@ impl Driver {
     /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
     /// key, and the remaining time.
     pub(crate) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
-        headers.insert(RETRY_ATTEMPT, attempt_value(self.call.attempts()));
+        let attempt = self.call.attempts();
+        headers.insert(RETRY_ATTEMPT, attempt_value(attempt));
+        if self.grpc && attempt > 1 {
+            // gRPC's own spelling of the same fact (A6).
+            headers.insert(super::GRPC_PREVIOUS_ATTEMPTS, attempt_value(attempt - 1));
+        }
         if let Some(k) = &self.key {
             headers.insert(IDEMPOTENCY_KEY, k.clone());
         }
