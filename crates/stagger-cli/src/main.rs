@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod http;
 mod jitter;
 mod run;
 mod schedule;
@@ -33,6 +34,8 @@ enum Command {
     Jitter(jitter::JitterArgs),
     /// Simulate retry storms in virtual time on the library's own policies: table, JSON, report.
     Simulate(Box<simulate::Args>),
+    /// Send an HTTP request with stagger's retries (a curl-like client).
+    Http(http::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,5 +60,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sleep(a) => jitter::sleep(&a),
         Command::Jitter(a) => jitter::jitter(&a),
         Command::Simulate(a) => simulate::run(&a),
+        Command::Http(a) => http::run(&a),
     }
 }

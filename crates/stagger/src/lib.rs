@@ -59,6 +59,12 @@
 //! - [`exec`]: blocking and async executors.
 //! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - [`clock`], [`rng`]: the time and randomness seams.
+//! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
+//!   headers, the inbound-request context of the one-layer rule.
+//! - `tower` (feature `tower`): the client `RetryLayer` and the server
+//!   `DeadlineLayer` and `ShedLayer`.
+//! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
+//! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -67,6 +73,8 @@ pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod deadline;
 pub mod error;
 pub mod event;
@@ -74,12 +82,18 @@ pub mod exec;
 pub mod export;
 pub mod guard;
 pub mod hint;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod policy;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod rng;
 pub mod scheduled;
 pub mod sli;
 mod sync;
 pub mod throttle;
+#[cfg(feature = "tower")]
+pub mod tower;
 mod window;
 
 pub use backoff::{Backoff, Jitter};
