@@ -48,8 +48,17 @@ impl std::error::Error for ConfigError {}
 
 /// The error of a retried call that did not succeed: why it stopped, how many
 /// attempts were made, and the last underlying error (if an attempt ran at all).
+///
+/// One pointer wide (its details live behind a box allocated only when a
+/// call fails), so `Result<T, RetryError<E>>` costs a successful call no
+/// more than `Result<T, Box<_>>` would.
 #[derive(Debug)]
 pub struct RetryError<E> {
+    inner: Box<Failed<E>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Failed<E> {
     pub(crate) reason: StopReason,
     pub(crate) attempts: u32,
     pub(crate) elapsed: Option<Duration>,
@@ -57,15 +66,22 @@ pub struct RetryError<E> {
     pub(crate) timed_out: bool,
 }
 
+impl<E> From<Failed<E>> for RetryError<E> {
+    #[cold]
+    fn from(f: Failed<E>) -> Self {
+        RetryError { inner: Box::new(f) }
+    }
+}
+
 impl<E> RetryError<E> {
     /// Why the call stopped.
     pub fn reason(&self) -> StopReason {
-        self.reason
+        self.inner.reason
     }
 
     /// How many attempts were made (0 when a guardrail refused the first one).
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.inner.attempts
     }
 
     /// Time from the first attempt to the stop, waits included — known when
@@ -73,22 +89,22 @@ impl<E> RetryError<E> {
     /// guardrail or a notify hook made it), `None` otherwise: the success
     /// path never pays for a clock read it does not need.
     pub fn elapsed(&self) -> Option<Duration> {
-        self.elapsed
+        self.inner.elapsed
     }
 
     /// The last attempt's error, if an attempt ran and failed with an error.
     pub fn last(&self) -> Option<&E> {
-        self.last.as_ref()
+        self.inner.last.as_ref()
     }
 
     /// Whether the last attempt was cut off by its timeout.
     pub fn timed_out(&self) -> bool {
-        self.timed_out
+        self.inner.timed_out
     }
 
     /// Takes the last attempt's error.
     pub fn into_last(self) -> Option<E> {
-        self.last
+        self.inner.last
     }
 }
 
@@ -97,11 +113,11 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
         write!(
             f,
             "gave up after {} attempt{} ({})",
-            self.attempts,
-            if self.attempts == 1 { "" } else { "s" },
-            self.reason
+            self.attempts(),
+            if self.attempts() == 1 { "" } else { "s" },
+            self.reason()
         )?;
-        if let Some(e) = &self.last {
+        if let Some(e) = self.last() {
             write!(f, ": {e}")?;
         }
         Ok(())
@@ -110,6 +126,6 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
 
 impl<E: std::error::Error + 'static> std::error::Error for RetryError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.last.as_ref().map(|e| e as _)
+        self.last().map(|e| e as _)
     }
 }

@@ -294,12 +294,14 @@ impl<T, E> Report<T, E> {
         let elapsed = call
             .started()
             .map(|s| clock.now().saturating_duration_since(s));
-        let result = result.map_err(|last| RetryError {
-            reason,
-            attempts,
-            elapsed,
-            last,
-            timed_out,
+        let result = result.map_err(|last| {
+            RetryError::from(crate::error::Failed {
+                reason,
+                attempts,
+                elapsed,
+                last,
+                timed_out,
+            })
         });
         Report {
             result,
