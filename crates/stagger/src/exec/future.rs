@@ -33,7 +33,7 @@ use std::time::Duration;
 use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
-use crate::exec::sync::{judge, notice, CallRng, CallSettings, Kept};
+use crate::exec::sync::{judge, notice, CallRng, DefaultSettings, Kept, Settings};
 use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
 use crate::policy::{Call, Decision, Policy};
 
@@ -100,7 +100,7 @@ pub trait AsyncRetryExt<Fut>: FnMut() -> Fut + Sized {
             notify: Silent,
             sleep: DefaultSleeper::default(),
             clock: MonotonicClock,
-            settings: CallSettings::default(),
+            settings: DefaultSettings,
         }
     }
 }
@@ -113,7 +113,7 @@ where
 }
 
 /// An asynchronous retried call being configured; see [`AsyncRetryExt::retry`].
-pub struct AsyncRetry<'p, F, W, K, N, S, C> {
+pub struct AsyncRetry<'p, F, W, K, N, S, C, P = DefaultSettings> {
     op: F,
     policy: &'p Policy,
     when: W,
@@ -121,14 +121,14 @@ pub struct AsyncRetry<'p, F, W, K, N, S, C> {
     notify: N,
     sleep: S,
     clock: C,
-    settings: CallSettings,
+    settings: P,
 }
 
 crate::exec::builder_methods!(AsyncRetry);
 
-impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
+impl<'p, F, W, K, N, S, C, P> AsyncRetry<'p, F, W, K, N, S, C, P> {
     /// Classifies errors by their [`Classify`] implementation.
-    pub fn when_classified<Fut, T, E: Classify>(self) -> AsyncRetry<'p, F, ByClass, K, N, S, C>
+    pub fn when_classified<Fut, T, E: Classify>(self) -> AsyncRetry<'p, F, ByClass, K, N, S, C, P>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -137,7 +137,7 @@ impl<'p, F, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C> {
     }
 }
 
-impl<'p, F, Fut, T, E, W, K, N, S, C> AsyncRetry<'p, F, W, K, N, S, C>
+impl<'p, F, Fut, T, E, W, K, N, S, C, P> AsyncRetry<'p, F, W, K, N, S, C, P>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -146,6 +146,7 @@ where
     N: Notify<T, E>,
     S: Sleeper,
     C: Clock,
+    P: Settings,
 {
     /// Runs the call.
     pub async fn call(mut self) -> Result<T, RetryError<E>> {
@@ -167,7 +168,7 @@ where
     #[inline]
     fn is_plain(&self) -> bool {
         self.policy.is_passive()
-            && self.settings.is_plain()
+            && self.settings.get().is_plain()
             && self.policy.attempt_timeout().is_none()
             && !self.notify.wants()
     }
@@ -221,7 +222,7 @@ where
         // freed at once instead of after its probe timeout.
         let mut guard = InFlight {
             policy,
-            call: settings.call(&clock),
+            call: settings.get().call(&clock),
             clock: &clock,
         };
         let call = &mut guard.call;

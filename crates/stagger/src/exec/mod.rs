@@ -35,10 +35,10 @@ pub mod sync;
 /// the configured call and keeps the rest.
 macro_rules! builder_methods {
     ($ty:ident) => {
-        impl<'p, F, W, K, N, S, C> $ty<'p, F, W, K, N, S, C> {
+        impl<'p, F, W, K, N, S, C, P> $ty<'p, F, W, K, N, S, C, P> {
             /// Classifies errors with a closure returning a
             /// [`Class`](crate::Class) or a [`Failure`](crate::Failure).
-            pub fn when<W2>(self, when: W2) -> $ty<'p, F, W2, K, N, S, C> {
+            pub fn when<W2>(self, when: W2) -> $ty<'p, F, W2, K, N, S, C, P> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
@@ -53,7 +53,7 @@ macro_rules! builder_methods {
 
             /// Retries some successful values too: the closure returns
             /// `Some(class)` for a value that means "try again".
-            pub fn retry_ok_if<K2>(self, ok: K2) -> $ty<'p, F, W, K2, N, S, C> {
+            pub fn retry_ok_if<K2>(self, ok: K2) -> $ty<'p, F, W, K2, N, S, C, P> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
@@ -68,7 +68,7 @@ macro_rules! builder_methods {
 
             /// Calls `notify` before every wait with the attempt number, the
             /// error, the delay and the elapsed time.
-            pub fn notify<N2>(self, notify: N2) -> $ty<'p, F, W, K, N2, S, C> {
+            pub fn notify<N2>(self, notify: N2) -> $ty<'p, F, W, K, N2, S, C, P> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
@@ -82,7 +82,7 @@ macro_rules! builder_methods {
             }
 
             /// Waits with `sleep` instead of the default sleeper.
-            pub fn sleep<S2>(self, sleep: S2) -> $ty<'p, F, W, K, N, S2, C> {
+            pub fn sleep<S2>(self, sleep: S2) -> $ty<'p, F, W, K, N, S2, C, P> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
@@ -96,7 +96,7 @@ macro_rules! builder_methods {
             }
 
             /// Reads time from `clock` instead of the monotonic clock.
-            pub fn clock<C2>(self, clock: C2) -> $ty<'p, F, W, K, N, S, C2> {
+            pub fn clock<C2>(self, clock: C2) -> $ty<'p, F, W, K, N, S, C2, P> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
@@ -110,28 +110,92 @@ macro_rules! builder_methods {
             }
 
             /// An absolute deadline over every attempt and wait.
-            pub fn deadline(mut self, deadline: std::time::Instant) -> Self {
-                self.settings.deadline = Some(deadline);
-                self
+            pub fn deadline(
+                self,
+                deadline: std::time::Instant,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            where
+                P: $crate::exec::sync::Settings,
+            {
+                let mut settings = self.settings.get();
+                settings.deadline = Some(deadline);
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings,
+                }
             }
 
             /// A deadline `timeout` after the call starts.
-            pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
-                self.settings.timeout = Some(timeout);
-                self
+            pub fn timeout(
+                self,
+                timeout: std::time::Duration,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            where
+                P: $crate::exec::sync::Settings,
+            {
+                let mut settings = self.settings.get();
+                settings.timeout = Some(timeout);
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings,
+                }
             }
 
             /// Declares the call idempotent, so timeouts (unknown results)
             /// are retried.
-            pub fn idempotent(mut self, idempotent: bool) -> Self {
-                self.settings.idempotent = idempotent;
-                self
+            pub fn idempotent(
+                self,
+                idempotent: bool,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            where
+                P: $crate::exec::sync::Settings,
+            {
+                let mut settings = self.settings.get();
+                settings.idempotent = idempotent;
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings,
+                }
             }
 
             /// Seeds the call's jitter so its delays replay exactly.
-            pub fn seed(mut self, seed: u64) -> Self {
-                self.settings.seed = Some(seed);
-                self
+            pub fn seed(
+                self,
+                seed: u64,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            where
+                P: $crate::exec::sync::Settings,
+            {
+                let mut settings = self.settings.get();
+                settings.seed = Some(seed);
+                $ty {
+                    op: self.op,
+                    policy: self.policy,
+                    when: self.when,
+                    ok: self.ok,
+                    notify: self.notify,
+                    sleep: self.sleep,
+                    clock: self.clock,
+                    settings,
+                }
             }
         }
     };

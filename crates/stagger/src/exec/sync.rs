@@ -56,13 +56,40 @@ impl RandomSource for CallRng {
     }
 }
 
-/// Per-call settings shared by both executors.
+/// Per-call settings of an executor, set through its builder methods
+/// (`deadline`, `timeout`, `idempotent`, `seed`).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct CallSettings {
+pub struct CallSettings {
     pub(crate) deadline: Option<Instant>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) idempotent: bool,
     pub(crate) seed: Option<u64>,
+}
+
+/// Where an executor's per-call settings come from: [`DefaultSettings`]
+/// until a builder method sets one, then [`CallSettings`]. Keeping the
+/// defaults a zero-sized type keeps them out of a successful call's work.
+pub trait Settings: Copy {
+    /// The settings.
+    fn get(&self) -> CallSettings;
+}
+
+/// No deadline, not idempotent, a fresh random stream.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultSettings;
+
+impl Settings for DefaultSettings {
+    #[inline]
+    fn get(&self) -> CallSettings {
+        CallSettings::default()
+    }
+}
+
+impl Settings for CallSettings {
+    #[inline]
+    fn get(&self) -> CallSettings {
+        *self
+    }
 }
 
 impl CallSettings {
@@ -129,7 +156,7 @@ pub trait RetryExt<T, E>: FnMut() -> Result<T, E> + Sized {
             notify: Silent,
             sleep: ThreadSleep,
             clock: MonotonicClock,
-            settings: CallSettings::default(),
+            settings: DefaultSettings,
         }
     }
 }
@@ -137,7 +164,7 @@ pub trait RetryExt<T, E>: FnMut() -> Result<T, E> + Sized {
 impl<T, E, F: FnMut() -> Result<T, E>> RetryExt<T, E> for F {}
 
 /// A blocking retried call being configured; see [`RetryExt::retry`].
-pub struct Retry<'p, F, W, K, N, S, C> {
+pub struct Retry<'p, F, W, K, N, S, C, P = DefaultSettings> {
     op: F,
     policy: &'p Policy,
     when: W,
@@ -145,16 +172,16 @@ pub struct Retry<'p, F, W, K, N, S, C> {
     notify: N,
     sleep: S,
     clock: C,
-    settings: CallSettings,
+    settings: P,
 }
 
 crate::exec::builder_methods!(Retry);
 
-impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
+impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
     /// Classifies errors by their [`Classify`] implementation (for example
     /// `std::io::Error`: refused and reset connections are transient, a
     /// timeout is unknown, not-found is permanent).
-    pub fn when_classified<T, E: Classify>(self) -> Retry<'p, F, ByClass, K, N, S, C>
+    pub fn when_classified<T, E: Classify>(self) -> Retry<'p, F, ByClass, K, N, S, C, P>
     where
         F: FnMut() -> Result<T, E>,
     {
@@ -162,7 +189,7 @@ impl<'p, F, W, K, N, S, C> Retry<'p, F, W, K, N, S, C> {
     }
 }
 
-impl<'p, F, T, E, W, K, N, S, C> Retry<'p, F, W, K, N, S, C>
+impl<'p, F, T, E, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P>
 where
     F: FnMut() -> Result<T, E>,
     W: Classifier<E>,
@@ -170,6 +197,7 @@ where
     N: Notify<T, E>,
     S: Sleep,
     C: Clock,
+    P: Settings,
 {
     /// Runs the call; the error keeps the stop reason, the attempt count and
     /// the last underlying error.
@@ -184,22 +212,22 @@ where
         // Fast path: with nothing that needs the clock or a shared guardrail,
         // the first attempt runs before any per-call state exists, so a call
         // that succeeds costs one branch over a plain call.
-        let first = if self.policy.is_passive() && self.settings.is_plain() && !self.notify.wants()
-        {
-            match judge((self.op)(), &mut self.when, &mut self.ok) {
-                Ok(v) => return Report::success(v, 1),
-                Err(failed) => Some(failed),
-            }
-        } else {
-            None
-        };
+        let first =
+            if self.policy.is_passive() && self.settings.get().is_plain() && !self.notify.wants() {
+                match judge((self.op)(), &mut self.when, &mut self.ok) {
+                    Ok(v) => return Report::success(v, 1),
+                    Err(failed) => Some(failed),
+                }
+            } else {
+                None
+            };
         self.report_slow(first)
     }
 
     #[inline(never)]
     fn report_slow(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
         let policy = self.policy;
-        let mut call = self.settings.call(&self.clock);
+        let mut call = self.settings.get().call(&self.clock);
         let mut last: Kept<T, E> = Kept::Nothing;
         if self.notify.wants() {
             call.start_clock(self.clock.now());
