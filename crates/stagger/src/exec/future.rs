@@ -33,9 +33,10 @@ use std::time::Duration;
 use crate::classify::{Classify, Failure, Outcome};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
-use crate::exec::sync::{judge, notice, CallRng, DefaultSettings, Kept, Settings};
+use crate::exec::sync::{judge, notice, DefaultSettings, Kept, Settings};
 use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
 use crate::policy::{Call, Decision, Policy};
+use crate::rng::FastRng;
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
@@ -281,7 +282,7 @@ where
 /// attempt still in flight (a no-op once the attempt's outcome is recorded).
 struct InFlight<'a, 'p, C: Clock> {
     policy: &'p Policy,
-    call: Call<CallRng>,
+    call: Call<FastRng>,
     clock: &'a C,
 }
 

@@ -14,8 +14,8 @@ use crate::error::RetryError;
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
-use crate::policy::{Call, Decision, LazyRng, Policy};
-use crate::rng::{FastRng, RandomSource};
+use crate::policy::{Call, Decision, Policy};
+use crate::rng::FastRng;
 
 /// Something that blocks the thread for a while.
 pub trait Sleep {
@@ -36,23 +36,6 @@ impl Sleep for ThreadSleep {
 impl<F: FnMut(Duration)> Sleep for F {
     fn sleep(&mut self, d: Duration) {
         self(d)
-    }
-}
-
-/// The per-call random stream of an executor: fresh, or seeded for replay.
-#[derive(Debug)]
-pub(crate) enum CallRng {
-    Fresh(LazyRng),
-    Seeded(FastRng),
-}
-
-impl RandomSource for CallRng {
-    #[inline]
-    fn next_u64(&mut self) -> u64 {
-        match self {
-            CallRng::Fresh(r) => r.next_u64(),
-            CallRng::Seeded(r) => r.next_u64(),
-        }
     }
 }
 
@@ -100,10 +83,12 @@ impl CallSettings {
     }
 
     #[inline]
-    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<CallRng> {
+    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<FastRng> {
+        // Built only once a first attempt has failed (or the call needs
+        // the clock), so seeding a fresh stream here costs successes nothing.
         let rng = match self.seed {
-            Some(s) => CallRng::Seeded(FastRng::seeded(s)),
-            None => CallRng::Fresh(LazyRng::default()),
+            Some(s) => FastRng::seeded(s),
+            None => FastRng::fresh(),
         };
         let mut call = Call::with_rng(rng).idempotent(self.idempotent);
         let deadline = match (self.deadline, self.timeout) {
