@@ -48,7 +48,14 @@
 //! - [`hint`]: `Retry-After` and gRPC pushback parsing.
 //! - [`deadline`]: deadlines, attempt timeouts, remaining-time headers.
 //! - [`policy`]: the decision engine and stop reasons.
-//! - [`event`]: events, observers and counters.
+//! - [`budget`]: retry budgets (`ratio`, `token_bucket`, `refill`, `quota`).
+//! - [`breaker`]: the circuit breaker.
+//! - [`throttle`]: client-side adaptive throttling.
+//! - [`guard`]: how budgets, breakers and throttles plug into the engine,
+//!   and the [`Policy::guarded`] preset.
+//! - [`event`]: events, observers and counters; [`sli`]: the
+//!   retry-amplification SLI; [`export`]: `metrics` and `tracing` observers
+//!   (features `metrics`, `tracing`).
 //! - [`exec`]: blocking and async executors.
 //! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - [`clock`], [`rng`]: the time and randomness seams.
@@ -56,18 +63,27 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod breaker;
+pub mod budget;
 pub mod classify;
 pub mod clock;
 pub mod deadline;
 pub mod error;
 pub mod event;
 pub mod exec;
+pub mod export;
+pub mod guard;
 pub mod hint;
 pub mod policy;
 pub mod rng;
 pub mod scheduled;
+pub mod sli;
+mod sync;
+pub mod throttle;
+mod window;
 
 pub use backoff::{Backoff, Jitter};
+pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};
 pub use classify::{Class, Classify, Failure, Hint, Outcome};
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
@@ -75,9 +91,12 @@ pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
 pub use exec::future::{AsyncRetry, AsyncRetryExt, Sleeper};
 pub use exec::sync::{Retry, RetryExt};
 pub use exec::Report;
-pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason};
+pub use guard::Guardrails;
+pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason, Ticket};
 pub use rng::{FastRng, RandomSource};
 pub use scheduled::{JitteredTtl, Reconnect, Ticks};
+pub use sli::{SliSnapshot, SliState, SliWindow};
+pub use throttle::{Throttle, ThrottleBuilder};
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

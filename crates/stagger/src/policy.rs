@@ -140,15 +140,54 @@ pub struct Refusal {
     pub retry_in: Option<Duration>,
 }
 
+/// One word of per-call state that the guardrails keep between their hooks
+/// (which breaker period admitted the attempt, whether it is a half-open
+/// probe, what the last retry cost the budget). It lives in the [`Call`],
+/// so the shared guardrails stay free of per-call memory; the engine never
+/// reads it.
+///
+/// ```
+/// use stagger::Ticket;
+/// let mut t = Ticket::default();
+/// assert_eq!(t.get(), 0);
+/// t.set(42);
+/// assert_eq!(t.get(), 42);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Ticket(u64);
+
+impl Ticket {
+    /// The stored word (0 for a new call).
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// Replaces the stored word.
+    #[inline]
+    pub fn set(&mut self, word: u64) {
+        self.0 = word;
+    }
+}
+
 /// The seam for shared guardrails (retry budgets, circuit breakers, adaptive
 /// throttling): consulted before every attempt and before every retry, and
 /// told every outcome. Implementations are shared by all calls of a client,
-/// so they must be `Send + Sync` and cheap.
+/// so they must be `Send + Sync` and cheap. Per-call state goes in the
+/// call's [`Ticket`], which every hook of the same call sees.
+/// [`Guardrails`](crate::Guardrails) is the ready implementation.
 pub trait Guardrail: Send + Sync {
     /// Before attempt `attempt` (1-based) starts. Refusing stops the call
-    /// without running the attempt.
-    fn before_attempt(&self, attempt: u32, now: Instant) -> Result<(), Refusal> {
-        let _ = (attempt, now);
+    /// without running the attempt. `rng` is the call's own random stream
+    /// (for probabilistic rules such as adaptive throttling).
+    fn before_attempt(
+        &self,
+        attempt: u32,
+        ticket: &mut Ticket,
+        rng: &mut dyn RandomSource,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let _ = (attempt, ticket, rng, now);
         Ok(())
     }
 
@@ -158,18 +197,33 @@ pub trait Guardrail: Send + Sync {
     fn before_retry(
         &self,
         attempt: u32,
+        ticket: &mut Ticket,
         failure: &Failure,
         delay: Duration,
         now: Instant,
     ) -> Result<(), Refusal> {
-        let _ = (attempt, failure, delay, now);
+        let _ = (attempt, ticket, failure, delay, now);
         Ok(())
     }
 
     /// After attempt `attempt` ended with `outcome`, with its latency when
     /// known.
-    fn record(&self, attempt: u32, outcome: &Outcome, latency: Option<Duration>, now: Instant) {
-        let _ = (attempt, outcome, latency, now);
+    fn record(
+        &self,
+        attempt: u32,
+        ticket: &mut Ticket,
+        outcome: &Outcome,
+        latency: Option<Duration>,
+        now: Instant,
+    ) {
+        let _ = (attempt, ticket, outcome, latency, now);
+    }
+
+    /// Attempt `attempt` was admitted but will never report an outcome (the
+    /// front-end dropped it): give back whatever it holds, such as a
+    /// half-open probe slot. See [`Policy::abandon`].
+    fn abandon(&self, attempt: u32, ticket: &mut Ticket, now: Instant) {
+        let _ = (attempt, ticket, now);
     }
 }
 
@@ -186,6 +240,7 @@ pub struct Call<R = LazyRng> {
     started: Option<Instant>,
     attempt_started: Option<Instant>,
     idempotent: bool,
+    ticket: Ticket,
     rng: R,
 }
 
@@ -234,6 +289,7 @@ impl<R> Call<R> {
             started: None,
             attempt_started: None,
             idempotent: false,
+            ticket: Ticket(0),
             rng,
         }
     }
@@ -425,7 +481,7 @@ impl Policy {
     /// (`min(attempt_timeout, remaining)`; `None` for unbounded), or why the
     /// call must stop instead (`deadline`, `breaker_open`, `throttled`).
     #[inline]
-    pub fn start_attempt<R, C: Clock>(
+    pub fn start_attempt<R: RandomSource, C: Clock>(
         &self,
         call: &mut Call<R>,
         clock: C,
@@ -437,7 +493,7 @@ impl Policy {
         self.start_attempt_watched(call, clock.now())
     }
 
-    fn start_attempt_watched<R>(
+    fn start_attempt_watched<R: RandomSource>(
         &self,
         call: &mut Call<R>,
         now: Instant,
@@ -450,7 +506,7 @@ impl Policy {
         }
         let next = call.attempt.saturating_add(1);
         if let Some(g) = &self.guardrail {
-            if let Err(r) = g.before_attempt(next, now) {
+            if let Err(r) = g.before_attempt(next, &mut call.ticket, &mut call.rng, now) {
                 return Err(self.stop(call, r.reason));
             }
         }
@@ -464,6 +520,31 @@ impl Policy {
             call.deadline,
             now,
         ))
+    }
+
+    /// Tells the guardrails that the attempt just started will never report
+    /// an outcome (the front-end dropped it, for example a future cancelled
+    /// mid-attempt), so they can give back what it holds at once: a
+    /// half-open breaker's probe slot is freed without counting a success or
+    /// a failure. Without this call a lost probe slot frees itself after the
+    /// breaker's probe timeout. Does nothing when no attempt is in flight.
+    ///
+    /// ```
+    /// use stagger::{Breaker, Call, Policy};
+    /// use std::time::Instant;
+    ///
+    /// let policy = Policy::builder().breaker(Breaker::default()).build().unwrap();
+    /// let mut call = Call::seeded(1);
+    /// let now = Instant::now();
+    /// policy.start_attempt(&mut call, now).unwrap();
+    /// policy.abandon(&mut call, now); // the attempt was dropped
+    /// ```
+    pub fn abandon<R, C: Clock>(&self, call: &mut Call<R>, clock: C) {
+        if let Some(g) = &self.guardrail {
+            if call.attempt > 0 && call.attempt_started.take().is_some() {
+                g.abandon(call.attempt, &mut call.ticket, clock.now());
+            }
+        }
     }
 
     fn stop<R>(&self, call: &Call<R>, reason: StopReason) -> StopReason {
@@ -517,7 +598,7 @@ impl Policy {
             e.observe(l);
         }
         if let Some(g) = &self.guardrail {
-            g.record(call.attempt, outcome, latency, now.get());
+            g.record(call.attempt, &mut call.ticket, outcome, latency, now.get());
         }
     }
 
@@ -575,7 +656,7 @@ impl Policy {
             return Decision::Stop(self.stop(call, StopReason::HintTooLong));
         }
         if let Some(g) = &self.guardrail {
-            if let Err(r) = g.before_retry(call.attempt, &f, delay, now.get()) {
+            if let Err(r) = g.before_retry(call.attempt, &mut call.ticket, &f, delay, now.get()) {
                 if r.reason == StopReason::Budget {
                     self.emit(Event::BudgetRefused {
                         attempt: call.attempt,
@@ -652,6 +733,10 @@ pub struct PolicyBuilder {
     measure_latency: bool,
     guardrail: Option<Arc<dyn Guardrail>>,
     observer: Option<Arc<dyn Observer>>,
+    /// Budget, breaker and throttle set through the builder's conveniences
+    /// (see `guard.rs`), combined into one [`Guardrails`](crate::Guardrails)
+    /// at build time.
+    pub(crate) parts: crate::guard::Parts,
 }
 
 impl Default for PolicyBuilder {
@@ -672,6 +757,7 @@ impl PolicyBuilder {
             measure_latency: true,
             guardrail: None,
             observer: None,
+            parts: crate::guard::Parts::default(),
         }
     }
 
@@ -737,7 +823,11 @@ impl PolicyBuilder {
         self
     }
 
-    /// Attaches shared guardrails (budget, breaker, throttle).
+    /// Attaches a custom guardrail. For stagger's own budget, breaker and
+    /// throttle use [`budget`](PolicyBuilder::budget),
+    /// [`breaker`](PolicyBuilder::breaker) and
+    /// [`throttle`](PolicyBuilder::throttle) instead (setting both is a
+    /// configuration error naming `guardrail`).
     pub fn guardrail(mut self, g: Arc<dyn Guardrail>) -> Self {
         self.guardrail = Some(g);
         self
@@ -764,10 +854,20 @@ impl PolicyBuilder {
                 "must be greater than zero",
             ));
         }
+        if self.guardrail.is_some() && !self.parts.is_empty() {
+            return Err(ConfigError::new(
+                "guardrail",
+                "a custom guardrail cannot be combined with budget/breaker/throttle",
+            ));
+        }
         Ok(self.build_unchecked())
     }
 
-    fn build_unchecked(self) -> Policy {
+    pub(crate) fn build_unchecked(self) -> Policy {
+        let guardrail = match self.guardrail {
+            Some(g) => Some(g),
+            None => self.parts.into_guardrail(self.observer.clone()),
+        };
         Policy {
             backoff: self.backoff,
             max_attempts: self.max_attempts.max(1),
@@ -777,7 +877,7 @@ impl PolicyBuilder {
             estimate: self
                 .measure_latency
                 .then(|| Arc::new(LatencyEstimate::new())),
-            guardrail: self.guardrail,
+            guardrail,
             observer: self.observer,
         }
     }

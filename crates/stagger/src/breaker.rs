@@ -1,0 +1,557 @@
+//! The circuit breaker: zero retries at a dependency that is plainly down.
+//!
+//! A retry budget limits how much a client retries; a breaker stops it
+//! calling at all once most calls fail, so a dead dependency gets no load
+//! to dig out from under, and callers get an answer in nanoseconds instead
+//! of after a timeout. SPEC §6:
+//!
+//! - **Closed**: calls flow and their outcomes are counted over a sliding
+//!   window (10 s in 1 s buckets by default). When failures ÷ calls ≥ 50 %
+//!   and calls ≥ 20, it opens. Optionally also after N consecutive
+//!   failures, and with a count window (a true ring of the last N
+//!   outcomes) instead of the time window. A call slower than an optional
+//!   threshold counts as a failure.
+//! - **Open**: calls fail fast with [`BreakerOpen`], which says when to try
+//!   again. Each open period lasts 5 s plus up to 20 % of jitter drawn for
+//!   that period, so a fleet of clients does not probe in step.
+//! - **Half-open**: exactly `probes` (default 1) trial calls are let through
+//!   at a time. A success closes the breaker and clears the window; a
+//!   failure opens it again.
+//!
+//! Only calls admitted in the current period move the breaker: an outcome
+//! that arrives after the breaker changed state (a slow call admitted
+//! before it opened) is ignored. A permanent failure (the dependency
+//! answered, the request was wrong) counts as a success; a cancellation
+//! counts as nothing.
+//!
+//! **Abandoned probes.** A probe whose outcome never arrives (its caller
+//! was dropped) would hold its half-open slot forever. Front-ends give it
+//! back with [`Breaker::release`] (the engine's
+//! [`Policy::abandon`](crate::Policy::abandon)); failing that, every slot
+//! is reclaimed once `probe_timeout` (default 10 s) has passed since the
+//! last probe was admitted, and new probes are admitted.
+//!
+//! The closed-state hot path is one load of the state word to admit, and
+//! one uncontended compare-and-swap on the caller's own stripe of the
+//! window to record a success. Time always comes in as an argument.
+//!
+//! ```
+//! use stagger::{Breaker, BreakerState, Class, Outcome};
+//! use std::time::{Duration, Instant};
+//!
+//! let breaker = Breaker::builder().min_calls(4).build()?;
+//! let t0 = Instant::now();
+//! for _ in 0..4 {
+//!     let permit = breaker.acquire(t0).unwrap();
+//!     breaker.record(permit, &Outcome::from(Class::Transient), None, t0);
+//! }
+//! assert_eq!(breaker.state(), BreakerState::Open);
+//! let open = breaker.acquire(t0).unwrap_err();
+//! assert!(open.retry_in >= Duration::from_secs(5) && open.retry_in <= Duration::from_secs(6));
+//!
+//! let later = t0 + Duration::from_secs(6);
+//! let probe = breaker.acquire(later).unwrap();
+//! assert!(probe.is_probe());
+//! assert!(breaker.acquire(later).is_err(), "one probe at a time");
+//! breaker.record(probe, &Outcome::Success, None, later);
+//! assert_eq!(breaker.state(), BreakerState::Closed);
+//! # Ok::<(), stagger::ConfigError>(())
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::classify::{Class, Outcome};
+use crate::event::{BreakerState, Event, Observer};
+use crate::rng::splitmix64;
+use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded, STRIPES};
+use crate::window::{Timebase, Window};
+
+mod builder;
+#[cfg(all(test, loom))]
+mod loom;
+mod ring;
+
+pub use builder::BreakerBuilder;
+use ring::CountRing;
+
+const BUCKETS: usize = if cfg!(loom) { 2 } else { 10 };
+const PPM: u128 = 1_000_000;
+const MS: u64 = 1_000_000;
+
+// The state word: [until_ms: 40 | gen: 14 | in-flight probes: 8 | state: 2].
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+const GEN_MASK: u64 = (1 << 14) - 1;
+
+#[inline]
+const fn state_of(w: u64) -> u64 {
+    w & 0b11
+}
+#[inline]
+const fn in_flight(w: u64) -> u64 {
+    (w >> 2) & 0xff
+}
+#[inline]
+const fn gen_of(w: u64) -> u64 {
+    (w >> 10) & GEN_MASK
+}
+#[inline]
+const fn until_ns(w: u64) -> u64 {
+    (w >> 24).saturating_mul(MS)
+}
+#[inline]
+const fn word(state: u64, probes: u64, gen: u64, until_ns: u64) -> u64 {
+    let until_ms = until_ns.div_ceil(MS);
+    let until_ms = if until_ms > (1 << 40) - 1 {
+        (1 << 40) - 1
+    } else {
+        until_ms
+    };
+    (until_ms << 24) | ((gen & GEN_MASK) << 10) | ((probes & 0xff) << 2) | state
+}
+
+/// The admission a call needs to record its outcome: which breaker period
+/// admitted it and whether it is a half-open probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[must_use = "record the call's outcome with this permit (or release it)"]
+pub struct Permit {
+    gen: u16,
+    probe: bool,
+}
+
+impl Permit {
+    /// Whether this call is a half-open trial call.
+    pub const fn is_probe(self) -> bool {
+        self.probe
+    }
+
+    /// Packs the permit in 16 bits (for a call's ticket).
+    pub(crate) const fn to_bits(self) -> u16 {
+        (self.gen & GEN_MASK as u16) | if self.probe { 1 << 15 } else { 0 }
+    }
+
+    pub(crate) const fn from_bits(bits: u16) -> Self {
+        Permit {
+            gen: bits & GEN_MASK as u16,
+            probe: bits & (1 << 15) != 0,
+        }
+    }
+}
+
+/// A breaker refused a call: it is open (or every half-open probe slot is
+/// taken). `retry_in` is when it may admit again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerOpen {
+    /// Time until the open period ends (or a probe slot may free).
+    pub retry_in: Duration,
+}
+
+impl fmt::Display for BreakerOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "circuit breaker open; retry in {:?}", self.retry_in)
+    }
+}
+
+impl std::error::Error for BreakerOpen {}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Good,
+    Bad,
+    Neutral,
+}
+
+/// Everything [`BreakerBuilder`] validated.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) failure_rate_ppm: u64,
+    pub(crate) min_calls: u64,
+    pub(crate) window: Duration,
+    pub(crate) count_window: Option<u32>,
+    pub(crate) consecutive: Option<u32>,
+    pub(crate) slow_call: Option<Duration>,
+    pub(crate) open_ns: u64,
+    pub(crate) jitter_ppm: u64,
+    pub(crate) probes: u64,
+    pub(crate) probe_timeout_ns: u64,
+    pub(crate) seed: u64,
+}
+
+/// A circuit breaker (SPEC §6), shared by every call to one dependency.
+/// Cheap to clone; clones share the breaker. See the [module docs](self).
+#[derive(Clone)]
+pub struct Breaker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    state: Padded<AtomicU64>,
+    cfg: Config,
+    time: Timebase,
+    /// Per bucket: successes (0) and failures (1), striped by thread.
+    window: Window<BUCKETS, 2, STRIPES>,
+    ring: Option<CountRing>,
+    consecutive: Padded<AtomicU32>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Breaker")
+            .field("state", &self.state())
+            .field("config", &self.inner.cfg)
+            .field("observer", &self.inner.observer.is_some())
+            .finish()
+    }
+}
+
+impl Default for Breaker {
+    /// 50 % over 10 s with at least 20 calls, open 5 s (+ up to 20 %), one
+    /// probe.
+    fn default() -> Self {
+        BreakerBuilder::new().build_unchecked()
+    }
+}
+
+impl Breaker {
+    /// A builder starting from the defaults.
+    pub fn builder() -> BreakerBuilder {
+        BreakerBuilder::new()
+    }
+
+    pub(crate) fn from_config(cfg: Config, observer: Option<Arc<dyn Observer>>) -> Self {
+        let width = Duration::from_nanos(nanos(cfg.window) / BUCKETS as u64);
+        Breaker {
+            inner: Arc::new(Inner {
+                state: Padded(AtomicU64::new(word(CLOSED, 0, 0, 0))),
+                time: Timebase::new(width),
+                window: Window::new(),
+                ring: cfg.count_window.map(CountRing::new),
+                consecutive: Padded(AtomicU32::new(0)),
+                observer,
+                cfg,
+            }),
+        }
+    }
+
+    /// The state as of the last call that moved it (an open breaker whose
+    /// period has ended reports `Open` until a call arrives).
+    pub fn state(&self) -> BreakerState {
+        match state_of(self.inner.state.load(Acquire)) {
+            CLOSED => BreakerState::Closed,
+            OPEN => BreakerState::Open,
+            _ => BreakerState::HalfOpen,
+        }
+    }
+
+    /// Half-open probes currently admitted and not yet reported.
+    pub fn probes_in_flight(&self) -> u32 {
+        let w = self.inner.state.load(Acquire);
+        if state_of(w) == HALF_OPEN {
+            in_flight(w) as u32
+        } else {
+            0
+        }
+    }
+
+    /// `(calls, failures)` in the active window at `now` (the count ring's
+    /// when one is configured).
+    pub fn counts(&self, now: Instant) -> (u64, u64) {
+        self.inner.counts(now)
+    }
+
+    /// Admits a call, or refuses it with when to come back. Emits a state
+    /// change when an open period has ended and this call becomes a probe.
+    #[inline]
+    pub fn acquire(&self, now: Instant) -> Result<Permit, BreakerOpen> {
+        self.inner.admit(now, None)
+    }
+
+    /// Records the outcome of a call admitted with `permit`, with its
+    /// latency when known (for the slow-call rule).
+    #[inline]
+    pub fn record(
+        &self,
+        permit: Permit,
+        outcome: &Outcome,
+        latency: Option<Duration>,
+        now: Instant,
+    ) {
+        self.inner.record(permit, outcome, latency, now, None);
+    }
+
+    /// Gives back a permit whose call will never report (it was dropped):
+    /// frees its half-open slot without counting an outcome.
+    pub fn release(&self, permit: Permit, now: Instant) {
+        self.inner.finish_probe(permit, Verdict::Neutral, now, None);
+    }
+
+    pub(crate) fn admit_with(
+        &self,
+        now: Instant,
+        extra: Option<&dyn Observer>,
+    ) -> Result<Permit, BreakerOpen> {
+        self.inner.admit(now, extra)
+    }
+
+    pub(crate) fn record_with(
+        &self,
+        permit: Permit,
+        outcome: &Outcome,
+        latency: Option<Duration>,
+        now: Instant,
+        extra: Option<&dyn Observer>,
+    ) {
+        self.inner.record(permit, outcome, latency, now, extra);
+    }
+
+    pub(crate) fn release_with(&self, permit: Permit, now: Instant, extra: Option<&dyn Observer>) {
+        self.inner
+            .finish_probe(permit, Verdict::Neutral, now, extra);
+    }
+
+    /// How long the breaker will still be open at `at`, if it is open then.
+    #[inline]
+    pub(crate) fn open_at(&self, at: Instant) -> Option<Duration> {
+        let w = self.inner.state.load(Acquire);
+        if state_of(w) != OPEN {
+            return None;
+        }
+        let t = self.inner.time.nanos(at);
+        (t < until_ns(w)).then(|| Duration::from_nanos(until_ns(w) - t))
+    }
+}
+
+impl Inner {
+    fn emit(&self, from: BreakerState, to: BreakerState, extra: Option<&dyn Observer>) {
+        let event = Event::BreakerStateChanged { from, to };
+        if let Some(o) = &self.observer {
+            o.on_event(&event);
+        }
+        if let Some(o) = extra {
+            o.on_event(&event);
+        }
+    }
+
+    fn counts(&self, now: Instant) -> (u64, u64) {
+        match &self.ring {
+            Some(ring) => ring.counts(),
+            None => {
+                let e = self.time.epoch(now);
+                let good = self.window.total(e, 0);
+                let bad = self.window.total(e, 1);
+                (good.saturating_add(bad), bad)
+            }
+        }
+    }
+
+    /// When an open period starting at `now_ns` in generation `gen` ends.
+    fn open_until(&self, now_ns: u64, gen: u64) -> u64 {
+        let c = &self.cfg;
+        let draw = splitmix64(c.seed ^ (gen << 48) ^ now_ns) >> 32;
+        let extra =
+            u128::from(c.open_ns) * u128::from(c.jitter_ppm) * u128::from(draw) / (PPM << 32);
+        now_ns
+            .saturating_add(c.open_ns)
+            .saturating_add(extra as u64)
+    }
+
+    #[inline]
+    fn admit(&self, now: Instant, extra: Option<&dyn Observer>) -> Result<Permit, BreakerOpen> {
+        let w = self.state.load(Acquire);
+        if state_of(w) == CLOSED {
+            return Ok(Permit {
+                gen: gen_of(w) as u16,
+                probe: false,
+            });
+        }
+        self.admit_slow(w, now, extra)
+    }
+
+    #[cold]
+    fn admit_slow(
+        &self,
+        mut w: u64,
+        now: Instant,
+        extra: Option<&dyn Observer>,
+    ) -> Result<Permit, BreakerOpen> {
+        let now_ns = self.time.nanos(now);
+        let deadline = now_ns.saturating_add(self.cfg.probe_timeout_ns);
+        loop {
+            let gen = gen_of(w);
+            let (new, from_open) = match state_of(w) {
+                CLOSED => {
+                    return Ok(Permit {
+                        gen: gen as u16,
+                        probe: false,
+                    })
+                }
+                OPEN if now_ns < until_ns(w) => {
+                    return Err(BreakerOpen {
+                        retry_in: Duration::from_nanos(until_ns(w) - now_ns),
+                    })
+                }
+                OPEN => (word(HALF_OPEN, 1, gen + 1, deadline), true),
+                _ if in_flight(w) < self.cfg.probes => {
+                    (word(HALF_OPEN, in_flight(w) + 1, gen, deadline), false)
+                }
+                // Every slot is taken and none reported in time: reclaim them.
+                _ if now_ns >= until_ns(w) => (word(HALF_OPEN, 1, gen, deadline), false),
+                _ => {
+                    return Err(BreakerOpen {
+                        retry_in: Duration::from_nanos(until_ns(w) - now_ns),
+                    })
+                }
+            };
+            match self.state.compare_exchange(w, new, AcqRel, Acquire) {
+                Ok(_) => {
+                    if from_open {
+                        self.emit(BreakerState::Open, BreakerState::HalfOpen, extra);
+                    }
+                    return Ok(Permit {
+                        gen: gen_of(new) as u16,
+                        probe: true,
+                    });
+                }
+                Err(seen) => w = seen,
+            }
+        }
+    }
+
+    #[inline]
+    fn verdict(&self, outcome: &Outcome, latency: Option<Duration>) -> Verdict {
+        let slow = match (self.cfg.slow_call, latency) {
+            (Some(limit), Some(l)) => l > limit,
+            _ => false,
+        };
+        match outcome {
+            Outcome::Failure(f) if f.class == Class::Cancelled => Verdict::Neutral,
+            Outcome::Failure(f) if f.class != Class::Permanent => Verdict::Bad,
+            _ if slow => Verdict::Bad,
+            _ => Verdict::Good,
+        }
+    }
+
+    #[inline]
+    fn record(
+        &self,
+        permit: Permit,
+        outcome: &Outcome,
+        latency: Option<Duration>,
+        now: Instant,
+        extra: Option<&dyn Observer>,
+    ) {
+        let verdict = self.verdict(outcome, latency);
+        if permit.probe {
+            return self.finish_probe(permit, verdict, now, extra);
+        }
+        if verdict == Verdict::Neutral {
+            return;
+        }
+        let w = self.state.load(Acquire);
+        if state_of(w) != CLOSED || gen_of(w) != u64::from(permit.gen) {
+            return; // admitted in an earlier period
+        }
+        let bad = verdict == Verdict::Bad;
+        let epoch = match &self.ring {
+            Some(ring) => {
+                ring.push(bad);
+                0
+            }
+            None => {
+                let e = self.time.epoch(now);
+                self.window.add(e, usize::from(bad), 1);
+                e
+            }
+        };
+        if !bad {
+            if self.cfg.consecutive.is_some() && self.consecutive.load(Relaxed) != 0 {
+                self.consecutive.store(0, Relaxed);
+            }
+            return;
+        }
+        let mut trip = match self.cfg.consecutive {
+            Some(n) => self.consecutive.fetch_add(1, AcqRel).saturating_add(1) >= n,
+            None => false,
+        };
+        if !trip {
+            let (calls, failures) = match &self.ring {
+                Some(ring) => ring.counts(),
+                None => {
+                    let bad = self.window.total(epoch, 1);
+                    (bad.saturating_add(self.window.total(epoch, 0)), bad)
+                }
+            };
+            trip = calls >= self.cfg.min_calls
+                && u128::from(failures) * PPM
+                    >= u128::from(self.cfg.failure_rate_ppm) * u128::from(calls);
+        }
+        if trip {
+            let now_ns = self.time.nanos(now);
+            let gen = gen_of(w) + 1;
+            let open = word(OPEN, 0, gen, self.open_until(now_ns, gen));
+            if self
+                .state
+                .compare_exchange(w, open, AcqRel, Acquire)
+                .is_ok()
+            {
+                self.emit(BreakerState::Closed, BreakerState::Open, extra);
+            }
+        }
+    }
+
+    fn finish_probe(
+        &self,
+        permit: Permit,
+        verdict: Verdict,
+        now: Instant,
+        extra: Option<&dyn Observer>,
+    ) {
+        if !permit.probe {
+            return;
+        }
+        let mut w = self.state.load(Acquire);
+        let mut cleared = false;
+        loop {
+            if state_of(w) != HALF_OPEN || gen_of(w) != u64::from(permit.gen) {
+                return; // another probe already decided this period
+            }
+            let gen = gen_of(w);
+            let (new, to) = match verdict {
+                Verdict::Neutral => (
+                    word(HALF_OPEN, in_flight(w).saturating_sub(1), gen, until_ns(w)),
+                    None,
+                ),
+                Verdict::Good => {
+                    if !cleared {
+                        // Cleared before closing: nothing can record into
+                        // the window while the breaker is half-open.
+                        self.window.clear();
+                        if let Some(ring) = &self.ring {
+                            ring.clear();
+                        }
+                        self.consecutive.store(0, Relaxed);
+                        cleared = true;
+                    }
+                    (word(CLOSED, 0, gen + 1, 0), Some(BreakerState::Closed))
+                }
+                Verdict::Bad => {
+                    let until = self.open_until(self.time.nanos(now), gen + 1);
+                    (word(OPEN, 0, gen + 1, until), Some(BreakerState::Open))
+                }
+            };
+            match self.state.compare_exchange(w, new, AcqRel, Acquire) {
+                Ok(_) => {
+                    if let Some(to) = to {
+                        self.emit(BreakerState::HalfOpen, to, extra);
+                    }
+                    return;
+                }
+                Err(seen) => w = seen,
+            }
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! loom models of the breaker: no double probe, no lost count, one
+//! transition per period.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p stagger --release --lib loom`.
+
+use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+use std::time::{Duration, Instant};
+
+use loom::thread;
+
+use super::*;
+use crate::classify::Failure;
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(f);
+}
+
+fn fail() -> Outcome {
+    Outcome::Failure(Failure::transient())
+}
+
+/// A breaker that opens on one failure, for one second, without jitter,
+/// counting its transitions.
+fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
+    let events = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = events.clone();
+    let b = Breaker::builder()
+        .min_calls(1)
+        .open_for(Duration::from_secs(1))
+        .open_jitter(0.0)
+        .probes(probes)
+        .seed(1)
+        .observer(Arc::new(move |_: &Event| {
+            seen.fetch_add(1, StdOrdering::Relaxed);
+        }))
+        .build()
+        .unwrap();
+    (b, events)
+}
+
+fn trip(b: &Breaker, t: Instant) {
+    let p = b.acquire(t).unwrap();
+    b.record(p, &fail(), None, t);
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn loom_half_open_admits_exactly_one_probe() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, events) = touchy(1);
+        trip(&b, t0);
+        let later = t0 + Duration::from_secs(2);
+        let b2 = b.clone();
+        let h = thread::spawn(move || b2.acquire(later).is_ok());
+        let mine = b.acquire(later).is_ok();
+        let other = h.join().unwrap();
+        assert!(mine ^ other, "exactly one probe");
+        assert_eq!(b.probes_in_flight(), 1);
+        assert_eq!(
+            events.load(StdOrdering::Relaxed),
+            2,
+            "closed→open, open→half-open"
+        );
+    });
+}
+
+#[test]
+fn loom_closed_counts_are_not_lost() {
+    let t0 = Instant::now();
+    model(move || {
+        let b = Breaker::builder().min_calls(100).seed(1).build().unwrap();
+        let p = b.acquire(t0).unwrap();
+        b.record(p, &Outcome::Success, None, t0);
+        let (b1, b2) = (b.clone(), b.clone());
+        let h1 = thread::spawn(move || {
+            let p = b1.acquire(t0).unwrap();
+            b1.record(p, &Outcome::Success, None, t0);
+        });
+        let h2 = thread::spawn(move || {
+            let p = b2.acquire(t0).unwrap();
+            b2.record(p, &fail(), None, t0);
+        });
+        h1.join().unwrap();
+        h2.join().unwrap();
+        assert_eq!(b.counts(t0), (3, 1));
+    });
+}
+
+#[test]
+fn loom_concurrent_trips_open_once() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, events) = touchy(1);
+        let (b1, b2) = (b.clone(), b.clone());
+        let (p1, p2) = (b.acquire(t0).unwrap(), b.acquire(t0).unwrap());
+        let h1 = thread::spawn(move || b1.record(p1, &fail(), None, t0));
+        let h2 = thread::spawn(move || b2.record(p2, &fail(), None, t0));
+        h1.join().unwrap();
+        h2.join().unwrap();
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(events.load(StdOrdering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn loom_racing_probes_decide_once() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, events) = touchy(2);
+        trip(&b, t0);
+        let later = t0 + Duration::from_secs(2);
+        let (p1, p2) = (b.acquire(later).unwrap(), b.acquire(later).unwrap());
+        assert!(b.acquire(later).is_err(), "two probes, no third");
+        let (b1, b2) = (b.clone(), b.clone());
+        let h1 = thread::spawn(move || b1.record(p1, &Outcome::Success, None, later));
+        let h2 = thread::spawn(move || b2.record(p2, &fail(), None, later));
+        h1.join().unwrap();
+        h2.join().unwrap();
+        assert_ne!(b.state(), BreakerState::HalfOpen);
+        assert_eq!(
+            events.load(StdOrdering::Relaxed),
+            3,
+            "one way out of half-open"
+        );
+    });
+}

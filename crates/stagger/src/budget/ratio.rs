@@ -1,0 +1,334 @@
+//! The ratio budget (Google SRE book, Finagle's `RetryBudget`).
+//!
+//! A retry is allowed iff `retries_in_window + 1 ≤ floor + ratio ·
+//! requests_in_window`, over a sliding window (default 10 s in ten 1 s
+//! buckets). The ratio is kept in parts per million and the rule is checked
+//! in integers, so 0.6 allows 6 retries in 10 requests — tower's
+//! `TpsBudget` turns 0.6 into "one withdrawal costs `(1/0.6) as isize` = 1
+//! deposit" and allows all 10.
+//!
+//! Requests are counted in per-thread stripes (every call deposits, so that
+//! path must not fight over one cache line). Retries are counted in one
+//! central ring, and the check and the withdrawal are a single
+//! compare-and-swap on the current bucket: two threads cannot both take the
+//! last retry (tower checks, then withdraws in a second step). When the
+//! window moves, the first withdrawal of the new bucket *seals* the buckets
+//! before it, so a thread still working with the old time cannot slip one
+//! more retry into a bucket that has already been summed.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{scaled, Budget, Withdrawal};
+use crate::classify::Failure;
+use crate::error::ConfigError;
+use crate::sync::{atomics, nanos, AtomicU64, Ordering::*, Padded, STRIPES};
+use crate::window::{ahead_by, count, is_ahead, is_epoch, pack, Timebase, Window};
+
+const BUCKETS: usize = if cfg!(loom) { 2 } else { 10 };
+const PPM: u128 = 1_000_000;
+/// In a retry slot, the top bit of the count: the bucket is closed.
+const SEALED: u64 = 1 << 31;
+
+/// The ratio budget of SPEC §5: retries may be at most `ratio` of the
+/// requests in a sliding window, plus a `floor` of retries per window so a
+/// quiet client can still retry. Cheap to clone; clones share the budget.
+///
+/// ```
+/// use stagger::budget::{Budget, RatioBudget};
+/// use stagger::Failure;
+/// use std::time::Instant;
+///
+/// // 60 %, no floor: 10 requests allow 6 retries, not 10.
+/// let budget = RatioBudget::builder().ratio(0.6).floor(0).build()?;
+/// let now = Instant::now();
+/// for _ in 0..10 {
+///     budget.on_request(now);
+/// }
+/// let granted = (0..10)
+///     .filter(|_| budget.try_withdraw(&Failure::transient(), now).is_some())
+///     .count();
+/// assert_eq!(granted, 6);
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct RatioBudget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ratio_ppm: u64,
+    floor: u64,
+    window: Duration,
+    time: Timebase,
+    requests: Window<BUCKETS, 1, STRIPES>,
+    /// Retries per bucket: `[epoch tag | sealed | count]`.
+    retries: Padded<[AtomicU64; BUCKETS]>,
+    /// `[epoch tag | sum]`: the retries of the sealed buckets before the
+    /// newest epoch any withdrawal reached.
+    past: Padded<AtomicU64>,
+}
+
+impl fmt::Debug for RatioBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RatioBudget")
+            .field("ratio_ppm", &self.inner.ratio_ppm)
+            .field("floor", &self.inner.floor)
+            .field("window", &self.inner.window)
+            .finish()
+    }
+}
+
+impl Default for RatioBudget {
+    /// 10 % over 10 s with a floor of 10 retries per window.
+    fn default() -> Self {
+        RatioBudgetBuilder::new().build_unchecked()
+    }
+}
+
+impl RatioBudget {
+    /// A builder starting from the defaults (10 %, 10 s, floor 10).
+    pub fn builder() -> RatioBudgetBuilder {
+        RatioBudgetBuilder::new()
+    }
+
+    /// A budget of `ratio` (for example 0.1 for 10 %) with the default
+    /// window and floor.
+    pub fn new(ratio: f64) -> Result<Self, ConfigError> {
+        RatioBudgetBuilder::new().ratio(ratio).build()
+    }
+
+    /// The ratio in parts per million.
+    pub fn ratio_ppm(&self) -> u64 {
+        self.inner.ratio_ppm
+    }
+
+    /// Retries allowed per window whatever the traffic.
+    pub fn floor(&self) -> u64 {
+        self.inner.floor
+    }
+
+    /// The window's length.
+    pub fn window(&self) -> Duration {
+        self.inner.window
+    }
+
+    /// `(requests, retries)` in the window ending at `now`.
+    pub fn counts(&self, now: Instant) -> (u64, u64) {
+        let e = self.inner.time.epoch(now);
+        let requests = self.inner.requests.total(e, 0);
+        let mut retries = 0;
+        for back in 0..(BUCKETS as u64).min(e.saturating_add(1)) {
+            let w = self.inner.retries[((e - back) % BUCKETS as u64) as usize].load(Acquire);
+            if is_epoch(w, e - back) {
+                retries += count(w) & (SEALED - 1);
+            }
+        }
+        (requests, retries)
+    }
+
+    /// How many more retries the budget would allow at `now`.
+    pub fn available(&self, now: Instant) -> u64 {
+        let (requests, retries) = self.counts(now);
+        let allowance = self.inner.allowance(requests) / PPM;
+        u64::try_from(allowance.saturating_sub(u128::from(retries))).unwrap_or(u64::MAX)
+    }
+}
+
+impl Inner {
+    /// `(floor + ratio · requests)` in millionths of a retry.
+    #[inline]
+    fn allowance(&self, requests: u64) -> u128 {
+        u128::from(self.floor) * PPM + u128::from(self.ratio_ppm) * u128::from(requests)
+    }
+
+    #[inline]
+    fn withdraw(&self, now: Instant) -> bool {
+        let mut e = self.time.epoch(now);
+        loop {
+            let cached = self.past.load(Acquire);
+            if is_ahead(cached, e) {
+                // Another withdrawal already reached a later epoch: join it.
+                e += ahead_by(cached, e);
+                continue;
+            }
+            let past = if is_epoch(cached, e) {
+                count(cached)
+            } else {
+                self.seal_before(e)
+            };
+            let slot = &self.retries[(e % BUCKETS as u64) as usize];
+            let word = slot.load(Acquire);
+            let current = if is_epoch(word, e) {
+                if word & SEALED != 0 {
+                    // A later epoch closed this bucket.
+                    e += 1;
+                    continue;
+                }
+                count(word)
+            } else if is_ahead(word, e) {
+                e += 1;
+                continue;
+            } else {
+                0
+            };
+            let need = u128::from(past + current + 1) * PPM;
+            let requests = self.requests.past(e, 0);
+            if need > self.allowance(requests)
+                && need > self.allowance(requests + self.requests.current(e, 0))
+            {
+                return false;
+            }
+            if slot
+                .compare_exchange(word, pack(e, current + 1), AcqRel, Acquire)
+                .is_ok()
+            {
+                return true;
+            }
+        }
+    }
+
+    /// Closes the buckets before `e` in the window and returns their
+    /// retries; records `e` as the newest epoch reached.
+    #[cold]
+    fn seal_before(&self, e: u64) -> u64 {
+        let mut sum = 0u64;
+        for back in 1..(BUCKETS as u64).min(e.saturating_add(1)) {
+            let pe = e - back;
+            let slot = &self.retries[(pe % BUCKETS as u64) as usize];
+            let mut w = slot.load(Acquire);
+            loop {
+                let new = if is_epoch(w, pe) {
+                    if w & SEALED != 0 {
+                        sum += count(w) & (SEALED - 1);
+                        break;
+                    }
+                    w | SEALED
+                } else if is_ahead(w, pe) {
+                    break;
+                } else {
+                    pack(pe, SEALED)
+                };
+                match slot.compare_exchange(w, new, AcqRel, Acquire) {
+                    Ok(_) => {
+                        sum += count(new) & (SEALED - 1);
+                        break;
+                    }
+                    Err(seen) => w = seen,
+                }
+            }
+        }
+        let mut cached = self.past.load(Acquire);
+        while !is_epoch(cached, e) && !is_ahead(cached, e) {
+            match self
+                .past
+                .compare_exchange(cached, pack(e, sum), AcqRel, Acquire)
+            {
+                Ok(_) => break,
+                Err(seen) => cached = seen,
+            }
+        }
+        sum
+    }
+}
+
+impl Budget for RatioBudget {
+    fn kind(&self) -> &'static str {
+        "ratio"
+    }
+
+    #[inline]
+    fn on_request(&self, now: Instant) {
+        let i = &*self.inner;
+        i.requests.add(i.time.epoch(now), 0, 1);
+    }
+
+    #[inline]
+    fn try_withdraw(&self, _failure: &Failure, now: Instant) -> Option<Withdrawal> {
+        self.inner.withdraw(now).then_some(Withdrawal(1))
+    }
+}
+
+/// Configures a [`RatioBudget`]; [`build`](RatioBudgetBuilder::build)
+/// names the first bad field.
+///
+/// ```
+/// use stagger::budget::RatioBudget;
+/// use std::time::Duration;
+///
+/// let b = RatioBudget::builder().ratio(0.2).floor(5).window(Duration::from_secs(30)).build()?;
+/// assert_eq!(b.ratio_ppm(), 200_000);
+/// assert_eq!(RatioBudget::builder().ratio(f64::NAN).build().unwrap_err().field(), "ratio");
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RatioBudgetBuilder {
+    ratio: f64,
+    floor: u32,
+    window: Duration,
+}
+
+impl Default for RatioBudgetBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RatioBudgetBuilder {
+    /// The defaults: 10 %, floor 10, window 10 s.
+    pub const fn new() -> Self {
+        RatioBudgetBuilder {
+            ratio: 0.1,
+            floor: 10,
+            window: Duration::from_secs(10),
+        }
+    }
+
+    /// Retries allowed per request in the window, in `[0, 1000]`; kept to
+    /// the nearest part per million.
+    pub const fn ratio(mut self, ratio: f64) -> Self {
+        self.ratio = ratio;
+        self
+    }
+
+    /// Retries allowed per window whatever the traffic (at most 10⁹).
+    pub const fn floor(mut self, floor: u32) -> Self {
+        self.floor = floor;
+        self
+    }
+
+    /// The sliding window, between 1 s and 1 hour; it moves in tenths.
+    pub const fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<RatioBudget, ConfigError> {
+        scaled("ratio", self.ratio, 0.0, 1000.0, 1e6)?;
+        if self.floor > 1_000_000_000 {
+            return Err(ConfigError::new("floor", "must be at most 1e9 retries"));
+        }
+        if self.window < Duration::from_secs(1) || self.window > Duration::from_secs(3600) {
+            return Err(ConfigError::new("window", "must be between 1 s and 1 hour"));
+        }
+        Ok(self.build_unchecked())
+    }
+
+    fn build_unchecked(self) -> RatioBudget {
+        let ratio_ppm = scaled("ratio", self.ratio, 0.0, 1000.0, 1e6).unwrap_or(100_000);
+        let width = Duration::from_nanos(nanos(self.window) / BUCKETS as u64);
+        RatioBudget {
+            inner: Arc::new(Inner {
+                ratio_ppm,
+                floor: u64::from(self.floor),
+                window: self.window,
+                time: Timebase::new(width),
+                requests: Window::new(),
+                retries: Padded(atomics()),
+                past: Padded(AtomicU64::new(pack(u64::MAX, 0))),
+            }),
+        }
+    }
+}

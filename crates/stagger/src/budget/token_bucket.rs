@@ -1,0 +1,191 @@
+//! gRPC A6 retry throttling as a budget.
+//!
+//! gRPC's retry design (proposal A6) throttles a channel's retries with a
+//! token count: it starts full at `max_tokens`, every qualifying failure
+//! (one the policy would retry) takes 1 token (never below 0), every success
+//! gives back `token_ratio` (never above `max_tokens`), and a retry is made
+//! only while the count is *strictly above* `max_tokens / 2`. Retries do not
+//! spend tokens themselves: failures do. The count is kept in thousandths
+//! in one atomic word, as A6 asks (`token_ratio` has at most three decimal
+//! places), so the threshold test is exact: `2 · tokens > max_tokens`.
+//! No other Rust crate implements it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{qualifies, refill, thousandths, Budget, Withdrawal};
+use crate::classify::Failure;
+use crate::error::ConfigError;
+use crate::sync::{AtomicU64, Ordering::*, Padded};
+
+/// The gRPC A6 token bucket (SPEC §5 `token_bucket`). Cheap to clone; clones
+/// share the bucket.
+///
+/// ```
+/// use stagger::budget::{Budget, TokenBucket};
+/// use stagger::Failure;
+/// use std::time::Instant;
+///
+/// let bucket = TokenBucket::default(); // max 10, ratio 0.1
+/// let (now, f) = (Instant::now(), Failure::transient());
+/// for _ in 0..5 {
+///     bucket.on_failure(&f, now); // 10 → 5 tokens
+/// }
+/// assert!(bucket.try_withdraw(&f, now).is_none(), "5 is not above 10/2");
+/// bucket.on_success(None, now); // 5.1
+/// assert!(bucket.try_withdraw(&f, now).is_some());
+/// ```
+#[derive(Clone)]
+pub struct TokenBucket {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Tokens, in thousandths.
+    tokens: Padded<AtomicU64>,
+    max: u64,
+    ratio: u64,
+}
+
+impl fmt::Debug for TokenBucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenBucket")
+            .field("tokens_milli", &self.tokens_milli())
+            .field("max_milli", &self.inner.max)
+            .field("ratio_milli", &self.inner.ratio)
+            .finish()
+    }
+}
+
+impl Default for TokenBucket {
+    /// `max_tokens` 10, `token_ratio` 0.1.
+    fn default() -> Self {
+        TokenBucket::with_milli(10_000, 100)
+    }
+}
+
+impl TokenBucket {
+    /// A builder starting from the defaults.
+    pub fn builder() -> TokenBucketBuilder {
+        TokenBucketBuilder::new()
+    }
+
+    fn with_milli(max: u64, ratio: u64) -> Self {
+        TokenBucket {
+            inner: Arc::new(Inner {
+                tokens: Padded(AtomicU64::new(max)),
+                max,
+                ratio,
+            }),
+        }
+    }
+
+    /// The current tokens, in thousandths.
+    pub fn tokens_milli(&self) -> u64 {
+        self.inner.tokens.load(Acquire)
+    }
+
+    /// `max_tokens`, in thousandths.
+    pub fn max_milli(&self) -> u64 {
+        self.inner.max
+    }
+
+    /// Whether a retry would be allowed now (tokens > max/2).
+    #[inline]
+    pub fn allows_retry(&self) -> bool {
+        self.inner.tokens.load(Acquire) * 2 > self.inner.max
+    }
+}
+
+impl Budget for TokenBucket {
+    fn kind(&self) -> &'static str {
+        "token_bucket"
+    }
+
+    #[inline]
+    fn on_failure(&self, failure: &Failure, _now: Instant) {
+        if !qualifies(failure) {
+            return;
+        }
+        let cell = &self.inner.tokens;
+        let mut t = cell.load(Acquire);
+        while t > 0 {
+            match cell.compare_exchange_weak(t, t.saturating_sub(1_000), AcqRel, Acquire) {
+                Ok(_) => return,
+                Err(seen) => t = seen,
+            }
+        }
+    }
+
+    #[inline]
+    fn on_success(&self, _spent: Option<Withdrawal>, _now: Instant) {
+        refill(&self.inner.tokens, self.inner.ratio, self.inner.max);
+    }
+
+    #[inline]
+    fn try_withdraw(&self, _failure: &Failure, _now: Instant) -> Option<Withdrawal> {
+        self.allows_retry().then_some(Withdrawal(0))
+    }
+}
+
+/// Configures a [`TokenBucket`] with A6's limits: `max_tokens` in
+/// `(0, 1000]`, `token_ratio` in `(0, max_tokens]` with at most three
+/// decimals (more are rounded).
+///
+/// ```
+/// use stagger::budget::TokenBucket;
+/// let b = TokenBucket::builder().max_tokens(100.0).token_ratio(0.5).build()?;
+/// assert_eq!(b.tokens_milli(), 100_000);
+/// assert_eq!(TokenBucket::builder().max_tokens(0.0).build().unwrap_err().field(), "max_tokens");
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct TokenBucketBuilder {
+    max_tokens: f64,
+    token_ratio: f64,
+}
+
+impl Default for TokenBucketBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TokenBucketBuilder {
+    /// `max_tokens` 10, `token_ratio` 0.1.
+    pub const fn new() -> Self {
+        TokenBucketBuilder {
+            max_tokens: 10.0,
+            token_ratio: 0.1,
+        }
+    }
+
+    /// The bucket's size and starting count.
+    pub const fn max_tokens(mut self, max_tokens: f64) -> Self {
+        self.max_tokens = max_tokens;
+        self
+    }
+
+    /// Tokens given back per success.
+    pub const fn token_ratio(mut self, token_ratio: f64) -> Self {
+        self.token_ratio = token_ratio;
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<TokenBucket, ConfigError> {
+        let max = thousandths("max_tokens", self.max_tokens, 0.0, 1000.0)?;
+        if max == 0 {
+            return Err(ConfigError::new("max_tokens", "must be above 0"));
+        }
+        let ratio = thousandths("token_ratio", self.token_ratio, 0.0, self.max_tokens)?;
+        if ratio == 0 {
+            return Err(ConfigError::new(
+                "token_ratio",
+                "must be at least 0.001 (A6 keeps three decimals)",
+            ));
+        }
+        Ok(TokenBucket::with_milli(max, ratio))
+    }
+}

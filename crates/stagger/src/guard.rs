@@ -1,0 +1,359 @@
+//! Wiring the shared guardrails into the decision engine.
+//!
+//! [`Guardrails`] combines an optional retry budget, circuit breaker and
+//! adaptive throttle into the engine's one [`Guardrail`] seam, in this
+//! order:
+//!
+//! - **before every attempt**: the breaker (an open breaker stops the call
+//!   with `breaker_open`), then the throttle (`throttled`, first attempts
+//!   included); a first attempt that passes counts as a request for the
+//!   budget. A first attempt is never blocked by a budget.
+//! - **before every retry**: the breaker again (a retry that would wake up
+//!   while the breaker is still open stops now, so a dependency that is
+//!   plainly down gets zero retries), then the budget (`budget`). Both stop
+//!   the call at once, without sleeping.
+//! - **after every attempt**: the breaker, the throttle and the budget are
+//!   told the outcome (a success refunds what the call's last retry cost,
+//!   for budgets that refund).
+//!
+//! Per-call state (the breaker permit, the last retry's cost) rides in the
+//! call's [`Ticket`], so the shared parts keep no per-call memory.
+//!
+//! ```
+//! use stagger::budget::RatioBudget;
+//! use stagger::{Breaker, Call, Class, Decision, Policy, StopReason};
+//! use std::time::Instant;
+//!
+//! let policy = Policy::builder()
+//!     .max_attempts(5)
+//!     .budget(RatioBudget::builder().ratio(0.1).floor(1).build()?)
+//!     .breaker(Breaker::default())
+//!     .build()?;
+//! let now = Instant::now();
+//! let mut call = Call::seeded(1);
+//! policy.start_attempt(&mut call, now).unwrap();
+//! assert!(matches!(policy.decide(&mut call, Class::Transient, now), Decision::Retry { .. }));
+//! policy.start_attempt(&mut call, now).unwrap();
+//! // The floor of one retry is spent and 10 % of one request is not a retry.
+//! assert_eq!(policy.decide(&mut call, Class::Transient, now), Decision::Stop(StopReason::Budget));
+//! # Ok::<(), stagger::ConfigError>(())
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::Jitter;
+use crate::breaker::{Breaker, Permit};
+use crate::budget::{Budget, RatioBudget, Withdrawal};
+use crate::classify::{Failure, Outcome};
+use crate::event::Observer;
+use crate::policy::{Guardrail, Policy, PolicyBuilder, Refusal, StopReason, Ticket};
+use crate::rng::RandomSource;
+use crate::throttle::Throttle;
+
+// The ticket: [.. | has permit: 1 | permit: 16 | retried: 1 | cost: 31].
+const COST_MASK: u64 = (1 << 31) - 1;
+const RETRIED: u64 = 1 << 31;
+const PERMIT_SHIFT: u32 = 32;
+const HAS_PERMIT: u64 = 1 << 48;
+const BREAKER_BITS: u64 = HAS_PERMIT | (0xffff << PERMIT_SHIFT);
+
+/// A budget, a breaker and a throttle (each optional) behind the engine's
+/// [`Guardrail`] seam. See the [module docs](self) for the order of checks.
+///
+/// ```
+/// use stagger::{Breaker, Guardrails, Policy, Throttle};
+/// use stagger::budget::TokenBucket;
+/// use std::sync::Arc;
+///
+/// let guards = Guardrails::new()
+///     .budget(TokenBucket::default())
+///     .breaker(Breaker::default())
+///     .throttle(Throttle::default());
+/// let policy = Policy::builder().guardrail(Arc::new(guards)).build().unwrap();
+/// # let _ = policy;
+/// ```
+#[derive(Clone, Default)]
+pub struct Guardrails {
+    budget: Option<Arc<dyn Budget>>,
+    breaker: Option<Breaker>,
+    throttle: Option<Throttle>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl fmt::Debug for Guardrails {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guardrails")
+            .field("budget", &self.budget)
+            .field("breaker", &self.breaker)
+            .field("throttle", &self.throttle)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+impl Guardrails {
+    /// No guardrails yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the retry budget.
+    pub fn budget(mut self, budget: impl Budget + 'static) -> Self {
+        self.budget = Some(Arc::new(budget));
+        self
+    }
+
+    /// Sets the circuit breaker.
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.breaker = Some(breaker);
+        self
+    }
+
+    /// Sets adaptive throttling.
+    pub fn throttle(mut self, throttle: Throttle) -> Self {
+        self.throttle = Some(throttle);
+        self
+    }
+
+    /// Also sends the breaker's state changes to `observer` (a policy built
+    /// with [`PolicyBuilder::breaker`] passes its own observer here).
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The budget, if any.
+    pub fn get_budget(&self) -> Option<&dyn Budget> {
+        self.budget.as_deref()
+    }
+
+    /// The breaker, if any.
+    pub fn get_breaker(&self) -> Option<&Breaker> {
+        self.breaker.as_ref()
+    }
+
+    /// The throttle, if any.
+    pub fn get_throttle(&self) -> Option<&Throttle> {
+        self.throttle.as_ref()
+    }
+
+    fn take_permit(ticket: &mut Ticket) -> Option<Permit> {
+        let t = ticket.get();
+        if t & HAS_PERMIT == 0 {
+            return None;
+        }
+        ticket.set(t & !BREAKER_BITS);
+        Some(Permit::from_bits((t >> PERMIT_SHIFT) as u16))
+    }
+}
+
+impl Guardrail for Guardrails {
+    #[inline]
+    fn before_attempt(
+        &self,
+        attempt: u32,
+        ticket: &mut Ticket,
+        rng: &mut dyn RandomSource,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let obs = self.observer.as_deref();
+        let mut t = ticket.get() & !BREAKER_BITS;
+        if let Some(b) = &self.breaker {
+            match b.admit_with(now, obs) {
+                Ok(p) => t |= HAS_PERMIT | u64::from(p.to_bits()) << PERMIT_SHIFT,
+                Err(open) => {
+                    ticket.set(t);
+                    return Err(Refusal {
+                        reason: StopReason::BreakerOpen,
+                        retry_in: Some(open.retry_in),
+                    });
+                }
+            }
+        }
+        ticket.set(t);
+        if let Some(th) = &self.throttle {
+            if !th.admit(rng, now) {
+                if let (Some(b), Some(p)) = (&self.breaker, Self::take_permit(ticket)) {
+                    b.release_with(p, now, obs);
+                }
+                return Err(Refusal {
+                    reason: StopReason::Throttled,
+                    retry_in: None,
+                });
+            }
+        }
+        if attempt <= 1 {
+            if let Some(budget) = &self.budget {
+                budget.on_request(now);
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn before_retry(
+        &self,
+        _attempt: u32,
+        ticket: &mut Ticket,
+        failure: &Failure,
+        delay: Duration,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        if let Some(b) = &self.breaker {
+            let wake = now.checked_add(delay).unwrap_or(now);
+            if let Some(left) = b.open_at(wake) {
+                return Err(Refusal {
+                    reason: StopReason::BreakerOpen,
+                    retry_in: Some(left.saturating_add(delay)),
+                });
+            }
+        }
+        if let Some(budget) = &self.budget {
+            match budget.try_withdraw(failure, now) {
+                Some(w) => {
+                    let cost = u64::from(w.cost()) & COST_MASK;
+                    ticket.set((ticket.get() & !(RETRIED | COST_MASK)) | RETRIED | cost);
+                }
+                None => {
+                    return Err(Refusal {
+                        reason: StopReason::Budget,
+                        retry_in: None,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn record(
+        &self,
+        _attempt: u32,
+        ticket: &mut Ticket,
+        outcome: &Outcome,
+        latency: Option<Duration>,
+        now: Instant,
+    ) {
+        if let Some(b) = &self.breaker {
+            if let Some(p) = Self::take_permit(ticket) {
+                b.record_with(p, outcome, latency, now, self.observer.as_deref());
+            }
+        }
+        if let Some(th) = &self.throttle {
+            th.record(outcome, now);
+        }
+        if let Some(budget) = &self.budget {
+            match outcome {
+                Outcome::Success => {
+                    let t = ticket.get();
+                    let spent = (t & RETRIED != 0).then(|| Withdrawal::new((t & COST_MASK) as u32));
+                    budget.on_success(spent, now);
+                }
+                Outcome::Failure(f) => budget.on_failure(f, now),
+            }
+        }
+    }
+
+    fn abandon(&self, _attempt: u32, ticket: &mut Ticket, now: Instant) {
+        if let (Some(b), Some(p)) = (&self.breaker, Self::take_permit(ticket)) {
+            b.release_with(p, now, self.observer.as_deref());
+        }
+    }
+}
+
+/// The guardrail parts a [`PolicyBuilder`] collects.
+#[derive(Clone, Default)]
+pub(crate) struct Parts {
+    budget: Option<Arc<dyn Budget>>,
+    breaker: Option<Breaker>,
+    throttle: Option<Throttle>,
+}
+
+impl Parts {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.budget.is_none() && self.breaker.is_none() && self.throttle.is_none()
+    }
+
+    pub(crate) fn into_guardrail(
+        self,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Option<Arc<dyn Guardrail>> {
+        if self.is_empty() {
+            return None;
+        }
+        Some(Arc::new(Guardrails {
+            budget: self.budget,
+            breaker: self.breaker,
+            throttle: self.throttle,
+            observer,
+        }))
+    }
+}
+
+impl PolicyBuilder {
+    /// Adds a retry budget, checked before every retry (a refusal stops the
+    /// call with `budget`, without sleeping).
+    ///
+    /// ```
+    /// use stagger::{budget::QuotaBudget, Policy};
+    /// let policy = Policy::builder().budget(QuotaBudget::default()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn budget(mut self, budget: impl Budget + 'static) -> Self {
+        self.parts.budget = Some(Arc::new(budget));
+        self
+    }
+
+    /// Adds a circuit breaker, checked before every attempt and every retry
+    /// (`breaker_open`). Its state changes also go to the policy's observer.
+    ///
+    /// ```
+    /// use stagger::{Breaker, Policy};
+    /// let policy = Policy::builder().breaker(Breaker::default()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.parts.breaker = Some(breaker);
+        self
+    }
+
+    /// Adds adaptive throttling, checked before every attempt, the first
+    /// included (`throttled`).
+    ///
+    /// ```
+    /// use stagger::{Policy, Throttle};
+    /// let policy = Policy::builder().throttle(Throttle::default()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn throttle(mut self, throttle: Throttle) -> Self {
+        self.parts.throttle = Some(throttle);
+        self
+    }
+}
+
+impl Policy {
+    /// The seeds' guarded preset: [`Policy::seed`]'s schedule (5 attempts,
+    /// full jitter, base 100 ms ×2, cap 10 s) with a 10 % ratio budget (10 s
+    /// window, floor 10) and a breaker that opens at 50 % failures over
+    /// 10 s with at least 20 calls, for 5 s (+ up to 20 %), then lets one
+    /// probe through. Each call to `guarded` makes a new budget and breaker:
+    /// build one policy per dependency and share it.
+    ///
+    /// ```
+    /// use stagger::Policy;
+    /// let policy = Policy::guarded();
+    /// assert_eq!(policy.max_attempts(), 5);
+    /// ```
+    pub fn guarded() -> Policy {
+        Policy::builder()
+            .max_attempts(5)
+            .jitter(Jitter::Full)
+            .base(Duration::from_millis(100))
+            .cap(Duration::from_secs(10))
+            .budget(RatioBudget::default())
+            .breaker(Breaker::default())
+            .build_unchecked()
+    }
+}

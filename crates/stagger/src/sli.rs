@@ -1,0 +1,268 @@
+//! The retry-amplification SLI (SPEC §9).
+//!
+//! Retries ÷ logical requests over a sliding minute is the earliest sign of
+//! a retry storm: it climbs before the dependency falls over. Healthy is
+//! under 10 % (about what a retry budget lets through); alarm is above 20 %
+//! held for a whole minute, so one bad second does not page anyone; in
+//! between it is elevated.
+//!
+//! [`SliWindow`] is an [`Observer`]: attach it to a policy (or several) and
+//! read [`state`](SliWindow::state) or [`snapshot`](SliWindow::snapshot)
+//! from code, a health check or a metrics exporter. It reads time from the
+//! [`Clock`] it was built with, so tests drive it with a
+//! [`ManualClock`](crate::ManualClock). The minute is twelve 5 s buckets; a
+//! ratio is judged "held above 20 %" when every evaluation in the last
+//! minute (at least one per bucket while events arrive, and one per read)
+//! found it above.
+//!
+//! ```
+//! use stagger::{Event, ManualClock, Observer, SliState, SliWindow};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let sli = SliWindow::with_clock(clock.clone());
+//! let retry = Event::RetryScheduled {
+//!     attempt: 1,
+//!     delay: Duration::ZERO,
+//!     cause: stagger::Class::Transient,
+//!     elapsed: Duration::ZERO,
+//! };
+//! for _ in 0..10 {
+//!     sli.on_event(&Event::AttemptStarted { attempt: 1 });
+//! }
+//! assert_eq!(sli.state(), SliState::Healthy);
+//! for _ in 0..3 {
+//!     sli.on_event(&retry); // 30 %
+//! }
+//! assert_eq!(sli.state(), SliState::Elevated, "above 20 %, but not for a minute yet");
+//! for _ in 0..13 {
+//!     clock.advance(Duration::from_secs(5));
+//!     for _ in 0..10 {
+//!         sli.on_event(&Event::AttemptStarted { attempt: 1 });
+//!     }
+//!     for _ in 0..3 {
+//!         sli.on_event(&retry);
+//!     }
+//! }
+//! assert_eq!(sli.state(), SliState::Alarm);
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::budget::scaled;
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::ConfigError;
+use crate::event::{Event, Observer};
+use crate::sync::{nanos, AtomicU64, Ordering::*, STRIPES};
+use crate::window::{Timebase, Window};
+
+const BUCKETS: usize = if cfg!(loom) { 2 } else { 12 };
+const REQUESTS: usize = 0;
+const RETRIES: usize = 1;
+const PPM: u128 = 1_000_000;
+
+/// How the retry ratio looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SliState {
+    /// Under the healthy threshold (10 %).
+    Healthy,
+    /// Between the thresholds, or above the alarm threshold for less than
+    /// the sustain time.
+    Elevated,
+    /// Above the alarm threshold (20 %) for the sustain time (1 minute).
+    Alarm,
+}
+
+impl SliState {
+    /// The lower-case name used in metrics and JSON.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            SliState::Healthy => "healthy",
+            SliState::Elevated => "elevated",
+            SliState::Alarm => "alarm",
+        }
+    }
+}
+
+impl fmt::Display for SliState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The SLI at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SliSnapshot {
+    /// Logical requests in the last minute.
+    pub requests: u64,
+    /// Retries scheduled in the last minute.
+    pub retries: u64,
+    /// `retries / requests` (0 without requests).
+    pub ratio: f64,
+    /// The verdict.
+    pub state: SliState,
+}
+
+/// The sliding-minute retry ratio, as an [`Observer`]. See the
+/// [module docs](self).
+pub struct SliWindow<C = MonotonicClock> {
+    clock: C,
+    time: Timebase,
+    counts: Window<BUCKETS, 2, STRIPES>,
+    /// 1 + nanoseconds since the origin when the ratio was first seen above
+    /// the alarm threshold in the current run; 0 when it is not above.
+    above_since: AtomicU64,
+    /// 1 + the last epoch evaluated.
+    evaluated: AtomicU64,
+    healthy_ppm: u64,
+    alarm_ppm: u64,
+    sustain_ns: u64,
+}
+
+impl<C> fmt::Debug for SliWindow<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SliWindow")
+            .field("healthy_ppm", &self.healthy_ppm)
+            .field("alarm_ppm", &self.alarm_ppm)
+            .field("sustain_ns", &self.sustain_ns)
+            .finish()
+    }
+}
+
+impl Default for SliWindow<MonotonicClock> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SliWindow<MonotonicClock> {
+    /// An SLI window on the monotonic clock: healthy under 10 %, alarm above
+    /// 20 % for 1 minute.
+    pub fn new() -> Self {
+        SliWindow::with_clock(MonotonicClock)
+    }
+}
+
+impl<C: Clock> SliWindow<C> {
+    /// An SLI window reading time from `clock`.
+    pub fn with_clock(clock: C) -> Self {
+        SliWindow {
+            clock,
+            time: Timebase::new(Duration::from_secs(60) / BUCKETS as u32),
+            counts: Window::new(),
+            above_since: AtomicU64::new(0),
+            evaluated: AtomicU64::new(0),
+            healthy_ppm: 100_000,
+            alarm_ppm: 200_000,
+            sustain_ns: 60_000_000_000,
+        }
+    }
+
+    /// Sets the thresholds (fractions in `[0, 10]`, `healthy ≤ alarm`).
+    ///
+    /// ```
+    /// let sli = stagger::SliWindow::new().thresholds(0.05, 0.1)?;
+    /// # let _ = sli;
+    /// assert!(stagger::SliWindow::new().thresholds(0.3, 0.2).is_err());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn thresholds(mut self, healthy: f64, alarm: f64) -> Result<Self, ConfigError> {
+        let h = scaled("healthy", healthy, 0.0, 10.0, 1e6)?;
+        let a = scaled("alarm", alarm, 0.0, 10.0, 1e6)?;
+        if h > a {
+            return Err(ConfigError::new("healthy", "must not exceed alarm"));
+        }
+        self.healthy_ppm = h;
+        self.alarm_ppm = a;
+        Ok(self)
+    }
+
+    /// How long the ratio must stay above the alarm threshold (default 1
+    /// minute).
+    pub fn sustain(mut self, d: Duration) -> Self {
+        self.sustain_ns = nanos(d);
+        self
+    }
+
+    /// The ratio and state now.
+    pub fn snapshot(&self) -> SliSnapshot {
+        let ns = self.time.nanos(self.clock.now());
+        let e = self.time.epoch_of(ns);
+        let (requests, retries) = self.evaluate(e, ns);
+        let ratio = if requests == 0 {
+            0.0
+        } else {
+            retries as f64 / requests as f64
+        };
+        let r = Self::ppm(requests, retries);
+        let since = self.above_since.load(Acquire);
+        let state = if r < u128::from(self.healthy_ppm) {
+            SliState::Healthy
+        } else if r > u128::from(self.alarm_ppm)
+            && since != 0
+            && ns.saturating_sub(since - 1) >= self.sustain_ns
+        {
+            SliState::Alarm
+        } else {
+            SliState::Elevated
+        };
+        SliSnapshot {
+            requests,
+            retries,
+            ratio,
+            state,
+        }
+    }
+
+    /// The state now.
+    pub fn state(&self) -> SliState {
+        self.snapshot().state
+    }
+
+    /// Retries ÷ logical requests over the last minute.
+    pub fn ratio(&self) -> f64 {
+        self.snapshot().ratio
+    }
+
+    fn ppm(requests: u64, retries: u64) -> u128 {
+        if requests == 0 {
+            0
+        } else {
+            u128::from(retries) * PPM / u128::from(requests)
+        }
+    }
+
+    /// Reads the counts and moves the "above since" mark.
+    fn evaluate(&self, e: u64, ns: u64) -> (u64, u64) {
+        self.evaluated.fetch_max(e + 1, AcqRel);
+        let requests = self.counts.total(e, REQUESTS);
+        let retries = self.counts.total(e, RETRIES);
+        if Self::ppm(requests, retries) > u128::from(self.alarm_ppm) {
+            let _ = self
+                .above_since
+                .compare_exchange(0, ns.saturating_add(1), AcqRel, Acquire);
+        } else if self.above_since.load(Acquire) != 0 {
+            self.above_since.store(0, Release);
+        }
+        (requests, retries)
+    }
+}
+
+impl<C: Clock> Observer for SliWindow<C> {
+    fn on_event(&self, event: &Event) {
+        let counter = match event {
+            Event::AttemptStarted { attempt: 1 } => Some(REQUESTS),
+            Event::RetryScheduled { .. } => Some(RETRIES),
+            _ => None,
+        };
+        let ns = self.time.nanos(self.clock.now());
+        let e = self.time.epoch_of(ns);
+        if let Some(k) = counter {
+            self.counts.add(e, k, 1);
+        }
+        if counter == Some(RETRIES) || self.evaluated.load(Acquire) != e + 1 {
+            self.evaluate(e, ns);
+        }
+    }
+}
