@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod http;
 mod jitter;
 mod run;
 mod schedule;
@@ -30,6 +31,8 @@ enum Command {
     Sleep(jitter::SleepArgs),
     /// Print a jittered duration for scripts (e.g. `stagger jitter 30s --spread 10%`).
     Jitter(jitter::JitterArgs),
+    /// Send an HTTP request with stagger's retries (a curl-like client).
+    Http(http::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,5 +56,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(a) => run::run(&a),
         Command::Sleep(a) => jitter::sleep(&a),
         Command::Jitter(a) => jitter::jitter(&a),
+        Command::Http(a) => http::run(&a),
     }
 }

@@ -59,6 +59,12 @@
 //! - [`exec`]: blocking and async executors.
 //! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - [`clock`], [`rng`]: the time and randomness seams.
+//! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
+//!   headers, the inbound-request context of the one-layer rule.
+//! - `tower` (feature `tower`): the client `RetryLayer` and the server
+//!   `DeadlineLayer` and `ShedLayer`.
+//! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
+//! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -74,13 +80,19 @@ pub mod exec;
 pub mod export;
 pub mod guard;
 pub mod hint;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod policy;
+#[cfg(feature = "reqwest")]
+pub mod reqwest;
 pub mod rng;
 pub mod scheduled;
 pub mod sli;
 mod sync;
 pub mod throttle;
 mod window;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};

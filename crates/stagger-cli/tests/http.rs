@@ -1,0 +1,228 @@
+//! `stagger http` end to end: the binary against a scripted server on
+//! 127.0.0.1; exit codes, output and the JSON shape.
+
+use std::collections::VecDeque;
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, Response, StatusCode};
+use axum::Router;
+
+type Script = Arc<Mutex<VecDeque<(u16, Vec<(&'static str, String)>, Duration)>>>;
+
+struct Server {
+    url: String,
+    seen: Arc<Mutex<Vec<(Instant, HeaderMap)>>>,
+}
+
+async fn start(script: Vec<(u16, Vec<(&'static str, String)>, Duration)>) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    let script: Script = Arc::new(Mutex::new(script.into()));
+    let seen: Arc<Mutex<Vec<(Instant, HeaderMap)>>> = Arc::default();
+    let s2 = seen.clone();
+    let app = Router::new().fallback(move |req: Request| {
+        let script = script.clone();
+        let seen = s2.clone();
+        async move {
+            seen.lock()
+                .unwrap()
+                .push((Instant::now(), req.headers().clone()));
+            let next = script.lock().unwrap().pop_front();
+            let (code, headers, delay) = next.unwrap_or((200, vec![], Duration::ZERO));
+            tokio::time::sleep(delay).await;
+            let mut resp = Response::new(Body::from(format!("body {code}")));
+            *resp.status_mut() = StatusCode::from_u16(code).unwrap();
+            for (k, v) in headers {
+                resp.headers_mut().insert(k, v.parse().unwrap());
+            }
+            resp
+        }
+    });
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Server { url, seen }
+}
+
+async fn stagger(args: Vec<String>) -> Output {
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_stagger"))
+                .arg("http")
+                .args(args)
+                .output()
+                .unwrap()
+        }),
+    )
+    .await
+    .expect("stagger http took too long")
+    .unwrap()
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_503_then_200_exits_0_and_prints_the_body() {
+    let s = start(vec![(503, vec![], Duration::ZERO)]).await;
+    let out = stagger(args(&[&s.url, "--base", "10ms", "-v"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "body 200");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("attempt 1: HTTP 503"), "{err}");
+    assert!(err.contains("waiting"), "{err}");
+    assert_eq!(s.seen.lock().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_has_the_documented_shape() {
+    let s = start(vec![(
+        429,
+        vec![("retry-after", "1".into())],
+        Duration::ZERO,
+    )])
+    .await;
+    let out = stagger(args(&[&s.url, "--base", "10ms", "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "attempts",
+            "elapsed_ms",
+            "final_status",
+            "idempotency_key",
+            "stop_reason"
+        ]
+    );
+    assert_eq!(v["final_status"], 200);
+    assert_eq!(v["stop_reason"], "success");
+    assert!(v["idempotency_key"].is_null());
+    let a = v["attempts"].as_array().unwrap();
+    assert_eq!(a.len(), 2);
+    assert_eq!(a[0]["attempt"], 1);
+    assert_eq!(a[0]["status"], 429);
+    assert!(a[0]["error"].is_null());
+    assert_eq!(a[0]["hint_ms"], 1000);
+    assert!(a[0]["delay_ms"].as_u64().unwrap() >= 1000);
+    assert_eq!(a[1]["delay_ms"], 0);
+    let seen = s.seen.lock().unwrap();
+    assert!(seen[1].0 - seen[0].0 >= Duration::from_secs(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_final_http_error_exits_22() {
+    let s = start(vec![(404, vec![], Duration::ZERO)]).await;
+    let out = stagger(args(&[&s.url, "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(22));
+    let v = json(&out);
+    assert_eq!(v["final_status"], 404);
+    assert_eq!(v["stop_reason"], "not_retryable");
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_connection_exits_7() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    drop(l);
+    let out = stagger(args(&[&url, "--base", "1ms", "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(7));
+    let v = json(&out);
+    assert!(v["final_status"].is_null());
+    assert_eq!(v["stop_reason"], "attempts_exhausted");
+    assert!(v["attempts"][0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("onnect"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_or_the_deadline_exits_28() {
+    let s = start(vec![(200, vec![], Duration::from_secs(3))]).await;
+    let out = stagger(args(&[
+        &s.url,
+        "--attempts",
+        "1",
+        "--attempt-timeout",
+        "100ms",
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(28));
+    let s = start(vec![(
+        503,
+        vec![("retry-after", "30".into())],
+        Duration::ZERO,
+    )])
+    .await;
+    let started = Instant::now();
+    let out = stagger(args(&[&s.url, "--deadline", "2s", "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(28));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(json(&out)["stop_reason"], "deadline");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_is_retried_only_with_a_key() {
+    let s = start(vec![
+        (503, vec![], Duration::ZERO),
+        (503, vec![], Duration::ZERO),
+    ])
+    .await;
+    let out = stagger(args(&[&s.url, "-d", "x=1", "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(22));
+    assert_eq!(json(&out)["attempts"].as_array().unwrap().len(), 1);
+    let out = stagger(args(&[
+        &s.url,
+        "-d",
+        "x=1",
+        "--idempotency-key",
+        "auto",
+        "--base",
+        "5ms",
+        "--format",
+        "json",
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    let key = v["idempotency_key"].as_str().unwrap().to_string();
+    assert_eq!(key.len(), 38);
+    let seen = s.seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    for (_, h) in &seen[1..] {
+        assert_eq!(h["idempotency-key"].to_str().unwrap(), key);
+        assert_eq!(h["content-length"], "3");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_usage_exits_2() {
+    for a in [
+        vec!["http://127.0.0.1:1/", "-H", "nocolon"],
+        vec!["not a url"],
+        vec!["http://127.0.0.1:1/", "--attempts", "0"],
+        vec!["http://127.0.0.1:1/", "--base", "soon"],
+        vec!["http://127.0.0.1:1/", "-X", "GE T"],
+    ] {
+        let out = stagger(args(&a)).await;
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{a:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -1,0 +1,524 @@
+//! One HTTP call under a policy: the settings a client shares, the
+//! per-request overrides, what the caller is told at the end, and the driver
+//! both front-ends (tower and reqwest) run, so every rule is written once.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
+
+use super::inbound::Inbound;
+use super::TokioClock;
+use super::{
+    attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, response_failure,
+    timeout_header, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
+};
+use crate::classify::{Class, Failure, Hint, Outcome};
+use crate::clock::Clock;
+use crate::policy::{Call, Decision, Policy, StopReason};
+
+/// Why a call that failed in a retryable way was still not retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NotRetried {
+    /// The request body was larger than the replay limit, so it could not
+    /// be sent twice.
+    BodyTooLarge {
+        /// The replay limit in bytes.
+        limit: usize,
+    },
+    /// The request body is a stream of unknown length: it is sent once.
+    BodyStream,
+    /// A POST or PATCH without an `Idempotency-Key`: repeating it could do
+    /// the work twice.
+    NotIdempotent,
+    /// The call was made while serving an inbound retry: the one-layer rule
+    /// fails fast and leaves retrying to the caller.
+    ServingRetry,
+    /// The server said a layer below already retried ([`NO_RETRY`](super::NO_RETRY)),
+    /// or a gRPC server asked not to be retried.
+    ServerSaidNo,
+}
+
+impl NotRetried {
+    /// A snake_case name for logs and JSON.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            NotRetried::BodyTooLarge { .. } => "body_too_large",
+            NotRetried::BodyStream => "body_stream",
+            NotRetried::NotIdempotent => "not_idempotent",
+            NotRetried::ServingRetry => "serving_retry",
+            NotRetried::ServerSaidNo => "server_said_no",
+        }
+    }
+}
+
+impl fmt::Display for NotRetried {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a call ended, put in the final response's extensions (and carried by
+/// the error when there is no response).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RetryInfo {
+    /// Attempts made.
+    pub attempts: u32,
+    /// Why the call stopped.
+    pub reason: StopReason,
+    /// When a retryable failure was not retried, why.
+    pub not_retried: Option<NotRetried>,
+    /// Total time slept between attempts.
+    pub waited: Duration,
+}
+
+/// One attempt as reported to an [`on_attempt`](Settings::on_attempt) hook.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct AttemptLog {
+    /// The attempt (1-based).
+    pub attempt: u32,
+    /// Its response status, if it got a response.
+    pub status: Option<u16>,
+    /// Its transport error or timeout, if it got no response.
+    pub error: Option<String>,
+    /// The server's hint, if it gave a usable one.
+    pub hint: Option<Duration>,
+    /// The wait before the next attempt; `None` when the call stops here.
+    pub delay: Option<Duration>,
+    /// Why the call stopped, when it stops here.
+    pub stop: Option<StopReason>,
+}
+
+/// A hook shown every attempt.
+pub type AttemptHook = Arc<dyn Fn(&AttemptLog) + Send + Sync>;
+
+/// What an HTTP client shares between all its calls: the policy (and with
+/// it any budget, breaker and observer) and the HTTP settings. Cheap to
+/// clone.
+///
+/// ```
+/// use stagger::http::Settings;
+/// use stagger::Policy;
+/// use std::time::Duration;
+///
+/// let settings = Settings::new(Policy::default())
+///     .retry_500(true)
+///     .idempotency_keys(true)
+///     .timeout(Duration::from_secs(5))
+///     .max_replay_bytes(64 * 1024);
+/// assert_eq!(settings.get_max_replay_bytes(), 64 * 1024);
+/// ```
+#[derive(Clone)]
+pub struct Settings {
+    pub(crate) policy: Policy,
+    pub(crate) retry_500: bool,
+    pub(crate) idempotency_keys: bool,
+    pub(crate) max_replay_bytes: usize,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) propagate_deadline: bool,
+    pub(crate) one_layer: bool,
+    pub(crate) on_attempt: Option<AttemptHook>,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("policy", &self.policy)
+            .field("retry_500", &self.retry_500)
+            .field("idempotency_keys", &self.idempotency_keys)
+            .field("max_replay_bytes", &self.max_replay_bytes)
+            .field("timeout", &self.timeout)
+            .field("propagate_deadline", &self.propagate_deadline)
+            .field("one_layer", &self.one_layer)
+            .field("on_attempt", &self.on_attempt.is_some())
+            .finish()
+    }
+}
+
+impl Settings {
+    /// The default replay limit: 1 MiB.
+    pub const DEFAULT_MAX_REPLAY_BYTES: usize = 1 << 20;
+
+    /// Defaults: 500 not retried, no generated keys, bodies replayed up to
+    /// 1 MiB, no deadline of its own, deadlines propagated, the one-layer
+    /// rule on.
+    pub fn new(policy: Policy) -> Self {
+        Settings {
+            policy,
+            retry_500: false,
+            idempotency_keys: false,
+            max_replay_bytes: Self::DEFAULT_MAX_REPLAY_BYTES,
+            timeout: None,
+            propagate_deadline: true,
+            one_layer: true,
+            on_attempt: None,
+        }
+    }
+
+    /// Retries HTTP 500 (off by default: usually a bug).
+    pub fn retry_500(mut self, on: bool) -> Self {
+        self.retry_500 = on;
+        self
+    }
+
+    /// Adds a generated `Idempotency-Key` to POST and PATCH requests that
+    /// have none, the same on every attempt, which makes them retryable.
+    pub fn idempotency_keys(mut self, on: bool) -> Self {
+        self.idempotency_keys = on;
+        self
+    }
+
+    /// The largest request body buffered so it can be sent again; a larger
+    /// one is sent once and the call is not retried.
+    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
+        self.max_replay_bytes = bytes;
+        self
+    }
+
+    /// The replay limit.
+    pub fn get_max_replay_bytes(&self) -> usize {
+        self.max_replay_bytes
+    }
+
+    /// A deadline `timeout` after each call starts, over every attempt and
+    /// wait.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Whether to send the remaining time downstream (`x-request-timeout-ms`,
+    /// `grpc-timeout` for gRPC). On by default.
+    pub fn propagate_deadline(mut self, on: bool) -> Self {
+        self.propagate_deadline = on;
+        self
+    }
+
+    /// The one-layer rule (on by default): no retries while serving an
+    /// inbound retry, and a failure marked [`NO_RETRY`](super::NO_RETRY) is
+    /// passed up, not retried. Turning it off is for demonstrations.
+    pub fn one_layer(mut self, on: bool) -> Self {
+        self.one_layer = on;
+        self
+    }
+
+    /// Calls `hook` after every attempt with what happened and what comes
+    /// next.
+    pub fn on_attempt(mut self, hook: impl Fn(&AttemptLog) + Send + Sync + 'static) -> Self {
+        self.on_attempt = Some(Arc::new(hook));
+        self
+    }
+
+    /// The shared policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+}
+
+/// Per-request overrides: put one in a request's extensions.
+///
+/// ```
+/// use stagger::http::CallOptions;
+/// use stagger::Policy;
+/// use std::time::Duration;
+///
+/// let mut req = http::Request::new(());
+/// req.extensions_mut().insert(
+///     CallOptions::new()
+///         .policy(Policy::builder().max_attempts(5).build().unwrap())
+///         .timeout(Duration::from_secs(2))
+///         .idempotent(true),
+/// );
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct CallOptions {
+    policy: Option<Policy>,
+    deadline: Option<Instant>,
+    timeout: Option<Duration>,
+    idempotent: Option<bool>,
+    retry_500: Option<bool>,
+}
+
+impl CallOptions {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses this policy for the request instead of the client's.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// An absolute deadline for the request.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// A deadline `timeout` after the request starts.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Declares the request idempotent (or not), whatever its method.
+    pub fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = Some(idempotent);
+        self
+    }
+
+    /// Overrides whether 500 is retried.
+    pub fn retry_500(mut self, on: bool) -> Self {
+        self.retry_500 = Some(on);
+        self
+    }
+}
+
+/// What the front-end does after an attempt.
+pub(crate) enum Step {
+    Retry(Duration),
+    Stop(StopReason),
+}
+
+/// The per-call state machine shared by the front-ends.
+pub(crate) struct Driver {
+    policy: Policy,
+    call: Call,
+    retry_500: bool,
+    propagate: bool,
+    one_layer: bool,
+    grpc: bool,
+    idempotent: bool,
+    pub(crate) key: Option<HeaderValue>,
+    restricted: Option<NotRetried>,
+    not_retried: Option<NotRetried>,
+    inbound: Option<Inbound>,
+    hook: Option<AttemptHook>,
+    waited: Duration,
+    last_class: Option<Class>,
+}
+
+impl Driver {
+    pub(crate) fn new(
+        settings: &Settings,
+        method: &Method,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) -> Self {
+        let options = extensions.get::<CallOptions>();
+        let inbound = if settings.one_layer || settings.propagate_deadline {
+            extensions
+                .get::<Inbound>()
+                .cloned()
+                .or_else(Inbound::current)
+        } else {
+            None
+        };
+        let policy = options
+            .and_then(|o| o.policy.clone())
+            .unwrap_or_else(|| settings.policy.clone());
+        let mut key = None;
+        if settings.idempotency_keys && needs_key(method) && !headers.contains_key(IDEMPOTENCY_KEY)
+        {
+            key = Some(new_idempotency_key());
+        }
+        let idempotent = options
+            .and_then(|o| o.idempotent)
+            .unwrap_or_else(|| key.is_some() || is_idempotent(method, headers));
+        let timeout = options.and_then(|o| o.timeout).or(settings.timeout);
+        let mut deadline = options.and_then(|o| o.deadline);
+        let inbound_deadline = inbound.as_ref().and_then(Inbound::deadline);
+        if timeout.is_some() || deadline.is_some() || inbound_deadline.is_some() {
+            let now = TokioClock.now();
+            let candidates = [
+                deadline,
+                timeout.and_then(|t| now.checked_add(t)),
+                inbound_deadline,
+            ];
+            deadline = candidates.into_iter().flatten().min();
+        }
+        let mut call = Call::new().idempotent(idempotent);
+        if let Some(d) = deadline {
+            call = call.deadline(d);
+        }
+        Driver {
+            policy,
+            call,
+            retry_500: options
+                .and_then(|o| o.retry_500)
+                .unwrap_or(settings.retry_500),
+            propagate: settings.propagate_deadline,
+            one_layer: settings.one_layer,
+            grpc: is_grpc(headers),
+            idempotent,
+            key,
+            restricted: None,
+            not_retried: None,
+            inbound,
+            hook: settings.on_attempt.clone(),
+            waited: Duration::ZERO,
+            last_class: None,
+        }
+    }
+
+    /// Limits the call to one attempt (its body cannot be replayed).
+    pub(crate) fn restrict(&mut self, why: NotRetried) {
+        self.restricted = Some(why);
+    }
+
+    /// Admits the next attempt: its timeout, or why the call stops.
+    pub(crate) fn start(&mut self) -> Result<Option<Duration>, StopReason> {
+        self.policy.start_attempt(&mut self.call, TokioClock)
+    }
+
+    /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
+    /// key, and the remaining time.
+    pub(crate) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
+        headers.insert(RETRY_ATTEMPT, attempt_value(self.call.attempts()));
+        if let Some(k) = &self.key {
+            headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+        if self.propagate {
+            if let Some(t) = timeout {
+                let (name, value) = timeout_header(self.grpc, t);
+                headers.insert(name, value);
+            }
+        }
+    }
+
+    /// After a response.
+    pub(crate) fn after_response(&mut self, status: StatusCode, headers: &HeaderMap) -> Step {
+        match response_failure(status, headers, self.retry_500, SystemTime::now()) {
+            None => self.success(Some(status.as_u16())),
+            Some(mut f) => {
+                if !self.one_layer && headers.contains_key(super::NO_RETRY) {
+                    f.hint = None;
+                }
+                self.failure(f, false, Some(status.as_u16()), None)
+            }
+        }
+    }
+
+    /// After a transport error (`never_sent`: the request surely did not
+    /// reach the server) or a timeout.
+    pub(crate) fn after_error(
+        &mut self,
+        failure: Failure,
+        never_sent: bool,
+        error: String,
+    ) -> Step {
+        self.failure(failure, never_sent, None, Some(error))
+    }
+
+    fn success(&mut self, status: Option<u16>) -> Step {
+        if self.policy.watches_success(&self.call) {
+            self.policy
+                .decide(&mut self.call, Outcome::Success, TokioClock);
+        }
+        self.log(status, None, None, None, Some(StopReason::Success));
+        Step::Stop(StopReason::Success)
+    }
+
+    fn failure(
+        &mut self,
+        mut f: Failure,
+        never_sent: bool,
+        status: Option<u16>,
+        error: Option<String>,
+    ) -> Step {
+        self.last_class = Some(f.class);
+        let worth = match f.class {
+            Class::Transient => true,
+            Class::Unknown => self.idempotent,
+            Class::OnlyWithHint => matches!(f.hint, Some(Hint::RetryAfter(_) | Hint::Pushback(_))),
+            _ => false,
+        };
+        let server_said_no = f.hint == Some(Hint::DoNotRetry);
+        if worth && self.call.attempts() < self.policy.max_attempts() {
+            let why = if server_said_no {
+                Some(NotRetried::ServerSaidNo)
+            } else if self.restricted.is_some() {
+                self.restricted
+            } else if !self.idempotent && !never_sent {
+                Some(NotRetried::NotIdempotent)
+            } else if self.one_layer && self.inbound.as_ref().is_some_and(Inbound::is_retry) {
+                Some(NotRetried::ServingRetry)
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.not_retried = Some(why);
+                f.hint = Some(Hint::DoNotRetry);
+            }
+        }
+        let hint = match f.hint {
+            Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
+            _ => None,
+        };
+        match self.policy.decide(&mut self.call, f, TokioClock) {
+            Decision::Retry { after } => {
+                self.waited = self.waited.saturating_add(after);
+                self.log(status, error, hint, Some(after), None);
+                Step::Retry(after)
+            }
+            Decision::Stop(reason) => {
+                self.log(status, error, hint, None, Some(reason));
+                Step::Stop(reason)
+            }
+        }
+    }
+
+    fn log(
+        &self,
+        status: Option<u16>,
+        error: Option<String>,
+        hint: Option<Duration>,
+        delay: Option<Duration>,
+        stop: Option<StopReason>,
+    ) {
+        if let Some(hook) = &self.hook {
+            hook(&AttemptLog {
+                attempt: self.call.attempts(),
+                status,
+                error,
+                hint,
+                delay,
+                stop,
+            });
+        }
+    }
+
+    /// Ends the call: tells the inbound request (one-layer rule) when a
+    /// retryable failure was given up on here, and returns the summary.
+    pub(crate) fn finish(&self, reason: StopReason) -> RetryInfo {
+        if self.one_layer && reason != StopReason::Success {
+            let retryable = matches!(
+                self.last_class,
+                Some(Class::Transient | Class::Unknown | Class::OnlyWithHint)
+            );
+            let declined = matches!(
+                self.not_retried,
+                Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
+            );
+            // A layer that made one attempt and was not asked to hold back
+            // (say it allows no retries) leaves retrying to its caller.
+            if retryable && (self.call.attempts() > 1 || declined) {
+                if let Some(i) = &self.inbound {
+                    i.mark_gave_up();
+                }
+            }
+        }
+        RetryInfo {
+            attempts: self.call.attempts(),
+            reason,
+            not_retried: self.not_retried,
+            waited: self.waited,
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The inbound request a service is working on: its deadline and whether
+//! it is a retry.
+//!
+//! Retries multiply across layers: three layers of four attempts each send
+//! 64 attempts to the bottom one. The one-layer rule (SPEC §8) stops that:
+//! a server layer ([`DeadlineLayer`](crate::tower::DeadlineLayer)) reads
+//! `x-request-timeout-ms` / `grpc-timeout` and `x-retry-attempt` from each
+//! request and runs the handler inside an [`Inbound`] scope. A client layer
+//! (the tower [`RetryLayer`](crate::tower::RetryLayer) or the reqwest
+//! [`RetryMiddleware`](crate::reqwest::RetryMiddleware)) called from that
+//! handler then
+//!
+//! - never outlives the caller: the inbound deadline bounds the call;
+//! - does not retry while serving an inbound retry: it fails fast and passes
+//!   the error up;
+//! - reports when it gave up after retrying, so the server layer marks the
+//!   failure response with [`NO_RETRY`](super::NO_RETRY) and the caller does
+//!   not retry what was already retried below.
+//!
+//! The scope is a tokio task-local: it follows the handler's future, not
+//! tasks it spawns. To carry it into a spawned task, take
+//! [`Inbound::current`] and run the task in [`Inbound::scope`], or put the
+//! `Inbound` into the outbound request's extensions.
+//!
+//! ```
+//! use stagger::http::Inbound;
+//! use std::time::{Duration, Instant};
+//!
+//! # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+//! # rt.block_on(async {
+//! assert!(Inbound::current().is_none());
+//! let inbound = Inbound::new(2, Some(Instant::now() + Duration::from_secs(1)));
+//! inbound.scope(async {
+//!     let now = Inbound::current().unwrap();
+//!     assert!(now.is_retry());
+//!     assert_eq!(now.attempt(), 2);
+//! }).await;
+//! # });
+//! ```
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::HeaderMap;
+
+use super::{
+    is_grpc, parse_attempt, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT, REQUEST_TIMEOUT, RETRY_ATTEMPT,
+};
+use crate::deadline::{parse_grpc_timeout, parse_timeout_ms};
+
+tokio::task_local! {
+    static INBOUND: Inbound;
+}
+
+/// The request being served: its attempt number, its deadline, and whether
+/// a call made while serving it gave up after retrying. Clones share the
+/// "gave up" flag.
+#[derive(Debug, Clone)]
+pub struct Inbound {
+    attempt: u32,
+    deadline: Option<Instant>,
+    gave_up: Arc<AtomicBool>,
+}
+
+impl Inbound {
+    /// An inbound request that is attempt `attempt` (1-based; 0 is read as
+    /// 1), with an optional deadline.
+    pub fn new(attempt: u32, deadline: Option<Instant>) -> Self {
+        Inbound {
+            attempt: attempt.max(1),
+            deadline,
+            gave_up: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Reads a request's headers at `now`: `x-retry-attempt` (or gRPC's
+    /// `grpc-previous-rpc-attempts` + 1) and `x-request-timeout-ms` (or
+    /// `grpc-timeout` for gRPC). Missing or malformed values mean attempt 1
+    /// and no deadline.
+    ///
+    /// ```
+    /// use http::{HeaderMap, HeaderValue};
+    /// use stagger::http::Inbound;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let mut h = HeaderMap::new();
+    /// h.insert("x-retry-attempt", HeaderValue::from_static("3"));
+    /// h.insert("x-request-timeout-ms", HeaderValue::from_static("250"));
+    /// let now = Instant::now();
+    /// let inbound = Inbound::from_headers(&h, now);
+    /// assert_eq!(inbound.attempt(), 3);
+    /// assert_eq!(inbound.deadline(), Some(now + Duration::from_millis(250)));
+    /// ```
+    pub fn from_headers(headers: &HeaderMap, now: Instant) -> Self {
+        let attempt = headers
+            .get(RETRY_ATTEMPT)
+            .and_then(parse_attempt)
+            .or_else(|| {
+                headers
+                    .get(GRPC_PREVIOUS_ATTEMPTS)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u32>().ok())
+                    .map(|n| n.saturating_add(1))
+            })
+            .unwrap_or(1);
+        let timeout = if is_grpc(headers) {
+            headers.get(GRPC_TIMEOUT)
+        } else {
+            headers.get(REQUEST_TIMEOUT)
+        }
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            if is_grpc(headers) {
+                parse_grpc_timeout(v)
+            } else {
+                parse_timeout_ms(v)
+            }
+        });
+        let deadline = timeout.and_then(|t| now.checked_add(t));
+        Inbound::new(attempt, deadline)
+    }
+
+    /// The inbound attempt number (1 for a first attempt).
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// Whether the request being served is a retry (attempt 2 or later).
+    pub fn is_retry(&self) -> bool {
+        self.attempt > 1
+    }
+
+    /// The deadline of the work for this request, if the caller sent one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Whether a call made while serving this request failed after its
+    /// layer already retried (or was told not to): the failure should be
+    /// passed up with [`NO_RETRY`](super::NO_RETRY).
+    pub fn downstream_gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::Relaxed)
+    }
+
+    /// Records that a call made while serving this request gave up.
+    pub fn mark_gave_up(&self) {
+        self.gave_up.store(true, Ordering::Relaxed);
+    }
+
+    /// The inbound request of the current task, if it runs inside a
+    /// [`scope`](Inbound::scope).
+    pub fn current() -> Option<Inbound> {
+        INBOUND.try_with(Inbound::clone).ok()
+    }
+
+    /// Runs `fut` with `self` as the current inbound request.
+    pub fn scope<F: Future>(self, fut: F) -> tokio::task::futures::TaskLocalFuture<Inbound, F> {
+        INBOUND.scope(self, fut)
+    }
+}
+
+impl Inbound {
+    /// Runs `f` (synchronously) with `self` as the current inbound request.
+    pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
+        INBOUND.sync_scope(self, f)
+    }
+}

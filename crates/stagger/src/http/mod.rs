@@ -1,0 +1,417 @@
+//! HTTP rules (feature `http`): which responses and errors are worth
+//! retrying, which requests may be repeated, and the headers retries speak.
+//!
+//! A retry layer that only sees "error or not" retries a `400` as eagerly as
+//! a `503`, repeats a `POST` that may already have charged a card, and
+//! ignores the server telling it when to come back. This module turns what
+//! an HTTP exchange carries into the [`Failure`] the decision engine
+//! understands, with the rules of the spec:
+//!
+//! - statuses: 502/503/504 and 429 are transient, 408 and timeouts are
+//!   "result unknown", 500 is retried only on request, every other 4xx never;
+//! - methods: GET, HEAD, OPTIONS, TRACE, PUT and DELETE may be repeated;
+//!   POST and PATCH only with an `Idempotency-Key` ([`new_idempotency_key`]
+//!   makes one: a UUID v4 written as a quoted string);
+//! - hints: `Retry-After`, `grpc-retry-pushback-ms` and `grpc-status` read
+//!   through the parsers of [`hint`](crate::hint), never re-implemented;
+//! - headers that travel with each attempt: [`RETRY_ATTEMPT`],
+//!   [`REQUEST_TIMEOUT`] / [`GRPC_TIMEOUT`], and the [`NO_RETRY`] answer of
+//!   a layer below that already retried (the one-layer rule).
+//!
+//! ```
+//! use http::{HeaderMap, HeaderValue, StatusCode};
+//! use stagger::http::response_failure;
+//! use stagger::{Class, Hint};
+//! use std::time::{Duration, SystemTime};
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("2"));
+//! let f = response_failure(StatusCode::TOO_MANY_REQUESTS, &headers, false, SystemTime::now()).unwrap();
+//! assert_eq!(f.class, Class::Transient);
+//! assert_eq!(f.hint, Some(Hint::RetryAfter(Duration::from_secs(2))));
+//!
+//! assert!(response_failure(StatusCode::OK, &HeaderMap::new(), false, SystemTime::now()).is_none());
+//! assert_eq!(
+//!     response_failure(StatusCode::NOT_FOUND, &HeaderMap::new(), false, SystemTime::now()).unwrap().class,
+//!     Class::Permanent,
+//! );
+//! ```
+
+use std::error::Error as StdError;
+use std::io;
+use std::time::{Duration, SystemTime};
+
+use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+
+use crate::classify::{self, Class, Failure, Hint};
+use crate::hint::{parse_pushback, retry_after_hint};
+
+mod call;
+pub mod inbound;
+
+pub use call::{AttemptLog, CallOptions, NotRetried, RetryInfo, Settings};
+pub(crate) use call::{Driver, Step};
+pub use inbound::Inbound;
+
+/// `x-retry-attempt: N`: the 1-based number of the attempt a request is.
+pub const RETRY_ATTEMPT: HeaderName = HeaderName::from_static("x-retry-attempt");
+/// `Idempotency-Key`: makes a POST or PATCH safe to repeat.
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// `x-request-timeout-ms`: the caller's remaining time, in whole milliseconds.
+pub const REQUEST_TIMEOUT: HeaderName =
+    HeaderName::from_static(crate::deadline::REQUEST_TIMEOUT_HEADER);
+/// `grpc-timeout`: the caller's remaining time, gRPC's encoding.
+pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+/// `grpc-status`: a gRPC call's status code.
+pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+/// `grpc-retry-pushback-ms`: a gRPC server's retry hint.
+pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
+/// `grpc-previous-rpc-attempts`: gRPC's count of attempts before this one.
+pub const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
+    HeaderName::from_static("grpc-previous-rpc-attempts");
+/// `x-no-retry: 1` on a failure response: a layer below already retried this
+/// failure (or was told not to), so the caller should fail fast and pass it
+/// up instead of multiplying the attempts (the one-layer rule).
+pub const NO_RETRY: HeaderName = HeaderName::from_static("x-no-retry");
+
+/// Whether a request or response is gRPC (`content-type: application/grpc…`).
+pub fn is_grpc(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// Whether a request may be repeated: its method is idempotent, or it
+/// carries an `Idempotency-Key`.
+///
+/// ```
+/// use http::{HeaderMap, Method};
+/// use stagger::http::{is_idempotent, new_idempotency_key, IDEMPOTENCY_KEY};
+///
+/// let mut headers = HeaderMap::new();
+/// assert!(is_idempotent(&Method::PUT, &headers));
+/// assert!(!is_idempotent(&Method::POST, &headers));
+/// headers.insert(IDEMPOTENCY_KEY, new_idempotency_key());
+/// assert!(is_idempotent(&Method::POST, &headers));
+/// ```
+pub fn is_idempotent(method: &Method, headers: &HeaderMap) -> bool {
+    classify::method_is_idempotent(method.as_str()) || headers.contains_key(IDEMPOTENCY_KEY)
+}
+
+/// Whether the method is one that needs an `Idempotency-Key` to be
+/// repeated (POST, PATCH).
+pub fn needs_key(method: &Method) -> bool {
+    *method == Method::POST || *method == Method::PATCH
+}
+
+/// A fresh `Idempotency-Key` value: a random UUID v4 written as a quoted
+/// string, e.g. `"0b5c…-…"`. Send the same value on every attempt of a call.
+///
+/// ```
+/// let key = stagger::http::new_idempotency_key();
+/// let s = key.to_str().unwrap();
+/// assert!(s.starts_with('"') && s.ends_with('"') && s.len() == 38);
+/// ```
+pub fn new_idempotency_key() -> HeaderValue {
+    let mut buf = [0u8; 38];
+    buf[0] = b'"';
+    buf[37] = b'"';
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut buf[1..37]);
+    // A quoted hyphenated UUID is visible ASCII, so this cannot fail.
+    HeaderValue::from_bytes(&buf).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+}
+
+/// Formats `x-retry-attempt`.
+pub fn attempt_value(attempt: u32) -> HeaderValue {
+    HeaderValue::from(attempt)
+}
+
+/// Parses `x-retry-attempt` (or any 1-based attempt count): 1 to 9 ASCII
+/// digits, at least 1; else `None`.
+///
+/// ```
+/// use http::HeaderValue;
+/// use stagger::http::parse_attempt;
+/// assert_eq!(parse_attempt(&HeaderValue::from_static("2")), Some(2));
+/// assert_eq!(parse_attempt(&HeaderValue::from_static("0")), None);
+/// assert_eq!(parse_attempt(&HeaderValue::from_static("two")), None);
+/// ```
+pub fn parse_attempt(value: &HeaderValue) -> Option<u32> {
+    let v = value.to_str().ok()?.trim_matches(|c| c == ' ' || c == '\t');
+    if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok().filter(|n| *n >= 1)
+}
+
+/// Reads how a response bears on retrying: `None` when it is not a failure
+/// (1xx–3xx, or `grpc-status: 0`), else the failure with any hint the server
+/// gave.
+///
+/// - A `grpc-status` header (a trailers-only gRPC answer) is classified by
+///   gRPC's rules, with `grpc-retry-pushback-ms` as its hint.
+/// - Otherwise the status is classified by SPEC §2 (`retry_500` opts 500
+///   in), with `Retry-After` as its hint (relative to `now` for a date; a
+///   malformed value is [`Hint::Invalid`]).
+/// - [`NO_RETRY`] on a failure makes it [`Hint::DoNotRetry`].
+pub fn response_failure(
+    status: StatusCode,
+    headers: &HeaderMap,
+    retry_500: bool,
+    now: SystemTime,
+) -> Option<Failure> {
+    let mut failure = if let Some(code) = headers.get(GRPC_STATUS) {
+        let code = code
+            .to_str()
+            .ok()
+            .and_then(|c| c.trim().parse::<u32>().ok());
+        match code {
+            Some(0) => return None,
+            Some(c) => Failure::new(classify::grpc_code(c)),
+            None => Failure::new(Class::Permanent),
+        }
+        .with_hint_opt(headers.get(GRPC_PUSHBACK).map(|v| match v.to_str() {
+            Ok(s) => parse_pushback(s),
+            Err(_) => Hint::DoNotRetry,
+        }))
+    } else {
+        let class = classify::http_failure(status.as_u16(), retry_500)?;
+        Failure::new(class).with_hint_opt(headers.get(RETRY_AFTER).map(|v| match v.to_str() {
+            Ok(s) => retry_after_hint(s, now),
+            Err(_) => Hint::Invalid,
+        }))
+    };
+    if headers.contains_key(NO_RETRY) {
+        failure.hint = Some(Hint::DoNotRetry);
+    }
+    Some(failure)
+}
+
+trait WithHintOpt {
+    fn with_hint_opt(self, hint: Option<Hint>) -> Self;
+}
+
+impl WithHintOpt for Failure {
+    fn with_hint_opt(mut self, hint: Option<Hint>) -> Self {
+        self.hint = hint;
+        self
+    }
+}
+
+/// The class of a transport error (no response): the first
+/// [`std::io::Error`] in its `source()` chain decides (refused or reset
+/// connections are transient, a timeout is unknown); an error with no I/O
+/// cause is "result unknown", so only idempotent calls repeat it.
+pub fn error_class(error: &(dyn StdError + 'static)) -> Class {
+    match find_io(error) {
+        Some(e) => classify::io_kind(e.kind()),
+        None => Class::Unknown,
+    }
+}
+
+/// Whether a transport error certainly happened before the request was
+/// sent (the connection was refused), so even a non-idempotent request can
+/// be repeated safely.
+pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
+    find_io(error).is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+}
+
+fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
+    let mut e: Option<&(dyn StdError + 'static)> = Some(error);
+    let mut depth = 0;
+    while let Some(cur) = e {
+        if let Some(io) = cur.downcast_ref::<io::Error>() {
+            // An io::Error may itself wrap the real cause.
+            if let Some(inner) = io.get_ref().and_then(|i| {
+                let i: &(dyn StdError + 'static) = i;
+                i.downcast_ref::<io::Error>()
+            }) {
+                return Some(inner);
+            }
+            return Some(io);
+        }
+        depth += 1;
+        if depth > 32 {
+            return None;
+        }
+        e = cur.source();
+    }
+    None
+}
+
+/// The clock the HTTP front-ends read: tokio's, which is the monotonic
+/// clock in a normal runtime and the virtual one in a paused test runtime,
+/// so the engine's deadlines and the front-end's sleeps share one time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioClock;
+
+impl crate::clock::Clock for TokioClock {
+    #[inline]
+    fn now(&self) -> std::time::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+}
+
+/// An error and its causes on one line (`outer: inner: …`), skipping
+/// causes whose text the outer error already shows.
+pub fn error_chain(error: &(dyn StdError + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut cur = error.source();
+    let mut depth = 0;
+    while let Some(e) = cur {
+        let s = e.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        depth += 1;
+        if depth > 16 {
+            break;
+        }
+        cur = e.source();
+    }
+    out
+}
+
+/// The error of an attempt that ran out of time (its result is unknown).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AttemptTimedOut;
+
+impl std::fmt::Display for AttemptTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("attempt timed out")
+    }
+}
+
+impl StdError for AttemptTimedOut {}
+
+/// The remaining-time header a request should carry: `grpc-timeout` for
+/// gRPC, `x-request-timeout-ms` otherwise.
+pub fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderValue) {
+    if grpc {
+        let v = crate::deadline::format_grpc_timeout(remaining);
+        (
+            GRPC_TIMEOUT,
+            HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("0n")),
+        )
+    } else {
+        let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
+        (REQUEST_TIMEOUT, HeaderValue::from(ms))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.insert(*k, HeaderValue::from_static(v));
+        }
+        m
+    }
+
+    #[test]
+    fn statuses_follow_the_table() {
+        let now = SystemTime::now();
+        let f = |s: u16, r| response_failure(StatusCode::from_u16(s).unwrap(), &h(&[]), r, now);
+        assert_eq!(f(200, false), None);
+        assert_eq!(f(302, false), None);
+        assert_eq!(f(503, false).unwrap().class, Class::Transient);
+        assert_eq!(f(408, false).unwrap().class, Class::Unknown);
+        assert_eq!(f(500, false).unwrap().class, Class::Permanent);
+        assert_eq!(f(500, true).unwrap().class, Class::Transient);
+        assert_eq!(f(409, true).unwrap().class, Class::Permanent);
+    }
+
+    #[test]
+    fn hints_come_from_the_shared_parsers() {
+        let now = SystemTime::now();
+        let f = response_failure(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &h(&[("retry-after", "soon")]),
+            false,
+            now,
+        );
+        assert_eq!(f.unwrap().hint, Some(Hint::Invalid));
+        let g = response_failure(
+            StatusCode::OK,
+            &h(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", "250")]),
+            false,
+            now,
+        )
+        .unwrap();
+        assert_eq!(g.class, Class::OnlyWithHint);
+        assert_eq!(g.hint, Some(Hint::Pushback(Duration::from_millis(250))));
+        let g = response_failure(
+            StatusCode::OK,
+            &h(&[("grpc-status", "14"), ("grpc-retry-pushback-ms", "-1")]),
+            false,
+            now,
+        )
+        .unwrap();
+        assert_eq!(g.hint, Some(Hint::DoNotRetry));
+        assert_eq!(
+            response_failure(StatusCode::OK, &h(&[("grpc-status", "0")]), false, now),
+            None
+        );
+        let n = response_failure(
+            StatusCode::BAD_GATEWAY,
+            &h(&[("x-no-retry", "1")]),
+            false,
+            now,
+        );
+        assert_eq!(n.unwrap().hint, Some(Hint::DoNotRetry));
+    }
+
+    #[test]
+    fn io_causes_decide_transport_errors() {
+        #[derive(Debug)]
+        struct Wrap(io::Error);
+        impl std::fmt::Display for Wrap {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("wrapped")
+            }
+        }
+        impl StdError for Wrap {
+            fn source(&self) -> Option<&(dyn StdError + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let refused = Wrap(io::ErrorKind::ConnectionRefused.into());
+        assert_eq!(error_class(&refused), Class::Transient);
+        assert!(never_sent(&refused));
+        let reset = Wrap(io::ErrorKind::ConnectionReset.into());
+        assert!(!never_sent(&reset));
+        let other = std::fmt::Error;
+        assert_eq!(error_class(&other), Class::Unknown);
+    }
+
+    #[test]
+    fn keys_are_quoted_uuids_and_differ() {
+        let a = new_idempotency_key();
+        let b = new_idempotency_key();
+        assert_ne!(a, b);
+        let s = a.to_str().unwrap();
+        assert_eq!(&s[15..16], "4", "version nibble of {s}");
+    }
+
+    #[test]
+    fn timeout_headers() {
+        let (n, v) = timeout_header(false, Duration::from_millis(1500));
+        assert_eq!(
+            (n.as_str(), v.to_str().unwrap()),
+            ("x-request-timeout-ms", "1500")
+        );
+        let (n, v) = timeout_header(true, Duration::from_millis(1500));
+        assert_eq!(
+            (n.as_str(), v.to_str().unwrap()),
+            ("grpc-timeout", "1500000u")
+        );
+    }
+}

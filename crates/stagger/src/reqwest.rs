@@ -1,0 +1,240 @@
+//! A reqwest-middleware [`Middleware`] (feature `reqwest`) with the tower
+//! [`RetryLayer`](crate::tower::RetryLayer)'s behaviour and defaults.
+//!
+//! reqwest users asked for what its retry middleware does not do: honour
+//! `Retry-After`, leave non-idempotent requests alone unless they carry a
+//! key, say when a body could not be replayed, and tell how often a call
+//! retried. [`RetryMiddleware`] runs the same driver as the tower layer:
+//!
+//! - statuses, methods and errors classified by [`crate::http`]; POST and
+//!   PATCH retried only with an `Idempotency-Key` (generated, the same on
+//!   every attempt, with [`idempotency_keys`](RetryMiddleware::idempotency_keys));
+//! - bodies replayed when reqwest can clone them and they are at most 1 MiB
+//!   (configurable); a stream or a larger body is sent once;
+//! - `x-retry-attempt`, `x-request-timeout-ms` (`grpc-timeout` for gRPC)
+//!   on every attempt; attempt timeouts on tokio's timer;
+//! - inside a [`DeadlineLayer`](crate::tower::DeadlineLayer) scope, the
+//!   inbound deadline and the one-layer rule;
+//! - per-request [`CallOptions`](crate::http::CallOptions) through
+//!   `RequestBuilder::with_extension`;
+//! - a [`RetryInfo`] in the response's extensions, and in the middleware
+//!   extensions (see `ClientWithMiddleware::execute_with_extensions`) when
+//!   the call ends in an error.
+//!
+//! ```no_run
+//! use reqwest_middleware::ClientBuilder;
+//! use stagger::http::RetryInfo;
+//! use stagger::reqwest::RetryMiddleware;
+//! use stagger::Policy;
+//!
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = ClientBuilder::new(reqwest::Client::new())
+//!     .with(RetryMiddleware::new(Policy::default()).idempotency_keys(true))
+//!     .build();
+//! let resp = client.get("http://127.0.0.1:8080/").send().await?;
+//! let info = resp.extensions().get::<RetryInfo>().unwrap();
+//! println!("{} after {} attempts", info.reason, info.attempts);
+//! # Ok(()) }
+//! ```
+
+use std::time::Duration;
+
+use http::Extensions;
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next, Result};
+
+use crate::classify::{Class, Failure};
+use crate::http::{
+    error_chain, error_class, never_sent, AttemptLog, AttemptTimedOut, Driver, NotRetried,
+    RetryInfo, Settings, Step,
+};
+use crate::policy::{Policy, StopReason};
+
+/// Retries reqwest requests under a shared [`Policy`]; see the
+/// [module docs](self).
+#[derive(Debug, Clone)]
+pub struct RetryMiddleware {
+    settings: Settings,
+}
+
+impl RetryMiddleware {
+    /// A middleware with `policy` and the default HTTP settings.
+    pub fn new(policy: Policy) -> Self {
+        Self::with_settings(Settings::new(policy))
+    }
+
+    /// A middleware with these settings.
+    pub fn with_settings(settings: Settings) -> Self {
+        RetryMiddleware { settings }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// See [`Settings::retry_500`].
+    pub fn retry_500(mut self, on: bool) -> Self {
+        self.settings = self.settings.retry_500(on);
+        self
+    }
+
+    /// See [`Settings::idempotency_keys`].
+    pub fn idempotency_keys(mut self, on: bool) -> Self {
+        self.settings = self.settings.idempotency_keys(on);
+        self
+    }
+
+    /// See [`Settings::max_replay_bytes`].
+    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
+        self.settings = self.settings.max_replay_bytes(bytes);
+        self
+    }
+
+    /// See [`Settings::timeout`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.settings = self.settings.timeout(timeout);
+        self
+    }
+
+    /// See [`Settings::propagate_deadline`].
+    pub fn propagate_deadline(mut self, on: bool) -> Self {
+        self.settings = self.settings.propagate_deadline(on);
+        self
+    }
+
+    /// See [`Settings::one_layer`].
+    pub fn one_layer(mut self, on: bool) -> Self {
+        self.settings = self.settings.one_layer(on);
+        self
+    }
+
+    /// See [`Settings::on_attempt`].
+    pub fn on_attempt(mut self, hook: impl Fn(&AttemptLog) + Send + Sync + 'static) -> Self {
+        self.settings = self.settings.on_attempt(hook);
+        self
+    }
+}
+
+/// Classifies a reqwest-middleware error: a connect error is transient and
+/// surely unsent, a timeout is "result unknown", other errors by their I/O
+/// cause.
+fn classify(e: &reqwest_middleware::Error) -> (Failure, bool) {
+    match e {
+        reqwest_middleware::Error::Reqwest(r) => {
+            if r.is_connect() {
+                (Failure::new(Class::Transient), true)
+            } else if r.is_timeout() {
+                (Failure::timeout(), false)
+            } else {
+                (Failure::new(error_class(r)), never_sent(r))
+            }
+        }
+        reqwest_middleware::Error::Middleware(m) => {
+            let e: &(dyn std::error::Error + 'static) = m.as_ref();
+            (Failure::new(error_class(e)), never_sent(e))
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for RetryMiddleware {
+    async fn handle(
+        &self,
+        req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> Result<Response> {
+        let mut driver = Driver::new(&self.settings, req.method(), req.headers(), extensions);
+        let len = req.body().and_then(|b| b.as_bytes()).map(<[u8]>::len);
+        let mut template = None;
+        match (len, req.try_clone()) {
+            (Some(n), _) if n > self.settings.max_replay_bytes => {
+                driver.restrict(NotRetried::BodyTooLarge {
+                    limit: self.settings.max_replay_bytes,
+                });
+            }
+            (_, Some(copy)) => template = Some(copy),
+            (_, None) => driver.restrict(NotRetried::BodyStream),
+        }
+        let mut once = Some(req);
+        let mut last: Option<Result<Response>> = None;
+        loop {
+            let timeout = match driver.start() {
+                Ok(t) => t,
+                Err(reason) => return conclude(last, driver.finish(reason), extensions),
+            };
+            let attempt = match (&template, once.take()) {
+                (_, Some(first)) => first,
+                (Some(t), None) => match t.try_clone() {
+                    Some(c) => c,
+                    None => {
+                        return conclude(last, driver.finish(StopReason::NotRetryable), extensions)
+                    }
+                },
+                (None, None) => {
+                    return conclude(last, driver.finish(StopReason::NotRetryable), extensions)
+                }
+            };
+            let mut attempt = attempt;
+            driver.stamp(attempt.headers_mut(), timeout);
+            let run = next.clone().run(attempt, extensions);
+            let result = match timeout {
+                Some(t) => tokio::time::timeout(t, run).await.ok(),
+                None => Some(run.await),
+            };
+            let step = match result {
+                Some(Ok(resp)) => {
+                    let step = driver.after_response(resp.status(), resp.headers());
+                    last = Some(Ok(resp));
+                    step
+                }
+                Some(Err(e)) => {
+                    let (failure, unsent) = classify(&e);
+                    let step = driver.after_error(failure, unsent, error_chain(&e));
+                    last = Some(Err(e));
+                    step
+                }
+                None => {
+                    let step =
+                        driver.after_error(Failure::timeout(), false, AttemptTimedOut.to_string());
+                    last = Some(Err(reqwest_middleware::Error::middleware(AttemptTimedOut)));
+                    step
+                }
+            };
+            match step {
+                Step::Retry(after) => tokio::time::sleep(after).await,
+                Step::Stop(reason) => return conclude(last, driver.finish(reason), extensions),
+            }
+        }
+    }
+}
+
+fn conclude(
+    last: Option<Result<Response>>,
+    info: RetryInfo,
+    ext: &mut Extensions,
+) -> Result<Response> {
+    ext.insert(info);
+    match last {
+        Some(Ok(mut resp)) => {
+            resp.extensions_mut().insert(info);
+            Ok(resp)
+        }
+        Some(Err(e)) => Err(e),
+        None => Err(reqwest_middleware::Error::middleware(Refused(info))),
+    }
+}
+
+/// No attempt was allowed: the deadline had passed, or a guardrail refused
+/// the first attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Refused(pub RetryInfo);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no attempt was allowed ({})", self.0.reason)
+    }
+}
+
+impl std::error::Error for Refused {}

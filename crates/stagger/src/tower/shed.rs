@@ -1,0 +1,249 @@
+//! The server [`ShedLayer`]: bounded concurrency and queue; when full,
+//! retries are turned away before first attempts.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::header::RETRY_AFTER;
+use http::{HeaderValue, Request, Response, StatusCode};
+use tokio::sync::Semaphore;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::http::{parse_attempt, RETRY_ATTEMPT};
+use crate::rng::{FastRng, RandomSource};
+
+/// Load shedding for a server: at most `max_concurrency` requests run at
+/// once and at most `max_queue` wait. A first attempt may wait in the whole
+/// queue; a retry (`x-retry-attempt` ≥ 2) only in its first
+/// [`retry_queue`](ShedLayer::retry_queue) places, so under load retries
+/// are shed before first attempts. A shed request gets `503 Service
+/// Unavailable` with `Retry-After` drawn uniformly from a range of whole
+/// seconds, so the clients it turns away do not come back together.
+///
+/// Clones of the layer share one set of limits and counters.
+///
+/// ```
+/// use stagger::tower::ShedLayer;
+/// use std::time::Duration;
+///
+/// let shed = ShedLayer::new(64, 128)
+///     .retry_queue(16)
+///     .retry_after(Duration::from_secs(1), Duration::from_secs(5));
+/// assert_eq!(shed.stats().shed_retries, 0);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ShedLayer {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    permits: Arc<Semaphore>,
+    queued: AtomicUsize,
+    max_queue: usize,
+    retry_queue: usize,
+    retry_after: (u64, u64),
+    admitted: AtomicU64,
+    shed_first: AtomicU64,
+    shed_retries: AtomicU64,
+}
+
+/// What a [`ShedLayer`] has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShedStats {
+    /// Requests let through to the service.
+    pub admitted: u64,
+    /// First attempts answered 503.
+    pub shed_first: u64,
+    /// Retries answered 503.
+    pub shed_retries: u64,
+}
+
+impl ShedLayer {
+    /// At most `max_concurrency` (at least 1) requests at once and `max_queue`
+    /// waiting; retries may use half the queue; `Retry-After` of 1 to 5 s.
+    pub fn new(max_concurrency: usize, max_queue: usize) -> Self {
+        ShedLayer {
+            shared: Arc::new(Shared {
+                permits: Arc::new(Semaphore::new(
+                    max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
+                )),
+                queued: AtomicUsize::new(0),
+                max_queue,
+                retry_queue: max_queue / 2,
+                retry_after: (1, 5),
+                admitted: AtomicU64::new(0),
+                shed_first: AtomicU64::new(0),
+                shed_retries: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    fn edit(self, f: impl FnOnce(&mut Shared)) -> Self {
+        let mut shared = Arc::try_unwrap(self.shared).unwrap_or_else(|a| Shared {
+            permits: Arc::new(Semaphore::new(a.permits.available_permits().max(1))),
+            queued: AtomicUsize::new(0),
+            max_queue: a.max_queue,
+            retry_queue: a.retry_queue,
+            retry_after: a.retry_after,
+            admitted: AtomicU64::new(0),
+            shed_first: AtomicU64::new(0),
+            shed_retries: AtomicU64::new(0),
+        });
+        f(&mut shared);
+        ShedLayer {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// How many queue places retries may use (at most `max_queue`; 0 sheds
+    /// every retry that would have to wait).
+    pub fn retry_queue(self, places: usize) -> Self {
+        self.edit(|s| s.retry_queue = places.min(s.max_queue))
+    }
+
+    /// The range `Retry-After` is drawn from, rounded to whole seconds.
+    pub fn retry_after(self, min: Duration, max: Duration) -> Self {
+        let lo = min.as_secs();
+        let hi = max.as_secs().max(lo);
+        self.edit(|s| s.retry_after = (lo, hi))
+    }
+
+    /// Counters so far (shared by every clone and service).
+    pub fn stats(&self) -> ShedStats {
+        ShedStats {
+            admitted: self.shared.admitted.load(Ordering::Relaxed),
+            shed_first: self.shared.shed_first.load(Ordering::Relaxed),
+            shed_retries: self.shared.shed_retries.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<S> Layer<S> for ShedLayer {
+    type Service = ShedService<S>;
+
+    fn layer(&self, inner: S) -> ShedService<S> {
+        ShedService {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// The service made by [`ShedLayer`].
+#[derive(Debug, Clone)]
+pub struct ShedService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> ShedService<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for ShedService<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Default + Send + 'static,
+{
+    type Response = Response<ResB>;
+    type Error = S::Error;
+    type Future = BoxFuture<Response<ResB>, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        // Readiness of the inner service is awaited inside the future, once
+        // a place is granted; shedding must answer at once.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<ReqB>) -> Self::Future {
+        let shared = self.shared.clone();
+        let retry = req
+            .headers()
+            .get(RETRY_ATTEMPT)
+            .and_then(parse_attempt)
+            .is_some_and(|n| n > 1);
+        let permit = shared.permits.clone().try_acquire_owned().ok();
+        let queued = permit.is_none();
+        if queued {
+            let limit = if retry {
+                shared.retry_queue
+            } else {
+                shared.max_queue
+            };
+            let got = shared
+                .queued
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                    (q < limit).then_some(q + 1)
+                })
+                .is_ok();
+            if !got {
+                let counter = if retry {
+                    &shared.shed_retries
+                } else {
+                    &shared.shed_first
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                let resp = shed_response(shared.retry_after);
+                return Box::pin(async move { Ok(resp) });
+            }
+        }
+        let mut inner = self.inner.clone();
+        let slot = queued.then(|| QueueSlot(shared.clone()));
+        Box::pin(async move {
+            let _permit = match permit {
+                Some(p) => p,
+                None => {
+                    let p = shared.permits.clone().acquire_owned().await;
+                    drop(slot);
+                    match p {
+                        Ok(p) => p,
+                        // The semaphore is never closed.
+                        Err(_) => return Ok(shed_response(shared.retry_after)),
+                    }
+                }
+            };
+            shared.admitted.fetch_add(1, Ordering::Relaxed);
+            poll_fn(|cx| inner.poll_ready(cx)).await?;
+            inner.call(req).await
+        })
+    }
+}
+
+/// A place in the queue, given back when the request leaves it (admitted
+/// or dropped by its caller).
+struct QueueSlot(Arc<Shared>);
+
+impl Drop for QueueSlot {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn shed_response<B: Default>((lo, hi): (u64, u64)) -> Response<B> {
+    let span = hi.saturating_sub(lo).saturating_add(1);
+    let secs = lo.saturating_add(FastRng::fresh().next_u64() % span);
+    let mut resp = Response::new(B::default());
+    *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    resp.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from(secs));
+    resp
+}
