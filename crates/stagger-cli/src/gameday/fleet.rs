@@ -55,6 +55,9 @@ pub struct Outcome {
     pub successes: Vec<u32>,
     /// Logical requests made.
     pub requests: u64,
+    /// Attempts the clients made, including those that never reached the
+    /// server (refused connections).
+    pub attempts: u64,
     /// Requests by stop reason (`error` when the middleware gave none).
     pub stops: BTreeMap<String, u64>,
     /// Latency of each successful request, ms.
@@ -71,6 +74,7 @@ struct Counters {
     sent: Bins,
     successes: Bins,
     issued: AtomicU64,
+    attempts: AtomicU64,
     stops: [AtomicU64; StopReason::ALL.len() + 1],
     latencies_ms: Mutex<Vec<u32>>,
 }
@@ -105,6 +109,7 @@ pub async fn run(
         sent: line.series(),
         successes: line.series(),
         issued: AtomicU64::new(0),
+        attempts: AtomicU64::new(0),
         stops: std::array::from_fn(|_| AtomicU64::new(0)),
         latencies_ms: Mutex::new(Vec::new()),
     });
@@ -173,6 +178,7 @@ pub async fn run(
         sent: counters.sent.snapshot(),
         successes: counters.successes.snapshot(),
         requests: counters.issued.load(Relaxed).min(cfg.max_requests),
+        attempts: counters.attempts.load(Relaxed),
         stops,
         latencies_ms,
         budget_refusals: snaps.iter().map(|s| s.budget_refusals).sum(),
@@ -237,6 +243,8 @@ async fn call(client: ClientWithMiddleware, url: Arc<str>, order: String, c: Arc
         ),
         Err(_) => (false, ext.get::<RetryInfo>().copied()),
     };
+    let tries = info.map_or(1, |i| i.attempts);
+    c.attempts.fetch_add(u64::from(tries), Relaxed);
     if ok {
         c.successes.add(ended);
         let ms = ended.duration_since(started).as_millis();

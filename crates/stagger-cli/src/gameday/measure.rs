@@ -48,6 +48,8 @@ pub struct Raw {
     pub successes: Vec<u32>,
     /// Clients: logical requests made.
     pub requests: u64,
+    /// Clients: attempts made, reaching the server or not.
+    pub client_attempts: u64,
     /// Clients: requests that ended, by stop reason.
     pub stops: BTreeMap<String, u64>,
     /// Clients: latency of each successful request, ms.
@@ -102,8 +104,12 @@ pub struct Row {
     pub first_attempts: u64,
     /// Retries that reached the server.
     pub retries: u64,
-    /// Attempts ÷ requests.
+    /// Attempts ÷ requests (at the server).
     pub amplification: f64,
+    /// Attempts the clients made, including refused connections.
+    pub client_attempts: u64,
+    /// Client attempts ÷ requests.
+    pub client_amplification: f64,
     /// Retries ÷ requests (the retry-amplification SLI over the run).
     pub retry_ratio: f64,
     /// Retries ÷ requests over the last quarter of the traffic.
@@ -214,6 +220,8 @@ pub fn summarize(raw: &Raw) -> Row {
         first_attempts,
         retries,
         amplification: ratio(attempts, raw.requests),
+        client_attempts: raw.client_attempts,
+        client_amplification: ratio(raw.client_attempts, raw.requests),
         retry_ratio: ratio(retries, raw.requests),
         tail_retry_ratio,
         request_success: ratio(successes, raw.requests),

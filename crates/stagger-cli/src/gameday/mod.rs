@@ -370,6 +370,7 @@ fn run_one(plan: &Plan, strategy: Strategy) -> anyhow::Result<measure::Raw> {
         sent: out.sent,
         successes: out.successes,
         requests: out.requests,
+        client_attempts: out.attempts,
         stops: out.stops,
         latencies_ms: out.latencies_ms,
         budget_refusals: out.budget_refusals,

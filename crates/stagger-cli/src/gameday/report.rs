@@ -70,6 +70,7 @@ pub fn table(r: &Results) -> String {
         "requests",
         "success",
         "ampl",
+        "tries/req",
         "retries/req",
         "peak/cap",
         "after/cap",
@@ -80,7 +81,7 @@ pub fn table(r: &Results) -> String {
         "breaker",
         "dup",
     ];
-    let rows: Vec<[String; 13]> = r
+    let rows: Vec<[String; 14]> = r
         .strategies
         .iter()
         .map(|s| {
@@ -89,6 +90,7 @@ pub fn table(r: &Results) -> String {
                 s.requests.to_string(),
                 pct(s.request_success),
                 format!("{:.2}", s.amplification),
+                format!("{:.2}", s.client_amplification),
                 pct(s.retry_ratio),
                 format!("{:.2}", s.peak_load_over_capacity),
                 opt(s.post_outage_peak_over_capacity, |x| format!("{x:.2}"), "-"),
