@@ -95,8 +95,17 @@ fn usage(msg: String) -> anyhow::Error {
     UsageError(msg).into()
 }
 
+/// The request the flags describe.
+struct Parts {
+    method: Method,
+    headers: HeaderMap,
+    body: Option<Vec<u8>>,
+    /// The `Idempotency-Key` sent, if any.
+    key: Option<String>,
+}
+
 /// The request these flags describe: method, headers, body, and the key sent.
-fn request_parts(a: &Args) -> anyhow::Result<(Method, HeaderMap, Option<Vec<u8>>, Option<String>)> {
+fn request_parts(a: &Args) -> anyhow::Result<Parts> {
     let method = match &a.method {
         Some(m) => Method::from_bytes(m.to_ascii_uppercase().as_bytes())
             .map_err(|_| usage(format!("-X: `{m}` is not an HTTP method")))?,
@@ -152,7 +161,12 @@ fn request_parts(a: &Args) -> anyhow::Result<(Method, HeaderMap, Option<Vec<u8>>
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     });
-    Ok((method, headers, body, key))
+    Ok(Parts {
+        method,
+        headers,
+        body,
+        key,
+    })
 }
 
 fn describe(log: &AttemptLog) -> String {
@@ -190,7 +204,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         builder = builder.attempt_timeout(t);
     }
     let policy = builder.build().map_err(flag_error)?;
-    let (method, headers, body, key) = request_parts(a)?;
+    let Parts {
+        method,
+        headers,
+        body,
+        key,
+    } = request_parts(a)?;
 
     let logs: Arc<Mutex<Vec<AttemptLog>>> = Arc::default();
     let sink = logs.clone();

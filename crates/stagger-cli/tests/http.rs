@@ -11,14 +11,16 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::Router;
 
-type Script = Arc<Mutex<VecDeque<(u16, Vec<(&'static str, String)>, Duration)>>>;
+/// One scripted answer: status, headers, delay before answering.
+type Answer = (u16, Vec<(&'static str, String)>, Duration);
+type Script = Arc<Mutex<VecDeque<Answer>>>;
 
 struct Server {
     url: String,
     seen: Arc<Mutex<Vec<(Instant, HeaderMap)>>>,
 }
 
-async fn start(script: Vec<(u16, Vec<(&'static str, String)>, Duration)>) -> Server {
+async fn start(script: Vec<Answer>) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
     let script: Script = Arc::new(Mutex::new(script.into()));

@@ -231,7 +231,7 @@ impl Backoff {
         Duration::from_nanos(self.backoff_ns(retry))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn backoff_ns(&self, retry: u32) -> u64 {
         if self.base_ns >= self.cap_ns {
             return self.cap_ns.min(self.base_ns);
@@ -273,7 +273,7 @@ impl Backoff {
         Duration::from_nanos(self.delay_ns(retry, prev, rng))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn delay_ns<R: RandomSource + ?Sized>(
         &self,
         retry: u32,

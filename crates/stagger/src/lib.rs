@@ -73,6 +73,8 @@ pub mod breaker;
 pub mod budget;
 pub mod classify;
 pub mod clock;
+#[cfg(feature = "serde")]
+pub mod config;
 pub mod deadline;
 pub mod error;
 pub mod event;
@@ -90,9 +92,9 @@ pub mod scheduled;
 pub mod sli;
 mod sync;
 pub mod throttle;
-mod window;
 #[cfg(feature = "tower")]
 pub mod tower;
+mod window;
 
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};

@@ -10,10 +10,11 @@
 //! read [`state`](SliWindow::state) or [`snapshot`](SliWindow::snapshot)
 //! from code, a health check or a metrics exporter. It reads time from the
 //! [`Clock`] it was built with, so tests drive it with a
-//! [`ManualClock`](crate::ManualClock). The minute is twelve 5 s buckets; a
-//! ratio is judged "held above 20 %" when every evaluation in the last
-//! minute (at least one per bucket while events arrive, and one per read)
-//! found it above.
+//! [`ManualClock`](crate::ManualClock). The minute is twelve 5 s buckets.
+//! The state is judged on the ratio so far in the minute; "held above 20 %"
+//! is judged once per bucket, on the complete buckets before it, so the
+//! order of events inside a bucket does not matter and an alarm is raised
+//! within one bucket (5 s) of the ratio having held for a minute.
 //!
 //! ```
 //! use stagger::{Event, ManualClock, Observer, SliState, SliWindow};
@@ -189,7 +190,9 @@ impl<C: Clock> SliWindow<C> {
     pub fn snapshot(&self) -> SliSnapshot {
         let ns = self.time.nanos(self.clock.now());
         let e = self.time.epoch_of(ns);
-        let (requests, retries) = self.evaluate(e, ns);
+        self.evaluate(e, ns);
+        let requests = self.counts.total(e, REQUESTS);
+        let retries = self.counts.total(e, RETRIES);
         let ratio = if requests == 0 {
             0.0
         } else {
@@ -233,11 +236,20 @@ impl<C: Clock> SliWindow<C> {
         }
     }
 
-    /// Reads the counts and moves the "above since" mark.
-    fn evaluate(&self, e: u64, ns: u64) -> (u64, u64) {
-        self.evaluated.fetch_max(e + 1, AcqRel);
-        let requests = self.counts.total(e, REQUESTS);
-        let retries = self.counts.total(e, RETRIES);
+    /// Once per bucket: judges the window of complete buckets before `e`
+    /// and moves the "above since" mark.
+    fn evaluate(&self, e: u64, ns: u64) {
+        let seen = self.evaluated.load(Acquire);
+        if seen > e
+            || self
+                .evaluated
+                .compare_exchange(seen, e + 1, AcqRel, Acquire)
+                .is_err()
+        {
+            return;
+        }
+        let requests = self.counts.past(e, REQUESTS);
+        let retries = self.counts.past(e, RETRIES);
         if Self::ppm(requests, retries) > u128::from(self.alarm_ppm) {
             let _ = self
                 .above_since
@@ -245,7 +257,6 @@ impl<C: Clock> SliWindow<C> {
         } else if self.above_since.load(Acquire) != 0 {
             self.above_since.store(0, Release);
         }
-        (requests, retries)
     }
 }
 
@@ -258,11 +269,9 @@ impl<C: Clock> Observer for SliWindow<C> {
         };
         let ns = self.time.nanos(self.clock.now());
         let e = self.time.epoch_of(ns);
+        self.evaluate(e, ns);
         if let Some(k) = counter {
             self.counts.add(e, k, 1);
-        }
-        if counter == Some(RETRIES) || self.evaluated.load(Acquire) != e + 1 {
-            self.evaluate(e, ns);
         }
     }
 }

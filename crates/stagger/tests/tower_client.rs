@@ -180,7 +180,7 @@ async fn a_slow_reply_is_cut_off_and_retried_when_idempotent() {
             .unwrap()
             .parse()
             .unwrap();
-        assert!(t <= 200 && t >= 150, "{t}");
+        assert!((150..=200).contains(&t), "{t}");
     })
     .await;
 }
@@ -441,6 +441,65 @@ async fn methods_other_than_post_and_patch_are_retried() {
             .unwrap();
         let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(info(&resp).attempts, 3);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn clones_share_the_budget() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![status(503); 20]).await;
+        let bucket = stagger::budget::TokenBucket::builder()
+            .max_tokens(4.0)
+            .token_ratio(0.1)
+            .build()
+            .unwrap();
+        let policy = Policy::builder()
+            .max_attempts(5)
+            .base(Duration::from_millis(5))
+            .budget(bucket.clone())
+            .build()
+            .unwrap();
+        let mut a = client(RetryLayer::new(policy));
+        let mut b = a.clone();
+        let resp = send(&mut a, get(&server.url("/"))).await.unwrap();
+        let first = info(&resp);
+        assert_eq!(first.reason, StopReason::Budget, "{first:?}");
+        // The clone finds the bucket already drained: no retry at all.
+        let resp = send(&mut b, get(&server.url("/"))).await.unwrap();
+        let second = info(&resp);
+        assert_eq!((second.attempts, second.reason), (1, StopReason::Budget));
+        assert_eq!(server.hits().len() as u32, first.attempts + 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn clones_share_the_breaker() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![status(503); 20]).await;
+        let breaker = stagger::Breaker::builder()
+            .consecutive_failures(3)
+            .open_for(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let policy = Policy::builder()
+            .max_attempts(3)
+            .base(Duration::from_millis(5))
+            .breaker(breaker.clone())
+            .build()
+            .unwrap();
+        let mut a = client(RetryLayer::new(policy));
+        let mut b = a.clone();
+        let resp = send(&mut a, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(breaker.state(), stagger::BreakerState::Open);
+        // The dependency is plainly down: the clone's call fails fast.
+        let err = send(&mut b, get(&server.url("/"))).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Refused);
+        assert_eq!(err.reason(), StopReason::BreakerOpen);
+        assert_eq!(err.info().attempts, 0);
+        assert_eq!(server.hits().len(), 3);
     })
     .await;
 }

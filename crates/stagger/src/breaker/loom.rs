@@ -6,13 +6,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
 use std::time::{Duration, Instant};
 
-use loom::thread;
+use ::loom::thread;
 
 use super::*;
 use crate::classify::Failure;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
+    let mut b = ::loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(f);
 }

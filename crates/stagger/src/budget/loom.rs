@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use loom::thread;
+use ::loom::thread;
 
 use super::*;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
+    let mut b = ::loom::model::Builder::new();
     b.preemption_bound = Some(3);
     b.check(f);
 }
@@ -104,19 +104,19 @@ fn loom_refill_spends_each_token_once() {
     let t0 = Instant::now();
     model(move || {
         let b = RefillBudget::builder()
-            .capacity(1.0)
+            .capacity(2.0)
             .ratio(1.0)
             .build()
             .unwrap();
-        assert_eq!(granted(&b, t0), 1); // empty now
+        assert_eq!(granted(&b, t0), 1); // 1 token left
         let (b1, b2) = (b.clone(), b.clone());
         let d = thread::spawn(move || b1.on_success(None, t0));
         let w = thread::spawn(move || granted(&b2, t0));
         let mine = granted(&b, t0);
         d.join().unwrap();
         let total = mine + w.join().unwrap();
-        assert!(total <= 1);
-        assert_eq!(b.tokens_milli() + total * 1_000, 1_000);
+        assert!((1..=2).contains(&total), "{total}");
+        assert_eq!(b.tokens_milli() + total * 1_000, 2_000);
     });
 }
 

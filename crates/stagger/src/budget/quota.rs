@@ -101,7 +101,7 @@ impl Budget for QuotaBudget {
     #[inline]
     fn try_withdraw(&self, failure: &Failure, _now: Instant) -> Option<Withdrawal> {
         let cost = self.cost_of(failure);
-        take(&self.inner.left, cost).then(|| Withdrawal(cost as u32))
+        take(&self.inner.left, cost).then_some(Withdrawal(cost as u32))
     }
 }
 

@@ -241,19 +241,35 @@ where
     C: Clock,
 {
     /// Runs the call.
-    pub async fn call(self) -> Result<T, RetryError<E>> {
-        self.report().await.result
+    pub async fn call(mut self) -> Result<T, RetryError<E>> {
+        // The fast path again rather than `self.report().await.result`: one
+        // state machine instead of two nested ones on the success path.
+        let first = if self.is_plain() {
+            match judge((self.op)().await, &mut self.when, &mut self.ok) {
+                Ok(v) => return Ok(v),
+                Err(failed) => Some(failed),
+            }
+        } else {
+            None
+        };
+        self.boxed_slow(first).await.result
+    }
+
+    /// Nothing needs the clock, a timer or shared state before the first
+    /// attempt has failed.
+    #[inline]
+    fn is_plain(&self) -> bool {
+        self.policy.is_passive()
+            && self.settings.is_plain()
+            && self.policy.attempt_timeout().is_none()
+            && !self.notify.wants()
     }
 
     /// Runs the call and reports attempts and stop reason.
     pub async fn report(mut self) -> Report<T, E> {
         // Fast path, as in the blocking executor: no per-call state and no
         // timer until the first attempt has failed.
-        let plain = self.policy.is_passive()
-            && self.settings.is_plain()
-            && self.policy.attempt_timeout().is_none()
-            && !self.notify.wants();
-        let first = if plain {
+        let first = if self.is_plain() {
             match judge((self.op)().await, &mut self.when, &mut self.ok) {
                 Ok(v) => return Report::success(v, 1),
                 Err(failed) => Some(failed),

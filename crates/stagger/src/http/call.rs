@@ -281,12 +281,22 @@ impl CallOptions {
 }
 
 /// What the front-end does after an attempt.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) enum Step {
     Retry(Duration),
     Stop(StopReason),
 }
 
+impl Drop for Driver {
+    /// A call dropped mid-attempt (its future was cancelled) gives back what
+    /// the attempt holds, such as a half-open breaker's probe slot.
+    fn drop(&mut self) {
+        self.policy.abandon(&mut self.call, TokioClock);
+    }
+}
+
 /// The per-call state machine shared by the front-ends.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) struct Driver {
     policy: Policy,
     call: Call,
@@ -304,6 +314,7 @@ pub(crate) struct Driver {
     last_class: Option<Class>,
 }
 
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 impl Driver {
     pub(crate) fn new(
         settings: &Settings,

@@ -51,6 +51,7 @@ mod call;
 pub mod inbound;
 
 pub use call::{AttemptLog, CallOptions, NotRetried, RetryInfo, Settings};
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Driver, Step};
 pub use inbound::Inbound;
 
@@ -97,7 +98,11 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 /// assert!(is_idempotent(&Method::POST, &headers));
 /// ```
 pub fn is_idempotent(method: &Method, headers: &HeaderMap) -> bool {
-    classify::method_is_idempotent(method.as_str()) || headers.contains_key(IDEMPOTENCY_KEY)
+    // Methods are case-sensitive (RFC 9110 §9.1): only the standard ones.
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    ) || headers.contains_key(IDEMPOTENCY_KEY)
 }
 
 /// Whether the method is one that needs an `Idempotency-Key` to be
@@ -125,9 +130,13 @@ pub fn new_idempotency_key() -> HeaderValue {
     HeaderValue::from_bytes(&buf).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
 }
 
-/// Formats `x-retry-attempt`.
+/// Formats `x-retry-attempt` (without allocating for attempts 1 to 9).
 pub fn attempt_value(attempt: u32) -> HeaderValue {
-    HeaderValue::from(attempt)
+    const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    match SMALL.get(attempt as usize) {
+        Some(s) => HeaderValue::from_static(s),
+        None => HeaderValue::from(attempt),
+    }
 }
 
 /// Parses `x-retry-attempt` (or any 1-based attempt count): 1 to 9 ASCII

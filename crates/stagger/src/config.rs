@@ -1,0 +1,640 @@
+//! Configuration import (feature `serde`): gRPC service config.
+//!
+//! gRPC's retry design (A6) is configured per method in a JSON service
+//! config — a `retryPolicy` per method and one `retryThrottling` for the
+//! channel — but no Rust gRPC stack implements it. This module reads that
+//! JSON, validates it the way A6 says a client must, and turns it into
+//! stagger's parts: a [`Policy`] per method (with the channel's
+//! [`TokenBucket`] attached as its budget) and the set of retryable status
+//! codes.
+//!
+//! A6's rules, as applied here: `maxAttempts` must be an integer above 1 and
+//! values above 5 are treated as 5; `initialBackoff` and `maxBackoff` must be
+//! positive durations written as protobuf JSON strings (`"0.1s"`);
+//! `backoffMultiplier` must be positive (stagger also needs it to be at
+//! least 1); `retryableStatusCodes` must be non-empty, each code a name
+//! (`"UNAVAILABLE"`) or a number (`14`); `retryThrottling.maxTokens` must be
+//! in (0, 1000] and `tokenRatio` positive. Every error names the field.
+//! Delays use gRPC's jitter, `proportional(0.2)`.
+//!
+//! ```
+//! use stagger::config::ServiceConfig;
+//!
+//! let json = r#"{
+//!   "methodConfig": [{
+//!     "name": [{ "service": "shop.Cart" }],
+//!     "timeout": "2s",
+//!     "retryPolicy": {
+//!       "maxAttempts": 4,
+//!       "initialBackoff": "0.1s",
+//!       "maxBackoff": "1s",
+//!       "backoffMultiplier": 2,
+//!       "retryableStatusCodes": ["UNAVAILABLE", 8]
+//!     }
+//!   }],
+//!   "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 }
+//! }"#;
+//! let config = ServiceConfig::from_json(json)?;
+//! let method = config.method("shop.Cart", "Add").unwrap();
+//! let retry = method.retry.as_ref().unwrap();
+//! assert_eq!(retry.max_attempts, 4);
+//! assert!(retry.is_retryable(14) && retry.is_retryable(8) && !retry.is_retryable(13));
+//!
+//! let policy = config.policy("shop.Cart", "Add")?.unwrap();
+//! assert_eq!(policy.max_attempts(), 4);
+//!
+//! let err = ServiceConfig::from_json(r#"{"methodConfig":[{"retryPolicy":{"maxAttempts":1}}]}"#).unwrap_err();
+//! assert_eq!(err.field(), "retryPolicy.maxAttempts");
+//! # Ok::<(), stagger::ConfigError>(())
+//! ```
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::budget::TokenBucket;
+use crate::classify::{grpc_code, Class};
+use crate::error::ConfigError;
+use crate::policy::{Policy, PolicyBuilder};
+
+/// A6's ceiling on `maxAttempts`: larger values are treated as this.
+pub const MAX_ATTEMPTS_CEILING: u32 = 5;
+
+/// gRPC status code names, by number.
+pub const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// A parsed gRPC service config: its method configs and channel throttling.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServiceConfig {
+    /// `methodConfig`, in order.
+    pub methods: Vec<MethodConfig>,
+    /// `retryThrottling`, if present.
+    pub throttling: Option<Throttling>,
+}
+
+/// One `methodConfig` entry.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct MethodConfig {
+    /// The methods it applies to: `(service, method)`, where an empty
+    /// method means every method of the service and an empty service the
+    /// default for every service.
+    pub names: Vec<(String, String)>,
+    /// `timeout`: the call's deadline.
+    pub timeout: Option<Duration>,
+    /// `retryPolicy`, if present.
+    pub retry: Option<RetryPolicy>,
+}
+
+/// A validated `retryPolicy`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RetryPolicy {
+    /// Max attempts, the first included (2 to 5).
+    pub max_attempts: u32,
+    /// `initialBackoff`.
+    pub initial_backoff: Duration,
+    /// `maxBackoff`.
+    pub max_backoff: Duration,
+    /// `backoffMultiplier`.
+    pub multiplier: f64,
+    /// `retryableStatusCodes`, as numbers, sorted, without duplicates.
+    pub retryable: Vec<u32>,
+    /// `perAttemptRecvTimeout`, if present.
+    pub attempt_timeout: Option<Duration>,
+}
+
+/// A validated `retryThrottling`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct Throttling {
+    /// `maxTokens`, in (0, 1000].
+    pub max_tokens: f64,
+    /// `tokenRatio`, positive.
+    pub token_ratio: f64,
+}
+
+impl Throttling {
+    /// The shared `token_bucket` budget this describes (SPEC §5).
+    pub fn token_bucket(&self) -> Result<TokenBucket, ConfigError> {
+        TokenBucket::builder()
+            .max_tokens(self.max_tokens)
+            .token_ratio(self.token_ratio)
+            .build()
+            .map_err(|e| {
+                let field = match e.field() {
+                    "max_tokens" => "retryThrottling.maxTokens",
+                    _ => "retryThrottling.tokenRatio",
+                };
+                ConfigError::new(field, e.problem().to_string())
+            })
+    }
+}
+
+impl RetryPolicy {
+    /// Whether gRPC status `code` is listed as retryable.
+    pub fn is_retryable(&self, code: u32) -> bool {
+        self.retryable.binary_search(&code).is_ok()
+    }
+
+    /// The class of `code` under this policy: listed codes are retried
+    /// (RESOURCE_EXHAUSTED still only with pushback, DEADLINE_EXCEEDED only
+    /// for idempotent calls, as SPEC §2 says), others are permanent.
+    pub fn class_of(&self, code: u32) -> Class {
+        if !self.is_retryable(code) {
+            return Class::Permanent;
+        }
+        match grpc_code(code) {
+            Class::OnlyWithHint => Class::OnlyWithHint,
+            Class::Unknown => Class::Unknown,
+            _ => Class::Transient,
+        }
+    }
+
+    /// A policy builder with this schedule: the backoffs, the multiplier,
+    /// max attempts, gRPC's `proportional(0.2)` jitter, and the attempt
+    /// timeout if given.
+    pub fn policy_builder(&self) -> PolicyBuilder {
+        let mut b = Policy::builder()
+            .backoff(
+                Backoff::new()
+                    .base(self.initial_backoff)
+                    .cap(self.max_backoff)
+                    .multiplier(self.multiplier)
+                    .jitter(Jitter::Proportional(0.2)),
+            )
+            .max_attempts(self.max_attempts);
+        if let Some(t) = self.attempt_timeout {
+            b = b.attempt_timeout(t);
+        }
+        b
+    }
+}
+
+impl ServiceConfig {
+    /// Parses and validates a service config.
+    pub fn from_json(json: &str) -> Result<ServiceConfig, ConfigError> {
+        let root: Value = serde_json::from_str(json)
+            .map_err(|e| ConfigError::new("serviceConfig", format!("not valid JSON: {e}")))?;
+        let root = root
+            .as_object()
+            .ok_or_else(|| ConfigError::new("serviceConfig", "must be a JSON object"))?;
+        let mut methods = Vec::new();
+        if let Some(list) = root.get("methodConfig") {
+            let list = list
+                .as_array()
+                .ok_or_else(|| ConfigError::new("methodConfig", "must be a list"))?;
+            for (i, m) in list.iter().enumerate() {
+                let m = m.as_object().ok_or_else(|| {
+                    ConfigError::new("methodConfig", format!("entry {i} must be an object"))
+                })?;
+                methods.push(method_config(m)?);
+            }
+        }
+        let throttling = match root.get("retryThrottling") {
+            None | Some(Value::Null) => None,
+            Some(t) => Some(throttling(t)?),
+        };
+        Ok(ServiceConfig {
+            methods,
+            throttling,
+        })
+    }
+
+    /// The method config that applies to `service`/`method`: an exact
+    /// match, else the service's default, else the channel default (gRPC's
+    /// lookup order).
+    pub fn method(&self, service: &str, method: &str) -> Option<&MethodConfig> {
+        let find = |s: &str, m: &str| {
+            self.methods
+                .iter()
+                .find(|c| c.names.iter().any(|(ns, nm)| ns == s && nm == m))
+        };
+        find(service, method)
+            .or_else(|| find(service, ""))
+            .or_else(|| find("", ""))
+    }
+
+    /// The policy for `service`/`method` (`None` when it has no
+    /// `retryPolicy`), with the channel's token bucket attached as its
+    /// budget. Build it once per channel and share it: each call makes a
+    /// new bucket.
+    pub fn policy(&self, service: &str, method: &str) -> Result<Option<Policy>, ConfigError> {
+        let Some(retry) = self.method(service, method).and_then(|m| m.retry.as_ref()) else {
+            return Ok(None);
+        };
+        let mut b = retry.policy_builder();
+        if let Some(t) = &self.throttling {
+            b = b.budget(t.token_bucket()?);
+        }
+        b.build().map(Some).map_err(|e| {
+            let field = match e.field() {
+                "multiplier" => "retryPolicy.backoffMultiplier",
+                "cap" => "retryPolicy.maxBackoff",
+                "base" => "retryPolicy.initialBackoff",
+                other => other,
+            };
+            ConfigError::new(field, e.problem().to_string())
+        })
+    }
+}
+
+fn method_config(m: &Map<String, Value>) -> Result<MethodConfig, ConfigError> {
+    let mut names = Vec::new();
+    if let Some(list) = m.get("name") {
+        let list = list
+            .as_array()
+            .ok_or_else(|| ConfigError::new("methodConfig.name", "must be a list"))?;
+        for n in list {
+            let n = n
+                .as_object()
+                .ok_or_else(|| ConfigError::new("methodConfig.name", "entries must be objects"))?;
+            let text = |k: &str| -> Result<String, ConfigError> {
+                match n.get(k) {
+                    None | Some(Value::Null) => Ok(String::new()),
+                    Some(Value::String(s)) => Ok(s.clone()),
+                    Some(_) => Err(ConfigError::new(
+                        "methodConfig.name",
+                        format!("`{k}` must be a string"),
+                    )),
+                }
+            };
+            let (service, method) = (text("service")?, text("method")?);
+            if service.is_empty() && !method.is_empty() {
+                return Err(ConfigError::new(
+                    "methodConfig.name",
+                    "a method needs its service",
+                ));
+            }
+            names.push((service, method));
+        }
+    }
+    let timeout = match m.get("timeout") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(duration("methodConfig.timeout", v, false)?),
+    };
+    let retry = match m.get("retryPolicy") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(retry_policy(v)?),
+    };
+    Ok(MethodConfig {
+        names,
+        timeout,
+        retry,
+    })
+}
+
+fn retry_policy(v: &Value) -> Result<RetryPolicy, ConfigError> {
+    let p = v
+        .as_object()
+        .ok_or_else(|| ConfigError::new("retryPolicy", "must be an object"))?;
+    let field = |name: &'static str, key: &str| {
+        p.get(key)
+            .filter(|v| !v.is_null())
+            .ok_or_else(|| ConfigError::new(name, "is required"))
+    };
+    let max = field("retryPolicy.maxAttempts", "maxAttempts")?;
+    let max_attempts = match max.as_u64().or_else(|| whole(max.as_f64())) {
+        Some(n) if n > 1 => {
+            u32::try_from(n.min(u64::from(MAX_ATTEMPTS_CEILING))).unwrap_or(MAX_ATTEMPTS_CEILING)
+        }
+        _ => {
+            return Err(ConfigError::new(
+                "retryPolicy.maxAttempts",
+                format!("must be an integer above 1, got {max}"),
+            ))
+        }
+    };
+    let initial_backoff = duration(
+        "retryPolicy.initialBackoff",
+        field("retryPolicy.initialBackoff", "initialBackoff")?,
+        true,
+    )?;
+    let max_backoff = duration(
+        "retryPolicy.maxBackoff",
+        field("retryPolicy.maxBackoff", "maxBackoff")?,
+        true,
+    )?;
+    let m = field("retryPolicy.backoffMultiplier", "backoffMultiplier")?;
+    let multiplier = match m.as_f64() {
+        Some(x) if x.is_finite() && x > 0.0 => x,
+        _ => {
+            return Err(ConfigError::new(
+                "retryPolicy.backoffMultiplier",
+                format!("must be a positive number, got {m}"),
+            ))
+        }
+    };
+    let codes = field("retryPolicy.retryableStatusCodes", "retryableStatusCodes")?
+        .as_array()
+        .ok_or_else(|| ConfigError::new("retryPolicy.retryableStatusCodes", "must be a list"))?;
+    if codes.is_empty() {
+        return Err(ConfigError::new(
+            "retryPolicy.retryableStatusCodes",
+            "must not be empty",
+        ));
+    }
+    let mut retryable = Vec::with_capacity(codes.len());
+    for c in codes {
+        retryable.push(status_code(c)?);
+    }
+    retryable.sort_unstable();
+    retryable.dedup();
+    let attempt_timeout = match p.get("perAttemptRecvTimeout") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(duration("retryPolicy.perAttemptRecvTimeout", v, true)?),
+    };
+    Ok(RetryPolicy {
+        max_attempts,
+        initial_backoff,
+        max_backoff,
+        multiplier,
+        retryable,
+        attempt_timeout,
+    })
+}
+
+fn whole(x: Option<f64>) -> Option<u64> {
+    x.filter(|x| x.is_finite() && x.fract() == 0.0 && *x >= 0.0 && *x < 1e15)
+        .map(|x| x as u64)
+}
+
+fn status_code(c: &Value) -> Result<u32, ConfigError> {
+    let bad = || {
+        ConfigError::new(
+            "retryPolicy.retryableStatusCodes",
+            format!("`{c}` is not a gRPC status code name or number (0-16)"),
+        )
+    };
+    match c {
+        Value::String(s) => GRPC_CODES
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(s.trim()))
+            .map(|i| i as u32)
+            .ok_or_else(bad),
+        Value::Number(_) => whole(c.as_f64())
+            .filter(|n| *n <= 16)
+            .map(|n| n as u32)
+            .ok_or_else(bad),
+        _ => Err(bad()),
+    }
+}
+
+fn throttling(v: &Value) -> Result<Throttling, ConfigError> {
+    let t = v
+        .as_object()
+        .ok_or_else(|| ConfigError::new("retryThrottling", "must be an object"))?;
+    let number = |name: &'static str, key: &str| -> Result<f64, ConfigError> {
+        match t.get(key) {
+            None | Some(Value::Null) => Err(ConfigError::new(name, "is required")),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| ConfigError::new(name, format!("must be a number, got {v}"))),
+        }
+    };
+    let max_tokens = number("retryThrottling.maxTokens", "maxTokens")?;
+    if !(max_tokens > 0.0 && max_tokens <= 1000.0) {
+        return Err(ConfigError::new(
+            "retryThrottling.maxTokens",
+            format!("must be in (0, 1000], got {max_tokens}"),
+        ));
+    }
+    let token_ratio = number("retryThrottling.tokenRatio", "tokenRatio")?;
+    if token_ratio <= 0.0 {
+        return Err(ConfigError::new(
+            "retryThrottling.tokenRatio",
+            format!("must be positive, got {token_ratio}"),
+        ));
+    }
+    let t = Throttling {
+        max_tokens,
+        token_ratio,
+    };
+    t.token_bucket()?;
+    Ok(t)
+}
+
+/// Parses a protobuf JSON duration: decimal seconds with an `s` suffix and
+/// at most 9 fractional digits (`"0.1s"`, `"2s"`); `positive` requires it to
+/// be above zero.
+///
+/// ```
+/// use stagger::config::parse_proto_duration;
+/// use std::time::Duration;
+/// assert_eq!(parse_proto_duration("0.1s"), Some(Duration::from_millis(100)));
+/// assert_eq!(parse_proto_duration("1.5"), None);
+/// assert_eq!(parse_proto_duration("-1s"), None);
+/// ```
+pub fn parse_proto_duration(s: &str) -> Option<Duration> {
+    let body = s.strip_suffix('s')?;
+    let (secs, frac) = match body.split_once('.') {
+        Some((a, b)) => (a, b),
+        None => (body, ""),
+    };
+    if secs.is_empty()
+        || secs.len() > 12
+        || frac.len() > 9
+        || !secs.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || (body.contains('.') && frac.is_empty())
+    {
+        return None;
+    }
+    let secs: u64 = secs.parse().ok()?;
+    let mut nanos: u32 = 0;
+    for (i, b) in frac.bytes().enumerate() {
+        nanos += u32::from(b - b'0') * 10u32.pow(8 - i as u32);
+    }
+    Some(Duration::new(secs, nanos))
+}
+
+fn duration(field: &'static str, v: &Value, positive: bool) -> Result<Duration, ConfigError> {
+    let d = v.as_str().and_then(parse_proto_duration).ok_or_else(|| {
+        ConfigError::new(
+            field,
+            format!("must be a duration string such as \"0.1s\", got {v}"),
+        )
+    })?;
+    if positive && d.is_zero() {
+        return Err(ConfigError::new(field, "must be greater than zero"));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn retry(extra: &str) -> String {
+        format!(
+            r#"{{"methodConfig":[{{"name":[{{"service":"s"}}],"retryPolicy":{{
+                "maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s",
+                "backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]{extra}}}}}]}}"#
+        )
+    }
+
+    fn err(json: &str) -> &'static str {
+        ServiceConfig::from_json(json).unwrap_err().field()
+    }
+
+    #[test]
+    fn max_attempts_over_five_is_five_and_one_is_an_error() {
+        let c =
+            ServiceConfig::from_json(&retry("").replace("\"maxAttempts\":3", "\"maxAttempts\":9"))
+                .unwrap();
+        assert_eq!(c.methods[0].retry.as_ref().unwrap().max_attempts, 5);
+        for bad in ["1", "0", "-2", "2.5", "\"3\""] {
+            let j = retry("").replace("\"maxAttempts\":3", &format!("\"maxAttempts\":{bad}"));
+            assert_eq!(err(&j), "retryPolicy.maxAttempts", "{bad}");
+        }
+    }
+
+    #[test]
+    fn backoffs_must_be_positive_duration_strings() {
+        for (from, to, field) in [
+            ("\"0.1s\"", "\"0s\"", "retryPolicy.initialBackoff"),
+            ("\"0.1s\"", "0.1", "retryPolicy.initialBackoff"),
+            ("\"0.1s\"", "\"100ms\"", "retryPolicy.initialBackoff"),
+            ("\"1s\"", "\"-1s\"", "retryPolicy.maxBackoff"),
+            (
+                "\"backoffMultiplier\":2",
+                "\"backoffMultiplier\":0",
+                "retryPolicy.backoffMultiplier",
+            ),
+        ] {
+            assert_eq!(err(&retry("").replacen(from, to, 1)), field, "{to}");
+        }
+    }
+
+    #[test]
+    fn codes_by_name_or_number_and_never_empty() {
+        let j = retry("").replace(
+            "[\"UNAVAILABLE\"]",
+            "[\"unavailable\", 8, 14, \"DEADLINE_EXCEEDED\"]",
+        );
+        let c = ServiceConfig::from_json(&j).unwrap();
+        let r = c.methods[0].retry.as_ref().unwrap();
+        assert_eq!(r.retryable, [4, 8, 14]);
+        assert_eq!(r.class_of(14), Class::Transient);
+        assert_eq!(r.class_of(8), Class::OnlyWithHint);
+        assert_eq!(r.class_of(4), Class::Unknown);
+        assert_eq!(r.class_of(13), Class::Permanent);
+        for bad in ["[]", "[\"NOPE\"]", "[17]", "[1.5]", "[true]"] {
+            let j = retry("").replace("[\"UNAVAILABLE\"]", bad);
+            assert_eq!(err(&j), "retryPolicy.retryableStatusCodes", "{bad}");
+        }
+    }
+
+    #[test]
+    fn throttling_becomes_a_token_bucket() {
+        let j = r#"{"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}"#;
+        let t = ServiceConfig::from_json(j).unwrap().throttling.unwrap();
+        let b = t.token_bucket().unwrap();
+        assert_eq!(b.max_milli(), 10_000);
+        for (bad, field) in [
+            (
+                r#"{"maxTokens":0,"tokenRatio":0.1}"#,
+                "retryThrottling.maxTokens",
+            ),
+            (
+                r#"{"maxTokens":1001,"tokenRatio":0.1}"#,
+                "retryThrottling.maxTokens",
+            ),
+            (
+                r#"{"maxTokens":10,"tokenRatio":0}"#,
+                "retryThrottling.tokenRatio",
+            ),
+            (r#"{"maxTokens":10}"#, "retryThrottling.tokenRatio"),
+        ] {
+            assert_eq!(
+                err(&format!("{{\"retryThrottling\":{bad}}}")),
+                field,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn lookup_order_and_policy() {
+        let j = r#"{"methodConfig":[
+            {"name":[{}],"timeout":"5s"},
+            {"name":[{"service":"a"}],"retryPolicy":{"maxAttempts":2,"initialBackoff":"0.2s",
+              "maxBackoff":"2s","backoffMultiplier":1.5,"retryableStatusCodes":[14]}},
+            {"name":[{"service":"a","method":"m"}],"timeout":"1s"}]}"#;
+        let c = ServiceConfig::from_json(j).unwrap();
+        assert_eq!(
+            c.method("a", "m").unwrap().timeout,
+            Some(Duration::from_secs(1))
+        );
+        assert!(c.method("a", "x").unwrap().retry.is_some());
+        assert_eq!(
+            c.method("b", "x").unwrap().timeout,
+            Some(Duration::from_secs(5))
+        );
+        let p = c.policy("a", "x").unwrap().unwrap();
+        assert_eq!(p.max_attempts(), 2);
+        assert_eq!(p.backoff().backoff(1), Duration::from_millis(200));
+        assert!(c.policy("a", "m").unwrap().is_none());
+        let slow = j.replace("\"backoffMultiplier\":1.5", "\"backoffMultiplier\":0.5");
+        let c = ServiceConfig::from_json(&slow).unwrap();
+        assert_eq!(
+            c.policy("a", "x").unwrap_err().field(),
+            "retryPolicy.backoffMultiplier"
+        );
+    }
+
+    #[test]
+    fn proto_durations() {
+        assert_eq!(
+            parse_proto_duration("1.000000001s"),
+            Some(Duration::new(1, 1))
+        );
+        for bad in [
+            "",
+            "s",
+            "1",
+            ".5s",
+            "1.s",
+            "1.0000000001s",
+            "+1s",
+            "1e3s",
+            "1 s",
+        ] {
+            assert_eq!(parse_proto_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for j in [
+            "",
+            "[]",
+            "null",
+            "{\"methodConfig\":{}}",
+            "{\"methodConfig\":[1]}",
+        ] {
+            assert!(ServiceConfig::from_json(j).is_err(), "{j:?}");
+        }
+    }
+}

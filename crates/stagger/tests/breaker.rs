@@ -1,0 +1,462 @@
+//! The circuit breaker pinned at every boundary, on a manual clock.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use stagger::{Breaker, BreakerState, Class, Clock, Event, Failure, ManualClock, Outcome};
+
+fn fail() -> Outcome {
+    Outcome::Failure(Failure::transient())
+}
+
+/// Runs one call through the breaker; `false` if it was refused.
+fn call(b: &Breaker, clock: &ManualClock, outcome: Outcome) -> bool {
+    match b.acquire(clock.now()) {
+        Ok(p) => {
+            b.record(p, &outcome, None, clock.now());
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+fn no_jitter() -> stagger::BreakerBuilder {
+    Breaker::builder().open_jitter(0.0).seed(7)
+}
+
+type Log = Arc<Mutex<Vec<(BreakerState, BreakerState)>>>;
+
+fn logged(builder: stagger::BreakerBuilder) -> (Breaker, Log) {
+    let log: Log = Arc::default();
+    let sink = log.clone();
+    let b = builder
+        .observer(Arc::new(move |e: &Event| {
+            if let Event::BreakerStateChanged { from, to } = *e {
+                sink.lock().unwrap().push((from, to));
+            }
+        }))
+        .build()
+        .unwrap();
+    (b, log)
+}
+
+#[test]
+fn trips_at_50_percent_with_20_calls() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..10 {
+        call(&b, &clock, Outcome::Success);
+    }
+    for _ in 0..9 {
+        call(&b, &clock, fail());
+    }
+    assert_eq!(b.counts(clock.now()), (19, 9));
+    assert_eq!(b.state(), BreakerState::Closed);
+    call(&b, &clock, fail()); // 10 of 20 = 50 %
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn does_not_trip_with_19_calls_even_all_failing() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..19 {
+        call(&b, &clock, fail());
+    }
+    assert_eq!(b.counts(clock.now()), (19, 19));
+    assert_eq!(b.state(), BreakerState::Closed);
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn does_not_trip_just_under_50_percent() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..11 {
+        call(&b, &clock, Outcome::Success);
+    }
+    for _ in 0..9 {
+        call(&b, &clock, fail()); // 9 of 20 = 45 %
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    for _ in 0..200 {
+        call(&b, &clock, Outcome::Success);
+        call(&b, &clock, fail()); // always 2 failures short of half
+    }
+    assert_eq!(b.counts(clock.now()), (420, 209));
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+#[test]
+fn the_time_window_forgets_failures_older_than_10_s() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..19 {
+        call(&b, &clock, fail());
+    }
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(b.counts(clock.now()), (0, 0));
+    call(&b, &clock, fail());
+    assert_eq!(
+        b.state(),
+        BreakerState::Closed,
+        "only 1 call in the window now"
+    );
+}
+
+#[test]
+fn open_fails_fast_with_retry_in_then_half_opens_after_5_s() {
+    let clock = ManualClock::new();
+    let (b, log) = logged(no_jitter().min_calls(1));
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Open);
+    let refused = b.acquire(clock.now()).unwrap_err();
+    assert_eq!(refused.retry_in, Duration::from_secs(5));
+    clock.advance(Duration::from_millis(4_999));
+    assert_eq!(
+        b.acquire(clock.now()).unwrap_err().retry_in,
+        Duration::from_millis(1)
+    );
+    clock.advance(Duration::from_millis(1));
+    let probe = b.acquire(clock.now()).unwrap();
+    assert!(probe.is_probe());
+    assert_eq!(b.state(), BreakerState::HalfOpen);
+    b.record(probe, &Outcome::Success, None, clock.now());
+    assert_eq!(b.state(), BreakerState::Closed);
+    assert_eq!(b.counts(clock.now()), (0, 0), "closing clears the window");
+    use BreakerState::*;
+    assert_eq!(
+        *log.lock().unwrap(),
+        vec![(Closed, Open), (Open, HalfOpen), (HalfOpen, Closed)]
+    );
+}
+
+#[test]
+fn a_failed_probe_reopens_for_another_period() {
+    let clock = ManualClock::new();
+    let (b, log) = logged(no_jitter().min_calls(1));
+    call(&b, &clock, fail());
+    clock.advance(Duration::from_secs(5));
+    assert!(call(&b, &clock, fail()));
+    assert_eq!(b.state(), BreakerState::Open);
+    assert_eq!(
+        b.acquire(clock.now()).unwrap_err().retry_in,
+        Duration::from_secs(5)
+    );
+    assert_eq!(
+        log.lock().unwrap().last(),
+        Some(&(BreakerState::HalfOpen, BreakerState::Open))
+    );
+}
+
+#[test]
+fn half_open_admits_exactly_probes_concurrent_calls() {
+    for probes in [1u32, 2, 3, 5] {
+        let clock = ManualClock::new();
+        let b = no_jitter().min_calls(1).probes(probes).build().unwrap();
+        call(&b, &clock, fail());
+        clock.advance(Duration::from_secs(5));
+        let admitted: Vec<_> = (0..probes + 3)
+            .filter_map(|_| b.acquire(clock.now()).ok())
+            .collect();
+        assert_eq!(admitted.len() as u32, probes);
+        assert!(admitted.iter().all(|p| p.is_probe()));
+        assert_eq!(b.probes_in_flight(), probes);
+        // A cancelled probe gives its slot back without deciding anything.
+        b.record(
+            admitted[0],
+            &Outcome::Failure(Failure::new(Class::Cancelled)),
+            None,
+            clock.now(),
+        );
+        assert_eq!(b.state(), BreakerState::HalfOpen);
+        let again = b.acquire(clock.now()).expect("the freed slot");
+        assert!(b.acquire(clock.now()).is_err());
+        b.release(again, clock.now());
+        assert_eq!(b.probes_in_flight(), probes - 1);
+    }
+}
+
+#[test]
+fn probes_admitted_from_many_threads_never_exceed_the_limit() {
+    let clock = ManualClock::new();
+    let b = no_jitter().min_calls(1).probes(3).build().unwrap();
+    call(&b, &clock, fail());
+    clock.advance(Duration::from_secs(5));
+    let now = clock.now();
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let b = b.clone();
+            std::thread::spawn(move || (0..100).filter(|_| b.acquire(now).is_ok()).count())
+        })
+        .collect();
+    let admitted: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(admitted, 3);
+}
+
+#[test]
+fn lost_probes_are_reclaimed_after_the_probe_timeout() {
+    let clock = ManualClock::new();
+    let b = no_jitter()
+        .min_calls(1)
+        .probe_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    call(&b, &clock, fail());
+    clock.advance(Duration::from_secs(5));
+    let lost = b.acquire(clock.now()).unwrap(); // its caller is dropped
+    clock.advance(Duration::from_millis(1_999));
+    assert_eq!(
+        b.acquire(clock.now()).unwrap_err().retry_in,
+        Duration::from_millis(1)
+    );
+    clock.advance(Duration::from_millis(1));
+    let probe = b.acquire(clock.now()).expect("slot reclaimed");
+    b.record(probe, &Outcome::Success, None, clock.now());
+    assert_eq!(b.state(), BreakerState::Closed);
+    // The lost probe reporting late changes nothing: its period is over.
+    b.record(lost, &fail(), None, clock.now());
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+#[test]
+fn outcomes_from_an_earlier_period_are_ignored() {
+    let clock = ManualClock::new();
+    let b = no_jitter().min_calls(1).build().unwrap();
+    let slow = b.acquire(clock.now()).unwrap(); // admitted while closed
+    call(&b, &clock, fail());
+    clock.advance(Duration::from_secs(5));
+    let probe = b.acquire(clock.now()).unwrap();
+    b.record(slow, &Outcome::Success, None, clock.now());
+    assert_eq!(
+        b.state(),
+        BreakerState::HalfOpen,
+        "a stale success does not close"
+    );
+    b.record(probe, &Outcome::Success, None, clock.now());
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+#[test]
+fn a_count_window_forgets_outcomes_older_than_its_last_n() {
+    let clock = ManualClock::new();
+    let b = Breaker::builder()
+        .count_window(10)
+        .min_calls(10)
+        .build()
+        .unwrap();
+    for _ in 0..4 {
+        call(&b, &clock, fail());
+    }
+    for _ in 0..10 {
+        call(&b, &clock, Outcome::Success);
+    }
+    assert_eq!(
+        b.counts(clock.now()),
+        (10, 0),
+        "the 4 failures fell out of the ring"
+    );
+    for _ in 0..4 {
+        call(&b, &clock, fail());
+    }
+    assert_eq!(b.counts(clock.now()), (10, 4));
+    assert_eq!(b.state(), BreakerState::Closed);
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Open, "5 of the last 10");
+}
+
+/// Regression for tower-resilience's "sliding window", a cumulative
+/// counter: after 1 000 successes, 50 straight failures are 50 of 1 050 and
+/// it never trips. A true ring of the last 100 holds 50 of 100.
+#[test]
+fn tower_resilience_cumulative_window_50_failures_after_1000_successes_trip() {
+    let clock = ManualClock::new();
+    let b = Breaker::builder().count_window(100).build().unwrap();
+    for _ in 0..1_000 {
+        call(&b, &clock, Outcome::Success);
+    }
+    for i in 0..50 {
+        assert_eq!(b.state(), BreakerState::Closed, "after {i} failures");
+        call(&b, &clock, fail());
+    }
+    assert_eq!(b.counts(clock.now()), (100, 50));
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn consecutive_failures_trip_whatever_the_rate() {
+    let clock = ManualClock::new();
+    let b = Breaker::builder().consecutive_failures(5).build().unwrap();
+    for _ in 0..100 {
+        call(&b, &clock, Outcome::Success);
+    }
+    for _ in 0..4 {
+        call(&b, &clock, fail());
+    }
+    call(&b, &clock, Outcome::Success); // breaks the run
+    for _ in 0..4 {
+        call(&b, &clock, fail());
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn slow_calls_count_as_failures() {
+    let clock = ManualClock::new();
+    let b = Breaker::builder()
+        .slow_call(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    for _ in 0..10 {
+        let p = b.acquire(clock.now()).unwrap();
+        b.record(
+            p,
+            &Outcome::Success,
+            Some(Duration::from_millis(500)),
+            clock.now(),
+        );
+    }
+    assert_eq!(
+        b.counts(clock.now()),
+        (10, 0),
+        "at the threshold is not slow"
+    );
+    for _ in 0..10 {
+        let p = b.acquire(clock.now()).unwrap();
+        b.record(
+            p,
+            &Outcome::Success,
+            Some(Duration::from_millis(501)),
+            clock.now(),
+        );
+    }
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+#[test]
+fn permanent_errors_are_not_dependency_failures() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..100 {
+        call(&b, &clock, Outcome::Failure(Failure::permanent()));
+    }
+    assert_eq!(b.counts(clock.now()), (100, 0));
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+#[test]
+fn open_periods_are_jittered_by_up_to_20_percent() {
+    let mut lengths = Vec::new();
+    for seed in 0..40 {
+        let clock = ManualClock::new();
+        let b = Breaker::builder().min_calls(1).seed(seed).build().unwrap();
+        call(&b, &clock, fail());
+        let open = b.acquire(clock.now()).unwrap_err().retry_in;
+        assert!(
+            open >= Duration::from_secs(5) && open <= Duration::from_secs(6),
+            "{open:?}"
+        );
+        lengths.push(open);
+    }
+    lengths.sort();
+    lengths.dedup();
+    assert!(
+        lengths.len() > 30,
+        "breakers with different seeds open for different times"
+    );
+    // One breaker draws a new length for each period.
+    let clock = ManualClock::new();
+    let b = Breaker::builder().min_calls(1).seed(3).build().unwrap();
+    let mut periods = Vec::new();
+    for _ in 0..5 {
+        call(&b, &clock, fail());
+        let open = b.acquire(clock.now()).unwrap_err().retry_in;
+        periods.push(open);
+        clock.advance(open);
+    }
+    periods.dedup();
+    assert_eq!(periods.len(), 5, "{periods:?}");
+}
+
+#[test]
+fn the_breaker_is_a_fixed_size_handle() {
+    assert_eq!(std::mem::size_of::<Breaker>(), std::mem::size_of::<usize>());
+}
+
+#[test]
+fn bad_configs_name_their_field() {
+    let cases = [
+        (
+            Breaker::builder().failure_rate(0.0).build().unwrap_err(),
+            "failure_rate",
+        ),
+        (
+            Breaker::builder()
+                .failure_rate(f64::NAN)
+                .build()
+                .unwrap_err(),
+            "failure_rate",
+        ),
+        (
+            Breaker::builder().min_calls(0).build().unwrap_err(),
+            "min_calls",
+        ),
+        (
+            Breaker::builder()
+                .window(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            "window",
+        ),
+        (
+            Breaker::builder().count_window(0).build().unwrap_err(),
+            "count_window",
+        ),
+        (
+            Breaker::builder().count_window(10).build().unwrap_err(),
+            "min_calls",
+        ),
+        (
+            Breaker::builder()
+                .consecutive_failures(0)
+                .build()
+                .unwrap_err(),
+            "consecutive_failures",
+        ),
+        (
+            Breaker::builder()
+                .slow_call(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            "slow_call",
+        ),
+        (
+            Breaker::builder()
+                .open_for(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            "open_for",
+        ),
+        (
+            Breaker::builder().open_jitter(1.5).build().unwrap_err(),
+            "open_jitter",
+        ),
+        (
+            Breaker::builder().probes(256).build().unwrap_err(),
+            "probes",
+        ),
+        (
+            Breaker::builder()
+                .probe_timeout(Duration::ZERO)
+                .build()
+                .unwrap_err(),
+            "probe_timeout",
+        ),
+    ];
+    for (err, field) in cases {
+        assert_eq!(err.field(), field, "{err}");
+    }
+}
