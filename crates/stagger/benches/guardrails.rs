@@ -1,1 +1,277 @@
-fn main() {}
+//! Guardrails against their peers, in one run: median ns per operation with
+//! 1 thread and with 2 threads hammering one shared instance.
+//!
+//! ```text
+//! cargo bench -p stagger --bench guardrails -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Each measurement runs `iters` operations on every thread at once (they
+//! start together behind a barrier) and reports the slowest thread's time
+//! divided by `iters`: the latency of one operation while the other thread
+//! does the same to the same instance. Our guardrails take `now` as an
+//! argument (the engine reads the clock once per decision); they get a fixed
+//! instant here, and the `+ Instant::now()` rows show the cost with a clock
+//! read added. Peers read the clock themselves where they need it.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use stagger::budget::{Budget, QuotaBudget, RatioBudget, RefillBudget, TokenBucket};
+use stagger::{Breaker, Failure, Outcome};
+use tower::retry::budget::{Budget as _, TpsBudget};
+
+/// Runs `op` `iters` times on each of `threads` threads at once.
+fn run<T: Sync>(threads: usize, iters: u64, shared: &T, op: &(impl Fn(&T) + Sync)) -> Duration {
+    if threads == 1 {
+        let start = Instant::now();
+        for _ in 0..iters {
+            op(black_box(shared));
+        }
+        return start.elapsed();
+    }
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        op(black_box(shared));
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+/// Measures `op` on a fresh instance from `make` with 1 thread, then on
+/// another with 2 threads.
+fn contended<T: Sync>(
+    c: &mut Criterion,
+    group: &str,
+    name: &str,
+    make: impl Fn() -> T,
+    op: impl Fn(&T) + Sync,
+) {
+    let mut g = c.benchmark_group(group);
+    for threads in [1usize, 2] {
+        let shared = make();
+        g.bench_function(BenchmarkId::new(name, format!("{threads}t")), |b| {
+            b.iter_custom(|iters| run(threads, iters, &shared, &op))
+        });
+    }
+    g.finish();
+}
+
+fn sizes() {
+    let ratio = RatioBudget::default();
+    let bucket = TokenBucket::default();
+    let refill = RefillBudget::default();
+    let quota = QuotaBudget::default();
+    let breaker = Breaker::default();
+    let counted = Breaker::builder().count_window(100).build().unwrap();
+    println!("size_of handles: RatioBudget {} B, TokenBucket {} B, RefillBudget {} B, QuotaBudget {} B, Breaker {} B",
+        std::mem::size_of::<RatioBudget>(),
+        std::mem::size_of::<TokenBucket>(),
+        std::mem::size_of::<RefillBudget>(),
+        std::mem::size_of::<QuotaBudget>(),
+        std::mem::size_of::<Breaker>(),
+    );
+    println!(
+        "shared state: ratio {} B, token_bucket {} B, refill {} B, quota {} B, breaker {} B (count window 100: {} B)",
+        ratio.footprint(),
+        bucket.footprint(),
+        refill.footprint(),
+        quota.footprint(),
+        breaker.footprint(),
+        counted.footprint(),
+    );
+    println!(
+        "peers: tower TpsBudget {} B (+ its boxed slots), failsafe StateMachine {} B, recloser Recloser {} B",
+        std::mem::size_of::<TpsBudget>(),
+        std::mem::size_of_val(&failsafe::Config::new().build()),
+        std::mem::size_of::<recloser::Recloser>(),
+    );
+}
+
+fn budgets(c: &mut Criterion) {
+    sizes();
+    let now = Instant::now();
+    let failure = Failure::transient();
+
+    // Deposits: what a budget earns from ordinary traffic (a request for
+    // `ratio`, a success for the others; a full bucket stays full).
+    contended(c, "deposit", "ratio", RatioBudget::default, |b| {
+        b.on_request(black_box(now))
+    });
+    contended(
+        c,
+        "deposit",
+        "ratio + Instant::now()",
+        RatioBudget::default,
+        |b| b.on_request(Instant::now()),
+    );
+    contended(c, "deposit", "token_bucket", TokenBucket::default, |b| {
+        b.on_success(None, black_box(now))
+    });
+    contended(c, "deposit", "refill", RefillBudget::default, |b| {
+        b.on_success(None, black_box(now))
+    });
+    contended(c, "deposit", "quota", QuotaBudget::default, |b| {
+        b.on_success(None, black_box(now))
+    });
+    contended(c, "deposit", "tower TpsBudget", TpsBudget::default, |b| {
+        b.deposit()
+    });
+
+    // Withdrawals that are granted: each budget is large enough never to
+    // run dry during the run.
+    contended(
+        c,
+        "withdraw",
+        "ratio",
+        || RatioBudget::builder().floor(1_000_000_000).build().unwrap(),
+        |b| {
+            black_box(b.try_withdraw(&failure, black_box(now)));
+        },
+    );
+    contended(c, "withdraw", "token_bucket", TokenBucket::default, |b| {
+        black_box(b.try_withdraw(&failure, black_box(now)));
+    });
+    contended(
+        c,
+        "withdraw",
+        "refill",
+        || RefillBudget::builder().capacity(1e12).build().unwrap(),
+        |b| {
+            black_box(b.try_withdraw(&failure, black_box(now)));
+        },
+    );
+    contended(
+        c,
+        "withdraw",
+        "quota",
+        || {
+            QuotaBudget::builder()
+                .capacity(u32::MAX)
+                .retry_cost(1)
+                .build()
+                .unwrap()
+        },
+        |b| {
+            black_box(b.try_withdraw(&failure, black_box(now)));
+        },
+    );
+    contended(
+        c,
+        "withdraw",
+        "tower TpsBudget",
+        || TpsBudget::new(Duration::from_secs(10), 1_000_000_000, 0.1),
+        |b| {
+            black_box(b.withdraw());
+        },
+    );
+
+    // A refused withdrawal (the budget is dry): what a retry storm costs.
+    contended(
+        c,
+        "withdraw refused",
+        "ratio",
+        || RatioBudget::builder().floor(0).build().unwrap(),
+        |b| {
+            black_box(b.try_withdraw(&failure, black_box(now)));
+        },
+    );
+    contended(
+        c,
+        "withdraw refused",
+        "tower TpsBudget",
+        || TpsBudget::new(Duration::from_secs(10), 0, 0.1),
+        |b| {
+            black_box(b.withdraw());
+        },
+    );
+}
+
+fn breakers(c: &mut Criterion) {
+    let now = Instant::now();
+    contended(
+        c,
+        "breaker closed call",
+        "stagger Breaker",
+        Breaker::default,
+        |b| {
+            if let Ok(p) = b.acquire(black_box(now)) {
+                b.record(p, &Outcome::Success, None, black_box(now));
+            }
+        },
+    );
+    contended(
+        c,
+        "breaker closed call",
+        "stagger Breaker + Instant::now()",
+        Breaker::default,
+        |b| {
+            let now = Instant::now();
+            if let Ok(p) = b.acquire(now) {
+                b.record(p, &Outcome::Success, None, now);
+            }
+        },
+    );
+    contended(
+        c,
+        "breaker closed call",
+        "stagger Breaker (count window)",
+        || Breaker::builder().count_window(100).build().unwrap(),
+        |b| {
+            if let Ok(p) = b.acquire(black_box(now)) {
+                b.record(p, &Outcome::Success, None, black_box(now));
+            }
+        },
+    );
+    contended(
+        c,
+        "breaker closed call",
+        "failsafe",
+        || failsafe::Config::new().build(),
+        |b| {
+            if b.is_call_permitted() {
+                b.on_success();
+            }
+        },
+    );
+    contended(
+        c,
+        "breaker closed call",
+        "recloser",
+        recloser::Recloser::default,
+        |r| {
+            black_box(r.call(|| Ok::<(), ()>(())).is_ok());
+        },
+    );
+}
+
+fn reference(c: &mut Criterion) {
+    contended(
+        c,
+        "reference",
+        "one atomic fetch_add",
+        || AtomicU64::new(0),
+        |a| {
+            a.fetch_add(1, Ordering::Relaxed);
+        },
+    );
+}
+
+criterion_group!(benches, reference, budgets, breakers);
+criterion_main!(benches);

@@ -65,7 +65,7 @@ use std::time::{Duration, Instant};
 use crate::classify::{Class, Outcome};
 use crate::event::{BreakerState, Event, Observer};
 use crate::rng::splitmix64;
-use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded, STRIPES};
+use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::window::{Timebase, Window};
 
 mod builder;
@@ -192,7 +192,7 @@ struct Inner {
     cfg: Config,
     time: Timebase,
     /// Per bucket: successes (0) and failures (1), striped by thread.
-    window: Window<BUCKETS, 2, STRIPES>,
+    window: Window<BUCKETS, 2>,
     ring: Option<CountRing>,
     consecutive: Padded<AtomicU32>,
     observer: Option<Arc<dyn Observer>>,
@@ -245,6 +245,12 @@ impl Breaker {
             OPEN => BreakerState::Open,
             _ => BreakerState::HalfOpen,
         }
+    }
+
+    /// Bytes of shared state behind the handle (the count ring's bits
+    /// included), fixed at construction whatever the traffic.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Inner>() + self.inner.ring.as_ref().map_or(0, CountRing::heap_bytes)
     }
 
     /// Half-open probes currently admitted and not yet reported.

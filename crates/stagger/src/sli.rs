@@ -55,7 +55,7 @@ use crate::budget::scaled;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::event::{Event, Observer};
-use crate::sync::{nanos, AtomicU64, Ordering::*, STRIPES};
+use crate::sync::{nanos, AtomicU64, Ordering::*};
 use crate::window::{Timebase, Window};
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 12 };
@@ -110,7 +110,7 @@ pub struct SliSnapshot {
 pub struct SliWindow<C = MonotonicClock> {
     clock: C,
     time: Timebase,
-    counts: Window<BUCKETS, 2, STRIPES>,
+    counts: Window<BUCKETS, 2>,
     /// 1 + nanoseconds since the origin when the ratio was first seen above
     /// the alarm threshold in the current run; 0 when it is not above.
     above_since: AtomicU64,

@@ -54,7 +54,7 @@ use crate::budget::thousandths;
 use crate::classify::{Class, Outcome};
 use crate::error::ConfigError;
 use crate::rng::RandomSource;
-use crate::sync::{nanos, STRIPES};
+use crate::sync::nanos;
 use crate::window::{Timebase, Window};
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 12 };
@@ -71,7 +71,7 @@ struct Inner {
     k_milli: u64,
     window: Duration,
     time: Timebase,
-    counts: Window<BUCKETS, 2, STRIPES>,
+    counts: Window<BUCKETS, 2>,
 }
 
 impl fmt::Debug for Throttle {
@@ -107,6 +107,11 @@ impl Throttle {
     /// A builder starting from the defaults.
     pub fn builder() -> ThrottleBuilder {
         ThrottleBuilder::new()
+    }
+
+    /// Bytes of shared state behind the handle, fixed at construction.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Inner>()
     }
 
     /// `(requests, accepts)` in the window ending at `now`.

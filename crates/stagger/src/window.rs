@@ -8,11 +8,16 @@
 //! with one compare-and-swap: no sweeper thread, no lock, and a fixed size
 //! whatever the traffic.
 //!
-//! Writers are spread over `S` stripes (one cache-line-padded ring each) by
+//! Writers are spread over stripes (one cache-line-padded ring each) by
 //! thread, so threads that count at the same time do not fight over one
-//! line. Readers add the stripes up. The buckets before the current one do
-//! not change any more, so their sum is cached once per epoch; reading a
-//! window costs one cached word plus the `S` current slots.
+//! line; a thread that owns its stripe counts with a plain load and store.
+//! Readers add the stripes up. The buckets before the current one do not
+//! change any more, so their sum is cached once per epoch; reading a window
+//! costs one cached word plus the current slot of each stripe.
+//!
+//! Turning an `Instant` into an epoch costs a call into std's time
+//! arithmetic, so each thread remembers, per time base, the instants where
+//! its last epoch starts and ends: a hit is two comparisons.
 //!
 //! A count that lands after its bucket was summed (a thread that read the
 //! time just before an epoch ended) is seen when the window next moves; a
@@ -20,7 +25,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sync::{atomics, nanos, stripe, AtomicU64, Ordering::Relaxed, Origin, Padded};
+use crate::sync::{
+    atomics, nanos, stripe, AtomicU64, Ordering::Relaxed, Origin, Padded, Stripe, STRIPES,
+};
 
 /// Epoch tags wrap after 2^32 buckets: 13 years of 100 ms buckets, the
 /// shortest any window here allows.
@@ -75,16 +82,37 @@ pub(crate) struct Timebase {
     origin: Origin,
     width_ns: u64,
     reciprocal: u64,
+    /// Names this time base in the per-thread span cache.
+    #[cfg_attr(loom, allow(dead_code))]
+    id: u64,
+}
+
+/// One thread's memory of where an epoch of one time base lies.
+#[cfg(not(loom))]
+#[derive(Clone, Copy)]
+struct Span {
+    id: u64,
+    start: Instant,
+    end: Instant,
+    epoch: u64,
+}
+
+#[cfg(not(loom))]
+thread_local! {
+    static SPANS: [std::cell::Cell<Option<Span>>; 4] =
+        const { [const { std::cell::Cell::new(None) }; 4] };
 }
 
 impl Timebase {
     /// Buckets `width` long (at least 1 ns).
     pub(crate) fn new(width: Duration) -> Self {
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let width_ns = nanos(width).max(1);
         Timebase {
             origin: Origin::default(),
             width_ns,
             reciprocal: u64::MAX / width_ns,
+            id: IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -95,7 +123,42 @@ impl Timebase {
     }
 
     /// The epoch `now` falls in.
+    #[cfg(not(loom))]
     #[inline]
+    pub(crate) fn epoch(&self, now: Instant) -> u64 {
+        let slot = (self.id & 3) as usize;
+        if let Ok(Some(span)) = SPANS.try_with(|s| s[slot].get()) {
+            if span.id == self.id && span.start <= now && now < span.end {
+                return span.epoch;
+            }
+        }
+        self.epoch_slow(now, slot)
+    }
+
+    #[cfg(not(loom))]
+    #[cold]
+    fn epoch_slow(&self, now: Instant, slot: usize) -> u64 {
+        let epoch = self.epoch_of(self.nanos(now));
+        let start = self
+            .origin
+            .get()
+            .and_then(|o| o.checked_add(Duration::from_nanos(epoch.saturating_mul(self.width_ns))));
+        if let Some(start) = start {
+            if let Some(end) = start.checked_add(Duration::from_nanos(self.width_ns)) {
+                let span = Span {
+                    id: self.id,
+                    start,
+                    end,
+                    epoch,
+                };
+                let _ = SPANS.try_with(|s| s[slot].set(Some(span)));
+            }
+        }
+        epoch
+    }
+
+    /// The epoch `now` falls in.
+    #[cfg(loom)]
     pub(crate) fn epoch(&self, now: Instant) -> u64 {
         self.epoch_of(self.nanos(now))
     }
@@ -138,22 +201,22 @@ pub(crate) fn bump(slot: &AtomicU64, epoch: u64, n: u64) -> bool {
     }
 }
 
-/// `K` counters over a window of `B` buckets, written through `S` stripes
-/// (`S` a power of two; 1 for a central ring).
+/// `K` counters over a window of `B` buckets, written through per-thread
+/// stripes.
 #[derive(Debug)]
-pub(crate) struct Window<const B: usize, const K: usize, const S: usize> {
-    stripes: [Padded<[[AtomicU64; K]; B]>; S],
+pub(crate) struct Window<const B: usize, const K: usize> {
+    stripes: [Padded<[[AtomicU64; K]; B]>; STRIPES],
     /// Per counter: the sum of the `B - 1` buckets before the tagged epoch.
     past: Padded<[AtomicU64; K]>,
 }
 
-impl<const B: usize, const K: usize, const S: usize> Default for Window<B, K, S> {
+impl<const B: usize, const K: usize> Default for Window<B, K> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const B: usize, const K: usize, const S: usize> Window<B, K, S> {
+impl<const B: usize, const K: usize> Window<B, K> {
     /// All counts zero.
     pub(crate) fn new() -> Self {
         Window {
@@ -162,16 +225,28 @@ impl<const B: usize, const K: usize, const S: usize> Window<B, K, S> {
         }
     }
 
-    #[inline]
-    fn my_stripe(&self) -> &[[AtomicU64; K]; B] {
-        let s = if S == 1 { 0 } else { stripe() & (S - 1) };
-        &self.stripes[s].0
-    }
-
     /// Adds `n` to counter `k` in `epoch`'s bucket.
     #[inline]
     pub(crate) fn add(&self, epoch: u64, k: usize, n: u64) {
-        bump(&self.my_stripe()[(epoch % B as u64) as usize][k], epoch, n);
+        let i = (epoch % B as u64) as usize;
+        match stripe() {
+            Stripe::Owned(s) => {
+                // Only this thread writes here (besides `clear`): no lock.
+                let slot = &self.stripes[s].0[i][k];
+                let word = slot.load(Relaxed);
+                let new = if is_epoch(word, epoch) {
+                    pack(epoch, count(word).saturating_add(n).min(COUNT_MAX))
+                } else if is_ahead(word, epoch) {
+                    return;
+                } else {
+                    pack(epoch, n.min(COUNT_MAX))
+                };
+                slot.store(new, Relaxed);
+            }
+            Stripe::Shared(s) => {
+                bump(&self.stripes[s].0[i][k], epoch, n);
+            }
+        }
     }
 
     /// Counter `k` in `epoch`'s own bucket, over every stripe.
@@ -275,7 +350,7 @@ mod tests {
 
     #[test]
     fn window_sums_only_live_buckets() {
-        let w: Window<4, 1, 2> = Window::new();
+        let w: Window<4, 1> = Window::new();
         w.add(0, 0, 1);
         w.add(1, 0, 2);
         w.add(3, 0, 4);

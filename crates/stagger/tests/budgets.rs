@@ -299,6 +299,36 @@ fn concurrent_deposits_are_all_counted() {
     assert_eq!(b.available(clock.now()), 40_000);
 }
 
+/// More threads than there are owned stripes: the rest share stripes with
+/// compare-and-swap, and threads that exit hand their stripe on.
+#[test]
+fn deposits_from_many_short_and_long_lived_threads_are_all_counted() {
+    let clock = ManualClock::new();
+    let b = RatioBudget::builder().ratio(1.0).floor(0).build().unwrap();
+    let start = Arc::new(Barrier::new(20));
+    let handles: Vec<_> = (0..20)
+        .map(|_| {
+            let (b, s, now) = (b.clone(), start.clone(), clock.now());
+            std::thread::spawn(move || {
+                s.wait();
+                for _ in 0..5_000 {
+                    b.on_request(now);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    for _ in 0..40 {
+        let (b, now) = (b.clone(), clock.now());
+        std::thread::spawn(move || b.on_request(now))
+            .join()
+            .unwrap();
+    }
+    assert_eq!(b.counts(clock.now()), (100_040, 0));
+}
+
 #[test]
 fn budgets_are_fixed_size_handles() {
     assert_eq!(

@@ -72,6 +72,11 @@ impl QuotaBudget {
         QuotaBudgetBuilder::new()
     }
 
+    /// Bytes of shared state behind the handle, fixed at construction.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Inner>()
+    }
+
     /// Units left.
     pub fn available(&self) -> u64 {
         self.inner.left.load(Acquire)
@@ -105,7 +110,7 @@ impl Budget for QuotaBudget {
     }
 }
 
-/// Configures a [`QuotaBudget`]: a capacity in `[1, 10⁹]`, costs in
+/// Configures a [`QuotaBudget`]: a capacity of at least 1, costs in
 /// `[1, capacity]`, a first-attempt refund in `[0, capacity]`.
 ///
 /// ```
@@ -166,8 +171,8 @@ impl QuotaBudgetBuilder {
 
     /// Validates and builds.
     pub fn build(self) -> Result<QuotaBudget, ConfigError> {
-        if self.capacity == 0 || self.capacity > 1_000_000_000 {
-            return Err(ConfigError::new("capacity", "must be between 1 and 1e9"));
+        if self.capacity == 0 {
+            return Err(ConfigError::new("capacity", "must be at least 1"));
         }
         for (field, cost) in [
             ("retry_cost", self.retry_cost),

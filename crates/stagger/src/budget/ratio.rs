@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use super::{scaled, Budget, Withdrawal};
 use crate::classify::Failure;
 use crate::error::ConfigError;
-use crate::sync::{atomics, nanos, AtomicU64, Ordering::*, Padded, STRIPES};
+use crate::sync::{atomics, nanos, AtomicU64, Ordering::*, Padded};
 use crate::window::{ahead_by, count, is_ahead, is_epoch, pack, Timebase, Window};
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 10 };
@@ -62,7 +62,7 @@ struct Inner {
     floor: u64,
     window: Duration,
     time: Timebase,
-    requests: Window<BUCKETS, 1, STRIPES>,
+    requests: Window<BUCKETS, 1>,
     /// Retries per bucket: `[epoch tag | sealed | count]`.
     retries: Padded<[AtomicU64; BUCKETS]>,
     /// `[epoch tag | sum]`: the retries of the sealed buckets before the
@@ -114,6 +114,12 @@ impl RatioBudget {
         self.inner.window
     }
 
+    /// Bytes of shared state behind the handle, fixed at construction
+    /// whatever the traffic.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Inner>()
+    }
+
     /// `(requests, retries)` in the window ending at `now`.
     pub fn counts(&self, now: Instant) -> (u64, u64) {
         let e = self.inner.time.epoch(now);
@@ -145,7 +151,28 @@ impl Inner {
 
     #[inline]
     fn withdraw(&self, now: Instant) -> bool {
-        let mut e = self.time.epoch(now);
+        let e = self.time.epoch(now);
+        // Fast path: the bucket is open and the cached sums are current.
+        let cached = self.past.load(Acquire);
+        if is_epoch(cached, e) {
+            let slot = &self.retries[(e % BUCKETS as u64) as usize];
+            let word = slot.load(Acquire);
+            if is_epoch(word, e) && count(word) < SEALED - 1 {
+                let need = u128::from(count(cached) + count(word) + 1) * PPM;
+                if need <= self.allowance(self.requests.past(e, 0))
+                    && slot
+                        .compare_exchange(word, word + 1, AcqRel, Acquire)
+                        .is_ok()
+                {
+                    return true;
+                }
+            }
+        }
+        self.withdraw_slow(e)
+    }
+
+    #[inline(never)]
+    fn withdraw_slow(&self, mut e: u64) -> bool {
         loop {
             let cached = self.past.load(Acquire);
             if is_ahead(cached, e) {
@@ -173,6 +200,9 @@ impl Inner {
             } else {
                 0
             };
+            if current >= SEALED - 1 {
+                return false; // the bucket's counter is full
+            }
             let need = u128::from(past + current + 1) * PPM;
             let requests = self.requests.past(e, 0);
             if need > self.allowance(requests)

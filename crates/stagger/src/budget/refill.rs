@@ -79,6 +79,11 @@ impl RefillBudget {
         }
     }
 
+    /// Bytes of shared state behind the handle, fixed at construction.
+    pub fn footprint(&self) -> usize {
+        std::mem::size_of::<Inner>()
+    }
+
     /// The tokens left, in thousandths.
     pub fn tokens_milli(&self) -> u64 {
         self.inner.tokens.load(Acquire)
@@ -101,7 +106,7 @@ impl Budget for RefillBudget {
     }
 }
 
-/// Configures a [`RefillBudget`]: `capacity` in `[1, 10⁶]` tokens, `ratio`
+/// Configures a [`RefillBudget`]: `capacity` in `[1, 10¹²]` tokens, `ratio`
 /// in `[0, capacity]` tokens per success (kept in thousandths).
 ///
 /// ```
@@ -143,7 +148,7 @@ impl RefillBudgetBuilder {
 
     /// Validates and builds.
     pub fn build(self) -> Result<RefillBudget, ConfigError> {
-        let capacity = thousandths("capacity", self.capacity, 1.0, 1e6)?;
+        let capacity = thousandths("capacity", self.capacity, 1.0, 1e12)?;
         let ratio = thousandths("ratio", self.ratio, 0.0, self.capacity)?;
         Ok(RefillBudget::with_milli(capacity, ratio))
     }
