@@ -155,7 +155,10 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--rate", "5000"][..], "--rate"),
         (&["--clients", "0"][..], "--clients"),
         (&["--fault", "meteor"][..], "--fault"),
-        (&["--fault", "stall", "--duration", "4s", "--fault-at", "3s"][..], "--duration"),
+        (
+            &["--fault", "stall", "--duration", "4s", "--fault-at", "3s"][..],
+            "--duration",
+        ),
         (&["--attempts", "0"][..], "--attempts"),
         (&["--format", "xml"][..], "--format"),
     ] {

@@ -189,6 +189,8 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         return Err(usage("--base: must not exceed --cap".into()));
     }
     let (fault_start, fault_end) = match a.fault.length() {
+        // A baseline: judged healthy or not from the first second.
+        _ if a.fault == Fault::None => (Duration::ZERO, Some(Duration::ZERO)),
         None => (a.fault_at.unwrap_or(Duration::ZERO), None),
         Some(len) => {
             let at = a
@@ -301,6 +303,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     } else {
         println!("{}", report::legend(&results.params));
         print!("{}", report::table(&results));
+        println!("\n{}", report::KEY);
     }
     if let Some(dir) = &a.out {
         std::fs::write(dir.join("report.html"), report::html(&results))

@@ -131,6 +131,16 @@ pub fn table(r: &Results) -> String {
     out
 }
 
+/// What the table's columns mean.
+pub const KEY: &str = "\
+success: requests that succeeded within their deadline. ampl: attempts arriving at the server ÷ requests; \
+tries/req: attempts the clients made ÷ requests (refused connections included). retries/req: retries \
+arriving ÷ requests. peak/cap: largest 1 s load ÷ capacity; after/cap: the same after the fault cleared; \
+>cap after: seconds after the fault with the 1 s load over capacity. recovery: from the fault clearing \
+until load is back at baseline (≤ 1.25 × rate) with ≥ 90 % of the rate succeeding, two 1 s windows in a \
+row. tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
+budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server.";
+
 /// A short description of the run for the report and `--help` readers.
 pub fn legend(p: &Params) -> String {
     let end = p
@@ -291,16 +301,17 @@ pub fn html(r: &Results) -> String {
     h.push_str(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>stagger gameday</title>\
          <style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\
-         pre{background:#f6f6f6;padding:1em;overflow-x:auto}\
+         pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:11px}\
          .key span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}\
          </style></head><body>",
     );
     let _ = write!(
         h,
-        "<h1>stagger gameday: {}</h1><p>{}</p><pre>{}</pre>",
+        "<h1>stagger gameday: {}</h1><p>{}</p><pre>{}</pre><p><small>{}</small></p>",
         escape(r.params.fault),
         escape(&legend(&r.params)),
-        escape(&table(r))
+        escape(&table(r)),
+        escape(KEY)
     );
     h.push_str(
         "<p class=\"key\">Attempts arriving at the server per 100 ms:<span style=\"background:#4a78c2\"></span>first attempts\
