@@ -160,6 +160,10 @@ fn bad_flags_exit_2_naming_the_flag() {
             "--duration",
         ),
         (&["--attempts", "0"][..], "--attempts"),
+        (
+            &["--strategy", "all+budget", "--duration", "120s"][..],
+            "--strategy",
+        ),
         (&["--format", "xml"][..], "--format"),
     ] {
         let mut all = vec!["gameday"];

@@ -7,8 +7,9 @@
 //! ([`fleet`]), and measures what arrives at the server per 100 ms and what
 //! the clients got ([`measure`]). Everything is bounded: loopback only, at
 //! most [`MAX_DURATION`] of traffic and [`MAX_REQUESTS`] requests per
-//! strategy, every request under a deadline, and each run's server and
-//! runtime torn down before the next starts.
+//! strategy and [`MAX_TOTAL`] of traffic in all, every request under a
+//! deadline, and each run's server and runtime torn down before the next
+//! starts.
 //!
 //! Exit codes: 0 the game-day ran (whatever it showed); 1 it could not run
 //! (say the port could not be bound); 2 bad usage, naming the flag.
@@ -34,6 +35,8 @@ use strategy::{Schedule, Strategy};
 
 /// Longest traffic period accepted.
 pub const MAX_DURATION: Duration = Duration::from_secs(120);
+/// Longest traffic period of a whole game-day, all strategies together.
+pub const MAX_TOTAL: Duration = Duration::from_secs(600);
 /// Most logical requests one strategy's run may make.
 pub const MAX_REQUESTS: u64 = 100_000;
 
@@ -149,6 +152,15 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     }
     if !a.rate.is_finite() || a.rate <= 0.0 || a.rate > 2000.0 {
         return Err(usage("--rate: must be more than 0 and at most 2000".into()));
+    }
+    let total = a.duration.as_secs_f64() * strategies.len() as f64;
+    if total > MAX_TOTAL.as_secs_f64() {
+        return Err(usage(format!(
+            "--strategy: {} strategies × {}s of traffic is more than {}s in all; run fewer at a time",
+            strategies.len(),
+            a.duration.as_secs_f64(),
+            MAX_TOTAL.as_secs()
+        )));
     }
     let requests = a.rate * a.duration.as_secs_f64();
     if requests > MAX_REQUESTS as f64 {
