@@ -6,9 +6,9 @@
 //! The assertions are about directions and ratios with wide margins, never
 //! exact counts: on a loaded 2-core machine timers slip by milliseconds and
 //! a few requests more or less time out. Measured on this machine (debug
-//! build), the stall run gives immediate retries a post-fault peak of about
-//! 3.3× capacity and no recovery, and budget + breaker a peak of about 0.5×
-//! and recovery about 1.3 s after the stall; the dead run gives full jitter
+//! build, three runs), the stall run gives immediate retries a post-fault
+//! peak of 3.3–3.4× capacity and no recovery, and budget + breaker a peak of
+//! about 0.5× and recovery 1.3 s after the stall; the dead run gives full jitter
 //! 4 retries per request to the end and budget + breaker none.
 
 mod common;
@@ -44,13 +44,23 @@ fn f(r: &Value, field: &str) -> f64 {
         .unwrap_or_else(|| panic!("{field} is not a number in {r}"))
 }
 
+/// Successes at the clients from the end of the stall (10 s) on.
+fn after_stall_successes(r: &Value) -> u64 {
+    r["series"]["successes"]
+        .as_array()
+        .map(|s| s.iter().skip(100).filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_stall_keeps_lockstep_retries_over_capacity_while_budget_and_breaker_recover() {
     let dir = TempDir::new("gameday-stall");
     let out = dir.path("report");
     let out_s = out.to_string_lossy().into_owned();
-    // Traffic 12 s, stall 6–8 s: 6 s of normal history in the breakers'
-    // windows, 4 s to watch afterwards; about 29 s for both strategies.
+    // Traffic 13 s, stall 8–10 s: 8 s of normal history in the breakers'
+    // windows (with less, they can trip just after the stall and hold the
+    // clients off for 5 s), 3 s to watch afterwards; about 28 s for both
+    // strategies.
     let v = gameday(
         &[
             "--fault",
@@ -58,9 +68,9 @@ fn a_stall_keeps_lockstep_retries_over_capacity_while_budget_and_breaker_recover
             "--strategy",
             "immediate,full+budget+breaker",
             "--duration",
-            "12s",
+            "13s",
             "--fault-at",
-            "6s",
+            "8s",
             "--out",
             &out_s,
         ],
@@ -74,30 +84,34 @@ fn a_stall_keeps_lockstep_retries_over_capacity_while_budget_and_breaker_recover
     }
 
     // Immediate retries: the server stays over capacity after the stall
-    // (measured ≈ 3.3×; asserted > 1.5×) for most of the 3.2 s of whole
-    // windows after it (measured ≈ 3 s; asserted ≥ 2 s), and never recovers.
+    // (measured ≈ 3.3×; asserted > 1.5×) for most of the 2.2 s of whole
+    // 1 s windows after it (measured 1.8 s; asserted ≥ 1 s), and never
+    // recovers.
     assert!(f(storm, "post_outage_peak_over_capacity") > 1.5, "{storm}");
-    assert!(f(storm, "overloaded_after_fault_s") >= 2.0, "{storm}");
+    assert!(f(storm, "overloaded_after_fault_s") >= 1.0, "{storm}");
     assert_eq!(storm["recovered"], false, "{storm}");
     assert!(f(storm, "tail_retry_ratio") > 1.0, "{storm}");
 
     // Budget + breaker: load under capacity after the stall (measured ≈
-    // 0.5×; asserted < 1×), back at baseline quickly (measured ≈ 1.3 s;
-    // asserted ≤ 3 s), and no retries at the end.
+    // 0.5×; asserted < 1×), back at baseline quickly (measured 1.3 s in
+    // every run; this run can see at most 2 s), and few retries at the end
+    // (measured 3 %; asserted < 20 %).
     assert!(f(cure, "post_outage_peak_over_capacity") < 1.0, "{cure}");
     assert_eq!(cure["recovered"], true, "{cure}");
-    assert!(f(cure, "recovery_s") <= 3.0, "{cure}");
+    assert!(f(cure, "recovery_s") <= 2.0, "{cure}");
     assert!(f(cure, "tail_retry_ratio") < 0.2, "{cure}");
 
-    // Ratios: the storm retries several times as much and serves less.
+    // Ratios: the storm retries several times as much (measured ≈ 10×;
+    // asserted > 3×), and after the stall it serves next to nothing while
+    // the cure serves most requests (measured 0 against ≈ 200; asserted
+    // less than a quarter).
     assert!(
         f(storm, "retry_ratio") > 3.0 * f(cure, "retry_ratio"),
         "{storm}\n{cure}"
     );
-    assert!(
-        f(cure, "request_success") > f(storm, "request_success") + 0.1,
-        "{storm}\n{cure}"
-    );
+    let (storm_ok, cure_ok) = (after_stall_successes(storm), after_stall_successes(cure));
+    assert!(cure_ok >= 100, "{cure_ok} successes after the stall");
+    assert!(4 * storm_ok < cure_ok, "{storm_ok} against {cure_ok}");
 
     let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
     assert!(html.contains("<svg") && html.contains("full+budget+breaker"));
@@ -106,7 +120,7 @@ fn a_stall_keeps_lockstep_retries_over_capacity_while_budget_and_breaker_recover
     let saved: Value = serde_json::from_str(&json).expect("results.json parses");
     assert_eq!(saved["params"]["fault"], "stall");
     let series = &row(&saved, "immediate")["series"];
-    assert_eq!(series["t_s"].as_array().map(Vec::len), Some(120));
+    assert_eq!(series["t_s"].as_array().map(Vec::len), Some(130));
 }
 
 #[test]
