@@ -13,6 +13,7 @@ mod http;
 mod jitter;
 mod run;
 mod schedule;
+mod simulate;
 
 /// Retries that help a recovering dependency instead of burying it.
 #[derive(Debug, Parser)]
@@ -32,6 +33,8 @@ enum Command {
     Sleep(jitter::SleepArgs),
     /// Print a jittered duration for scripts (e.g. `stagger jitter 30s --spread 10%`).
     Jitter(jitter::JitterArgs),
+    /// Simulate retry storms in virtual time on the library's own policies: table, JSON, report.
+    Simulate(Box<simulate::Args>),
     /// Send an HTTP request with stagger's retries (a curl-like client).
     Http(http::Args),
     /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
@@ -59,6 +62,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(a) => run::run(&a),
         Command::Sleep(a) => jitter::sleep(&a),
         Command::Jitter(a) => jitter::jitter(&a),
+        Command::Simulate(a) => simulate::run(&a),
         Command::Http(a) => http::run(&a),
         Command::Gameday(a) => gameday::run(&a),
     }

@@ -115,6 +115,17 @@ const fn word(state: u64, probes: u64, gen: u64, until_ns: u64) -> u64 {
 
 /// The admission a call needs to record its outcome: which breaker period
 /// admitted it and whether it is a half-open probe.
+///
+/// ```
+/// use stagger::{Breaker, Outcome};
+/// use std::time::Instant;
+///
+/// let breaker = Breaker::default();
+/// let now = Instant::now();
+/// let permit = breaker.acquire(now).unwrap();
+/// assert!(!permit.is_probe(), "a closed breaker admits ordinary calls");
+/// breaker.record(permit, &Outcome::Success, None, now);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[must_use = "record the call's outcome with this permit (or release it)"]
 pub struct Permit {
@@ -143,6 +154,20 @@ impl Permit {
 
 /// A breaker refused a call: it is open (or every half-open probe slot is
 /// taken). `retry_in` is when it may admit again.
+///
+/// ```
+/// use stagger::{Breaker, Class, Outcome};
+/// use std::time::{Duration, Instant};
+///
+/// let breaker = Breaker::builder().min_calls(1).open_jitter(0.0).build()?;
+/// let now = Instant::now();
+/// let p = breaker.acquire(now).unwrap();
+/// breaker.record(p, &Outcome::from(Class::Transient), None, now);
+/// let open = breaker.acquire(now).unwrap_err();
+/// assert_eq!(open.retry_in, Duration::from_secs(5));
+/// assert!(open.to_string().contains("open"));
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BreakerOpen {
     /// Time until the open period ends (or a probe slot may free).
@@ -182,6 +207,18 @@ pub(crate) struct Config {
 
 /// A circuit breaker (SPEC §6), shared by every call to one dependency.
 /// Cheap to clone; clones share the breaker. See the [module docs](self).
+///
+/// ```
+/// use stagger::{Breaker, Outcome};
+/// use std::time::Instant;
+///
+/// let breaker = Breaker::default();
+/// let worker = breaker.clone(); // the same breaker
+/// let now = Instant::now();
+/// let permit = worker.acquire(now).expect("closed");
+/// worker.record(permit, &Outcome::Success, None, now);
+/// assert_eq!(breaker.counts(now), (1, 0));
+/// ```
 #[derive(Clone)]
 pub struct Breaker {
     inner: Arc<Inner>,

@@ -202,6 +202,28 @@ pub fn grpc_code(code: u32) -> Class {
     }
 }
 
+/// The class of a gRPC status code under a service config's
+/// `retryableStatusCodes` (gRPC A6): a listed code is retried — still only
+/// with pushback for RESOURCE_EXHAUSTED and only for idempotent calls for
+/// DEADLINE_EXCEEDED, as SPEC §2 says — and an unlisted one never.
+///
+/// ```
+/// use stagger::classify::{grpc_code_listed, Class};
+/// assert_eq!(grpc_code_listed(13, &[13, 14]), Class::Transient);
+/// assert_eq!(grpc_code_listed(14, &[13]), Class::Permanent);
+/// assert_eq!(grpc_code_listed(8, &[8]), Class::OnlyWithHint);
+/// ```
+pub fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
+    if !retryable.contains(&code) {
+        return Class::Permanent;
+    }
+    match grpc_code(code) {
+        Class::OnlyWithHint => Class::OnlyWithHint,
+        Class::Unknown => Class::Unknown,
+        _ => Class::Transient,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

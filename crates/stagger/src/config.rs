@@ -54,7 +54,7 @@ use serde_json::{Map, Value};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::budget::TokenBucket;
-use crate::classify::{grpc_code, Class};
+use crate::classify::{grpc_code_listed, Class};
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyBuilder};
 
@@ -161,14 +161,7 @@ impl RetryPolicy {
     /// (RESOURCE_EXHAUSTED still only with pushback, DEADLINE_EXCEEDED only
     /// for idempotent calls, as SPEC §2 says), others are permanent.
     pub fn class_of(&self, code: u32) -> Class {
-        if !self.is_retryable(code) {
-            return Class::Permanent;
-        }
-        match grpc_code(code) {
-            Class::OnlyWithHint => Class::OnlyWithHint,
-            Class::Unknown => Class::Unknown,
-            _ => Class::Transient,
-        }
+        grpc_code_listed(code, &self.retryable)
     }
 
     /// A policy builder with this schedule: the backoffs, the multiplier,
@@ -256,6 +249,45 @@ impl ServiceConfig {
             };
             ConfigError::new(field, e.problem().to_string())
         })
+    }
+}
+
+#[cfg(feature = "http")]
+impl ServiceConfig {
+    /// HTTP client settings for `service`/`method` (feature `http`): the
+    /// [`policy`](ServiceConfig::policy) (with the channel's token bucket),
+    /// its `retryableStatusCodes` as the gRPC codes the tower layer and the
+    /// reqwest middleware retry, and the method's `timeout` as each call's
+    /// deadline. `None` when the method has no `retryPolicy`.
+    ///
+    /// ```
+    /// use stagger::config::ServiceConfig;
+    /// let json = r#"{"methodConfig":[{"name":[{}],"timeout":"1s","retryPolicy":{
+    ///   "maxAttempts":3,"initialBackoff":"0.05s","maxBackoff":"0.5s",
+    ///   "backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE","INTERNAL"]}}]}"#;
+    /// let settings = ServiceConfig::from_json(json)?.settings("any.Service", "Call")?.unwrap();
+    /// let layer = stagger::tower::RetryLayer::with_settings(settings);
+    /// # let _ = layer;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn settings(
+        &self,
+        service: &str,
+        method: &str,
+    ) -> Result<Option<crate::http::Settings>, ConfigError> {
+        let Some(policy) = self.policy(service, method)? else {
+            return Ok(None);
+        };
+        let m = self.method(service, method);
+        let codes = m
+            .and_then(|m| m.retry.as_ref())
+            .map(|r| r.retryable.clone())
+            .unwrap_or_default();
+        let mut s = crate::http::Settings::new(policy).grpc_retryable_codes(codes);
+        if let Some(t) = m.and_then(|m| m.timeout) {
+            s = s.timeout(t);
+        }
+        Ok(Some(s))
     }
 }
 
@@ -480,161 +512,4 @@ fn duration(field: &'static str, v: &Value, positive: bool) -> Result<Duration, 
         return Err(ConfigError::new(field, "must be greater than zero"));
     }
     Ok(d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn retry(extra: &str) -> String {
-        format!(
-            r#"{{"methodConfig":[{{"name":[{{"service":"s"}}],"retryPolicy":{{
-                "maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s",
-                "backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]{extra}}}}}]}}"#
-        )
-    }
-
-    fn err(json: &str) -> &'static str {
-        ServiceConfig::from_json(json).unwrap_err().field()
-    }
-
-    #[test]
-    fn max_attempts_over_five_is_five_and_one_is_an_error() {
-        let c =
-            ServiceConfig::from_json(&retry("").replace("\"maxAttempts\":3", "\"maxAttempts\":9"))
-                .unwrap();
-        assert_eq!(c.methods[0].retry.as_ref().unwrap().max_attempts, 5);
-        for bad in ["1", "0", "-2", "2.5", "\"3\""] {
-            let j = retry("").replace("\"maxAttempts\":3", &format!("\"maxAttempts\":{bad}"));
-            assert_eq!(err(&j), "retryPolicy.maxAttempts", "{bad}");
-        }
-    }
-
-    #[test]
-    fn backoffs_must_be_positive_duration_strings() {
-        for (from, to, field) in [
-            ("\"0.1s\"", "\"0s\"", "retryPolicy.initialBackoff"),
-            ("\"0.1s\"", "0.1", "retryPolicy.initialBackoff"),
-            ("\"0.1s\"", "\"100ms\"", "retryPolicy.initialBackoff"),
-            ("\"1s\"", "\"-1s\"", "retryPolicy.maxBackoff"),
-            (
-                "\"backoffMultiplier\":2",
-                "\"backoffMultiplier\":0",
-                "retryPolicy.backoffMultiplier",
-            ),
-        ] {
-            assert_eq!(err(&retry("").replacen(from, to, 1)), field, "{to}");
-        }
-    }
-
-    #[test]
-    fn codes_by_name_or_number_and_never_empty() {
-        let j = retry("").replace(
-            "[\"UNAVAILABLE\"]",
-            "[\"unavailable\", 8, 14, \"DEADLINE_EXCEEDED\"]",
-        );
-        let c = ServiceConfig::from_json(&j).unwrap();
-        let r = c.methods[0].retry.as_ref().unwrap();
-        assert_eq!(r.retryable, [4, 8, 14]);
-        assert_eq!(r.class_of(14), Class::Transient);
-        assert_eq!(r.class_of(8), Class::OnlyWithHint);
-        assert_eq!(r.class_of(4), Class::Unknown);
-        assert_eq!(r.class_of(13), Class::Permanent);
-        for bad in ["[]", "[\"NOPE\"]", "[17]", "[1.5]", "[true]"] {
-            let j = retry("").replace("[\"UNAVAILABLE\"]", bad);
-            assert_eq!(err(&j), "retryPolicy.retryableStatusCodes", "{bad}");
-        }
-    }
-
-    #[test]
-    fn throttling_becomes_a_token_bucket() {
-        let j = r#"{"retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}"#;
-        let t = ServiceConfig::from_json(j).unwrap().throttling.unwrap();
-        let b = t.token_bucket().unwrap();
-        assert_eq!(b.max_milli(), 10_000);
-        for (bad, field) in [
-            (
-                r#"{"maxTokens":0,"tokenRatio":0.1}"#,
-                "retryThrottling.maxTokens",
-            ),
-            (
-                r#"{"maxTokens":1001,"tokenRatio":0.1}"#,
-                "retryThrottling.maxTokens",
-            ),
-            (
-                r#"{"maxTokens":10,"tokenRatio":0}"#,
-                "retryThrottling.tokenRatio",
-            ),
-            (r#"{"maxTokens":10}"#, "retryThrottling.tokenRatio"),
-        ] {
-            assert_eq!(
-                err(&format!("{{\"retryThrottling\":{bad}}}")),
-                field,
-                "{bad}"
-            );
-        }
-    }
-
-    #[test]
-    fn lookup_order_and_policy() {
-        let j = r#"{"methodConfig":[
-            {"name":[{}],"timeout":"5s"},
-            {"name":[{"service":"a"}],"retryPolicy":{"maxAttempts":2,"initialBackoff":"0.2s",
-              "maxBackoff":"2s","backoffMultiplier":1.5,"retryableStatusCodes":[14]}},
-            {"name":[{"service":"a","method":"m"}],"timeout":"1s"}]}"#;
-        let c = ServiceConfig::from_json(j).unwrap();
-        assert_eq!(
-            c.method("a", "m").unwrap().timeout,
-            Some(Duration::from_secs(1))
-        );
-        assert!(c.method("a", "x").unwrap().retry.is_some());
-        assert_eq!(
-            c.method("b", "x").unwrap().timeout,
-            Some(Duration::from_secs(5))
-        );
-        let p = c.policy("a", "x").unwrap().unwrap();
-        assert_eq!(p.max_attempts(), 2);
-        assert_eq!(p.backoff().backoff(1), Duration::from_millis(200));
-        assert!(c.policy("a", "m").unwrap().is_none());
-        let slow = j.replace("\"backoffMultiplier\":1.5", "\"backoffMultiplier\":0.5");
-        let c = ServiceConfig::from_json(&slow).unwrap();
-        assert_eq!(
-            c.policy("a", "x").unwrap_err().field(),
-            "retryPolicy.backoffMultiplier"
-        );
-    }
-
-    #[test]
-    fn proto_durations() {
-        assert_eq!(
-            parse_proto_duration("1.000000001s"),
-            Some(Duration::new(1, 1))
-        );
-        for bad in [
-            "",
-            "s",
-            "1",
-            ".5s",
-            "1.s",
-            "1.0000000001s",
-            "+1s",
-            "1e3s",
-            "1 s",
-        ] {
-            assert_eq!(parse_proto_duration(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn garbage_is_an_error_not_a_panic() {
-        for j in [
-            "",
-            "[]",
-            "null",
-            "{\"methodConfig\":{}}",
-            "{\"methodConfig\":[1]}",
-        ] {
-            assert!(ServiceConfig::from_json(j).is_err(), "{j:?}");
-        }
-    }
 }

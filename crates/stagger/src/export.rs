@@ -206,3 +206,87 @@ mod tracing_export {
         }
     }
 }
+
+#[cfg(all(test, feature = "metrics", not(loom)))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use metrics::{
+        Counter, CounterFn, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+
+    use super::MetricsObserver;
+    use crate::event::{BreakerState, Event, Observer};
+    use crate::policy::StopReason;
+
+    /// Remembers every counter increment as `name{labels} += n`.
+    #[derive(Default)]
+    struct Log(Arc<Mutex<Vec<String>>>);
+
+    struct Entry(String, Arc<Mutex<Vec<String>>>);
+
+    impl CounterFn for Entry {
+        fn increment(&self, n: u64) {
+            self.1.lock().unwrap().push(format!("{} += {n}", self.0));
+        }
+        fn absolute(&self, _: u64) {}
+    }
+
+    impl Recorder for Log {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            Counter::from_arc(Arc::new(Entry(
+                format!("{}{{{}}}", key.name(), labels.join(",")),
+                self.0.clone(),
+            )))
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, _: &Key, _: &Metadata<'_>) -> Histogram {
+            Histogram::noop()
+        }
+    }
+
+    #[test]
+    fn events_become_counters_with_their_labels() {
+        let log = Log::default();
+        let lines = log.0.clone();
+        let o = MetricsObserver::new().label("dependency", "db");
+        metrics::with_local_recorder(&log, || {
+            o.on_event(&Event::AttemptStarted { attempt: 1 });
+            o.on_event(&Event::RetryScheduled {
+                attempt: 1,
+                delay: Duration::from_millis(5),
+                cause: crate::Class::Transient,
+                elapsed: Duration::ZERO,
+            });
+            o.on_event(&Event::Stopped {
+                reason: StopReason::Budget,
+                attempts: 2,
+            });
+            o.on_event(&Event::BreakerStateChanged {
+                from: BreakerState::Closed,
+                to: BreakerState::Open,
+            });
+        });
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(
+            lines,
+            [
+                "stagger_logical_requests_total{dependency=db} += 1",
+                "stagger_attempts_total{dependency=db} += 1",
+                "stagger_retries_total{dependency=db,cause=transient} += 1",
+                "stagger_stops_total{dependency=db,reason=budget} += 1",
+                "stagger_breaker_transitions_total{dependency=db,from=closed,to=open} += 1",
+            ]
+        );
+    }
+}

@@ -64,6 +64,10 @@ const RETRIES: usize = 1;
 const PPM: u128 = 1_000_000;
 
 /// How the retry ratio looks.
+///
+/// ```
+/// assert_eq!(stagger::SliState::Alarm.as_str(), "alarm");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SliState {
     /// Under the healthy threshold (10 %).
@@ -93,6 +97,11 @@ impl fmt::Display for SliState {
 }
 
 /// The SLI at one moment.
+///
+/// ```
+/// let s = stagger::SliWindow::new().snapshot();
+/// assert_eq!((s.requests, s.retries, s.ratio), (0, 0, 0.0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SliSnapshot {
     /// Logical requests in the last minute.
@@ -107,6 +116,16 @@ pub struct SliSnapshot {
 
 /// The sliding-minute retry ratio, as an [`Observer`]. See the
 /// [module docs](self).
+///
+/// ```
+/// use stagger::{Policy, SliState, SliWindow};
+/// use std::sync::Arc;
+///
+/// let sli = Arc::new(SliWindow::new());
+/// let policy = Policy::builder().observer(sli.clone()).build().unwrap();
+/// # let _ = policy;
+/// assert_eq!(sli.state(), SliState::Healthy);
+/// ```
 pub struct SliWindow<C = MonotonicClock> {
     clock: C,
     time: Timebase,

@@ -62,6 +62,15 @@ const REQUESTS: usize = 0;
 const ACCEPTS: usize = 1;
 
 /// Adaptive throttling (SPEC §7). Cheap to clone; clones share the counts.
+///
+/// ```
+/// use stagger::{FastRng, Throttle};
+/// use std::time::Instant;
+///
+/// let throttle = Throttle::default();
+/// assert!(throttle.admit(&mut FastRng::seeded(1), Instant::now()));
+/// assert_eq!(throttle.counts(Instant::now()), (1, 0));
+/// ```
 #[derive(Clone)]
 pub struct Throttle {
     inner: Arc<Inner>,

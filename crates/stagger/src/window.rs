@@ -298,7 +298,11 @@ impl<const B: usize, const K: usize> Window<B, K> {
         self.past(epoch, k).saturating_add(self.current(epoch, k))
     }
 
-    /// Forgets every count.
+    /// Forgets every count. A stripe owner's load-then-store that straddles
+    /// the clear can put back what it read before it; the breaker only
+    /// clears while half-open, when no outcome is recorded into the window,
+    /// so there the race needs a call admitted before the breaker opened to
+    /// be preempted between two instructions for a whole open period.
     pub(crate) fn clear(&self) {
         for stripe in &self.stripes {
             for slot in &stripe.0 {

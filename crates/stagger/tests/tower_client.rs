@@ -201,6 +201,7 @@ async fn a_slow_post_is_not_retried_result_unknown() {
         assert_eq!(err.kind(), ErrorKind::Timeout);
         assert_eq!(err.info().attempts, 1);
         assert_eq!(err.reason(), StopReason::NotRetryable);
+        assert_eq!(err.info().not_retried, Some(NotRetried::NotIdempotent));
     })
     .await;
 }
@@ -500,6 +501,103 @@ async fn clones_share_the_breaker() {
         assert_eq!(err.reason(), StopReason::BreakerOpen);
         assert_eq!(err.info().attempts, 0);
         assert_eq!(server.hits().len(), 3);
+    })
+    .await;
+}
+
+/// A gRPC-shaped service: trailers-only answers with `grpc-status`, and it
+/// records the `grpc-timeout` it was sent.
+fn grpc_service(
+    statuses: Vec<&'static str>,
+    seen: Arc<std::sync::Mutex<Vec<Option<String>>>>,
+) -> impl Service<
+    Request<ReplayBody<Full<Bytes>>>,
+    Response = http::Response<()>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone
+       + Send
+       + 'static {
+    let statuses = Arc::new(std::sync::Mutex::new(statuses));
+    tower::service_fn(move |req: Request<ReplayBody<Full<Bytes>>>| {
+        let t = req
+            .headers()
+            .get("grpc-timeout")
+            .map(|v| v.to_str().unwrap().to_string());
+        let attempt: u32 = req.headers()["x-retry-attempt"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let previous = req
+            .headers()
+            .get("grpc-previous-rpc-attempts")
+            .map(|v| v.to_str().unwrap().parse::<u32>().unwrap());
+        assert_eq!(previous, (attempt > 1).then(|| attempt - 1));
+        seen.lock().unwrap().push(t);
+        let code = {
+            let mut s = statuses.lock().unwrap();
+            if s.is_empty() {
+                "0"
+            } else {
+                s.remove(0)
+            }
+        };
+        async move {
+            let mut resp = http::Response::new(());
+            resp.headers_mut()
+                .insert("content-type", "application/grpc".parse().unwrap());
+            resp.headers_mut()
+                .insert("grpc-status", code.parse().unwrap());
+            Ok::<_, Infallible>(resp)
+        }
+    })
+}
+
+fn grpc_request() -> Request<Full<Bytes>> {
+    Request::post("http://127.0.0.1/shop.Cart/Add")
+        .header("content-type", "application/grpc")
+        .body(Full::default())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_timeout() {
+    bounded(LIMIT, async {
+        let json = r#"{"methodConfig":[{"name":[{"service":"shop.Cart"}],"timeout":"2s",
+            "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.05s",
+            "backoffMultiplier":2,"retryableStatusCodes":["INTERNAL"]}}]}"#;
+        let config = stagger::config::ServiceConfig::from_json(json).unwrap();
+        let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
+        let seen = Arc::default();
+        let mut svc = RetryLayer::with_settings(settings)
+            .layer(grpc_service(vec!["13", "13"], Arc::clone(&seen)));
+        // gRPC calls are POSTs: declare this one idempotent.
+        let mut req = grpc_request();
+        req.extensions_mut()
+            .insert(CallOptions::new().idempotent(true));
+        let resp = svc.ready().await.unwrap().call(req).await.unwrap();
+        assert_eq!(resp.headers()["grpc-status"], "0");
+        assert_eq!(info(&resp).attempts, 3);
+        let timeouts = seen.lock().unwrap().clone();
+        assert!(
+            timeouts.iter().all(|t| t
+                .as_deref()
+                .is_some_and(|t| t.ends_with('u') || t.ends_with('m'))),
+            "{timeouts:?}"
+        );
+        // UNAVAILABLE is not in this config's list.
+        let seen = Arc::default();
+        let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
+        let mut svc = RetryLayer::with_settings(settings).layer(grpc_service(vec!["14"], seen));
+        let mut req = grpc_request();
+        req.extensions_mut()
+            .insert(CallOptions::new().idempotent(true));
+        let resp = svc.ready().await.unwrap().call(req).await.unwrap();
+        assert_eq!(
+            (info(&resp).attempts, info(&resp).reason),
+            (1, StopReason::NotRetryable)
+        );
     })
     .await;
 }

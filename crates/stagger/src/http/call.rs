@@ -122,6 +122,7 @@ pub struct Settings {
     pub(crate) propagate_deadline: bool,
     pub(crate) one_layer: bool,
     pub(crate) on_attempt: Option<AttemptHook>,
+    pub(crate) grpc_retryable: Option<Arc<[u32]>>,
 }
 
 impl fmt::Debug for Settings {
@@ -135,6 +136,7 @@ impl fmt::Debug for Settings {
             .field("propagate_deadline", &self.propagate_deadline)
             .field("one_layer", &self.one_layer)
             .field("on_attempt", &self.on_attempt.is_some())
+            .field("grpc_retryable", &self.grpc_retryable)
             .finish()
     }
 }
@@ -156,7 +158,20 @@ impl Settings {
             propagate_deadline: true,
             one_layer: true,
             on_attempt: None,
+            grpc_retryable: None,
         }
+    }
+
+    /// The gRPC status codes to retry, as a service config's
+    /// `retryableStatusCodes` lists them (default: SPEC §2's table —
+    /// UNAVAILABLE, RESOURCE_EXHAUSTED with pushback, DEADLINE_EXCEEDED when
+    /// idempotent).
+    pub fn grpc_retryable_codes(mut self, codes: impl Into<Vec<u32>>) -> Self {
+        let mut codes: Vec<u32> = codes.into();
+        codes.sort_unstable();
+        codes.dedup();
+        self.grpc_retryable = Some(codes.into());
+        self
     }
 
     /// Retries HTTP 500 (off by default: usually a bug).
@@ -280,6 +295,13 @@ impl CallOptions {
     }
 }
 
+fn grpc_status(headers: &HeaderMap) -> Option<u32> {
+    headers
+        .get(super::GRPC_STATUS)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// What the front-end does after an attempt.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) enum Step {
@@ -310,6 +332,7 @@ pub(crate) struct Driver {
     not_retried: Option<NotRetried>,
     inbound: Option<Inbound>,
     hook: Option<AttemptHook>,
+    grpc_retryable: Option<Arc<[u32]>>,
     waited: Duration,
     last_class: Option<Class>,
 }
@@ -373,6 +396,7 @@ impl Driver {
             not_retried: None,
             inbound,
             hook: settings.on_attempt.clone(),
+            grpc_retryable: settings.grpc_retryable.clone(),
             waited: Duration::ZERO,
             last_class: None,
         }
@@ -391,7 +415,12 @@ impl Driver {
     /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
     /// key, and the remaining time.
     pub(crate) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
-        headers.insert(RETRY_ATTEMPT, attempt_value(self.call.attempts()));
+        let attempt = self.call.attempts();
+        headers.insert(RETRY_ATTEMPT, attempt_value(attempt));
+        if self.grpc && attempt > 1 {
+            // gRPC's own spelling of the same fact (A6).
+            headers.insert(super::GRPC_PREVIOUS_ATTEMPTS, attempt_value(attempt - 1));
+        }
         if let Some(k) = &self.key {
             headers.insert(IDEMPOTENCY_KEY, k.clone());
         }
@@ -408,6 +437,9 @@ impl Driver {
         match response_failure(status, headers, self.retry_500, SystemTime::now()) {
             None => self.success(Some(status.as_u16())),
             Some(mut f) => {
+                if let (Some(codes), Some(code)) = (&self.grpc_retryable, grpc_status(headers)) {
+                    f.class = crate::classify::grpc_code_listed(code, codes);
+                }
                 if !self.one_layer && headers.contains_key(super::NO_RETRY) {
                     f.hint = None;
                 }
@@ -444,9 +476,10 @@ impl Driver {
         error: Option<String>,
     ) -> Step {
         self.last_class = Some(f.class);
+        // Would the engine retry this for an idempotent call with a
+        // replayable body outside any inbound retry? Then say why not.
         let worth = match f.class {
-            Class::Transient => true,
-            Class::Unknown => self.idempotent,
+            Class::Transient | Class::Unknown => true,
             Class::OnlyWithHint => matches!(f.hint, Some(Hint::RetryAfter(_) | Hint::Pushback(_))),
             _ => false,
         };

@@ -1,0 +1,274 @@
+//! `stagger simulate`: retry storms in virtual time, on the library's own
+//! policies.
+//!
+//! Parses the flags into [`stagger_sim::Params`] (each model has its own
+//! defaults; a flag given overrides it), runs the simulation over the
+//! available cores with a progress bar on a terminal, prints a table or the
+//! JSON document, and writes the report directory.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel};
+
+use crate::args::{duration, UsageError};
+
+mod charts;
+mod progress;
+mod report;
+mod table;
+
+/// Simulate a fleet of clients retrying against a dependency that stumbles,
+/// with the library's own policies in virtual time, and report what their
+/// retries did: attempts, amplification, success, peak load against
+/// capacity, recovery. Without flags: the failover comparison of the four
+/// seed strategies and their +budget+breaker variants, with the report in
+/// ./stagger-report/.
+///
+/// Examples:
+///   stagger simulate
+///   stagger simulate --model contention --clients 1..100 --format json
+///   stagger simulate --model metastable --server-skips-expired
+///   stagger simulate --model failover --outage-end 60s --strategy full,full+breaker
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Without flags: the failover comparison of none, immediate, exponential and full \
+jitter and their +budget+breaker variants, with the report in ./stagger-report/.
+
+Examples:
+  stagger simulate
+  stagger simulate --model contention --clients 1..100 --format json
+  stagger simulate --model metastable --server-skips-expired
+  stagger simulate --outage-end 60s --strategy full,full+breaker
+  stagger simulate --base 1s --capacity 20 --out report-headroom"
+)]
+pub struct Args {
+    /// Model: failover | contention | metastable | layers (e.g. `--model contention`).
+    #[arg(long, default_value = "failover", value_name = "M")]
+    model: String,
+    /// Strategies, comma-separated: none, immediate, exponential, full, equal,
+    /// decorrelated or all, each optionally with +budget, +breaker, +throttle
+    /// (e.g. `--strategy full,full+budget+breaker`). Default: the model's comparison.
+    #[arg(long, value_name = "LIST")]
+    strategy: Option<String>,
+    /// Simulated time (failover 60s, metastable 120s, layers 10s; contention:
+    /// the limit, 1h) (e.g. `--duration 30s`).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    duration: Option<Duration>,
+    /// Tick length of the failover model (default 250ms).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    tick: Option<Duration>,
+    /// New requests per tick, failover (default 8).
+    #[arg(long, value_name = "N")]
+    arrivals: Option<u32>,
+    /// Arrivals per second: metastable (default 280), layers (default 100).
+    #[arg(long, value_name = "R")]
+    rate: Option<f64>,
+    /// Capacity: attempts per tick for failover (default 10), completions per
+    /// second for metastable (default 300).
+    #[arg(long, value_name = "C")]
+    capacity: Option<f64>,
+    /// Client timeout, metastable (default 1s).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    timeout: Option<Duration>,
+    /// Metastable: the server drops work whose deadline has passed before
+    /// starting it (deadline propagation).
+    #[arg(long)]
+    server_skips_expired: bool,
+    /// Outage start (failover 2s, metastable 10s).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    outage_start: Option<Duration>,
+    /// Outage end (failover 5s, metastable 20s); `--outage-end 60s` keeps the
+    /// failover dependency down for the whole run.
+    #[arg(long, value_parser = duration, value_name = "D")]
+    outage_end: Option<Duration>,
+    /// Extra requests failing in the first outage tick, failover (default 200).
+    #[arg(long, value_name = "N")]
+    burst: Option<u32>,
+    /// Client processes, each with its own guardrails (default 10); for
+    /// contention the racing clients, a number or a range (default 1..100).
+    #[arg(long, value_name = "N|A..B")]
+    clients: Option<String>,
+    /// Max attempts, the first included, or `unlimited` (failover 5,
+    /// metastable 2, layers 4 per layer, contention unlimited).
+    #[arg(long, value_name = "N")]
+    attempts: Option<String>,
+    /// First backoff (default 100ms; contention 10ms).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    base: Option<Duration>,
+    /// Largest backoff (default 10s; contention 2s).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    cap: Option<Duration>,
+    /// Failover success above capacity: square = (C/L)², linear = C/L (default square).
+    #[arg(long, value_name = "S")]
+    success_model: Option<String>,
+    /// Layers in the call chain, layers model (default 3).
+    #[arg(long, value_name = "N")]
+    layers: Option<u32>,
+    /// Dependency failure rates, layers model (default 0.01,0.1,0.5,1).
+    #[arg(long, value_name = "LIST")]
+    failure_rates: Option<String>,
+    /// Runs averaged per row (default 200).
+    #[arg(long, value_name = "N")]
+    runs: Option<u32>,
+    /// Explicit run seeds, comma-separated (replaces --seed and --runs) (e.g. `--seeds 1,2,3`).
+    #[arg(long, value_name = "LIST")]
+    seeds: Option<String>,
+    /// First seed: run i uses seed+i (default 1).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Worker threads (default: every core); never changes a result.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Output on stdout: table | json.
+    #[arg(long, default_value = "table", value_name = "F")]
+    format: String,
+    /// Report directory (report.html, results.json, series.csv). Default
+    /// ./stagger-report with the table format, none with json; `none` disables it.
+    #[arg(long, value_name = "DIR")]
+    out: Option<String>,
+}
+
+fn usage(e: stagger_sim::SimError) -> anyhow::Error {
+    UsageError(e.to_string()).into()
+}
+
+fn bad(flag: &str, why: String) -> anyhow::Error {
+    UsageError(format!("--{flag}: {why}")).into()
+}
+
+fn list<T: std::str::FromStr>(flag: &str, s: &str) -> anyhow::Result<Vec<T>> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| {
+            t.parse::<T>()
+                .map_err(|_| bad(flag, format!("`{t}` is not a valid number")))
+        })
+        .collect()
+}
+
+impl Args {
+    /// The parameters the flags describe, validated.
+    fn params(&self) -> anyhow::Result<(Params, Vec<Strategy>)> {
+        let model: Model = self.model.parse().map_err(usage)?;
+        let mut p = Params::defaults(model);
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { p.$field = v; } )* };
+        }
+        set!(
+            duration,
+            tick,
+            arrivals,
+            rate,
+            capacity,
+            timeout,
+            outage_start,
+            outage_end
+        );
+        set!(burst, base, cap, layers, runs, seed);
+        p.server_skips_expired = self.server_skips_expired;
+        if let Some(c) = &self.clients {
+            p.clients = c.parse::<ClientRange>().map_err(usage)?;
+        }
+        if let Some(a) = &self.attempts {
+            p.attempts = match a.trim() {
+                "unlimited" => None,
+                t => Some(t.parse().map_err(|_| {
+                    bad(
+                        "attempts",
+                        format!("`{t}` is not a whole number or `unlimited`"),
+                    )
+                })?),
+            };
+        }
+        if let Some(s) = &self.success_model {
+            p.success_model = s.parse::<SuccessModel>().map_err(usage)?;
+        }
+        if let Some(f) = &self.failure_rates {
+            p.failure_rates = list("failure-rates", f)?;
+            if p.failure_rates.is_empty() {
+                return Err(bad("failure-rates", "no rate given".into()));
+            }
+        }
+        if let Some(s) = &self.seeds {
+            let seeds: Vec<u64> = list("seeds", s)?;
+            if seeds.is_empty() {
+                return Err(bad("seeds", "no seed given".into()));
+            }
+            p.seeds = Some(seeds);
+        }
+        let strategies = match &self.strategy {
+            Some(s) => Strategy::parse_list(s).map_err(usage)?,
+            None => Strategy::defaults(model),
+        };
+        p.validate().map_err(usage)?;
+        Ok((p, strategies))
+    }
+}
+
+/// Runs the subcommand.
+pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    let (p, strategies) = a.params()?;
+    let json = match a.format.as_str() {
+        "json" => true,
+        "table" => false,
+        other => {
+            return Err(bad(
+                "format",
+                format!("unknown format `{other}` (expected table or json)"),
+            ))
+        }
+    };
+    let out_dir: Option<PathBuf> = match a.out.as_deref() {
+        Some("none") => None,
+        Some(d) if d.trim().is_empty() => return Err(bad("out", "is empty".into())),
+        Some(d) => Some(PathBuf::from(d)),
+        None if json => None,
+        None => Some(PathBuf::from("stagger-report")),
+    };
+    let threads = match a.threads {
+        Some(0) => return Err(bad("threads", "must be at least 1".into())),
+        Some(n) => n.min(1024),
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let items = stagger_sim::work_items(&p, &strategies);
+    let bar = progress::Progress::new(items, std::io::stderr().is_terminal());
+    let tick = || bar.tick();
+    let opts = Options {
+        threads,
+        progress: Some(&tick),
+    };
+    let started = Instant::now();
+    let outcome = stagger_sim::simulate_counted(&p, &strategies, &opts).map_err(usage)?;
+    bar.finish();
+    let elapsed = started.elapsed();
+    let results = outcome.results;
+    let doc = serde_json::to_string(&results)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if json {
+        writeln!(out, "{doc}")?;
+    } else {
+        table::print(&mut out, &p, &results)?;
+    }
+    out.flush()?;
+    if let Some(dir) = &out_dir {
+        report::write(dir, &p, &results, &doc)?;
+    }
+    if !json {
+        eprintln!(
+            "{items} runs, {} simulated events in {:.2}s on {threads} thread{}{}",
+            outcome.events,
+            elapsed.as_secs_f64(),
+            if threads == 1 { "" } else { "s" },
+            out_dir.map_or_else(String::new, |d| format!(
+                "; report: {}",
+                d.join("report.html").display()
+            ))
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,206 @@
+//! `stagger simulate` end to end: the real binary, small runs.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn stagger(args: &[&str], cwd: Option<&PathBuf>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stagger"));
+    c.arg("simulate").args(args);
+    if let Some(d) = cwd {
+        c.current_dir(d);
+    }
+    c.output().expect("the binary runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stagger-sim-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    for (args, flag) in [
+        (&["--clients", "0"][..], "--clients"),
+        (&["--clients", "9..3", "--model", "contention"], "--clients"),
+        (&["--strategy", "fast"], "--strategy"),
+        (&["--strategy", "full+cache"], "--strategy"),
+        (&["--attempts", "many"], "--attempts"),
+        (&["--attempts", "0"], "--attempts"),
+        (&["--model", "weather"], "--model"),
+        (&["--format", "xml"], "--format"),
+        (&["--threads", "0"], "--threads"),
+        (&["--seeds", "1,x"], "--seeds"),
+        (&["--duration", "5"], "--duration"),
+        (&["--tick", "0"], "--tick"),
+        (&["--cap", "10ms"], "--cap"),
+        (&["--success-model", "cubic"], "--success-model"),
+        (
+            &["--outage-start", "10s", "--outage-end", "5s"],
+            "--outage-end",
+        ),
+        (&["--rate=-3", "--model", "metastable"], "--rate"),
+        (&["--runs", "0"], "--runs"),
+    ] {
+        let out = stagger(args, None);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn json_is_byte_identical_whatever_the_thread_count() {
+    let base = ["--format", "json", "--runs", "6", "--seed", "3"];
+    for model in [
+        &["--model", "failover"][..],
+        &["--model", "contention", "--clients", "1..15"],
+        &[
+            "--model",
+            "metastable",
+            "--duration",
+            "30s",
+            "--strategy",
+            "full,full+budget+breaker",
+        ],
+        &["--model", "layers"],
+    ] {
+        let run = |threads: &str| {
+            let mut a: Vec<&str> = base.to_vec();
+            a.extend_from_slice(model);
+            a.extend_from_slice(&["--threads", threads]);
+            let out = stagger(&a, None);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out.stdout
+        };
+        let one = run("1");
+        assert_eq!(one, run("2"), "{model:?}");
+        let doc: serde_json::Value = serde_json::from_slice(&one).unwrap();
+        assert!(doc["strategies"].as_array().is_some_and(|s| !s.is_empty()));
+    }
+}
+
+#[test]
+fn json_has_the_documented_fields() {
+    let out = stagger(&["--format", "json", "--runs", "2"], None);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["model"], "failover");
+    let row = &doc["strategies"][0];
+    for key in [
+        "strategy",
+        "runs",
+        "attempts",
+        "requests",
+        "amplification",
+        "request_success",
+        "peak_load_over_capacity",
+        "post_outage_peak_over_capacity",
+        "recovery_s",
+        "budget_refusals",
+        "breaker_opens",
+    ] {
+        assert!(row.get(key).is_some(), "missing {key}");
+    }
+    for key in ["t_s", "load", "retries", "successes"] {
+        assert_eq!(
+            row["series"][key].as_array().map(Vec::len),
+            Some(240),
+            "{key}"
+        );
+    }
+    let out = stagger(
+        &[
+            "--model",
+            "contention",
+            "--clients",
+            "3",
+            "--format",
+            "json",
+            "--runs",
+            "2",
+        ],
+        None,
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &doc["strategies"][0];
+    assert_eq!(row["clients"], 3);
+    assert!(row["calls"].is_number() && row["completion_ms"].is_number());
+}
+
+#[test]
+fn no_flags_prints_the_comparison_and_writes_the_report() {
+    let dir = scratch("default");
+    let out = stagger(&["--runs", "3"], Some(&dir));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    for s in [
+        "none",
+        "immediate",
+        "exponential",
+        "full",
+        "full+budget+breaker",
+    ] {
+        assert!(
+            table.lines().any(|l| l.starts_with(&format!("{s} "))),
+            "{s}:\n{table}"
+        );
+    }
+    let report = dir.join("stagger-report");
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(
+        html.matches("<svg").count() >= 8,
+        "one chart per strategy and more"
+    );
+    // Self-contained: nothing is fetched when the page opens.
+    assert!(!html.contains("src=") && !html.contains("href="));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(report.join("results.json")).unwrap()).unwrap();
+    assert_eq!(json["strategies"].as_array().map(Vec::len), Some(8));
+    let csv = std::fs::read_to_string(report.join("series.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 8 * 240);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn out_writes_the_report_for_every_model_and_none_disables_it() {
+    let dir = scratch("models");
+    for model in ["contention", "metastable", "layers"] {
+        let target = dir.join(model);
+        let out = stagger(
+            &[
+                "--model",
+                model,
+                "--runs",
+                "2",
+                "--clients",
+                "4",
+                "--duration",
+                "20s",
+                "--out",
+                target.to_str().unwrap(),
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{model}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let html = std::fs::read_to_string(target.join("report.html")).unwrap();
+        assert!(html.contains("<svg"), "{model}");
+    }
+    let out = stagger(&["--runs", "2", "--out", "none"], Some(&dir));
+    assert!(out.status.success());
+    assert!(!dir.join("stagger-report").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,232 @@
+//! The seeds' failover model, in discrete ticks.
+//!
+//! Every tick `arrivals` new requests make their first attempt; ticks that
+//! start inside the outage fail every attempt, and in the first of them a
+//! burst of extra requests makes its first attempt too. The load `L` of a
+//! tick is every attempt in it; outside the outage an attempt succeeds with
+//! probability 1 when `L ≤ C`, else `(C/L)²` (or `C/L`). Results are known at
+//! the end of the tick; a retry after delay `d` runs in the tick containing
+//! `end + d`. Requests are spread round-robin over the client processes.
+//!
+//! Every failed attempt goes to the library's [`Policy::decide`] with a
+//! per-request [`Call`] whose random stream is forked from the run's seed;
+//! ticks are a calendar of reusable buckets, so a run allocates nothing per
+//! attempt once its buffers have grown.
+//!
+//! [`Policy::decide`]: stagger::Policy::decide
+
+use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason};
+
+use crate::engine::{mix, ns, VirtualTime};
+use crate::guard::ClientPolicies;
+use crate::params::{Params, SuccessModel};
+use crate::result::{Row, SeriesSum};
+use crate::strategy::Strategy;
+use crate::SimError;
+
+/// Buffers reused from run to run by one thread.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    buckets: Vec<Vec<u32>>,
+    calls: Vec<Call<FastRng>>,
+    admitted: Vec<u32>,
+}
+
+/// What one run produced.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunOut {
+    pub(crate) load: Vec<u32>,
+    pub(crate) retries: Vec<u32>,
+    pub(crate) successes: Vec<u32>,
+    pub(crate) requests: u64,
+    pub(crate) succeeded: u64,
+    pub(crate) attempts: u64,
+    pub(crate) budget_refusals: u64,
+    pub(crate) breaker_opens: u64,
+}
+
+/// Number of ticks in the run.
+pub(crate) fn ticks(p: &Params) -> usize {
+    let t = ns(p.tick);
+    ns(p.duration).div_ceil(t) as usize
+}
+
+/// Runs one seed of one strategy.
+pub(crate) fn run(
+    s: &mut Scratch,
+    strategy: &Strategy,
+    p: &Params,
+    seed: u64,
+) -> Result<RunOut, SimError> {
+    let vt = VirtualTime::new();
+    let clients = p.clients.lo as usize;
+    let policies = ClientPolicies::new(strategy, p, clients, seed)?;
+    let n_ticks = ticks(p);
+    let tick = ns(p.tick);
+    let (outage_start, outage_end) = (ns(p.outage_start), ns(p.outage_end));
+    if s.buckets.len() < n_ticks {
+        s.buckets.resize_with(n_ticks, Vec::new);
+    }
+    for b in &mut s.buckets[..n_ticks] {
+        b.clear();
+    }
+    s.calls.clear();
+    let mut outcome_rng = FastRng::seeded(mix(seed, 1));
+    let mut call_seeds = FastRng::seeded(mix(seed, 2));
+    let mut out = RunOut {
+        load: vec![0; n_ticks],
+        retries: vec![0; n_ticks],
+        successes: vec![0; n_ticks],
+        ..RunOut::default()
+    };
+    let mut burst_done = false;
+    let cap = p.capacity;
+    for k in 0..n_ticks {
+        let start = k as u64 * tick;
+        let end = start + tick;
+        let in_outage = start >= outage_start && start < outage_end;
+        let mut due = std::mem::take(&mut s.buckets[k]);
+        let mut fresh = u64::from(p.arrivals);
+        if in_outage && !burst_done {
+            burst_done = true;
+            fresh += u64::from(p.burst);
+        }
+        for _ in 0..fresh {
+            let id = s.calls.len() as u32;
+            s.calls.push(Call::with_rng(call_seeds.fork()));
+            due.push(id);
+        }
+        out.requests += fresh;
+        // Admission at the tick's start: a breaker or throttle may refuse.
+        s.admitted.clear();
+        let now = vt.at(start);
+        for &id in &due {
+            let call = &mut s.calls[id as usize];
+            let policy = policies.get(id as usize % clients);
+            if policy.start_attempt(call, now).is_ok() {
+                s.admitted.push(id);
+                if call.attempts() > 1 {
+                    out.retries[k] += 1;
+                }
+            }
+        }
+        // Retries only ever land in later ticks, so the emptied bucket can
+        // go back now and keep its capacity.
+        due.clear();
+        s.buckets[k] = due;
+        let load = s.admitted.len();
+        out.load[k] = load as u32;
+        out.attempts += load as u64;
+        let p_success = if in_outage {
+            0.0
+        } else if load as f64 <= cap {
+            1.0
+        } else {
+            let r = cap / load as f64;
+            match p.success_model {
+                SuccessModel::Square => r * r,
+                SuccessModel::Linear => r,
+            }
+        };
+        // Results at the tick's end.
+        let now = vt.at(end);
+        for &id in &s.admitted {
+            let ok = p_success >= 1.0 || (p_success > 0.0 && outcome_rng.next_f64() < p_success);
+            let outcome = if ok {
+                Outcome::Success
+            } else {
+                Outcome::Failure(Class::Transient.into())
+            };
+            let call = &mut s.calls[id as usize];
+            let policy = policies.get(id as usize % clients);
+            match policy.decide(call, outcome, now) {
+                Decision::Retry { after } => {
+                    let at = end.saturating_add(ns(after));
+                    let idx = (at / tick) as usize;
+                    // A retry due after the end of the run never happens.
+                    if idx < n_ticks {
+                        s.buckets[idx].push(id);
+                    }
+                }
+                Decision::Stop(StopReason::Success) => {
+                    out.successes[k] += 1;
+                    out.succeeded += 1;
+                }
+                Decision::Stop(_) => {}
+            }
+        }
+    }
+    out.budget_refusals = policies.budget_refusals();
+    out.breaker_opens = policies.breaker_opens();
+    Ok(out)
+}
+
+/// Time after the outage until the load is at or under capacity for good;
+/// `None` if it never is (or nothing of the run is after the outage).
+pub(crate) fn recovery_s(load: &[u32], p: &Params) -> Option<f64> {
+    let tick = ns(p.tick);
+    let end = ns(p.outage_end);
+    let first_after = end.div_ceil(tick) as usize;
+    if first_after >= load.len() {
+        return None;
+    }
+    let mut k = load.len();
+    while k > first_after && f64::from(load[k - 1]) <= p.capacity {
+        k -= 1;
+    }
+    if k == load.len() {
+        return None;
+    }
+    Some((k as u64 * tick).saturating_sub(end) as f64 / 1e9)
+}
+
+fn peak(load: &[u32], from: usize, cap: f64) -> Option<f64> {
+    load.get(from..)
+        .filter(|l| !l.is_empty())
+        .map(|l| f64::from(*l.iter().max().unwrap_or(&0)) / cap)
+}
+
+/// Folds the runs of one strategy (in run order) into its row.
+pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row {
+    let n = runs.len().max(1) as f64;
+    let mut sum = SeriesSum::default();
+    let (mut attempts, mut requests, mut ok, mut refusals, mut opens) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut peak_sum, mut post_sum, mut rec_sum) = (0.0, 0.0, 0.0);
+    let mut post_any = true;
+    let mut recovered_all = true;
+    let first_after = ns(p.outage_end).div_ceil(ns(p.tick)) as usize;
+    for r in runs {
+        sum.add(&r.load, &r.retries, &r.successes);
+        attempts += r.attempts;
+        requests += r.requests;
+        ok += r.succeeded;
+        refusals += r.budget_refusals;
+        opens += r.breaker_opens;
+        peak_sum += peak(&r.load, 0, p.capacity).unwrap_or(0.0);
+        match peak(&r.load, first_after, p.capacity) {
+            Some(x) => post_sum += x,
+            None => post_any = false,
+        }
+        match recovery_s(&r.load, p) {
+            Some(x) => rec_sum += x,
+            None => recovered_all = false,
+        }
+    }
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    Row {
+        strategy: strategy.to_string(),
+        runs: runs.len(),
+        attempts: attempts as f64 / n,
+        requests: requests as f64 / n,
+        amplification: ratio(attempts, requests),
+        request_success: ratio(ok, requests),
+        peak_load_over_capacity: Some(peak_sum / n),
+        post_outage_peak_over_capacity: post_any.then_some(post_sum / n),
+        recovery_s: recovered_all.then_some(rec_sum / n),
+        budget_refusals: refusals as f64 / n,
+        breaker_opens: opens as f64 / n,
+        series: sum.mean(runs.len(), p.tick.as_secs_f64()),
+        ..Row::default()
+    }
+}

@@ -1,0 +1,351 @@
+//! Bronson et al.'s metastable failure (HotOS 2021), as a discrete-event
+//! simulation.
+//!
+//! Requests arrive as a Poisson stream at `rate` to a FIFO server completing
+//! `capacity` per second (a fixed service time). A client gives up on an
+//! attempt after `timeout` and asks the library's policy whether and when to
+//! retry (one retry by default). The server works on everything it
+//! dequeues, even work whose client has already given up — unless it skips
+//! expired work (deadline propagation), dropping any request whose deadline
+//! has passed before starting it. A network outage holds every request sent
+//! during it and delivers them all when it ends: the trigger. Network hops
+//! otherwise take no time.
+//!
+//! Goodput is answers delivered in time, counted per second. The system has
+//! recovered from the first second after the outage from which every 5 s
+//! window's goodput is at least 95 % of the requests that arrived in it.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use stagger::{Call, Decision, Failure, FastRng, Outcome};
+
+use crate::engine::{exponential_ns, mix, ns, VirtualTime};
+use crate::guard::ClientPolicies;
+use crate::params::Params;
+use crate::result::{Row, SeriesSum};
+use crate::strategy::Strategy;
+use crate::SimError;
+
+const SECOND: u64 = 1_000_000_000;
+/// Window over which goodput is compared with arrivals.
+const WINDOW_S: usize = 5;
+/// Seconds at the end of the run averaged for `goodput_after`.
+const TAIL_S: usize = 20;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Backoff,
+    Done,
+}
+
+struct Req {
+    call: Call<FastRng>,
+    state: State,
+}
+
+#[derive(Clone, Copy)]
+struct Job {
+    id: u32,
+    attempt: u32,
+    sent: u64,
+}
+
+/// Buffers reused from run to run by one thread.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    reqs: Vec<Req>,
+    queue: VecDeque<Job>,
+    held: Vec<Job>,
+    timeouts: VecDeque<(u64, Job)>,
+    retries: BinaryHeap<Reverse<(u64, u32)>>,
+}
+
+/// What one run produced, per second and in total.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RunOut {
+    pub(crate) load: Vec<u32>,
+    pub(crate) retries: Vec<u32>,
+    pub(crate) goodput: Vec<u32>,
+    pub(crate) arrivals: Vec<u32>,
+    pub(crate) attempts: u64,
+    pub(crate) budget_refusals: u64,
+    pub(crate) breaker_opens: u64,
+    pub(crate) events: u64,
+}
+
+struct World<'a> {
+    s: &'a mut Scratch,
+    out: RunOut,
+    timeout: u64,
+    service: u64,
+    outage: (u64, u64),
+    skips_expired: bool,
+    busy: Option<(u64, Job)>,
+}
+
+impl World<'_> {
+    fn bin(t: u64) -> usize {
+        (t / SECOND) as usize
+    }
+
+    fn bump(v: &mut [u32], t: u64) {
+        if let Some(x) = v.get_mut(Self::bin(t)) {
+            *x += 1;
+        }
+    }
+
+    /// Sends attempt `attempt` of request `id` at `t`.
+    fn send(&mut self, id: u32, attempt: u32, t: u64) {
+        let job = Job {
+            id,
+            attempt,
+            sent: t,
+        };
+        self.out.attempts += 1;
+        if attempt > 1 {
+            Self::bump(&mut self.out.retries, t);
+        }
+        self.s
+            .timeouts
+            .push_back((t.saturating_add(self.timeout), job));
+        if t >= self.outage.0 && t < self.outage.1 {
+            self.s.held.push(job);
+        } else {
+            self.arrive(job, t);
+        }
+    }
+
+    /// A request reaches the server at `t`.
+    fn arrive(&mut self, job: Job, t: u64) {
+        Self::bump(&mut self.out.load, t);
+        self.s.queue.push_back(job);
+        if self.busy.is_none() {
+            self.start_next(t);
+        }
+    }
+
+    fn start_next(&mut self, t: u64) {
+        while let Some(job) = self.s.queue.pop_front() {
+            if self.skips_expired && t > job.sent.saturating_add(self.timeout) {
+                continue;
+            }
+            self.busy = Some((t.saturating_add(self.service), job));
+            return;
+        }
+        self.busy = None;
+    }
+}
+
+/// Runs one seed of one strategy.
+pub(crate) fn run(
+    s: &mut Scratch,
+    strategy: &Strategy,
+    p: &Params,
+    seed: u64,
+) -> Result<RunOut, SimError> {
+    let vt = VirtualTime::new();
+    let clients = p.clients.lo as usize;
+    let policies = ClientPolicies::new(strategy, p, clients, seed)?;
+    // Requests are spread round-robin over the client processes.
+    let policy_of = |id: u32| policies.get(id as usize % clients);
+    let end = ns(p.duration);
+    let bins = end.div_ceil(SECOND) as usize;
+    s.reqs.clear();
+    s.queue.clear();
+    s.held.clear();
+    s.timeouts.clear();
+    s.retries.clear();
+    let mut arrivals_rng = FastRng::seeded(mix(seed, 5));
+    let mut call_seeds = FastRng::seeded(mix(seed, 6));
+    let mean_gap = 1e9 / p.rate;
+    let mut w = World {
+        s,
+        out: RunOut {
+            load: vec![0; bins],
+            retries: vec![0; bins],
+            goodput: vec![0; bins],
+            arrivals: vec![0; bins],
+            ..RunOut::default()
+        },
+        timeout: ns(p.timeout),
+        service: ((1e9 / p.capacity) as u64).max(1),
+        outage: (ns(p.outage_start), ns(p.outage_end)),
+        skips_expired: p.server_skips_expired,
+        busy: None,
+    };
+    let mut next_arrival = exponential_ns(&mut arrivals_rng, mean_gap);
+    let mut released = w.outage.0 >= w.outage.1;
+    loop {
+        let done_at = w.busy.map_or(u64::MAX, |(t, _)| t);
+        let timeout_at = w.s.timeouts.front().map_or(u64::MAX, |(t, _)| *t);
+        let retry_at = w.s.retries.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
+        let release_at = if released { u64::MAX } else { w.outage.1 };
+        let t = done_at
+            .min(timeout_at)
+            .min(retry_at)
+            .min(release_at)
+            .min(next_arrival);
+        if t >= end {
+            break;
+        }
+        w.out.events += 1;
+        if t == done_at {
+            let Some((_, job)) = w.busy else { break };
+            let req = &mut w.s.reqs[job.id as usize];
+            let policy = policy_of(job.id);
+            if req.state == State::Waiting
+                && req.call.attempts() == job.attempt
+                && t <= job.sent.saturating_add(w.timeout)
+            {
+                req.state = State::Done;
+                World::bump(&mut w.out.goodput, t);
+                if policy.watches_success(&req.call) {
+                    policy.decide(&mut req.call, Outcome::Success, vt.at(t));
+                }
+            }
+            w.start_next(t);
+        } else if t == timeout_at {
+            let Some((_, job)) = w.s.timeouts.pop_front() else {
+                break;
+            };
+            let req = &mut w.s.reqs[job.id as usize];
+            if req.state != State::Waiting || req.call.attempts() != job.attempt {
+                continue;
+            }
+            match policy_of(job.id).decide(&mut req.call, Failure::timeout(), vt.at(t)) {
+                Decision::Retry { after } => {
+                    req.state = State::Backoff;
+                    w.s.retries
+                        .push(Reverse((t.saturating_add(ns(after)), job.id)));
+                }
+                Decision::Stop(_) => req.state = State::Done,
+            }
+        } else if t == release_at {
+            released = true;
+            let held = std::mem::take(&mut w.s.held);
+            for &job in &held {
+                w.arrive(job, t);
+            }
+            w.s.held = held;
+            w.s.held.clear();
+        } else if t == retry_at {
+            let Some(Reverse((_, id))) = w.s.retries.pop() else {
+                break;
+            };
+            let req = &mut w.s.reqs[id as usize];
+            if policy_of(id).start_attempt(&mut req.call, vt.at(t)).is_ok() {
+                req.state = State::Waiting;
+                let attempt = req.call.attempts();
+                w.send(id, attempt, t);
+            } else {
+                req.state = State::Done;
+            }
+        } else {
+            next_arrival = t.saturating_add(exponential_ns(&mut arrivals_rng, mean_gap).max(1));
+            let id = w.s.reqs.len() as u32;
+            let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
+            World::bump(&mut w.out.arrivals, t);
+            let admitted = policy_of(id).start_attempt(&mut call, vt.at(t)).is_ok();
+            w.s.reqs.push(Req {
+                call,
+                state: if admitted {
+                    State::Waiting
+                } else {
+                    State::Done
+                },
+            });
+            if admitted {
+                w.send(id, 1, t);
+            }
+        }
+    }
+    let mut out = w.out;
+    out.budget_refusals = policies.budget_refusals();
+    out.breaker_opens = policies.breaker_opens();
+    Ok(out)
+}
+
+/// Seconds after the outage until goodput keeps up with arrivals (every 5 s
+/// window from then on at ≥ 95 %); `None` if it never does.
+pub(crate) fn recovery_s(r: &RunOut, p: &Params) -> Option<f64> {
+    let n = r.goodput.len();
+    let from = ns(p.outage_end).div_ceil(SECOND) as usize;
+    if n < WINDOW_S || from + WINDOW_S > n {
+        return None;
+    }
+    let good = |s: usize| {
+        let g: u32 = r.goodput[s..s + WINDOW_S].iter().sum();
+        let a: u32 = r.arrivals[s..s + WINDOW_S].iter().sum();
+        f64::from(g) >= 0.95 * f64::from(a)
+    };
+    let mut s = n - WINDOW_S + 1;
+    while s > from && good(s - 1) {
+        s -= 1;
+    }
+    if s == n - WINDOW_S + 1 {
+        return None;
+    }
+    Some(s as f64 - p.outage_end.as_secs_f64())
+}
+
+fn mean_per_s(v: &[u32]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().map(|x| f64::from(*x)).sum::<f64>() / v.len() as f64)
+}
+
+/// Folds the runs of one strategy (in run order) into its row.
+pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row {
+    let n = runs.len().max(1) as f64;
+    let mut sum = SeriesSum::default();
+    let before_end = (ns(p.outage_start) / SECOND) as usize;
+    let after_from = ns(p.outage_end).div_ceil(SECOND) as usize;
+    let (mut attempts, mut requests, mut ok) = (0u64, 0u64, 0u64);
+    let (mut peak, mut post, mut before, mut after, mut rec) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    let (mut post_any, mut before_any, mut all_recovered) = (true, true, true);
+    for r in runs {
+        sum.add(&r.load, &r.retries, &r.goodput);
+        attempts += r.attempts;
+        requests += r.arrivals.iter().map(|x| u64::from(*x)).sum::<u64>();
+        ok += r.goodput.iter().map(|x| u64::from(*x)).sum::<u64>();
+        let max_of = |v: &[u32]| f64::from(v.iter().copied().max().unwrap_or(0)) / p.capacity;
+        peak += max_of(&r.load);
+        match r.load.get(after_from..).filter(|v| !v.is_empty()) {
+            Some(v) => post += max_of(v),
+            None => post_any = false,
+        }
+        match mean_per_s(&r.goodput[..before_end.min(r.goodput.len())]) {
+            Some(x) => before += x,
+            None => before_any = false,
+        }
+        let tail_from = r
+            .goodput
+            .len()
+            .saturating_sub(TAIL_S)
+            .max(after_from.min(r.goodput.len()));
+        after += mean_per_s(&r.goodput[tail_from..]).unwrap_or(0.0);
+        match recovery_s(r, p) {
+            Some(x) => rec += x,
+            None => all_recovered = false,
+        }
+    }
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    Row {
+        strategy: strategy.to_string(),
+        runs: runs.len(),
+        attempts: attempts as f64 / n,
+        requests: requests as f64 / n,
+        amplification: ratio(attempts, requests),
+        request_success: ratio(ok, requests),
+        peak_load_over_capacity: Some(peak / n),
+        post_outage_peak_over_capacity: post_any.then_some(post / n),
+        recovery_s: all_recovered.then_some(rec / n),
+        budget_refusals: runs.iter().map(|r| r.budget_refusals).sum::<u64>() as f64 / n,
+        breaker_opens: runs.iter().map(|r| r.breaker_opens).sum::<u64>() as f64 / n,
+        goodput_before: before_any.then_some(before / n),
+        goodput_after: Some(after / n),
+        recovered: Some(all_recovered),
+        series: sum.mean(runs.len(), 1.0),
+        ..Row::default()
+    }
+}
