@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod gameday;
 mod http;
 mod jitter;
 mod run;
@@ -36,6 +37,8 @@ enum Command {
     Simulate(Box<simulate::Args>),
     /// Send an HTTP request with stagger's retries (a curl-like client).
     Http(http::Args),
+    /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
+    Gameday(gameday::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,5 +64,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Jitter(a) => jitter::jitter(&a),
         Command::Simulate(a) => simulate::run(&a),
         Command::Http(a) => http::run(&a),
+        Command::Gameday(a) => gameday::run(&a),
     }
 }

@@ -1,0 +1,261 @@
+//! The clients: a fleet of tasks sending open-loop traffic at a steady rate
+//! through the library's reqwest middleware.
+//!
+//! Clients are grouped into pods. A pod is one process of a real service:
+//! one connection pool, one retry budget, one breaker and one throttle
+//! shared by its clients (when the strategy has them). Each client has its
+//! own [`Policy`](stagger::Policy) instance. Open loop: a client sends its
+//! next request on schedule whether or not the previous one has finished,
+//! as users do, so retries add load instead of slowing arrivals down.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::Extensions;
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use stagger::http::RetryInfo;
+use stagger::reqwest::RetryMiddleware;
+use stagger::{Stats, StopReason};
+use tokio::task::JoinSet;
+
+use super::bins::{Bins, Timeline};
+use super::strategy::{Schedule, Strategy};
+use crate::args::UsageError;
+
+/// The fleet's shape and traffic.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Client tasks.
+    pub clients: usize,
+    /// Pods the clients are spread over (round-robin).
+    pub pods: usize,
+    /// New requests per second, over the whole fleet.
+    pub rate: f64,
+    /// How long new requests are sent.
+    pub duration: Duration,
+    /// Each request's deadline, over all its attempts and waits.
+    pub deadline: Duration,
+    /// The retry schedule.
+    pub schedule: Schedule,
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Hard cap on logical requests.
+    pub max_requests: u64,
+}
+
+/// What the clients saw.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Logical requests started, per bin.
+    pub sent: Vec<u32>,
+    /// Requests that succeeded, per bin of their end.
+    pub successes: Vec<u32>,
+    /// Logical requests made.
+    pub requests: u64,
+    /// Attempts the clients made, including those that never reached the
+    /// server (refused connections).
+    pub attempts: u64,
+    /// Requests by stop reason (`error` when the middleware gave none).
+    pub stops: BTreeMap<String, u64>,
+    /// Latency of each successful request, ms.
+    pub latencies_ms: Vec<u32>,
+    /// Retries refused by the pods' budgets.
+    pub budget_refusals: u64,
+    /// Times the pods' breakers opened.
+    pub breaker_opens: u64,
+    /// Requests still running when the run was cut off (none normally).
+    pub cut_off: u64,
+}
+
+struct Counters {
+    sent: Bins,
+    successes: Bins,
+    issued: AtomicU64,
+    attempts: AtomicU64,
+    stops: [AtomicU64; StopReason::ALL.len() + 1],
+    latencies_ms: Mutex<Vec<u32>>,
+}
+
+impl Counters {
+    fn stop(&self, reason: Option<StopReason>) {
+        let i = reason
+            .and_then(|r| StopReason::ALL.iter().position(|x| *x == r))
+            .unwrap_or(StopReason::ALL.len());
+        self.stops[i].fetch_add(1, Relaxed);
+    }
+}
+
+/// One pod: a connection pool, counters and shared guardrails.
+struct Pod {
+    http: reqwest::Client,
+    stats: Arc<Stats>,
+    guard: Option<Arc<stagger::Guardrails>>,
+}
+
+/// Runs the fleet against `addr` until its traffic period is over and every
+/// request has ended (each is bounded by its deadline); must run inside a
+/// tokio runtime. Requests still running `grace` after the traffic period
+/// are cut off and counted.
+pub async fn run(
+    cfg: Config,
+    addr: SocketAddr,
+    line: Timeline,
+    grace: Duration,
+) -> Result<Outcome, UsageError> {
+    let counters = Arc::new(Counters {
+        sent: line.series(),
+        successes: line.series(),
+        issued: AtomicU64::new(0),
+        attempts: AtomicU64::new(0),
+        stops: std::array::from_fn(|_| AtomicU64::new(0)),
+        latencies_ms: Mutex::new(Vec::new()),
+    });
+    let mut pods = Vec::with_capacity(cfg.pods);
+    for _ in 0..cfg.pods {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(1))
+            .build()
+            .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
+        let stats = Arc::new(Stats::new());
+        let guard = cfg.strategy.pod_guardrails(stats.clone());
+        pods.push(Pod { http, stats, guard });
+    }
+    let url: Arc<str> = format!("http://{addr}/work").into();
+    let period = Duration::from_secs_f64(cfg.clients as f64 / cfg.rate);
+    let end = line.start + cfg.duration;
+    let mut fleet = JoinSet::new();
+    for i in 0..cfg.clients {
+        let pod = &pods[i % cfg.pods];
+        let policy = cfg
+            .strategy
+            .client_policy(&cfg.schedule, pod.guard.as_ref(), &pod.stats)?;
+        let client = ClientBuilder::new(pod.http.clone())
+            .with(
+                RetryMiddleware::new(policy)
+                    .idempotency_keys(true)
+                    .timeout(cfg.deadline),
+            )
+            .build();
+        // Phases spread evenly: the fleet as a whole sends every 1/rate s.
+        let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);
+        let me = Client {
+            name: format!("{}.{}", i % cfg.pods, i),
+            client,
+            url: url.clone(),
+            counters: counters.clone(),
+            max: cfg.max_requests,
+        };
+        fleet.spawn(me.run(first, period, end));
+    }
+    let cut = tokio::time::timeout(cfg.duration + grace, async {
+        while fleet.join_next().await.is_some() {}
+    })
+    .await
+    .is_err();
+    let cut_off = if cut { fleet.len() as u64 } else { 0 };
+    fleet.shutdown().await;
+    let mut stops = BTreeMap::new();
+    for (i, n) in counters.stops.iter().enumerate() {
+        let n = n.load(Relaxed);
+        if n > 0 {
+            let name = StopReason::ALL.get(i).map_or("error", |r| r.as_str());
+            stops.insert(name.to_string(), n);
+        }
+    }
+    let snaps: Vec<_> = pods.iter().map(|p| p.stats.snapshot()).collect();
+    let latencies_ms = std::mem::take(
+        &mut *counters
+            .latencies_ms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    Ok(Outcome {
+        sent: counters.sent.snapshot(),
+        successes: counters.successes.snapshot(),
+        requests: counters.issued.load(Relaxed).min(cfg.max_requests),
+        attempts: counters.attempts.load(Relaxed),
+        stops,
+        latencies_ms,
+        budget_refusals: snaps.iter().map(|s| s.budget_refusals).sum(),
+        breaker_opens: snaps.iter().map(|s| s.breaker_opens).sum(),
+        cut_off,
+    })
+}
+
+struct Client {
+    name: String,
+    client: ClientWithMiddleware,
+    url: Arc<str>,
+    counters: Arc<Counters>,
+    max: u64,
+}
+
+impl Client {
+    /// Sends a request every `period` from `first` until `end`, each as a
+    /// task of its own, then waits for them all.
+    async fn run(self, first: Instant, period: Duration, end: Instant) {
+        let mut calls = JoinSet::new();
+        let mut next = first;
+        let mut seq = 0u64;
+        while next < end {
+            tokio::time::sleep_until(next.into()).await;
+            while calls.try_join_next().is_some() {}
+            if self.counters.issued.fetch_add(1, Relaxed) >= self.max {
+                break;
+            }
+            let order = format!("{}.{}", self.name, seq);
+            seq += 1;
+            calls.spawn(call(
+                self.client.clone(),
+                self.url.clone(),
+                order,
+                self.counters.clone(),
+            ));
+            next += period;
+        }
+        while calls.join_next().await.is_some() {}
+    }
+}
+
+/// One logical request: a POST of one order, retried by the middleware.
+async fn call(client: ClientWithMiddleware, url: Arc<str>, order: String, c: Arc<Counters>) {
+    let started = Instant::now();
+    c.sent.add(started);
+    let req = match client.post(&*url).body(order).build() {
+        Ok(r) => r,
+        Err(_) => {
+            c.stop(None);
+            return;
+        }
+    };
+    let mut ext = Extensions::new();
+    let result = client.execute_with_extensions(req, &mut ext).await;
+    let ended = Instant::now();
+    let (ok, info) = match &result {
+        Ok(resp) => (
+            resp.status().is_success(),
+            resp.extensions().get::<RetryInfo>().copied(),
+        ),
+        Err(_) => (false, ext.get::<RetryInfo>().copied()),
+    };
+    let tries = info.map_or(1, |i| i.attempts);
+    c.attempts.fetch_add(u64::from(tries), Relaxed);
+    if ok {
+        c.successes.add(ended);
+        let ms = ended.duration_since(started).as_millis();
+        c.latencies_ms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(u32::try_from(ms).unwrap_or(u32::MAX));
+        c.stop(Some(StopReason::Success));
+    } else {
+        // A failed call whose last answer was a success status cannot
+        // happen; any other ending is counted by the middleware's reason.
+        c.stop(info.map(|i| i.reason).filter(|r| *r != StopReason::Success));
+    }
+}

@@ -1,0 +1,339 @@
+//! From raw counts to the numbers a game-day reports.
+//!
+//! Load is what arrives at the server: every attempt, first or retry.
+//! Windowed numbers use 1 s windows sliding by one 100 ms bin, so a single
+//! lucky or unlucky bin does not decide anything.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Bins per 1 s window.
+const WINDOW: usize = 10;
+/// Load within this factor of the arrival rate counts as baseline.
+pub const BASELINE_SLACK: f64 = 1.25;
+/// Successes at this share of the arrival rate count as serving normally.
+pub const SERVING_SHARE: f64 = 0.9;
+
+/// Everything one strategy's run measured.
+#[derive(Debug, Clone, Default)]
+pub struct Raw {
+    /// The strategy's name.
+    pub strategy: String,
+    /// New requests per second.
+    pub rate: f64,
+    /// Server capacity, jobs per second.
+    pub capacity: f64,
+    /// Bins of traffic (the run's duration); later bins are the drain.
+    pub traffic_bins: usize,
+    /// Bin where the fault ends, if it ends inside the run.
+    pub fault_end_bin: Option<usize>,
+    /// Server: first attempts arriving, per bin.
+    pub first: Vec<u32>,
+    /// Server: retries arriving, per bin.
+    pub retries: Vec<u32>,
+    /// Server: jobs completed, per bin.
+    pub completed: Vec<u32>,
+    /// Server: jobs completed after their client gave up, per bin.
+    pub abandoned: Vec<u32>,
+    /// Server: requests rejected (503/429), per bin.
+    pub rejected: Vec<u32>,
+    /// Server: orders applied more than once.
+    pub duplicates: u64,
+    /// Server: attempts whose key was already applied.
+    pub deduplicated: u64,
+    /// Clients: logical requests started, per bin.
+    pub sent: Vec<u32>,
+    /// Clients: requests that succeeded, per bin of their end.
+    pub successes: Vec<u32>,
+    /// Clients: logical requests made.
+    pub requests: u64,
+    /// Clients: attempts made, reaching the server or not.
+    pub client_attempts: u64,
+    /// Clients: requests that ended, by stop reason.
+    pub stops: BTreeMap<String, u64>,
+    /// Clients: latency of each successful request, ms.
+    pub latencies_ms: Vec<u32>,
+    /// Retries refused by the pods' budgets.
+    pub budget_refusals: u64,
+    /// Times the pods' breakers opened.
+    pub breaker_opens: u64,
+}
+
+/// Per-bin series, as in the simulator's JSON plus the server's view.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Series {
+    /// Bin start, seconds.
+    pub t_s: Vec<f64>,
+    /// Attempts arriving (first attempts + retries).
+    pub load: Vec<u32>,
+    /// First attempts arriving.
+    pub first_attempts: Vec<u32>,
+    /// Retries arriving.
+    pub retries: Vec<u32>,
+    /// Requests that succeeded at the clients.
+    pub successes: Vec<u32>,
+    /// Jobs the server completed.
+    pub completed: Vec<u32>,
+    /// Jobs completed for a client that had already given up.
+    pub abandoned: Vec<u32>,
+    /// Requests the server rejected.
+    pub rejected: Vec<u32>,
+}
+
+/// Latency of successful requests.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Latency {
+    /// Median, ms.
+    pub p50_ms: Option<u32>,
+    /// 99th percentile, ms.
+    pub p99_ms: Option<u32>,
+}
+
+/// One strategy's row; field names follow `stagger simulate` where they
+/// mean the same thing.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Row {
+    /// The strategy, e.g. `full+budget+breaker`.
+    pub strategy: String,
+    /// Logical requests made.
+    pub requests: u64,
+    /// Attempts that reached the server.
+    pub attempts: u64,
+    /// First attempts that reached the server.
+    pub first_attempts: u64,
+    /// Retries that reached the server.
+    pub retries: u64,
+    /// Attempts ÷ requests (at the server).
+    pub amplification: f64,
+    /// Attempts the clients made, including refused connections.
+    pub client_attempts: u64,
+    /// Client attempts ÷ requests.
+    pub client_amplification: f64,
+    /// Retries ÷ requests (the retry-amplification SLI over the run).
+    pub retry_ratio: f64,
+    /// Retries ÷ requests over the last quarter of the traffic.
+    pub tail_retry_ratio: f64,
+    /// Share of requests that succeeded.
+    pub request_success: f64,
+    /// Largest 1 s load ÷ capacity.
+    pub peak_load_over_capacity: f64,
+    /// The same, over windows after the fault cleared (`null` if it never
+    /// clears).
+    pub post_outage_peak_over_capacity: Option<f64>,
+    /// Seconds after the fault cleared during which the 1 s load exceeded
+    /// capacity.
+    pub overloaded_after_fault_s: Option<f64>,
+    /// Seconds from the fault clearing until two consecutive 1 s windows
+    /// (or one that ends the traffic) have load at baseline (≤ 1.25 × rate)
+    /// and successes ≥ 90 % of the rate; `null` if that never happened.
+    pub recovery_s: Option<f64>,
+    /// Whether it happened (`null` when the fault never clears).
+    pub recovered: Option<bool>,
+    /// Retries refused by a budget.
+    pub budget_refusals: u64,
+    /// Times a breaker opened.
+    pub breaker_opens: u64,
+    /// Orders applied more than once at the server.
+    pub duplicates: u64,
+    /// Attempts the server's idempotency-key table absorbed.
+    pub deduplicated: u64,
+    /// Jobs the server completed.
+    pub completed: u64,
+    /// Jobs completed for clients that had already given up.
+    pub abandoned: u64,
+    /// Requests the server rejected.
+    pub rejected: u64,
+    /// Requests by stop reason.
+    pub stops: BTreeMap<String, u64>,
+    /// Latency of successful requests.
+    pub latency: Latency,
+    /// Per-100 ms series over the traffic period.
+    pub series: Series,
+}
+
+fn sum(v: &[u32]) -> u64 {
+    v.iter().map(|x| u64::from(*x)).sum()
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn percentile(sorted: &[u32], p: f64) -> Option<u32> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted.get(i.min(sorted.len() - 1)).copied()
+}
+
+/// Sum of `v` over the 1 s window starting at bin `i` (shorter at the end).
+fn window(v: &[u32], i: usize) -> u64 {
+    sum(&v[i.min(v.len())..(i + WINDOW).min(v.len())])
+}
+
+/// Derives the row.
+pub fn summarize(raw: &Raw) -> Row {
+    let n = raw.traffic_bins.min(raw.first.len());
+    let load: Vec<u32> = raw
+        .first
+        .iter()
+        .zip(&raw.retries)
+        .map(|(a, b)| a + b)
+        .collect();
+    let first_attempts = sum(&raw.first);
+    let retries = sum(&raw.retries);
+    let attempts = first_attempts + retries;
+    let cap = raw.capacity.max(1e-9);
+    let peak = |from: usize| -> Option<f64> {
+        (from..n.saturating_sub(WINDOW - 1))
+            .map(|i| window(&load[..n], i) as f64 / cap)
+            .reduce(f64::max)
+    };
+    let post_peak = raw.fault_end_bin.and_then(peak);
+    let overloaded = raw.fault_end_bin.map(|end| {
+        let over = (end..n.saturating_sub(WINDOW - 1))
+            .filter(|&i| window(&load[..n], i) as f64 > cap)
+            .count();
+        over as f64 / WINDOW as f64
+    });
+    let recovery_s = raw
+        .fault_end_bin
+        .and_then(|end| recovery(raw, &load[..n], end, n));
+    let tail_from = n - n / 4;
+    let tail_retry_ratio = ratio(
+        sum(&raw.retries[tail_from..n]),
+        sum(&raw.sent[tail_from..n]),
+    );
+    let mut lat = raw.latencies_ms.clone();
+    lat.sort_unstable();
+    let successes = raw.stops.get("success").copied().unwrap_or(0);
+    Row {
+        strategy: raw.strategy.clone(),
+        requests: raw.requests,
+        attempts,
+        first_attempts,
+        retries,
+        amplification: ratio(attempts, raw.requests),
+        client_attempts: raw.client_attempts,
+        client_amplification: ratio(raw.client_attempts, raw.requests),
+        retry_ratio: ratio(retries, raw.requests),
+        tail_retry_ratio,
+        request_success: ratio(successes, raw.requests),
+        peak_load_over_capacity: peak(0).unwrap_or(0.0),
+        post_outage_peak_over_capacity: post_peak,
+        overloaded_after_fault_s: overloaded,
+        recovery_s,
+        recovered: raw.fault_end_bin.map(|_| recovery_s.is_some()),
+        budget_refusals: raw.budget_refusals,
+        breaker_opens: raw.breaker_opens,
+        duplicates: raw.duplicates,
+        deduplicated: raw.deduplicated,
+        completed: sum(&raw.completed),
+        abandoned: sum(&raw.abandoned),
+        rejected: sum(&raw.rejected),
+        stops: raw.stops.clone(),
+        latency: Latency {
+            p50_ms: percentile(&lat, 0.5),
+            p99_ms: percentile(&lat, 0.99),
+        },
+        series: Series {
+            t_s: (0..n).map(|i| i as f64 / WINDOW as f64).collect(),
+            load: load[..n].to_vec(),
+            first_attempts: raw.first[..n].to_vec(),
+            retries: raw.retries[..n].to_vec(),
+            successes: raw.successes[..n.min(raw.successes.len())].to_vec(),
+            completed: raw.completed[..n].to_vec(),
+            abandoned: raw.abandoned[..n].to_vec(),
+            rejected: raw.rejected[..n].to_vec(),
+        },
+    }
+}
+
+/// Seconds from bin `end` until two consecutive 1 s windows are healthy.
+fn recovery(raw: &Raw, load: &[u32], end: usize, n: usize) -> Option<f64> {
+    let per_window = raw.rate;
+    let healthy = |i: usize| {
+        window(load, i) as f64 <= BASELINE_SLACK * per_window
+            && window(&raw.successes[..n.min(raw.successes.len())], i) as f64
+                >= SERVING_SHARE * per_window
+    };
+    // Two healthy windows in a row, or one that reaches the end of traffic.
+    let last = n.saturating_sub(WINDOW);
+    (end..=last)
+        .find(|&i| healthy(i) && (i + WINDOW > last || healthy(i + WINDOW)))
+        .map(|i| (i - end) as f64 / WINDOW as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 10 s of 100 requests/s against capacity 200/s; `extra` retries per
+    /// bin arrive in bins `from..to`.
+    fn raw(extra: u32, from: usize, to: usize) -> Raw {
+        let n = 100;
+        let mut retries = vec![0; n];
+        for r in &mut retries[from..to] {
+            *r = extra;
+        }
+        let mut successes = vec![10; n];
+        for s in &mut successes[20..to.max(40)] {
+            *s = 0;
+        }
+        Raw {
+            strategy: "x".into(),
+            rate: 100.0,
+            capacity: 200.0,
+            traffic_bins: n,
+            fault_end_bin: Some(40),
+            first: vec![10; n],
+            retries,
+            completed: vec![10; n],
+            abandoned: vec![0; n],
+            rejected: vec![0; n],
+            sent: vec![10; n],
+            successes,
+            requests: 1000,
+            stops: BTreeMap::from([("success".to_string(), 800)]),
+            ..Raw::default()
+        }
+    }
+
+    #[test]
+    fn a_storm_that_never_ends_never_recovers() {
+        let row = summarize(&raw(40, 20, 100));
+        assert_eq!(row.recovered, Some(false));
+        assert_eq!(row.recovery_s, None);
+        // 50 per bin = 500/s against 200/s.
+        assert!((row.peak_load_over_capacity - 2.5).abs() < 1e-9);
+        assert_eq!(row.post_outage_peak_over_capacity, Some(2.5));
+        assert_eq!(row.overloaded_after_fault_s, Some(5.1));
+        assert!((row.tail_retry_ratio - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_storm_that_ends_recovers_when_load_and_successes_are_back() {
+        let row = summarize(&raw(40, 20, 55));
+        assert_eq!(row.recovered, Some(true));
+        // Retries stop at bin 55, the fault ended at bin 40; the first
+        // window [55, 65) is clean on load and successes.
+        assert_eq!(row.recovery_s, Some(1.5));
+        assert_eq!(row.tail_retry_ratio, 0.0);
+        assert!((row.request_success - 0.8).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_fault_that_never_clears_has_no_recovery() {
+        let mut r = raw(0, 0, 0);
+        r.fault_end_bin = None;
+        let row = summarize(&r);
+        assert_eq!(row.recovered, None);
+        assert_eq!(row.post_outage_peak_over_capacity, None);
+    }
+}

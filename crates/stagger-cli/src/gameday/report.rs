@@ -1,0 +1,340 @@
+//! The comparison table and the self-contained HTML report (inline SVG
+//! arrival histograms, written by hand: no chart library needed).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::measure::Row;
+
+/// The parameters of a game-day, as written in JSON (durations in seconds).
+#[derive(Debug, Clone, Serialize)]
+pub struct Params {
+    /// The fault's name.
+    pub fault: &'static str,
+    /// Seconds of traffic.
+    pub duration_s: f64,
+    /// New requests per second.
+    pub rate: f64,
+    /// Server capacity, jobs per second (workers ÷ service time).
+    pub capacity: f64,
+    /// Client tasks.
+    pub clients: usize,
+    /// Pods (each with its own pool, budget and breaker).
+    pub pods: usize,
+    /// Server workers.
+    pub workers: usize,
+    /// Service time of one job, seconds.
+    pub service_time_s: f64,
+    /// Server queue length.
+    pub queue: usize,
+    /// Timeout of one attempt, seconds.
+    pub timeout_s: f64,
+    /// Deadline of one request over all its attempts, seconds.
+    pub deadline_s: f64,
+    /// Max attempts.
+    pub attempts: u32,
+    /// First backoff, seconds.
+    pub base_s: f64,
+    /// Backoff cap, seconds.
+    pub cap_s: f64,
+    /// Fault start, seconds.
+    pub outage_start_s: f64,
+    /// Fault end, seconds (`null`: it never ends).
+    pub outage_end_s: Option<f64>,
+}
+
+/// The whole result, the `--format json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// Always `gameday` (the simulator writes its model's name here).
+    pub model: &'static str,
+    /// The parameters.
+    pub params: Params,
+    /// One row per strategy, in the order run.
+    pub strategies: Vec<Row>,
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn opt(x: Option<f64>, f: impl Fn(f64) -> String, none: &str) -> String {
+    x.map_or_else(|| none.to_string(), f)
+}
+
+/// The comparison table, one row per strategy.
+pub fn table(r: &Results) -> String {
+    let head = [
+        "strategy",
+        "requests",
+        "success",
+        "ampl",
+        "tries/req",
+        "retries/req",
+        "peak/cap",
+        "after/cap",
+        ">cap after",
+        "recovery",
+        "tail retries",
+        "budget",
+        "breaker",
+        "dup",
+    ];
+    let rows: Vec<[String; 14]> = r
+        .strategies
+        .iter()
+        .map(|s| {
+            [
+                s.strategy.clone(),
+                s.requests.to_string(),
+                pct(s.request_success),
+                format!("{:.2}", s.amplification),
+                format!("{:.2}", s.client_amplification),
+                pct(s.retry_ratio),
+                format!("{:.2}", s.peak_load_over_capacity),
+                opt(s.post_outage_peak_over_capacity, |x| format!("{x:.2}"), "-"),
+                opt(s.overloaded_after_fault_s, |x| format!("{x:.1}s"), "-"),
+                match (s.recovered, s.recovery_s) {
+                    (None, _) => "-".to_string(),
+                    (Some(_), Some(x)) => format!("{x:.1}s"),
+                    (Some(_), None) => "not recovered".to_string(),
+                },
+                pct(s.tail_retry_ratio),
+                s.budget_refusals.to_string(),
+                s.breaker_opens.to_string(),
+                s.duplicates.to_string(),
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "  {c:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &head.map(String::from));
+    for row in &rows {
+        line(&mut out, row);
+    }
+    out
+}
+
+/// What the table's columns mean.
+pub const KEY: &str = "\
+success: requests that succeeded within their deadline. ampl: attempts arriving at the server ÷ requests; \
+tries/req: attempts the clients made ÷ requests (refused connections included). retries/req: retries \
+arriving ÷ requests. peak/cap: largest 1 s load ÷ capacity; after/cap: the same after the fault cleared; \
+>cap after: seconds after the fault with the 1 s load over capacity. recovery: from the fault clearing \
+until load is back at baseline (≤ 1.25 × rate) with ≥ 90 % of the rate succeeding, two 1 s windows in a \
+row. tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
+budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server.";
+
+/// A short description of the run for the report and `--help` readers.
+pub fn legend(p: &Params) -> String {
+    let end = p
+        .outage_end_s
+        .map_or("the end of the run".to_string(), |e| format!("{e:.1} s"));
+    format!(
+        "fault {} from {:.1} s to {end}; {} new requests/s from {} clients in {} pods; server \
+         capacity {:.0}/s ({} workers × {:.0} ms, queue {}); attempt timeout {:.0} ms, deadline \
+         {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
+        p.fault,
+        p.outage_start_s,
+        p.rate,
+        p.clients,
+        p.pods,
+        p.capacity,
+        p.workers,
+        p.service_time_s * 1e3,
+        p.queue,
+        p.timeout_s * 1e3,
+        p.deadline_s,
+        p.attempts,
+        p.base_s * 1e3,
+        p.cap_s,
+    )
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+const W: f64 = 960.0;
+const H: f64 = 280.0;
+const LEFT: f64 = 50.0;
+const RIGHT: f64 = 10.0;
+const TOP: f64 = 20.0;
+const BOTTOM: f64 = 30.0;
+
+/// One arrival histogram: first attempts and retries stacked per 100 ms,
+/// the capacity and baseline lines, the fault shaded, successes as a line.
+pub fn chart(row: &Row, p: &Params) -> String {
+    let s = &row.series;
+    let n = s.load.len().max(1);
+    let cap_bin = p.capacity / 10.0;
+    let base_bin = p.rate / 10.0;
+    let top = s
+        .load
+        .iter()
+        .map(|x| f64::from(*x))
+        .fold(cap_bin * 1.2, f64::max)
+        .max(1.0);
+    let pw = W - LEFT - RIGHT;
+    let ph = H - TOP - BOTTOM;
+    let x = |i: f64| LEFT + pw * i / n as f64;
+    let y = |v: f64| TOP + ph * (1.0 - v / top);
+    let bw = (pw / n as f64).max(0.5);
+    let mut g = String::new();
+    let _ = write!(
+        g,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"##
+    );
+    let (fs, fe) = (
+        p.outage_start_s * 10.0,
+        p.outage_end_s.map_or(n as f64, |e| e * 10.0),
+    );
+    let _ = write!(
+        g,
+        r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{ph}" fill="#eee"/>"##,
+        x(fs),
+        (x(fe.min(n as f64)) - x(fs)).max(0.0)
+    );
+    for (i, (f, r)) in s.first_attempts.iter().zip(&s.retries).enumerate() {
+        let (f, r) = (f64::from(*f), f64::from(*r));
+        let xi = x(i as f64);
+        if f > 0.0 {
+            let _ = write!(
+                g,
+                r##"<rect x="{xi:.1}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="#4a78c2"/>"##,
+                y(f),
+                y(0.0) - y(f)
+            );
+        }
+        if r > 0.0 {
+            let _ = write!(
+                g,
+                r##"<rect x="{xi:.1}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="#d9534f"/>"##,
+                y(f + r),
+                y(f) - y(f + r)
+            );
+        }
+    }
+    let pts: Vec<String> = s
+        .successes
+        .iter()
+        .enumerate()
+        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64 + 0.5), y(f64::from(*v))))
+        .collect();
+    let _ = write!(
+        g,
+        r##"<polyline points="{}" fill="none" stroke="#2e8b57" stroke-width="1.2"/>"##,
+        pts.join(" ")
+    );
+    for (v, color, dash, label) in [
+        (cap_bin, "#000", "6,3", "capacity"),
+        (base_bin, "#777", "2,3", "baseline"),
+    ] {
+        let _ = write!(
+            g,
+            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yv:.1}" y2="{yv:.1}" stroke="{color}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{color}">{label}</text>"##,
+            W - RIGHT,
+            W - RIGHT - 2.0,
+            y(v) - 3.0,
+            yv = y(v)
+        );
+    }
+    // Axes: seconds along the bottom, attempts per 100 ms on the left.
+    let _ = write!(
+        g,
+        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" stroke="#000"/><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#000"/>"##,
+        y(0.0),
+        W - RIGHT,
+        y(0.0),
+        y(0.0)
+    );
+    let secs = n / 10;
+    let step = if secs > 40 {
+        10
+    } else if secs > 15 {
+        5
+    } else {
+        1
+    };
+    for t in (0..=secs).step_by(step) {
+        let xt = x(t as f64 * 10.0);
+        let _ = write!(
+            g,
+            r##"<text x="{xt:.1}" y="{:.1}" text-anchor="middle">{t}s</text>"##,
+            y(0.0) + 14.0
+        );
+    }
+    for k in 0..=4 {
+        let v = top * f64::from(k) / 4.0;
+        let _ = write!(
+            g,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
+            LEFT - 4.0,
+            y(v) + 4.0
+        );
+    }
+    g.push_str("</svg>");
+    g
+}
+
+/// The whole report: the legend, the table, one chart per strategy.
+pub fn html(r: &Results) -> String {
+    let mut h = String::new();
+    h.push_str(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>stagger gameday</title>\
+         <style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\
+         pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:11px}\
+         .key span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}\
+         </style></head><body>",
+    );
+    let _ = write!(
+        h,
+        "<h1>stagger gameday: {}</h1><p>{}</p><pre>{}</pre><p><small>{}</small></p>",
+        escape(r.params.fault),
+        escape(&legend(&r.params)),
+        escape(&table(r)),
+        escape(KEY)
+    );
+    h.push_str(
+        "<p class=\"key\">Attempts arriving at the server per 100 ms:<span style=\"background:#4a78c2\"></span>first attempts\
+         <span style=\"background:#d9534f\"></span>retries<span style=\"background:#2e8b57;height:2px\"></span>successes at the clients\
+         <span style=\"background:#eee\"></span>fault. Dashed: capacity; dotted: baseline (the arrival rate).</p>",
+    );
+    for row in &r.strategies {
+        let _ = write!(
+            h,
+            "<h2>{}</h2><p>success {}, amplification {:.2}, retries/request {}, recovery {}, duplicates {}</p>{}",
+            escape(&row.strategy),
+            pct(row.request_success),
+            row.amplification,
+            pct(row.retry_ratio),
+            match (row.recovered, row.recovery_s) {
+                (None, _) => "n/a (the fault never clears)".to_string(),
+                (Some(_), Some(x)) => format!("{x:.1} s after the fault"),
+                (Some(_), None) => "not recovered".to_string(),
+            },
+            row.duplicates,
+            chart(row, &r.params)
+        );
+    }
+    h.push_str("</body></html>\n");
+    h
+}

@@ -1,0 +1,435 @@
+//! The dependency under test: an HTTP server on 127.0.0.1 with a finite
+//! capacity and scripted faults.
+//!
+//! Capacity is `workers ÷ service time`; service time is a tokio sleep, so
+//! the server costs almost no CPU and its capacity does not depend on how
+//! busy this machine is. Requests wait in a bounded FIFO queue (a fair
+//! semaphore); when it is full the server answers 503 at once. Each
+//! accepted request becomes a job of its own, so the server keeps doing the
+//! work after the client has given up — the queue of dead work that keeps
+//! a metastable failure going.
+//!
+//! Writes are POSTs whose body names the order; the server applies the
+//! order's side effect once per `Idempotency-Key` and counts orders applied
+//! more than once (`duplicates`), which stays 0 as long as every attempt of
+//! a call carries the same key.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use hyper_util::rt::TokioIo;
+use stagger::http::{parse_attempt, IDEMPOTENCY_KEY, REQUEST_TIMEOUT, RETRY_ATTEMPT};
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::task::JoinHandle;
+use tower_service::Service;
+
+use super::bins::{Bins, Timeline};
+
+/// A scripted fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No fault: a baseline run.
+    None,
+    /// Every worker frozen (a GC pause).
+    Stall,
+    /// The listener is down: connections refused, open ones dropped.
+    Failover,
+    /// 503 to every request, for the whole run.
+    Dead,
+    /// 429 with `Retry-After: 1` to every request.
+    Throttle,
+    /// Service time ×10 for jobs that start meanwhile.
+    Slow,
+}
+
+impl Fault {
+    /// Every fault, in the order of `--help`.
+    pub const ALL: [Fault; 6] = [
+        Fault::Stall,
+        Fault::Failover,
+        Fault::Dead,
+        Fault::Throttle,
+        Fault::Slow,
+        Fault::None,
+    ];
+
+    /// The command-line name.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::Stall => "stall",
+            Fault::Failover => "failover",
+            Fault::Dead => "dead",
+            Fault::Throttle => "throttle",
+            Fault::Slow => "slow",
+        }
+    }
+
+    /// How long the fault lasts (`None` for `dead`: the whole run).
+    pub const fn length(&self) -> Option<Duration> {
+        match self {
+            Fault::None => Some(Duration::ZERO),
+            Fault::Stall => Some(Duration::from_secs(2)),
+            Fault::Failover => Some(Duration::from_secs(3)),
+            Fault::Dead => None,
+            Fault::Throttle | Fault::Slow => Some(Duration::from_secs(5)),
+        }
+    }
+}
+
+/// How the server is built and what happens to it, in time since the run
+/// started.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Jobs served at once.
+    pub workers: usize,
+    /// Time one job takes.
+    pub service: Duration,
+    /// Jobs that may wait for a worker.
+    pub queue: usize,
+    /// The fault.
+    pub fault: Fault,
+    /// When the fault starts.
+    pub fault_start: Duration,
+    /// When it ends.
+    pub fault_end: Duration,
+}
+
+impl Config {
+    /// Jobs per second the server completes when busy.
+    pub fn capacity(&self) -> f64 {
+        self.workers as f64 / self.service.as_secs_f64().max(1e-9)
+    }
+}
+
+/// What the server saw, per 100 ms bin and in total.
+#[derive(Debug)]
+pub struct Stats {
+    /// Attempts arriving with `x-retry-attempt: 1` (or none).
+    pub first: Bins,
+    /// Attempts arriving with `x-retry-attempt` ≥ 2.
+    pub retries: Bins,
+    /// Jobs finished.
+    pub completed: Bins,
+    /// Jobs finished after their attempt's timeout: work for nobody.
+    pub abandoned: Bins,
+    /// Requests answered 503 (queue full, dead) or 429 (throttle).
+    pub rejected: Bins,
+    /// Orders whose side effect was applied more than once.
+    pub duplicates: AtomicU64,
+    /// Jobs whose key had already been applied (a deduplicated retry).
+    pub deduplicated: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Ledger {
+    keys: HashSet<Box<str>>,
+    orders: HashMap<Box<str>, u32>,
+}
+
+struct Shared {
+    cfg: Config,
+    start: Instant,
+    stats: Arc<Stats>,
+    workers: Semaphore,
+    depth: AtomicUsize,
+    ledger: Mutex<Ledger>,
+}
+
+impl Shared {
+    fn at(&self, d: Duration) -> Instant {
+        self.start + d
+    }
+
+    fn faulty(&self, fault: Fault, now: Instant) -> bool {
+        self.cfg.fault == fault
+            && now >= self.at(self.cfg.fault_start)
+            && now < self.at(self.cfg.fault_end)
+    }
+
+    /// Sleeps through a stall in progress (a frozen worker finishes nothing).
+    async fn wait_out_stall(&self) {
+        if self.faulty(Fault::Stall, Instant::now()) {
+            tokio::time::sleep_until(self.at(self.cfg.fault_end).into()).await;
+        }
+    }
+
+    fn apply(&self, key: Option<&str>, order: &str) {
+        let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = key {
+            if !l.keys.insert(k.into()) {
+                self.stats.deduplicated.fetch_add(1, Relaxed);
+                return;
+            }
+        }
+        let n = l.orders.entry(order.into()).or_insert(0);
+        *n += 1;
+        if *n == 2 {
+            self.stats.duplicates.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// A running server; [`Server::stop`] (or dropping the runtime) ends it.
+pub struct Server {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// What it saw.
+    pub stats: Arc<Stats>,
+    accept: JoinHandle<()>,
+    kill: watch::Sender<u64>,
+}
+
+impl Server {
+    /// Binds 127.0.0.1 on a free port and starts serving; must run inside a
+    /// tokio runtime.
+    pub async fn start(cfg: Config, line: Timeline) -> io::Result<Server> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let stats = Arc::new(Stats {
+            first: line.series(),
+            retries: line.series(),
+            completed: line.series(),
+            abandoned: line.series(),
+            rejected: line.series(),
+            duplicates: AtomicU64::new(0),
+            deduplicated: AtomicU64::new(0),
+        });
+        let shared = Arc::new(Shared {
+            cfg,
+            start: line.start,
+            stats: stats.clone(),
+            workers: Semaphore::new(cfg.workers),
+            depth: AtomicUsize::new(0),
+            ledger: Mutex::new(Ledger::default()),
+        });
+        let router = Router::new()
+            .route("/work", post(work))
+            .with_state(shared.clone());
+        let (kill, _) = watch::channel(0u64);
+        let accept = tokio::spawn(accept_loop(listener, addr, router, shared, kill.clone()));
+        Ok(Server {
+            addr,
+            stats,
+            accept,
+            kill,
+        })
+    }
+
+    /// Stops accepting and drops every open connection. Jobs still queued
+    /// end with the runtime.
+    pub fn stop(self) {
+        self.accept.abort();
+        self.kill.send_modify(|g| *g += 1);
+    }
+}
+
+/// Accepts connections; during a failover the listener is closed (new
+/// connections are refused), open connections are dropped, and the same
+/// port is bound again when the failover ends.
+async fn accept_loop(
+    listener: TcpListener,
+    addr: SocketAddr,
+    router: Router,
+    shared: Arc<Shared>,
+    kill: watch::Sender<u64>,
+) {
+    let cfg = shared.cfg;
+    let mut listener = Some(listener);
+    let mut failover_pending = cfg.fault == Fault::Failover;
+    loop {
+        let down_at = tokio::time::Instant::from(shared.at(cfg.fault_start));
+        let Some(l) = listener.as_ref() else { return };
+        tokio::select! {
+            accepted = l.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    let _ = stream.set_nodelay(true);
+                    tokio::spawn(connection(stream, router.clone(), kill.subscribe()));
+                }
+            }
+            _ = tokio::time::sleep_until(down_at), if failover_pending => {
+                failover_pending = false;
+                drop(listener.take());
+                kill.send_modify(|g| *g += 1);
+                tokio::time::sleep_until(shared.at(cfg.fault_end).into()).await;
+                listener = rebind(addr).await;
+            }
+        }
+    }
+}
+
+/// Binds `addr` again, trying for a second (the port was ours a moment ago).
+async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
+    for _ in 0..20 {
+        if let Ok(l) = TcpListener::bind(addr).await {
+            return Some(l);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("stagger gameday: could not bind {addr} again after the failover");
+    None
+}
+
+/// Serves one connection until it closes or the server drops it.
+async fn connection(stream: tokio::net::TcpStream, router: Router, mut kill: watch::Receiver<u64>) {
+    let svc = hyper::service::service_fn(move |req| {
+        let mut r = router.clone();
+        async move { r.call(req).await }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), svc);
+    tokio::select! {
+        _ = conn => {}
+        _ = kill.changed() => {}
+    }
+}
+
+/// `POST /work`: one write.
+async fn work(State(s): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+    let now = Instant::now();
+    let attempt = headers
+        .get(RETRY_ATTEMPT)
+        .and_then(parse_attempt)
+        .unwrap_or(1);
+    if attempt > 1 {
+        s.stats.retries.add(now);
+    } else {
+        s.stats.first.add(now);
+    }
+    if s.faulty(Fault::Dead, now) {
+        s.stats.rejected.add(now);
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    if s.faulty(Fault::Throttle, now) {
+        s.stats.rejected.add(now);
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, HeaderValue::from_static("1"))],
+        )
+            .into_response();
+    }
+    let room = s.cfg.workers + s.cfg.queue;
+    if s.depth.fetch_add(1, Relaxed) >= room {
+        s.depth.fetch_sub(1, Relaxed);
+        s.stats.rejected.add(now);
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
+    let waits = headers
+        .get(REQUEST_TIMEOUT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis);
+    let key = headers
+        .get(IDEMPOTENCY_KEY)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let order = String::from_utf8_lossy(&body).into_owned();
+    let (tx, rx) = oneshot::channel();
+    // The job runs on its own: dropping this handler (the client hung up)
+    // does not cancel the work.
+    tokio::spawn(job(s, now, waits, key, order, tx));
+    match rx.await {
+        Ok(()) => (StatusCode::OK, "applied").into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+async fn job(
+    s: Arc<Shared>,
+    arrived: Instant,
+    waits: Option<Duration>,
+    key: Option<String>,
+    order: String,
+    done: oneshot::Sender<()>,
+) {
+    // The semaphore is fair: jobs get a worker in arrival order.
+    let Ok(permit) = s.workers.acquire().await else {
+        return;
+    };
+    s.wait_out_stall().await;
+    let mut service = s.cfg.service;
+    if s.faulty(Fault::Slow, Instant::now()) {
+        service *= 10;
+    }
+    tokio::time::sleep(service).await;
+    s.wait_out_stall().await;
+    s.apply(key.as_deref(), &order);
+    drop(permit);
+    s.depth.fetch_sub(1, Relaxed);
+    let end = Instant::now();
+    s.stats.completed.add(end);
+    if waits.is_some_and(|w| end > arrived + w) {
+        s.stats.abandoned.add(end);
+    }
+    let _ = done.send(());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(fault: Fault) -> Shared {
+        let start = Instant::now();
+        let line = Timeline::new(start, Duration::from_secs(1));
+        Shared {
+            cfg: Config {
+                workers: 1,
+                service: Duration::from_millis(10),
+                queue: 1,
+                fault,
+                fault_start: Duration::from_secs(1),
+                fault_end: Duration::from_secs(2),
+            },
+            start,
+            stats: Arc::new(Stats {
+                first: line.series(),
+                retries: line.series(),
+                completed: line.series(),
+                abandoned: line.series(),
+                rejected: line.series(),
+                duplicates: AtomicU64::new(0),
+                deduplicated: AtomicU64::new(0),
+            }),
+            workers: Semaphore::new(1),
+            depth: AtomicUsize::new(0),
+            ledger: Mutex::new(Ledger::default()),
+        }
+    }
+
+    #[test]
+    fn one_key_applies_once_and_a_second_key_is_a_duplicate() {
+        let s = shared(Fault::None);
+        s.apply(Some("k1"), "order-1");
+        s.apply(Some("k1"), "order-1");
+        assert_eq!(s.stats.duplicates.load(Relaxed), 0);
+        assert_eq!(s.stats.deduplicated.load(Relaxed), 1);
+        // The same order under a new key: the side effect happens twice.
+        s.apply(Some("k2"), "order-1");
+        assert_eq!(s.stats.duplicates.load(Relaxed), 1);
+        // Without a key nothing can be deduplicated.
+        s.apply(None, "order-2");
+        s.apply(None, "order-2");
+        assert_eq!(s.stats.duplicates.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn faults_hold_only_in_their_window() {
+        let s = shared(Fault::Dead);
+        assert!(!s.faulty(Fault::Dead, s.start));
+        assert!(s.faulty(Fault::Dead, s.start + Duration::from_millis(1500)));
+        assert!(!s.faulty(Fault::Stall, s.start + Duration::from_millis(1500)));
+        assert!(!s.faulty(Fault::Dead, s.start + Duration::from_secs(2)));
+    }
+}
