@@ -98,13 +98,13 @@ fn success_async(c: &mut Criterion) {
     g.finish();
 }
 
-/// Ten failures then a success, no real sleeping: divide by 10 for the cost
-/// of one retry.
-fn ten_retries(c: &mut Criterion) {
-    const FAILS: u32 = 10;
-    let mut g = c.benchmark_group("ten_retries_no_sleep");
+/// `fails` failures then a success, no real sleeping. The cost of one retry
+/// is the difference between 10 and 1 failures, divided by 9 (the fixed
+/// cost of a call cancels out).
+fn retries(c: &mut Criterion, fails: u32) {
+    let mut g = c.benchmark_group(format!("retries_no_sleep_x{fails}"));
     let policy = Policy::builder()
-        .max_attempts(FAILS + 1)
+        .max_attempts(fails + 1)
         .base(Duration::ZERO)
         .build()
         .unwrap();
@@ -113,7 +113,7 @@ fn ten_retries(c: &mut Criterion) {
             let mut n = 0;
             (|| {
                 n += 1;
-                if n <= FAILS {
+                if n <= fails {
                     Err(())
                 } else {
                     Ok(black_box(n))
@@ -130,7 +130,7 @@ fn ten_retries(c: &mut Criterion) {
             backon::BlockingRetryable::retry(
                 || {
                     n += 1;
-                    if n <= FAILS {
+                    if n <= fails {
                         Err(())
                     } else {
                         Ok(black_box(n))
@@ -139,7 +139,7 @@ fn ten_retries(c: &mut Criterion) {
                 backon::ExponentialBuilder::default()
                     .with_min_delay(Duration::ZERO)
                     .with_jitter()
-                    .with_max_times(FAILS as usize),
+                    .with_max_times(fails as usize),
             )
             .sleep(|_d| {})
             .call()
@@ -148,9 +148,9 @@ fn ten_retries(c: &mut Criterion) {
     g.bench_function("retry", |b| {
         b.iter(|| {
             let mut n = 0;
-            retry::retry(retry::delay::NoDelay.take(FAILS as usize), || {
+            retry::retry(retry::delay::NoDelay.take(fails as usize), || {
                 n += 1;
-                if n <= FAILS {
+                if n <= fails {
                     Err(())
                 } else {
                     Ok(black_box(n))
@@ -159,6 +159,14 @@ fn ten_retries(c: &mut Criterion) {
         })
     });
     g.finish();
+}
+
+fn one_retry(c: &mut Criterion) {
+    retries(c, 1)
+}
+
+fn ten_retries(c: &mut Criterion) {
+    retries(c, 10)
 }
 
 fn full_jitter_delay(c: &mut Criterion) {
@@ -202,6 +210,7 @@ criterion_group!(
     benches,
     success_sync,
     success_async,
+    one_retry,
     ten_retries,
     full_jitter_delay
 );

@@ -602,18 +602,12 @@ impl Policy {
         }
     }
 
+    /// Whether failure `f` of the call's latest attempt may be retried at
+    /// all: its class, the server's say, and max attempts.
     #[inline]
-    fn decide_failure<R: RandomSource, C: Clock>(
-        &self,
-        call: &mut Call<R>,
-        f: Failure,
-        now: &mut LazyNow<C>,
-    ) -> Decision {
-        if self.guardrail.is_some() || call.attempt_started.is_some() {
-            self.record(call, &Outcome::Failure(f), now);
-        }
+    fn may_retry<R>(&self, call: &Call<R>, f: &Failure) -> Result<(), StopReason> {
         let retryable = match f.class {
-            Class::Cancelled => return Decision::Stop(self.stop(call, StopReason::Cancelled)),
+            Class::Cancelled => return Err(StopReason::Cancelled),
             Class::Permanent => false,
             Class::Unknown => call.idempotent,
             Class::Transient => true,
@@ -622,10 +616,54 @@ impl Policy {
             }
         };
         if !retryable || f.hint == Some(Hint::DoNotRetry) {
-            return Decision::Stop(self.stop(call, StopReason::NotRetryable));
+            return Err(StopReason::NotRetryable);
         }
         if call.attempt >= self.max_attempts {
-            return Decision::Stop(self.stop(call, StopReason::AttemptsExhausted));
+            return Err(StopReason::AttemptsExhausted);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn decide_failure<R: RandomSource, C: Clock>(
+        &self,
+        call: &mut Call<R>,
+        f: Failure,
+        now: &mut LazyNow<C>,
+    ) -> Decision {
+        // The common case — no hint, no deadline, nothing shared watching —
+        // needs only the class, the attempt count and a jittered delay; every
+        // other rule below has nothing to say about it.
+        if f.hint.is_none()
+            && self.is_passive()
+            && call.deadline.is_none()
+            && call.attempt_started.is_none()
+        {
+            return match self.may_retry(call, &f) {
+                Err(reason) => Decision::Stop(reason),
+                Ok(()) => {
+                    let retry = call.attempt.saturating_sub(call.backoff_origin).max(1);
+                    Decision::Retry {
+                        after: Duration::from_nanos(self.jittered(call, retry)),
+                    }
+                }
+            };
+        }
+        self.decide_failure_watched(call, f, now)
+    }
+
+    #[inline(never)]
+    fn decide_failure_watched<R: RandomSource, C: Clock>(
+        &self,
+        call: &mut Call<R>,
+        f: Failure,
+        now: &mut LazyNow<C>,
+    ) -> Decision {
+        if self.guardrail.is_some() || call.attempt_started.is_some() {
+            self.record(call, &Outcome::Failure(f), now);
+        }
+        if let Err(reason) = self.may_retry(call, &f) {
+            return Decision::Stop(self.stop(call, reason));
         }
         let retry = call.attempt.saturating_sub(call.backoff_origin).max(1);
         let (delay_ns, hint) = match f.hint {
