@@ -442,7 +442,9 @@ impl Inner {
                     (word(HALF_OPEN, in_flight(w) + 1, gen, deadline), false)
                 }
                 // Every slot is taken and none reported in time: reclaim them.
-                _ if now_ns >= until_ns(w) => (word(HALF_OPEN, 1, gen, deadline), false),
+                // A new generation, so the permits of the reclaimed probes
+                // are stale: their late outcomes or releases change nothing.
+                _ if now_ns >= until_ns(w) => (word(HALF_OPEN, 1, gen + 1, deadline), false),
                 _ => {
                     return Err(BreakerOpen {
                         retry_in: Duration::from_nanos(until_ns(w) - now_ns),

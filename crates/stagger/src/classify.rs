@@ -141,8 +141,40 @@ pub trait Classify {
 
 impl Classify for io::Error {
     fn class(&self) -> Class {
-        io_kind(self.kind())
+        io_error(self)
     }
+}
+
+/// The class of an I/O error: its kind ([`io_kind`]), except that a
+/// *temporary* name-resolution failure is transient (SPEC §2). The standard
+/// library reports resolver errors with an uncategorised kind and the
+/// resolver's message, so that message is what tells a temporary failure
+/// (`EAI_AGAIN`: "Temporary failure in name resolution", "try again") from a
+/// name that does not exist, which stays permanent.
+///
+/// ```
+/// use stagger::classify::{io_error, Class};
+/// use std::io;
+///
+/// let e = io::Error::other(
+///     "failed to lookup address information: Temporary failure in name resolution",
+/// );
+/// assert_eq!(io_error(&e), Class::Transient);
+/// let e = io::Error::other("failed to lookup address information: Name or service not known");
+/// assert_eq!(io_error(&e), Class::Permanent);
+/// ```
+pub fn io_error(e: &io::Error) -> Class {
+    match io_kind(e.kind()) {
+        Class::Permanent if is_temporary_dns_failure(&e.to_string()) => Class::Transient,
+        class => class,
+    }
+}
+
+/// Whether an error message is a resolver's "try again later".
+pub fn is_temporary_dns_failure(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("lookup address information")
+        && (m.contains("temporary failure") || m.contains("try again"))
 }
 
 /// The class of an I/O error kind: dropped or refused connections and

@@ -64,6 +64,7 @@ pub(crate) struct Failed<E> {
     pub(crate) elapsed: Option<Duration>,
     pub(crate) last: Option<E>,
     pub(crate) timed_out: bool,
+    pub(crate) retry_in: Option<Duration>,
 }
 
 impl<E> From<Failed<E>> for RetryError<E> {
@@ -95,6 +96,12 @@ impl<E> RetryError<E> {
     /// The last attempt's error, if an attempt ran and failed with an error.
     pub fn last(&self) -> Option<&E> {
         self.inner.last.as_ref()
+    }
+
+    /// When the guardrail that stopped the call (an open breaker) said it
+    /// might admit calls again, if it did: a caller can fail fast until then.
+    pub fn retry_in(&self) -> Option<Duration> {
+        self.inner.retry_in
     }
 
     /// Whether the last attempt was cut off by its timeout.

@@ -73,6 +73,14 @@ pub enum Event {
         /// failure, when nothing read the clock earlier).
         elapsed: Duration,
     },
+    /// Attempt `attempt` failed with `class` (reported whether or not a
+    /// retry follows, so failures can be counted by class).
+    AttemptFailed {
+        /// The attempt that failed.
+        attempt: u32,
+        /// Its class.
+        class: Class,
+    },
     /// The call stopped (success included).
     Stopped {
         /// Why.
@@ -154,6 +162,7 @@ pub struct Stats {
     retries: AtomicU64,
     slept_ns: AtomicU64,
     failures: [AtomicU64; 5],
+    failed: [AtomicU64; 5],
     stops: [AtomicU64; StopReason::ALL.len()],
     hints_used: AtomicU64,
     hints_invalid: AtomicU64,
@@ -174,6 +183,8 @@ pub struct StatsSnapshot {
     pub slept: Duration,
     /// Failed attempts whose retry was scheduled, by class.
     pub retried_by_class: Vec<(Class, u64)>,
+    /// Every failed attempt, by class (retried or not).
+    pub failed_by_class: Vec<(Class, u64)>,
     /// Calls stopped, by reason.
     pub stops: Vec<(StopReason, u64)>,
     /// Hints that set a wait.
@@ -233,6 +244,11 @@ impl Stats {
                 .zip(&self.failures)
                 .map(|(c, n)| (*c, n.load(Relaxed)))
                 .collect(),
+            failed_by_class: CLASSES
+                .iter()
+                .zip(&self.failed)
+                .map(|(c, n)| (*c, n.load(Relaxed)))
+                .collect(),
             stops: StopReason::ALL
                 .iter()
                 .zip(&self.stops)
@@ -260,6 +276,9 @@ impl Observer for Stats {
                 let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
                 self.slept_ns.fetch_add(ns, Relaxed);
                 self.failures[class_index(cause)].fetch_add(1, Relaxed);
+            }
+            Event::AttemptFailed { class, .. } => {
+                self.failed[class_index(class)].fetch_add(1, Relaxed);
             }
             Event::Stopped { reason, .. } => {
                 self.stops[reason.index()].fetch_add(1, Relaxed);

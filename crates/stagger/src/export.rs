@@ -102,6 +102,13 @@ mod metrics_export {
                     metrics::histogram!("stagger_retry_delay_seconds", self.with(&[]))
                         .record(delay.as_secs_f64());
                 }
+                Event::AttemptFailed { class, .. } => {
+                    metrics::counter!(
+                        "stagger_failures_total",
+                        self.with(&[("class", class.as_str())])
+                    )
+                    .increment(1);
+                }
                 Event::Stopped { reason, .. } => {
                     metrics::counter!(
                         "stagger_stops_total",
@@ -178,6 +185,9 @@ mod tracing_export {
                         elapsed_ms = elapsed.as_secs_f64() * 1e3,
                         "retry scheduled"
                     );
+                }
+                Event::AttemptFailed { attempt, class } => {
+                    tracing::debug!(target: "stagger", attempt, class = class.as_str(), "attempt failed");
                 }
                 Event::Stopped { reason, attempts } => {
                     if reason == StopReason::Success {

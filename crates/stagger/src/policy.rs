@@ -241,6 +241,7 @@ pub struct Call<R = LazyRng> {
     attempt_started: Option<Instant>,
     idempotent: bool,
     ticket: Ticket,
+    retry_in: Option<Duration>,
     rng: R,
 }
 
@@ -290,6 +291,7 @@ impl<R> Call<R> {
             attempt_started: None,
             idempotent: false,
             ticket: Ticket(0),
+            retry_in: None,
             rng,
         }
     }
@@ -323,6 +325,12 @@ impl<R> Call<R> {
     /// clock for it.
     pub const fn started(&self) -> Option<Instant> {
         self.started
+    }
+
+    /// When a guardrail that stopped the call said it might admit again
+    /// (an open breaker's `retry_in`), if one did.
+    pub const fn retry_in(&self) -> Option<Duration> {
+        self.retry_in
     }
 
     /// Whether the call was declared idempotent.
@@ -507,6 +515,7 @@ impl Policy {
         let next = call.attempt.saturating_add(1);
         if let Some(g) = &self.guardrail {
             if let Err(r) = g.before_attempt(next, &mut call.ticket, &mut call.rng, now) {
+                call.retry_in = r.retry_in;
                 return Err(self.stop(call, r.reason));
             }
         }
@@ -662,6 +671,18 @@ impl Policy {
         if self.guardrail.is_some() || call.attempt_started.is_some() {
             self.record(call, &Outcome::Failure(f), now);
         }
+        if self.observer.is_some() {
+            self.emit(Event::AttemptFailed {
+                attempt: call.attempt,
+                class: f.class,
+            });
+            // Counted whether or not the call goes on.
+            if f.hint == Some(Hint::Invalid) {
+                self.emit(Event::HintInvalid {
+                    attempt: call.attempt,
+                });
+            }
+        }
         if let Err(reason) = self.may_retry(call, &f) {
             return Decision::Stop(self.stop(call, reason));
         }
@@ -672,12 +693,6 @@ impl Policy {
                 (nanos(h).saturating_add(spread as u64), Some(h))
             }
             Some(Hint::Pushback(h)) => (nanos(h), Some(h)),
-            Some(Hint::Invalid) => {
-                self.emit(Event::HintInvalid {
-                    attempt: call.attempt,
-                });
-                (self.jittered(call, retry), None)
-            }
             _ => (self.jittered(call, retry), None),
         };
         let delay = Duration::from_nanos(delay_ns);
@@ -700,6 +715,7 @@ impl Policy {
                         attempt: call.attempt,
                     });
                 }
+                call.retry_in = r.retry_in;
                 return Decision::Stop(self.stop(call, r.reason));
             }
         }

@@ -220,6 +220,43 @@ fn lost_probes_are_reclaimed_after_the_probe_timeout() {
     assert_eq!(b.state(), BreakerState::Closed);
 }
 
+/// Review regression: a probe slot reclaimed after the probe timeout kept
+/// the old generation, so the lost probe's late release freed the new
+/// probe's slot and a second concurrent probe got in (probes = 1).
+#[test]
+fn a_reclaimed_probe_slot_cannot_be_freed_by_the_lost_probe() {
+    let clock = ManualClock::new();
+    let b = no_jitter()
+        .min_calls(1)
+        .probe_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    call(&b, &clock, fail());
+    clock.advance(Duration::from_secs(5));
+    let lost = b.acquire(clock.now()).unwrap();
+    clock.advance(Duration::from_secs(2));
+    let probe = b.acquire(clock.now()).expect("slot reclaimed");
+    assert_eq!(b.probes_in_flight(), 1);
+    b.release(lost, clock.now()); // the lost caller is finally dropped
+    assert_eq!(
+        b.probes_in_flight(),
+        1,
+        "the live probe still holds the slot"
+    );
+    assert!(
+        b.acquire(clock.now()).is_err(),
+        "no second concurrent probe"
+    );
+    b.record(lost, &Outcome::Success, None, clock.now());
+    assert_eq!(
+        b.state(),
+        BreakerState::HalfOpen,
+        "a stale verdict decides nothing"
+    );
+    b.record(probe, &Outcome::Success, None, clock.now());
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
 #[test]
 fn outcomes_from_an_earlier_period_are_ignored() {
     let clock = ManualClock::new();

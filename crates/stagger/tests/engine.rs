@@ -322,6 +322,10 @@ fn events_follow_the_call() {
         ev,
         vec![
             Event::AttemptStarted { attempt: 1 },
+            Event::AttemptFailed {
+                attempt: 1,
+                class: Class::Transient
+            },
             Event::RetryScheduled {
                 attempt: 1,
                 delay: 100 * MS,
@@ -394,4 +398,29 @@ fn huge_hints_and_deadlines_never_panic() {
             );
         }
     }
+}
+
+/// Review regression: a malformed hint on a call that then stops (its last
+/// attempt) was never counted; every failure is counted by class.
+#[test]
+fn invalid_hints_and_failures_are_counted_even_when_the_call_stops() {
+    let stats = Arc::new(stagger::Stats::new());
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .observer(stats.clone())
+        .build()
+        .unwrap();
+    let now = Instant::now();
+    let f = Failure::transient().with_hint(Hint::Invalid);
+    assert_eq!(
+        fail_once(&policy, &mut Call::seeded(1), f, now),
+        Decision::Stop(StopReason::AttemptsExhausted)
+    );
+    fail_once(&policy, &mut Call::seeded(2), Class::Permanent, now);
+    let s = stats.snapshot();
+    assert_eq!(s.hints_invalid, 1);
+    let failed = |c| s.failed_by_class.iter().find(|(k, _)| *k == c).unwrap().1;
+    assert_eq!(failed(Class::Transient), 1);
+    assert_eq!(failed(Class::Permanent), 1);
+    assert_eq!(s.retries, 0);
 }

@@ -320,3 +320,33 @@ fn dropping_an_async_call_mid_attempt_frees_the_probe_slot() {
         .call();
     assert_eq!(v.unwrap(), 1);
 }
+
+/// Review regression: an open breaker's `retry_in` reaches the caller.
+#[test]
+fn breaker_open_error_says_when_to_come_back() {
+    use stagger::Breaker;
+    let clock = ManualClock::new();
+    let breaker = Breaker::builder()
+        .min_calls(1)
+        .open_jitter(0.0)
+        .build()
+        .unwrap();
+    let policy = Policy::builder()
+        .max_attempts(1)
+        .breaker(breaker)
+        .build()
+        .unwrap();
+    let _ = (|| Err::<(), _>("down"))
+        .retry(&policy)
+        .clock(clock.clone())
+        .call();
+    clock.advance(Duration::from_secs(1));
+    let err = (|| Ok::<(), &str>(()))
+        .retry(&policy)
+        .clock(clock.clone())
+        .call()
+        .unwrap_err();
+    assert_eq!(err.reason(), StopReason::BreakerOpen);
+    assert_eq!(err.attempts(), 0);
+    assert_eq!(err.retry_in(), Some(Duration::from_secs(4)));
+}

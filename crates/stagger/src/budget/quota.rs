@@ -181,6 +181,10 @@ impl QuotaBudgetBuilder {
             if cost == 0 || cost > self.capacity {
                 return Err(ConfigError::new(field, "must be between 1 and capacity"));
             }
+            // A call remembers its last cost in 31 bits of its ticket.
+            if cost > (1 << 31) - 1 {
+                return Err(ConfigError::new(field, "must be below 2^31"));
+            }
         }
         if self.success_refund > self.capacity {
             return Err(ConfigError::new(

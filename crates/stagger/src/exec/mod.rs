@@ -365,6 +365,7 @@ impl<T, E> Report<T, E> {
                 elapsed,
                 last,
                 timed_out,
+                retry_in: call.retry_in(),
             })
         });
         Report {
