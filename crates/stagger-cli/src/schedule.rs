@@ -44,6 +44,8 @@ struct Schedule {
 }
 
 const MAX_SAMPLES: usize = 10_000_000;
+/// At most this many delays in one schedule (400 MB of samples).
+const MAX_DRAWS: usize = 50_000_000;
 
 fn ms(d: Duration) -> f64 {
     d.as_nanos() as f64 / 1e6
@@ -97,6 +99,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         )));
     }
     let retries = a.policy.attempts.saturating_sub(1).min(10_000);
+    if (retries as usize).saturating_mul(a.samples) > MAX_DRAWS {
+        anyhow::bail!(UsageError(format!(
+            "--samples: {} samples × {retries} retries is more than {MAX_DRAWS} delays; lower --samples or --attempts",
+            a.samples
+        )));
+    }
     let s = schedule(&backoff, retries, a.samples, a.seed);
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());

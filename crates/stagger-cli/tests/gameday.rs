@@ -179,6 +179,11 @@ fn bad_flags_exit_2_naming_the_flag() {
             "--strategy",
         ),
         (&["--format", "xml"][..], "--format"),
+        // Review regression: this overflowed a Duration and panicked.
+        (
+            &["--fault", "stall", "--fault-at", "18446744073709551615s"][..],
+            "--fault-at",
+        ),
     ] {
         let mut all = vec!["gameday"];
         all.extend_from_slice(args);

@@ -428,6 +428,12 @@ impl Policy {
         PolicyBuilder::new().max_attempts(5).build_unchecked()
     }
 
+    /// The `aggressive` preset of SPEC §1, the same knobs as
+    /// [`seed`](Policy::seed): 5 attempts, 100 ms ×2 up to 10 s, full jitter.
+    pub fn aggressive() -> Self {
+        Self::seed()
+    }
+
     /// The backoff schedule.
     pub fn backoff(&self) -> &Backoff {
         &self.backoff

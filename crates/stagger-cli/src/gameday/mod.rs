@@ -208,7 +208,8 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
             let at = a
                 .fault_at
                 .unwrap_or_else(|| default_fault_at(a.duration, len));
-            (at, Some(at + len))
+            // Saturating: a huge --fault-at is refused just below, not a panic.
+            (at, Some(at.saturating_add(len)))
         }
     };
     if fault_start >= a.duration {
@@ -217,7 +218,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         ));
     }
     if let Some(end) = fault_end.filter(|_| a.fault != Fault::None) {
-        let need = end + Duration::from_secs(3);
+        let need = end.saturating_add(Duration::from_secs(3));
         if need > a.duration {
             return Err(usage(format!(
                 "--duration: the {} ends at {:.1}s; give at least 3s after it to see recovery \
