@@ -14,6 +14,7 @@ use common::{bounded, status, with_header, Fault, Server};
 use http::{Method, Request, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::Full;
+use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -598,6 +599,117 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
             (info(&resp).attempts, info(&resp).reason),
             (1, StopReason::NotRetryable)
         );
+    })
+    .await;
+}
+
+/// A resolver that fails its first `failures` lookups with `message` (the
+/// text std gives a getaddrinfo failure), then answers with `addr`.
+#[derive(Clone)]
+struct FlakyDns {
+    failures: Arc<std::sync::atomic::AtomicU32>,
+    message: &'static str,
+    addr: std::net::SocketAddr,
+}
+
+impl FlakyDns {
+    fn new(failures: u32, message: &'static str, addr: std::net::SocketAddr) -> Self {
+        FlakyDns {
+            failures: Arc::new(failures.into()),
+            message,
+            addr,
+        }
+    }
+}
+
+impl Service<Name> for FlakyDns {
+    type Response = std::vec::IntoIter<std::net::SocketAddr>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _name: Name) -> Self::Future {
+        use std::sync::atomic::Ordering::SeqCst;
+        let fail = self
+            .failures
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        std::future::ready(if fail {
+            Err(std::io::Error::other(self.message))
+        } else {
+            Ok(vec![self.addr].into_iter())
+        })
+    }
+}
+
+fn dns_client(
+    dns: FlakyDns,
+) -> RetryService<Client<HttpConnector<FlakyDns>, ReplayBody<Full<Bytes>>>> {
+    let connector = HttpConnector::new_with_resolver(dns);
+    RetryLayer::new(fast_policy(3)).layer(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+const EAI_AGAIN: &str =
+    "failed to lookup address information: Temporary failure in name resolution";
+
+#[tokio::test]
+async fn a_temporary_dns_failure_is_retried() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![]).await;
+        let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
+        // A name, not an address, so the connector asks the resolver.
+        let url = format!("http://stagger.test:{}/", server.addr.port());
+        let resp = svc.ready().await.unwrap().call(get(&url)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let hits = server.hits();
+        assert_eq!(hits.len(), 1, "the failed lookup sent nothing");
+        assert_eq!(hits[0].attempt(), Some(2));
+        // The request never left, so even a POST without a key is repeated
+        // (on a new client: the first one would reuse its connection).
+        let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
+        let resp = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(post(&url, "x"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let hits = server.hits();
+        assert_eq!((hits.len(), hits[1].method.as_str()), (2, "POST"));
+        assert_eq!(hits[1].attempt(), Some(2));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_name_that_does_not_exist_is_not_retried() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![]).await;
+        let dns = FlakyDns::new(
+            1,
+            "failed to lookup address information: Name or service not known",
+            server.addr,
+        );
+        let mut svc = dns_client(dns);
+        let url = format!("http://stagger.test:{}/", server.addr.port());
+        let err = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(get(&url))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.info().attempts, err.reason()),
+            (1, StopReason::NotRetryable)
+        );
+        assert!(server.hits().is_empty());
     })
     .await;
 }
