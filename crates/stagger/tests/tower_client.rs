@@ -713,3 +713,30 @@ async fn a_name_that_does_not_exist_is_not_retried() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn with_the_one_layer_rule_off_x_no_retry_keeps_the_retry_after() {
+    bounded(LIMIT, async {
+        let answer = Fault::Status(
+            429,
+            vec![("retry-after", "1".into()), ("x-no-retry", "1".into())],
+        );
+        let server = Server::start(vec![answer.clone()]).await;
+        let mut svc = client(RetryLayer::new(fast_policy(3)).one_layer(false));
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let gap = server.gaps()[0];
+        assert!(gap >= Duration::from_secs(1), "{gap:?}");
+        assert!(gap < Duration::from_millis(1000 + 20 + 400), "{gap:?}");
+        // With the rule on, the same answer is passed up at once.
+        let server = Server::start(vec![answer]).await;
+        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.not_retried, Some(NotRetried::ServerSaidNo));
+    })
+    .await;
+}

@@ -173,7 +173,24 @@ pub fn response_failure(
     retry_500: bool,
     now: SystemTime,
 ) -> Option<Failure> {
-    let mut failure = if let Some(code) = headers.get(GRPC_STATUS) {
+    let mut failure = raw_response_failure(status, headers, retry_500, now)?;
+    if headers.contains_key(NO_RETRY) {
+        failure.hint = Some(Hint::DoNotRetry);
+    }
+    Some(failure)
+}
+
+/// [`response_failure`] without the [`NO_RETRY`] rule: the class and the
+/// hint exactly as the status and hint headers say. The front-ends apply
+/// `NO_RETRY` themselves, and only while the one-layer rule is on, so that
+/// turning the rule off leaves a `Retry-After` in force.
+pub(crate) fn raw_response_failure(
+    status: StatusCode,
+    headers: &HeaderMap,
+    retry_500: bool,
+    now: SystemTime,
+) -> Option<Failure> {
+    let failure = if let Some(code) = headers.get(GRPC_STATUS) {
         let code = code
             .to_str()
             .ok()
@@ -194,9 +211,6 @@ pub fn response_failure(
             Err(_) => Hint::Invalid,
         }))
     };
-    if headers.contains_key(NO_RETRY) {
-        failure.hint = Some(Hint::DoNotRetry);
-    }
     Some(failure)
 }
 
@@ -419,6 +433,13 @@ mod tests {
             now,
         );
         assert_eq!(n.unwrap().hint, Some(Hint::DoNotRetry));
+        // The raw reading leaves the one-layer rule to the caller.
+        let both = h(&[("retry-after", "2"), ("x-no-retry", "1")]);
+        let raw = raw_response_failure(StatusCode::TOO_MANY_REQUESTS, &both, false, now);
+        assert_eq!(
+            raw.unwrap().hint,
+            Some(Hint::RetryAfter(Duration::from_secs(2)))
+        );
     }
 
     #[test]
