@@ -20,7 +20,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stagger::http::{CallOptions, NotRetried, RetryInfo};
 use stagger::tower::{ErrorKind, ReplayBody, RetryLayer, RetryService};
-use stagger::{Policy, Stats, StopReason};
+use stagger::{Class, Failure, Guardrail, Hint, Outcome, Policy, Stats, StopReason, Ticket};
 use tower::{Layer, Service, ServiceExt};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -737,6 +737,85 @@ async fn with_the_one_layer_rule_off_x_no_retry_keeps_the_retry_after() {
         let i = info(&resp);
         assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
         assert_eq!(i.not_retried, Some(NotRetried::ServerSaidNo));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_malformed_retry_after_is_counted_as_an_invalid_hint() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![with_header(503, "retry-after", "soon")]).await;
+        let stats = Arc::new(Stats::new());
+        let policy = Policy::builder()
+            .base(Duration::from_millis(5))
+            .observer(stats.clone())
+            .build()
+            .unwrap();
+        let mut svc = client(RetryLayer::new(policy));
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let s = stats.snapshot();
+        assert_eq!((s.hints_invalid, s.hints_used, s.retries), (1, 0, 1));
+    })
+    .await;
+}
+
+/// A guardrail that writes down every failure the engine is told about.
+#[derive(Default)]
+struct Witness(std::sync::Mutex<Vec<Failure>>);
+
+impl Guardrail for Witness {
+    fn record(
+        &self,
+        _attempt: u32,
+        _ticket: &mut Ticket,
+        outcome: &Outcome,
+        _latency: Option<Duration>,
+        _now: Instant,
+    ) {
+        if let Outcome::Failure(f) = outcome {
+            self.0.lock().unwrap().push(*f);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_hint_reaches_the_engine_when_the_front_end_holds_back() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![
+            with_header(503, "retry-after", "soon"),
+            Fault::Status(
+                503,
+                vec![("retry-after", "soon".into()), ("x-no-retry", "1".into())],
+            ),
+        ])
+        .await;
+        let witness = Arc::new(Witness::default());
+        let policy = Policy::builder()
+            .base(Duration::from_millis(5))
+            .guardrail(witness.clone())
+            .build()
+            .unwrap();
+        let mut svc = client(RetryLayer::new(policy));
+        // Not retried: a POST without a key.
+        let resp = send(&mut svc, post(&server.url("/"), "x")).await.unwrap();
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.not_retried, Some(NotRetried::NotIdempotent));
+        // Not retried: the server said so.
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.not_retried, Some(NotRetried::ServerSaidNo));
+        let seen = witness.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        for f in seen {
+            // The engine sees the hint as it was, so it can count it, and a
+            // failure a breaker or budget still counts against the server.
+            assert_eq!(f.hint, Some(Hint::Invalid), "{f:?}");
+            assert_ne!(f.class, Class::Permanent, "{f:?}");
+        }
     })
     .await;
 }

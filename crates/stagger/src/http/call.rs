@@ -319,6 +319,23 @@ impl Drop for Driver {
     }
 }
 
+/// Makes `f` a failure the engine will not retry, without hiding what the
+/// server sent: a malformed hint stays [`Hint::Invalid`], so the engine
+/// still counts it (SPEC §3), and the failure becomes
+/// [`Class::OnlyWithHint`], which is retried only with a usable hint (never,
+/// then) yet still counts against the server for budgets, breakers and
+/// throttling, as the transient or unknown failure it was. Any other hint
+/// becomes [`Hint::DoNotRetry`].
+fn hold_back(f: &mut Failure) {
+    if f.hint == Some(Hint::Invalid) {
+        if matches!(f.class, Class::Transient | Class::Unknown) {
+            f.class = Class::OnlyWithHint;
+        }
+    } else {
+        f.hint = Some(Hint::DoNotRetry);
+    }
+}
+
 /// The per-call state machine shared by the front-ends.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) struct Driver {
@@ -490,7 +507,7 @@ impl Driver {
         };
         let server_said_no = said_no || f.hint == Some(Hint::DoNotRetry);
         if said_no {
-            f.hint = Some(Hint::DoNotRetry);
+            hold_back(&mut f);
         }
         if worth && self.call.attempts() < self.policy.max_attempts() {
             let why = if server_said_no {
@@ -506,7 +523,7 @@ impl Driver {
             };
             if let Some(why) = why {
                 self.not_retried = Some(why);
-                f.hint = Some(Hint::DoNotRetry);
+                hold_back(&mut f);
             }
         }
         let hint = match f.hint {
