@@ -76,9 +76,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .build()?,
         ))
         .build();
-    let shed = ShedLayer::new(2, 10)
+    let shed = ShedLayer::builder(2, 10)
         .retry_queue(2)
-        .retry_after(Duration::from_secs(1), Duration::from_secs(4));
+        .retry_after(Duration::from_secs(1), Duration::from_secs(4))
+        .build();
     let app = Router::new()
         .route("/", get(front))
         .with_state(Front { back, back_url })

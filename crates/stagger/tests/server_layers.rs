@@ -66,9 +66,10 @@ async fn the_deadline_layer_answers_504_when_the_caller_has_given_up() {
 async fn the_shed_layer_sheds_retries_before_first_attempts() {
     bounded(LIMIT, async {
         // One at a time, two may wait, retries may not wait at all.
-        let shed = ShedLayer::new(1, 2)
+        let shed = ShedLayer::builder(1, 2)
             .retry_queue(0)
-            .retry_after(Duration::from_secs(1), Duration::from_secs(3));
+            .retry_after(Duration::from_secs(1), Duration::from_secs(3))
+            .build();
         let url = serve(Router::new().route("/", get(slow)).layer(shed.clone())).await;
         let http = reqwest::Client::new();
         let busy = tokio::spawn({
@@ -127,6 +128,35 @@ async fn when_the_queue_is_full_first_attempts_are_shed_too() {
             assert_eq!(w.await.unwrap(), 200);
         }
         assert_eq!(shed.stats().shed_first, 1);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_of_a_shed_layer_share_its_limits_and_counters() {
+    bounded(LIMIT, async {
+        // One request at a time and none waiting, across two routers each
+        // given a clone of the same layer.
+        let shed = ShedLayer::builder(1, 0)
+            .retry_after(Duration::from_secs(2), Duration::from_secs(2))
+            .build();
+        let twin = shed.clone();
+        let a = serve(Router::new().route("/", get(slow)).layer(shed.clone())).await;
+        let b = serve(Router::new().route("/", get(slow)).layer(twin.clone())).await;
+        let http = reqwest::Client::new();
+        let busy = tokio::spawn({
+            let http = http.clone();
+            async move { http.get(&a).send().await.unwrap().status() }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The one place is taken through the other clone: shed at once.
+        let resp = http.get(&b).send().await.unwrap();
+        assert_eq!(resp.status(), 503);
+        assert_eq!(resp.headers()["retry-after"], "2");
+        assert_eq!(busy.await.unwrap(), 200);
+        let s = shed.stats();
+        assert_eq!((s.admitted, s.shed_first, s.shed_retries), (1, 1, 0));
+        assert_eq!(twin.stats(), s);
     })
     .await;
 }

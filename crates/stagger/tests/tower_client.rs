@@ -14,12 +14,13 @@ use common::{bounded, status, with_header, Fault, Server};
 use http::{Method, Request, StatusCode};
 use http_body::{Body, Frame};
 use http_body_util::Full;
+use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stagger::http::{CallOptions, NotRetried, RetryInfo};
 use stagger::tower::{ErrorKind, ReplayBody, RetryLayer, RetryService};
-use stagger::{Policy, Stats, StopReason};
+use stagger::{Class, Failure, Guardrail, Hint, Outcome, Policy, Stats, StopReason, Ticket};
 use tower::{Layer, Service, ServiceExt};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -598,6 +599,223 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
             (info(&resp).attempts, info(&resp).reason),
             (1, StopReason::NotRetryable)
         );
+    })
+    .await;
+}
+
+/// A resolver that fails its first `failures` lookups with `message` (the
+/// text std gives a getaddrinfo failure), then answers with `addr`.
+#[derive(Clone)]
+struct FlakyDns {
+    failures: Arc<std::sync::atomic::AtomicU32>,
+    message: &'static str,
+    addr: std::net::SocketAddr,
+}
+
+impl FlakyDns {
+    fn new(failures: u32, message: &'static str, addr: std::net::SocketAddr) -> Self {
+        FlakyDns {
+            failures: Arc::new(failures.into()),
+            message,
+            addr,
+        }
+    }
+}
+
+impl Service<Name> for FlakyDns {
+    type Response = std::vec::IntoIter<std::net::SocketAddr>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, std::io::Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), std::io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _name: Name) -> Self::Future {
+        use std::sync::atomic::Ordering::SeqCst;
+        let fail = self
+            .failures
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        std::future::ready(if fail {
+            Err(std::io::Error::other(self.message))
+        } else {
+            Ok(vec![self.addr].into_iter())
+        })
+    }
+}
+
+fn dns_client(
+    dns: FlakyDns,
+) -> RetryService<Client<HttpConnector<FlakyDns>, ReplayBody<Full<Bytes>>>> {
+    let connector = HttpConnector::new_with_resolver(dns);
+    RetryLayer::new(fast_policy(3)).layer(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+const EAI_AGAIN: &str =
+    "failed to lookup address information: Temporary failure in name resolution";
+
+#[tokio::test]
+async fn a_temporary_dns_failure_is_retried() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![]).await;
+        let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
+        // A name, not an address, so the connector asks the resolver.
+        let url = format!("http://stagger.test:{}/", server.addr.port());
+        let resp = svc.ready().await.unwrap().call(get(&url)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let hits = server.hits();
+        assert_eq!(hits.len(), 1, "the failed lookup sent nothing");
+        assert_eq!(hits[0].attempt(), Some(2));
+        // The request never left, so even a POST without a key is repeated
+        // (on a new client: the first one would reuse its connection).
+        let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
+        let resp = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(post(&url, "x"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let hits = server.hits();
+        assert_eq!((hits.len(), hits[1].method.as_str()), (2, "POST"));
+        assert_eq!(hits[1].attempt(), Some(2));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_name_that_does_not_exist_is_not_retried() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![]).await;
+        let dns = FlakyDns::new(
+            1,
+            "failed to lookup address information: Name or service not known",
+            server.addr,
+        );
+        let mut svc = dns_client(dns);
+        let url = format!("http://stagger.test:{}/", server.addr.port());
+        let err = svc
+            .ready()
+            .await
+            .unwrap()
+            .call(get(&url))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.info().attempts, err.reason()),
+            (1, StopReason::NotRetryable)
+        );
+        assert!(server.hits().is_empty());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn with_the_one_layer_rule_off_x_no_retry_keeps_the_retry_after() {
+    bounded(LIMIT, async {
+        let answer = Fault::Status(
+            429,
+            vec![("retry-after", "1".into()), ("x-no-retry", "1".into())],
+        );
+        let server = Server::start(vec![answer.clone()]).await;
+        let mut svc = client(RetryLayer::new(fast_policy(3)).one_layer(false));
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let gap = server.gaps()[0];
+        assert!(gap >= Duration::from_secs(1), "{gap:?}");
+        assert!(gap < Duration::from_millis(1000 + 20 + 400), "{gap:?}");
+        // With the rule on, the same answer is passed up at once.
+        let server = Server::start(vec![answer]).await;
+        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.not_retried, Some(NotRetried::ServerSaidNo));
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_malformed_retry_after_is_counted_as_an_invalid_hint() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![with_header(503, "retry-after", "soon")]).await;
+        let stats = Arc::new(Stats::new());
+        let policy = Policy::builder()
+            .base(Duration::from_millis(5))
+            .observer(stats.clone())
+            .build()
+            .unwrap();
+        let mut svc = client(RetryLayer::new(policy));
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(info(&resp).attempts, 2);
+        let s = stats.snapshot();
+        assert_eq!((s.hints_invalid, s.hints_used, s.retries), (1, 0, 1));
+    })
+    .await;
+}
+
+/// A guardrail that writes down every failure the engine is told about.
+#[derive(Default)]
+struct Witness(std::sync::Mutex<Vec<Failure>>);
+
+impl Guardrail for Witness {
+    fn record(
+        &self,
+        _attempt: u32,
+        _ticket: &mut Ticket,
+        outcome: &Outcome,
+        _latency: Option<Duration>,
+        _now: Instant,
+    ) {
+        if let Outcome::Failure(f) = outcome {
+            self.0.lock().unwrap().push(*f);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_hint_reaches_the_engine_when_the_front_end_holds_back() {
+    bounded(LIMIT, async {
+        let server = Server::start(vec![
+            with_header(503, "retry-after", "soon"),
+            Fault::Status(
+                503,
+                vec![("retry-after", "soon".into()), ("x-no-retry", "1".into())],
+            ),
+        ])
+        .await;
+        let witness = Arc::new(Witness::default());
+        let policy = Policy::builder()
+            .base(Duration::from_millis(5))
+            .guardrail(witness.clone())
+            .build()
+            .unwrap();
+        let mut svc = client(RetryLayer::new(policy));
+        // Not retried: a POST without a key.
+        let resp = send(&mut svc, post(&server.url("/"), "x")).await.unwrap();
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.not_retried, Some(NotRetried::NotIdempotent));
+        // Not retried: the server said so.
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.not_retried, Some(NotRetried::ServerSaidNo));
+        let seen = witness.0.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        for f in seen {
+            // The engine sees the hint as it was, so it can count it, and a
+            // failure a breaker or budget still counts against the server.
+            assert_eq!(f.hint, Some(Hint::Invalid), "{f:?}");
+            assert_ne!(f.class, Class::Permanent, "{f:?}");
+        }
     })
     .await;
 }

@@ -11,8 +11,8 @@ use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 use super::inbound::Inbound;
 use super::TokioClock;
 use super::{
-    attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, response_failure,
-    timeout_header, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
+    attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
+    timeout_header, IDEMPOTENCY_KEY, NO_RETRY, RETRY_ATTEMPT,
 };
 use crate::classify::{Class, Failure, Hint, Outcome};
 use crate::clock::Clock;
@@ -215,7 +215,9 @@ impl Settings {
 
     /// The one-layer rule (on by default): no retries while serving an
     /// inbound retry, and a failure marked [`NO_RETRY`](super::NO_RETRY) is
-    /// passed up, not retried. Turning it off is for demonstrations.
+    /// passed up, not retried. Turning it off is for demonstrations; with it
+    /// off, `NO_RETRY` is ignored and the failure is retried as if it were
+    /// not there, after any `Retry-After` or pushback it carries.
     pub fn one_layer(mut self, on: bool) -> Self {
         self.one_layer = on;
         self
@@ -314,6 +316,23 @@ impl Drop for Driver {
     /// the attempt holds, such as a half-open breaker's probe slot.
     fn drop(&mut self) {
         self.policy.abandon(&mut self.call, TokioClock);
+    }
+}
+
+/// Makes `f` a failure the engine will not retry, without hiding what the
+/// server sent: a malformed hint stays [`Hint::Invalid`], so the engine
+/// still counts it (SPEC §3), and the failure becomes
+/// [`Class::OnlyWithHint`], which is retried only with a usable hint (never,
+/// then) yet still counts against the server for budgets, breakers and
+/// throttling, as the transient or unknown failure it was. Any other hint
+/// becomes [`Hint::DoNotRetry`].
+fn hold_back(f: &mut Failure) {
+    if f.hint == Some(Hint::Invalid) {
+        if matches!(f.class, Class::Transient | Class::Unknown) {
+            f.class = Class::OnlyWithHint;
+        }
+    } else {
+        f.hint = Some(Hint::DoNotRetry);
     }
 }
 
@@ -434,16 +453,16 @@ impl Driver {
 
     /// After a response.
     pub(crate) fn after_response(&mut self, status: StatusCode, headers: &HeaderMap) -> Step {
-        match response_failure(status, headers, self.retry_500, SystemTime::now()) {
+        match raw_response_failure(status, headers, self.retry_500, SystemTime::now()) {
             None => self.success(Some(status.as_u16())),
             Some(mut f) => {
                 if let (Some(codes), Some(code)) = (&self.grpc_retryable, grpc_status(headers)) {
                     f.class = crate::classify::grpc_code_listed(code, codes);
                 }
-                if !self.one_layer && headers.contains_key(super::NO_RETRY) {
-                    f.hint = None;
-                }
-                self.failure(f, false, Some(status.as_u16()), None)
+                // `x-no-retry` belongs to the one-layer rule: with the rule
+                // off it is ignored and the server's hint stays in force.
+                let said_no = self.one_layer && headers.contains_key(NO_RETRY);
+                self.failure(f, false, said_no, Some(status.as_u16()), None)
             }
         }
     }
@@ -456,7 +475,7 @@ impl Driver {
         never_sent: bool,
         error: String,
     ) -> Step {
-        self.failure(failure, never_sent, None, Some(error))
+        self.failure(failure, never_sent, false, None, Some(error))
     }
 
     fn success(&mut self, status: Option<u16>) -> Step {
@@ -468,10 +487,13 @@ impl Driver {
         Step::Stop(StopReason::Success)
     }
 
+    /// `said_no`: a layer below marked the failure [`NO_RETRY`] and the
+    /// one-layer rule is on.
     fn failure(
         &mut self,
         mut f: Failure,
         never_sent: bool,
+        said_no: bool,
         status: Option<u16>,
         error: Option<String>,
     ) -> Step {
@@ -483,7 +505,10 @@ impl Driver {
             Class::OnlyWithHint => matches!(f.hint, Some(Hint::RetryAfter(_) | Hint::Pushback(_))),
             _ => false,
         };
-        let server_said_no = f.hint == Some(Hint::DoNotRetry);
+        let server_said_no = said_no || f.hint == Some(Hint::DoNotRetry);
+        if said_no {
+            hold_back(&mut f);
+        }
         if worth && self.call.attempts() < self.policy.max_attempts() {
             let why = if server_said_no {
                 Some(NotRetried::ServerSaidNo)
@@ -498,7 +523,7 @@ impl Driver {
             };
             if let Some(why) = why {
                 self.not_retried = Some(why);
-                f.hint = Some(Hint::DoNotRetry);
+                hold_back(&mut f);
             }
         }
         let hint = match f.hint {

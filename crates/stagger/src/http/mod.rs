@@ -173,7 +173,24 @@ pub fn response_failure(
     retry_500: bool,
     now: SystemTime,
 ) -> Option<Failure> {
-    let mut failure = if let Some(code) = headers.get(GRPC_STATUS) {
+    let mut failure = raw_response_failure(status, headers, retry_500, now)?;
+    if headers.contains_key(NO_RETRY) {
+        failure.hint = Some(Hint::DoNotRetry);
+    }
+    Some(failure)
+}
+
+/// [`response_failure`] without the [`NO_RETRY`] rule: the class and the
+/// hint exactly as the status and hint headers say. The front-ends apply
+/// `NO_RETRY` themselves, and only while the one-layer rule is on, so that
+/// turning the rule off leaves a `Retry-After` in force.
+pub(crate) fn raw_response_failure(
+    status: StatusCode,
+    headers: &HeaderMap,
+    retry_500: bool,
+    now: SystemTime,
+) -> Option<Failure> {
+    let failure = if let Some(code) = headers.get(GRPC_STATUS) {
         let code = code
             .to_str()
             .ok()
@@ -194,9 +211,6 @@ pub fn response_failure(
             Err(_) => Hint::Invalid,
         }))
     };
-    if headers.contains_key(NO_RETRY) {
-        failure.hint = Some(Hint::DoNotRetry);
-    }
     Some(failure)
 }
 
@@ -211,11 +225,15 @@ impl WithHintOpt for Failure {
     }
 }
 
-/// The class of a transport error (no response): the first
+/// The class of a transport error (no response): a DNS lookup that failed
+/// for now (a temporary resolver failure) is transient; otherwise the first
 /// [`std::io::Error`] in its `source()` chain decides (refused or reset
 /// connections are transient, a timeout is unknown); an error with no I/O
 /// cause is "result unknown", so only idempotent calls repeat it.
 pub fn error_class(error: &(dyn StdError + 'static)) -> Class {
+    if dns_failed_for_now(error) {
+        return Class::Transient;
+    }
     match find_io(error) {
         Some(e) => classify::io_kind(e.kind()),
         None => Class::Unknown,
@@ -223,10 +241,49 @@ pub fn error_class(error: &(dyn StdError + 'static)) -> Class {
 }
 
 /// Whether a transport error certainly happened before the request was
-/// sent (the connection was refused), so even a non-idempotent request can
-/// be repeated safely.
+/// sent (the connection was refused, or the name did not resolve for now),
+/// so even a non-idempotent request can be repeated safely.
 pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
     find_io(error).is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+        || dns_failed_for_now(error)
+}
+
+/// The start of the message std gives every failed `getaddrinfo` lookup,
+/// followed by the resolver's own words (`gai_strerror`).
+const LOOKUP_FAILED: &str = "failed to lookup address information";
+
+/// Whether a transport error is a DNS lookup that failed for now and may
+/// work on the next try (SPEC §2: "DNS temporary failure: retry").
+///
+/// Neither std nor hyper-util gives such failures an error kind of their
+/// own, so the check reads the words of the `source()` chain:
+///
+/// - an [`io::Error`] whose message starts with "failed to lookup address
+///   information" (std's lookup error) decides by the resolver's words: a
+///   temporary failure (`EAI_AGAIN`: "Temporary failure in name resolution"
+///   in glibc, "Try again" in musl) is one, a name that does not exist
+///   ("Name or service not known", "Name does not resolve") is not;
+/// - without such an error, a link that reads "dns error" (hyper-util's
+///   connector wrapping whatever its resolver returned) is taken as a
+///   failure for now: the resolver's words cannot be read, and the request
+///   never left.
+fn dns_failed_for_now(error: &(dyn StdError + 'static)) -> bool {
+    let mut dns = false;
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(error);
+    // The same bound as `find_io`: a chain is never walked without end.
+    for _ in 0..=32 {
+        let Some(e) = cur else { break };
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            let text = io.to_string().to_ascii_lowercase();
+            if let Some(words) = text.strip_prefix(LOOKUP_FAILED) {
+                return words.contains("temporary failure") || words.contains("try again");
+            }
+        } else if e.to_string().eq_ignore_ascii_case("dns error") {
+            dns = true;
+        }
+        cur = e.source();
+    }
+    dns
 }
 
 fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
@@ -376,6 +433,13 @@ mod tests {
             now,
         );
         assert_eq!(n.unwrap().hint, Some(Hint::DoNotRetry));
+        // The raw reading leaves the one-layer rule to the caller.
+        let both = h(&[("retry-after", "2"), ("x-no-retry", "1")]);
+        let raw = raw_response_failure(StatusCode::TOO_MANY_REQUESTS, &both, false, now);
+        assert_eq!(
+            raw.unwrap().hint,
+            Some(Hint::RetryAfter(Duration::from_secs(2)))
+        );
     }
 
     #[test]
@@ -399,6 +463,77 @@ mod tests {
         assert!(!never_sent(&reset));
         let other = std::fmt::Error;
         assert_eq!(error_class(&other), Class::Unknown);
+    }
+
+    /// One link of a constructed error chain: its text and its cause.
+    #[derive(Debug)]
+    struct Link(&'static str, Option<Box<dyn StdError + Send + Sync>>);
+
+    impl std::fmt::Display for Link {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl StdError for Link {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    /// hyper-util's legacy client around its connector's "dns error" around
+    /// the resolver's error, as a failed lookup reaches the tower layer.
+    fn lookup(cause: impl Into<Box<dyn StdError + Send + Sync>>) -> Link {
+        Link(
+            "client error (Connect)",
+            Some(Box::new(Link("dns error", Some(cause.into())))),
+        )
+    }
+
+    #[test]
+    fn a_temporary_dns_failure_is_transient_and_unsent() {
+        let again = "failed to lookup address information: Temporary failure in name resolution";
+        for e in [
+            lookup(io::Error::other(again)),
+            // The same failure in lower case, and in musl's words.
+            lookup(io::Error::other(
+                "failed to lookup address information: temporary failure in name resolution",
+            )),
+            lookup(io::Error::other(
+                "failed to lookup address information: Try again",
+            )),
+            // A resolver whose error is not an io::Error: its words are
+            // unknown, and the request never left.
+            lookup(Link("no answer from 10.0.0.2", None)),
+            Link("dns error", None),
+        ] {
+            assert_eq!(error_class(&e), Class::Transient, "{}", error_chain(&e));
+            assert!(never_sent(&e), "{}", error_chain(&e));
+        }
+        // std's error on its own, without hyper-util around it.
+        let plain = io::Error::other(again);
+        assert_eq!(error_class(&plain), Class::Transient);
+    }
+
+    #[test]
+    fn other_lookup_failures_keep_their_io_class() {
+        // The name does not exist: asking again gives the same answer.
+        let missing = lookup(io::Error::other(
+            "failed to lookup address information: Name or service not known",
+        ));
+        assert_eq!(error_class(&missing), Class::Permanent);
+        assert!(!never_sent(&missing));
+        // "try again" outside a lookup failure is not a DNS failure.
+        let other = io::Error::other("busy, try again");
+        assert_eq!(error_class(&other), Class::Permanent);
+        // Nor is a connect error that is not about DNS.
+        let refused = Link(
+            "tcp connect error",
+            Some(Box::new(io::Error::from(io::ErrorKind::ConnectionRefused))),
+        );
+        assert_eq!(error_class(&refused), Class::Transient);
+        let unknown = Link("tcp connect error", Some(Box::new(Link("odd", None))));
+        assert_eq!(error_class(&unknown), Class::Unknown);
     }
 
     #[test]

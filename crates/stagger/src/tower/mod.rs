@@ -87,4 +87,4 @@ pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
 pub use layer::RetryLayer;
 pub use service::RetryService;
-pub use shed::{ShedLayer, ShedService, ShedStats};
+pub use shed::{ShedBuilder, ShedLayer, ShedService, ShedStats};

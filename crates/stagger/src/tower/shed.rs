@@ -20,21 +20,26 @@ use crate::rng::{FastRng, RandomSource};
 /// Load shedding for a server: at most `max_concurrency` requests run at
 /// once and at most `max_queue` wait. A first attempt may wait in the whole
 /// queue; a retry (`x-retry-attempt` ≥ 2) only in its first
-/// [`retry_queue`](ShedLayer::retry_queue) places, so under load retries
+/// [`retry_queue`](ShedBuilder::retry_queue) places, so under load retries
 /// are shed before first attempts. A shed request gets `503 Service
 /// Unavailable` with `Retry-After` drawn uniformly from a range of whole
 /// seconds, so the clients it turns away do not come back together.
 ///
-/// Clones of the layer share one set of limits and counters.
+/// A layer is configured once, through [`ShedLayer::builder`], and has no
+/// settings of its own to change afterwards: clones of the layer, and every
+/// service it makes, share one set of limits and counters.
 ///
 /// ```
 /// use stagger::tower::ShedLayer;
 /// use std::time::Duration;
 ///
-/// let shed = ShedLayer::new(64, 128)
+/// let shed = ShedLayer::builder(64, 128)
 ///     .retry_queue(16)
-///     .retry_after(Duration::from_secs(1), Duration::from_secs(5));
+///     .retry_after(Duration::from_secs(1), Duration::from_secs(5))
+///     .build();
+/// let twin = shed.clone();
 /// assert_eq!(shed.stats().shed_retries, 0);
+/// assert_eq!(twin.stats(), shed.stats());
 /// ```
 #[derive(Debug, Clone)]
 pub struct ShedLayer {
@@ -65,54 +70,70 @@ pub struct ShedStats {
     pub shed_retries: u64,
 }
 
-impl ShedLayer {
-    /// At most `max_concurrency` (at least 1) requests at once and `max_queue`
-    /// waiting; retries may use half the queue; `Retry-After` of 1 to 5 s.
-    pub fn new(max_concurrency: usize, max_queue: usize) -> Self {
+/// Configures a [`ShedLayer`]: plain values until [`build`](Self::build)
+/// makes the one shared set of limits and counters. Building twice makes
+/// two independent layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShedBuilder {
+    max_concurrency: usize,
+    max_queue: usize,
+    retry_queue: Option<usize>,
+    retry_after: (u64, u64),
+}
+
+impl ShedBuilder {
+    /// How many queue places retries may use (at most `max_queue`; 0 sheds
+    /// every retry that would have to wait). Default: half the queue.
+    pub fn retry_queue(mut self, places: usize) -> Self {
+        self.retry_queue = Some(places);
+        self
+    }
+
+    /// The range `Retry-After` is drawn from, rounded down to whole seconds
+    /// (`max` below `min` is taken as `min`). Default: 1 to 5 s.
+    pub fn retry_after(mut self, min: Duration, max: Duration) -> Self {
+        let lo = min.as_secs();
+        self.retry_after = (lo, max.as_secs().max(lo));
+        self
+    }
+
+    /// The layer, with its limits and counters.
+    pub fn build(self) -> ShedLayer {
+        let max_queue = self.max_queue;
         ShedLayer {
             shared: Arc::new(Shared {
                 permits: Arc::new(Semaphore::new(
-                    max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
+                    self.max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
                 )),
                 queued: AtomicUsize::new(0),
                 max_queue,
-                retry_queue: max_queue / 2,
-                retry_after: (1, 5),
+                retry_queue: self.retry_queue.unwrap_or(max_queue / 2).min(max_queue),
+                retry_after: self.retry_after,
                 admitted: AtomicU64::new(0),
                 shed_first: AtomicU64::new(0),
                 shed_retries: AtomicU64::new(0),
             }),
         }
     }
+}
 
-    fn edit(self, f: impl FnOnce(&mut Shared)) -> Self {
-        let mut shared = Arc::try_unwrap(self.shared).unwrap_or_else(|a| Shared {
-            permits: Arc::new(Semaphore::new(a.permits.available_permits().max(1))),
-            queued: AtomicUsize::new(0),
-            max_queue: a.max_queue,
-            retry_queue: a.retry_queue,
-            retry_after: a.retry_after,
-            admitted: AtomicU64::new(0),
-            shed_first: AtomicU64::new(0),
-            shed_retries: AtomicU64::new(0),
-        });
-        f(&mut shared);
-        ShedLayer {
-            shared: Arc::new(shared),
+impl ShedLayer {
+    /// At most `max_concurrency` (at least 1) requests at once and `max_queue`
+    /// waiting; retries may use half the queue; `Retry-After` of 1 to 5 s.
+    /// Shorthand for `ShedLayer::builder(max_concurrency, max_queue).build()`.
+    pub fn new(max_concurrency: usize, max_queue: usize) -> Self {
+        Self::builder(max_concurrency, max_queue).build()
+    }
+
+    /// Starts configuring a layer of at most `max_concurrency` (at least 1)
+    /// requests at once and `max_queue` waiting.
+    pub const fn builder(max_concurrency: usize, max_queue: usize) -> ShedBuilder {
+        ShedBuilder {
+            max_concurrency,
+            max_queue,
+            retry_queue: None,
+            retry_after: (1, 5),
         }
-    }
-
-    /// How many queue places retries may use (at most `max_queue`; 0 sheds
-    /// every retry that would have to wait).
-    pub fn retry_queue(self, places: usize) -> Self {
-        self.edit(|s| s.retry_queue = places.min(s.max_queue))
-    }
-
-    /// The range `Retry-After` is drawn from, rounded to whole seconds.
-    pub fn retry_after(self, min: Duration, max: Duration) -> Self {
-        let lo = min.as_secs();
-        let hi = max.as_secs().max(lo);
-        self.edit(|s| s.retry_after = (lo, hi))
     }
 
     /// Counters so far (shared by every clone and service).
@@ -246,4 +267,27 @@ fn shed_response<B: Default>((lo, hi): (u64, u64)) -> Response<B> {
     resp.headers_mut()
         .insert(RETRY_AFTER, HeaderValue::from(secs));
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builder_settles_the_limits_whatever_the_order() {
+        let a = ShedLayer::builder(0, 4).retry_queue(10).build();
+        assert_eq!(a.shared.permits.available_permits(), 1);
+        assert_eq!((a.shared.max_queue, a.shared.retry_queue), (4, 4));
+        let b = ShedLayer::new(8, 5);
+        assert_eq!((b.shared.retry_queue, b.shared.retry_after), (2, (1, 5)));
+        let c = ShedLayer::builder(2, 2)
+            .retry_after(Duration::from_millis(3900), Duration::from_secs(1))
+            .build();
+        assert_eq!(c.shared.retry_after, (3, 3));
+        // Clones share the one state; a second build does not.
+        let builder = ShedLayer::builder(2, 2);
+        let (x, y) = (builder.build(), builder.build());
+        assert!(Arc::ptr_eq(&x.shared, &x.clone().shared));
+        assert!(!Arc::ptr_eq(&x.shared, &y.shared));
+    }
 }
