@@ -275,8 +275,8 @@ fn dns_failed_for_now(error: &(dyn StdError + 'static)) -> bool {
         let Some(e) = cur else { break };
         if let Some(io) = e.downcast_ref::<io::Error>() {
             let text = io.to_string().to_ascii_lowercase();
-            if let Some(words) = text.strip_prefix(LOOKUP_FAILED) {
-                return words.contains("temporary failure") || words.contains("try again");
+            if text.starts_with(LOOKUP_FAILED) {
+                return crate::classify::is_temporary_dns_failure(&text);
             }
         } else if e.to_string().eq_ignore_ascii_case("dns error") {
             dns = true;
