@@ -22,7 +22,7 @@ use stagger::{Stats, StopReason};
 use tokio::task::JoinSet;
 
 use super::bins::{Bins, Timeline};
-use super::strategy::{Schedule, Strategy};
+use super::strategy::{GamedayStrategy, Schedule, Strategy};
 use crate::args::UsageError;
 
 /// The fleet's shape and traffic.

@@ -31,7 +31,7 @@ mod strategy;
 
 use bins::{Timeline, BIN};
 use server::Fault;
-use strategy::{Schedule, Strategy};
+use strategy::{GamedayStrategy, Schedule, Strategy};
 
 /// Longest traffic period accepted.
 pub const MAX_DURATION: Duration = Duration::from_secs(120);
@@ -143,7 +143,7 @@ struct Plan {
 }
 
 fn plan(a: &Args) -> anyhow::Result<Plan> {
-    let strategies = Strategy::parse_list(&a.strategy)?;
+    let strategies = strategy::parse_list(&a.strategy)?;
     if a.duration < Duration::from_secs(1) || a.duration > MAX_DURATION {
         return Err(usage(format!(
             "--duration: must be between 1s and {}s",
