@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use stagger::budget::RatioBudget;
 use stagger::{Backoff, Breaker, Guardrails, Observer, Policy, Stats, Throttle};
-pub use stagger_sim::Strategy;
 use stagger_sim::RetryKind;
+pub use stagger_sim::Strategy;
 
 use crate::args::UsageError;
 
