@@ -64,10 +64,16 @@ impl FastRng {
     #[inline]
     pub fn fresh() -> Self {
         thread_local! {
-            static NEXT: Cell<u64> = Cell::new(process_seed());
+            // Const-initialised (no lazy-init check on access); zero means
+            // "not keyed yet" and is replaced by a random key on first use.
+            static NEXT: Cell<u64> = const { Cell::new(0) };
         }
         let seed = NEXT.with(|n| {
-            let s = n.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut s = n.get();
+            if s == 0 {
+                s = process_seed() | 1;
+            }
+            let s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
             n.set(s);
             s
         });
