@@ -119,16 +119,7 @@ macro_rules! builder_methods {
             {
                 let mut settings = self.settings.get();
                 settings.deadline = Some(deadline);
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings,
-                }
+                self.with_settings(settings)
             }
 
             /// A deadline `timeout` after the call starts.
@@ -141,16 +132,7 @@ macro_rules! builder_methods {
             {
                 let mut settings = self.settings.get();
                 settings.timeout = Some(timeout);
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings,
-                }
+                self.with_settings(settings)
             }
 
             /// Declares the call idempotent, so timeouts (unknown results)
@@ -164,16 +146,7 @@ macro_rules! builder_methods {
             {
                 let mut settings = self.settings.get();
                 settings.idempotent = idempotent;
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings,
-                }
+                self.with_settings(settings)
             }
 
             /// Seeds the call's jitter so its delays replay exactly.
@@ -186,6 +159,14 @@ macro_rules! builder_methods {
             {
                 let mut settings = self.settings.get();
                 settings.seed = Some(seed);
+                self.with_settings(settings)
+            }
+
+            /// The same call with explicit per-call settings.
+            fn with_settings(
+                self,
+                settings: $crate::exec::sync::CallSettings,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
