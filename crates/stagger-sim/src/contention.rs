@@ -25,7 +25,7 @@ use stagger::{Call, Class, Decision, FastRng, Outcome};
 use crate::engine::{mix, ns, At, Normal, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
-use crate::result::Row;
+use crate::result::{ratio, Row};
 use crate::strategy::Strategy;
 use crate::SimError;
 
@@ -166,7 +166,6 @@ pub(crate) fn summarize(strategy: &Strategy, clients: u32, runs: &[RunOut]) -> R
     let ok: u64 = runs.iter().map(|r| r.succeeded).sum();
     let completion: Option<u64> = runs.iter().map(|r| r.completion_ns).sum();
     let requests = u64::from(clients) * runs.len() as u64;
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     Row {
         strategy: strategy.to_string(),
         clients: Some(clients),

@@ -20,7 +20,7 @@ use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason}
 use crate::engine::{mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::{Params, SuccessModel};
-use crate::result::{Row, SeriesSum};
+use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
 
@@ -213,7 +213,6 @@ pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row
             None => recovered_all = false,
         }
     }
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     Row {
         strategy: strategy.to_string(),
         runs: runs.len(),

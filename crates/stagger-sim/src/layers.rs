@@ -31,7 +31,7 @@ use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource};
 use crate::engine::{mix, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
-use crate::result::Row;
+use crate::result::{ratio, Row};
 use crate::strategy::Strategy;
 use crate::SimError;
 
@@ -190,7 +190,6 @@ pub(crate) fn summarize(strategy: &Strategy, mode: RetryAt, f: f64, runs: &[RunO
     let requests: u64 = runs.iter().map(|r| r.requests).sum();
     let bottom: u64 = runs.iter().map(|r| r.bottom).sum();
     let ok: u64 = runs.iter().map(|r| r.succeeded).sum();
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     Row {
         strategy: strategy.to_string(),
         retry_at: Some(mode.as_str()),

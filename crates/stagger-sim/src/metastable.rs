@@ -23,7 +23,7 @@ use stagger::{Call, Decision, Failure, FastRng, Outcome};
 use crate::engine::{exponential_ns, mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
-use crate::result::{Row, SeriesSum};
+use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
 
@@ -329,7 +329,6 @@ pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row
             None => all_recovered = false,
         }
     }
-    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
     Row {
         strategy: strategy.to_string(),
         runs: runs.len(),

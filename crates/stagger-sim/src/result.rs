@@ -111,6 +111,16 @@ pub struct Series {
     pub successes: Vec<f64>,
 }
 
+/// `a ÷ b`, or 0 when there is nothing to divide by (a model with no
+/// requests in a run). Every model's row uses it for its ratios.
+pub(crate) fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
 /// One row: a strategy's means over its runs. Fields that do not apply to
 /// a model are `null` (or absent, for another model's extra fields).
 #[derive(Debug, Clone, Default, Serialize)]
