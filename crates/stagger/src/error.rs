@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::policy::StopReason;
+use crate::outcome::StopReason;
 
 /// A configuration value that stagger refuses, naming the field.
 ///

@@ -44,8 +44,8 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::classify::{Class, Failure};
 use crate::error::ConfigError;
+use crate::outcome::{Class, Failure};
 
 mod quota;
 mod ratio;

@@ -23,10 +23,12 @@
 
 use std::time::Duration;
 
-use crate::classify::{Class, Classify, Failure};
+use crate::call::Call;
+use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::error::RetryError;
-use crate::policy::{Call, StopReason};
+use crate::outcome::StopReason;
+use crate::outcome::{Class, Failure};
 
 pub mod future;
 pub mod sync;

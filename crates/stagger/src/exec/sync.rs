@@ -8,13 +8,16 @@
 
 use std::time::{Duration, Instant};
 
-use crate::classify::{Classify, Failure, Outcome};
+use crate::call::Call;
+use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
-use crate::policy::{Call, Decision, Policy};
+use crate::outcome::Decision;
+use crate::outcome::{Failure, Outcome};
+use crate::policy::Policy;
 use crate::rng::FastRng;
 
 /// Something that blocks the thread for a while.

@@ -44,15 +44,17 @@ use std::time::{Duration, SystemTime};
 use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
-use crate::classify::{self, Class, Failure, Hint};
+use crate::classify;
 use crate::hint::{parse_pushback, retry_after_hint};
+use crate::outcome::{Class, Failure, Hint};
 
 mod call;
 pub mod inbound;
 
-pub use call::{AttemptLog, CallOptions, NotRetried, RetryInfo, Settings};
+pub use crate::outcome::NotRetried;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
-pub(crate) use call::{Driver, Step};
+pub(crate) use call::Driver;
+pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.
@@ -214,14 +216,15 @@ pub(crate) fn raw_response_failure(
     Some(failure)
 }
 
-trait WithHintOpt {
-    fn with_hint_opt(self, hint: Option<Hint>) -> Self;
-}
-
-impl WithHintOpt for Failure {
-    fn with_hint_opt(mut self, hint: Option<Hint>) -> Self {
-        self.hint = hint;
-        self
+/// A transport error (no response) as the engine's [`Failure`]: its class
+/// ([`error_class`]) and the fact whether the request surely never left
+/// ([`never_sent`]).
+pub fn error_failure(error: &(dyn StdError + 'static)) -> Failure {
+    let f = Failure::new(error_class(error));
+    if never_sent(error) {
+        f.not_sent()
+    } else {
+        f
     }
 }
 
