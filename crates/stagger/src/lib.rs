@@ -106,7 +106,7 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
 pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
 pub use exec::future::{AsyncRetry, AsyncRetryExt, Sleeper};
-pub use exec::sync::{Retry, RetryExt};
+pub use exec::sync::{Retry, RetryAttemptExt, RetryExt};
 pub use exec::Report;
 pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
