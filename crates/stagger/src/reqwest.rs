@@ -8,7 +8,7 @@
 //!
 //! - statuses, methods and errors classified by [`crate::http`]; POST and
 //!   PATCH retried only with an `Idempotency-Key` (generated, the same on
-//!   every attempt, with [`idempotency_keys`](RetryMiddleware::idempotency_keys));
+//!   every attempt, with [`idempotency_keys`](Settings::idempotency_keys));
 //! - bodies replayed when reqwest can clone them and they are at most 1 MiB
 //!   (configurable); a stream or a larger body is sent once;
 //! - `x-retry-attempt`, `x-request-timeout-ms` (`grpc-timeout` for gRPC)
@@ -24,12 +24,13 @@
 //! ```no_run
 //! use reqwest_middleware::ClientBuilder;
 //! use stagger::http::RetryInfo;
+//! use stagger::http::Settings;
 //! use stagger::reqwest::RetryMiddleware;
 //! use stagger::Policy;
 //!
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = ClientBuilder::new(reqwest::Client::new())
-//!     .with(RetryMiddleware::new(Policy::default()).idempotency_keys(true))
+//!     .with(RetryMiddleware::new(Settings::new(Policy::default()).idempotency_keys(true)))
 //!     .build();
 //! let resp = client.get("http://127.0.0.1:8080/").send().await?;
 //! let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -37,21 +38,17 @@
 //! # Ok(()) }
 //! ```
 
-use std::time::Duration;
-
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
 use crate::http::{
-    error_chain, error_failure, AttemptLog, AttemptTimedOut, Driver, NotRetried, RetryInfo,
-    Settings,
+    error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
 };
 use crate::outcome::StopReason;
 use crate::outcome::{Class, Decision, Failure};
-use crate::policy::Policy;
 
-/// Retries reqwest requests under a shared [`Policy`]; see the
+/// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
@@ -59,61 +56,17 @@ pub struct RetryMiddleware {
 }
 
 impl RetryMiddleware {
-    /// A middleware with `policy` and the default HTTP settings.
-    pub fn new(policy: Policy) -> Self {
-        Self::with_settings(Settings::new(policy))
-    }
-
-    /// A middleware with these settings.
-    pub fn with_settings(settings: Settings) -> Self {
-        RetryMiddleware { settings }
+    /// A middleware with these HTTP settings — or a [`Policy`](crate::Policy) with the
+    /// default ones (see [`Settings`]).
+    pub fn new(settings: impl Into<Settings>) -> Self {
+        RetryMiddleware {
+            settings: settings.into(),
+        }
     }
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
-    }
-
-    /// See [`Settings::retry_500`].
-    pub fn retry_500(mut self, on: bool) -> Self {
-        self.settings = self.settings.retry_500(on);
-        self
-    }
-
-    /// See [`Settings::idempotency_keys`].
-    pub fn idempotency_keys(mut self, on: bool) -> Self {
-        self.settings = self.settings.idempotency_keys(on);
-        self
-    }
-
-    /// See [`Settings::max_replay_bytes`].
-    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
-        self.settings = self.settings.max_replay_bytes(bytes);
-        self
-    }
-
-    /// See [`Settings::timeout`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.settings = self.settings.timeout(timeout);
-        self
-    }
-
-    /// See [`Settings::propagate_deadline`].
-    pub fn propagate_deadline(mut self, on: bool) -> Self {
-        self.settings = self.settings.propagate_deadline(on);
-        self
-    }
-
-    /// See [`Settings::one_layer`].
-    pub fn one_layer(mut self, on: bool) -> Self {
-        self.settings = self.settings.one_layer(on);
-        self
-    }
-
-    /// See [`Settings::on_attempt`].
-    pub fn on_attempt(mut self, hook: impl Fn(&AttemptLog) + Send + Sync + 'static) -> Self {
-        self.settings = self.settings.on_attempt(hook);
-        self
     }
 }
 

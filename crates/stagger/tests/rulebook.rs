@@ -126,7 +126,7 @@ async fn codes_listed_by_an_imported_service_config_are_retried() {
     let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
     // No per-call idempotency override: the method's policy is the contract.
     let server = Scripted::new(vec![grpc_answer("13", &[]), grpc_answer("4", &[])]);
-    let mut svc = RetryLayer::with_settings(settings).layer(server.clone());
+    let mut svc = RetryLayer::new(settings).layer(server.clone());
     let resp = svc
         .ready()
         .await

@@ -135,11 +135,11 @@ pub async fn run(
             .strategy
             .client_policy(&cfg.schedule, pod.guard.as_ref(), &pod.stats)?;
         let client = ClientBuilder::new(pod.http.clone())
-            .with(
-                RetryMiddleware::new(policy)
+            .with(RetryMiddleware::new(
+                stagger::http::Settings::new(policy)
                     .idempotency_keys(true)
                     .timeout(cfg.deadline),
-            )
+            ))
             .build();
         // Phases spread evenly: the fleet as a whole sends every 1/rate s.
         let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);

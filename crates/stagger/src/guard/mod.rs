@@ -63,7 +63,7 @@ pub struct Refusal {
 
 /// One word of per-call state that the guardrails keep between their hooks
 /// (which breaker period admitted the attempt, whether it is a half-open
-/// probe, what the last retry cost the budget). It lives in the [`Call`],
+/// probe, what the last retry cost the budget). It lives in the [`Call`](crate::Call),
 /// so the shared guardrails stay free of per-call memory; the engine never
 /// reads it.
 ///
@@ -101,7 +101,7 @@ impl Ticket {
 /// told every outcome. Implementations are shared by all calls of a client,
 /// so they must be `Send + Sync` and cheap. Per-call state goes in the
 /// call's [`Ticket`], which every hook of the same call sees.
-/// [`Guardrails`](crate::Guardrails) is the ready implementation.
+/// [`Guardrails`] is the ready implementation.
 pub trait Guardrail: Send + Sync {
     /// Before attempt `attempt` (1-based) starts. Refusing stops the call
     /// without running the attempt. `rng` is the call's own random stream
@@ -147,7 +147,7 @@ pub trait Guardrail: Send + Sync {
 
     /// Attempt `attempt` was admitted but will never report an outcome (the
     /// front-end dropped it): give back whatever it holds, such as a
-    /// half-open probe slot. See [`Policy::abandon`].
+    /// half-open probe slot. See [`Policy::abandon`](crate::Policy::abandon).
     fn abandon(&self, attempt: u32, ticket: &mut Ticket, now: Instant) {
         let _ = (attempt, ticket, now);
     }
@@ -219,7 +219,7 @@ impl Guardrails {
     }
 
     /// Also sends the breaker's state changes to `observer` (a policy built
-    /// with [`PolicyBuilder::breaker`] passes its own observer here).
+    /// with [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) passes its own observer here).
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self

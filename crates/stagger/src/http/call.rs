@@ -197,6 +197,13 @@ impl Settings {
     }
 }
 
+impl From<Policy> for Settings {
+    /// The policy with the default HTTP settings.
+    fn from(policy: Policy) -> Self {
+        Settings::new(policy)
+    }
+}
+
 /// Per-request overrides: put one in a request's extensions.
 ///
 /// ```

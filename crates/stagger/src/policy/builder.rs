@@ -236,7 +236,7 @@ impl PolicyBuilder {
 }
 
 impl Policy {
-    /// The seeds' guarded preset: [`Policy::seed`]'s schedule (5 attempts,
+    /// The guarded preset: [`Policy::aggressive`]'s schedule (5 attempts,
     /// full jitter, base 100 ms ×2, cap 10 s) with a 10 % ratio budget (10 s
     /// window, floor 10) and a breaker that opens at 50 % failures over
     /// 10 s with at least 20 calls, for 5 s (+ up to 20 %), then lets one
