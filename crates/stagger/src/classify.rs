@@ -99,16 +99,6 @@ pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
     (status >= 400).then(|| http_status(status, retry_500))
 }
 
-/// Whether an HTTP method is idempotent by definition (RFC 9110 §9.2.2):
-/// GET, HEAD, OPTIONS, TRACE, PUT and DELETE. POST and PATCH become
-/// retryable only with an `Idempotency-Key`.
-pub fn method_is_idempotent(method: &str) -> bool {
-    matches!(
-        method.to_ascii_uppercase().as_str(),
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    )
-}
-
 /// The class of a gRPC status code: UNAVAILABLE (14) transient,
 /// RESOURCE_EXHAUSTED (8) only with pushback, DEADLINE_EXCEEDED (4) unknown,
 /// CANCELLED (1) cancelled, OK (0) and everything else permanent.
@@ -161,16 +151,6 @@ mod tests {
         assert_eq!(http_failure(200, true), None);
         assert_eq!(http_failure(304, true), None);
         assert_eq!(http_failure(503, false), Some(Class::Transient));
-    }
-
-    #[test]
-    fn idempotent_methods() {
-        for m in ["GET", "head", "OPTIONS", "TRACE", "PUT", "DELETE"] {
-            assert!(method_is_idempotent(m), "{m}");
-        }
-        for m in ["POST", "PATCH", "CONNECT", "BREW"] {
-            assert!(!method_is_idempotent(m), "{m}");
-        }
     }
 
     #[test]

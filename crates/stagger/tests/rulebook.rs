@@ -12,9 +12,9 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use stagger::budget::{Budget, TokenBucket};
-use stagger::exec::sync::Attempt;
 use stagger::http::{Inbound, RetryInfo};
 use stagger::tower::{DeadlineLayer, ReplayBody, RetryLayer, ShedLayer};
+use stagger::Attempt;
 use stagger::{
     Call, Decision, Event, Failure, Hint, Idempotency, NotRetried, Observer, Policy,
     RetryAttemptExt, RetryExt, Stats, StopReason,

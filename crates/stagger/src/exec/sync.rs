@@ -11,7 +11,7 @@
 //! ignored. The deadline bounds every wait either way.
 //!
 //! ```
-//! use stagger::exec::sync::Attempt;
+//! use stagger::Attempt;
 //! use stagger::{Policy, RetryAttemptExt, RetryExt};
 //! use std::time::Duration;
 //!
@@ -29,20 +29,20 @@
 //! assert_eq!(err.refused().unwrap().field(), "attempt_timeout");
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::call::Call;
 use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::error::RetryError;
+use crate::exec::settings::{DefaultSettings, Settings};
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
 use crate::policy::Policy;
-use crate::rng::FastRng;
 
 /// One attempt, as the blocking executor hands it to a closure that asks
 /// for it ([`RetryAttemptExt::retry_with_attempt`]).
@@ -111,8 +111,9 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
     }
 }
 
-/// Something that blocks the thread for a while.
-pub trait Sleep {
+/// Something that blocks the thread for a while (the blocking twin of
+/// [`Sleeper`](crate::Sleeper)).
+pub trait BlockingSleeper {
     /// Blocks for `d`.
     fn sleep(&mut self, d: Duration);
 }
@@ -121,84 +122,15 @@ pub trait Sleep {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ThreadSleep;
 
-impl Sleep for ThreadSleep {
+impl BlockingSleeper for ThreadSleep {
     fn sleep(&mut self, d: Duration) {
         std::thread::sleep(d)
     }
 }
 
-impl<F: FnMut(Duration)> Sleep for F {
+impl<F: FnMut(Duration)> BlockingSleeper for F {
     fn sleep(&mut self, d: Duration) {
         self(d)
-    }
-}
-
-/// Per-call settings of an executor, set through its builder methods
-/// (`deadline`, `timeout`, `idempotent`, `seed`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallSettings {
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) idempotent: bool,
-    pub(crate) seed: Option<u64>,
-}
-
-/// Where an executor's per-call settings come from: [`DefaultSettings`]
-/// until a builder method sets one, then [`CallSettings`]. Keeping the
-/// defaults a zero-sized type keeps them out of a successful call's work.
-pub trait Settings: Copy {
-    /// The settings.
-    fn get(&self) -> CallSettings;
-}
-
-/// No deadline, not idempotent, a fresh random stream.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DefaultSettings;
-
-impl Settings for DefaultSettings {
-    #[inline]
-    fn get(&self) -> CallSettings {
-        CallSettings::default()
-    }
-}
-
-impl Settings for CallSettings {
-    #[inline]
-    fn get(&self) -> CallSettings {
-        *self
-    }
-}
-
-impl CallSettings {
-    /// No deadline: nothing about the call itself needs the clock.
-    #[inline]
-    pub(crate) fn is_plain(&self) -> bool {
-        self.deadline.is_none() && self.timeout.is_none()
-    }
-
-    #[inline]
-    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<FastRng> {
-        // Built only once a first attempt has failed (or the call needs
-        // the clock), so seeding a fresh stream here costs successes nothing.
-        let rng = match self.seed {
-            Some(s) => FastRng::seeded(s),
-            None => FastRng::fresh(),
-        };
-        let mut call = Call::with_rng(rng).idempotent(self.idempotent);
-        let deadline = match (self.deadline, self.timeout) {
-            (d, None) => d,
-            (d, Some(t)) => {
-                let by_timeout = clock.now().checked_add(t);
-                match (d, by_timeout) {
-                    (Some(d), Some(t)) => Some(d.min(t)),
-                    (d, t) => d.or(t),
-                }
-            }
-        };
-        if let Some(d) = deadline {
-            call = call.deadline(d);
-        }
-        call
     }
 }
 
@@ -241,7 +173,7 @@ impl<T, E, F: FnMut() -> Result<T, E>> RetryExt<T, E> for F {}
 
 /// Adds `.retry_with_attempt(&policy)` to every
 /// `FnMut(&Attempt) -> Result<T, E>`: the closure is shown each attempt's
-/// number and timeout (see the [module docs](self)).
+/// number and timeout (see [`Attempt`]).
 pub trait RetryAttemptExt<T, E>: FnMut(&Attempt) -> Result<T, E> + Sized {
     /// Runs this closure under `policy`, handing it each [`Attempt`].
     fn retry_with_attempt(self, policy: &Policy) -> Retry<'_, WithAttempt<Self>> {
@@ -304,7 +236,7 @@ where
     W: Classifier<E>,
     K: OkCheck<T>,
     N: Notify<T, E>,
-    S: Sleep,
+    S: BlockingSleeper,
     C: Clock,
     P: Settings,
 {

@@ -133,7 +133,7 @@ pub fn new_idempotency_key() -> HeaderValue {
 }
 
 /// Formats `x-retry-attempt` (without allocating for attempts 1 to 9).
-pub fn attempt_value(attempt: u32) -> HeaderValue {
+pub(crate) fn attempt_value(attempt: u32) -> HeaderValue {
     const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
     match SMALL.get(attempt as usize) {
         Some(s) => HeaderValue::from_static(s),
@@ -356,7 +356,7 @@ fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
 /// clock in a normal runtime and the virtual one in a paused test runtime,
 /// so the engine's deadlines and the front-end's sleeps share one time.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TokioClock;
+pub(crate) struct TokioClock;
 
 impl crate::clock::Clock for TokioClock {
     #[inline]
