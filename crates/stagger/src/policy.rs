@@ -276,17 +276,30 @@ impl Policy {
     /// Step 3 of the protocol: given how the attempt ended, retry after how
     /// long, or stop and why.
     ///
-    /// Rules, in order: the guardrails are told the outcome; a success stops
-    /// with `success`; a cancelled, permanent, or (for a non-idempotent call)
-    /// unknown failure, a hint-only failure without a hint, or a server
-    /// asking not to be retried stops with `not_retryable`; max attempts stop
-    /// with `attempts_exhausted`; the delay is the jittered backoff, or for a
-    /// `Retry-After` of `h` the wait `h + U(0, b_n)`, or for a pushback exactly
-    /// the pushback (after which the backoff restarts at its first step); a
-    /// wait that would leave less than one typical attempt before the deadline
-    /// stops with `deadline`; a hint above `max_retry_after` stops with
-    /// `hint_too_long`; a guardrail may refuse the retry (`budget`,
-    /// `breaker_open`). A stop never asks the front-end to sleep.
+    /// Rules, in order:
+    /// 1. the guardrails are told the outcome; a success stops with `success`;
+    /// 2. a failure of a cancelled call stops with `cancelled`; a failure at
+    ///    or past the call's deadline stops with `deadline`, whatever its class;
+    /// 3. from the failure's class and the facts: a permanent failure, an
+    ///    unknown result (a timeout) of a call whose idempotency is
+    ///    unspecified and whose attempt was sent, or a hint-only failure
+    ///    without a usable hint stops with `not_retryable`;
+    /// 4. a server's "do not retry" or a layer below that gave up
+    ///    ([`Failure::gave_up_below`]) stops with `not_retryable`
+    ///    ([`NotRetried::ServerSaidNo`]); max attempts stop with
+    ///    `attempts_exhausted`; a committed call ([`Call::commit`]), a
+    ///    [`Idempotency::NotIdempotent`] call whose attempt was sent, or a
+    ///    call serving an inbound retry ([`Call::serving_retry`]) stops with
+    ///    `not_retryable`, and [`Call::not_retried`] says which;
+    /// 5. the delay is the jittered backoff, or for a `Retry-After` of `h` the
+    ///    wait `h + U(0, b_n)`, or for a pushback exactly the pushback (after
+    ///    which the backoff restarts at its first step); a wait that would
+    ///    leave less than one typical attempt before the deadline stops with
+    ///    `deadline`; a hint above `max_retry_after` stops with
+    ///    `hint_too_long`; a guardrail may refuse the retry (`budget`,
+    ///    `breaker_open`).
+    ///
+    /// A stop never asks the front-end to sleep.
     #[inline]
     pub fn decide<R: RandomSource, C: Clock>(
         &self,
