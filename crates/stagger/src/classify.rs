@@ -101,13 +101,13 @@ pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
 
 /// The class of a gRPC status code: UNAVAILABLE (14) transient,
 /// RESOURCE_EXHAUSTED (8) only with pushback, DEADLINE_EXCEEDED (4) unknown,
-/// CANCELLED (1) cancelled, OK (0) and everything else permanent.
+/// OK (0) and everything else permanent — CANCELLED (1) included: received
+/// from a server it is an ordinary status, not the caller cancelling.
 pub fn grpc_code(code: u32) -> Class {
     match code {
         14 => Class::Transient,
         8 => Class::OnlyWithHint,
         4 => Class::Unknown,
-        1 => Class::Cancelled,
         _ => Class::Permanent,
     }
 }
@@ -169,7 +169,8 @@ mod tests {
         assert_eq!(grpc_code(14), Class::Transient);
         assert_eq!(grpc_code(8), Class::OnlyWithHint);
         assert_eq!(grpc_code(4), Class::Unknown);
-        assert_eq!(grpc_code(1), Class::Cancelled);
+        // A server's CANCELLED is not the caller cancelling.
+        assert_eq!(grpc_code(1), Class::Permanent);
         assert_eq!(grpc_code(3), Class::Permanent);
     }
 }

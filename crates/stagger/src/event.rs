@@ -289,7 +289,12 @@ impl Observer for Stats {
             Event::AttemptFailed { class, .. } => {
                 bump(&self.failed[class_index(class)], 1);
             }
-            Event::Stopped { reason, .. } => {
+            Event::Stopped { reason, attempts } => {
+                // A call refused before its first attempt (an open breaker,
+                // throttling) is still a logical request.
+                if attempts == 0 {
+                    bump(&self.logical_requests, 1);
+                }
                 bump(&self.stops[reason.index()], 1);
             }
             Event::BudgetRefused { .. } => {

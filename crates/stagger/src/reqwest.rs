@@ -46,7 +46,7 @@ use crate::http::{
     error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
 };
 use crate::outcome::StopReason;
-use crate::outcome::{Class, Decision, Failure};
+use crate::outcome::{Decision, Failure};
 
 /// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
@@ -77,7 +77,9 @@ fn classify(e: &reqwest_middleware::Error) -> Failure {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
             if r.is_connect() {
-                Failure::new(Class::Transient).not_sent()
+                // Never sent; its cause decides the class (a refused
+                // connection is transient, a name that does not exist is not).
+                error_failure(r).not_sent()
             } else if r.is_timeout() {
                 Failure::timeout()
             } else {
