@@ -284,3 +284,45 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget() {
     assert!(max("budgeted") < 0.2, "the budget holds the ratio\n{seen}");
     assert!(refusals > 0.0, "the budget refused retries\n{seen}");
 }
+
+#[test]
+fn metrics_addr_must_be_loopback_and_free() {
+    let dir = TempDir::new("metrics-addr");
+    let done = common::stagger(
+        &[
+            "gameday",
+            "--duration",
+            "2s",
+            "--metrics-addr",
+            "0.0.0.0:9464",
+        ],
+        &dir,
+    );
+    assert_eq!(common::code(&done), Some(2), "stderr: {}", done.stderr);
+    assert!(done.stderr.contains("--metrics-addr"), "{}", done.stderr);
+    assert!(done.stderr.contains("loopback"), "{}", done.stderr);
+
+    // A port already taken: the game-day cannot run (exit 1), and says why
+    // before sending a single request.
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let done = common::stagger(
+        &[
+            "gameday",
+            "--fault",
+            "none",
+            "--duration",
+            "2s",
+            "--metrics-addr",
+            &addr,
+        ],
+        &dir,
+    );
+    assert_eq!(common::code(&done), Some(1), "stderr: {}", done.stderr);
+    assert!(
+        done.stderr.contains("--metrics-addr: cannot listen on"),
+        "{}",
+        done.stderr
+    );
+    assert!(!done.stderr.contains("of traffic"), "{}", done.stderr);
+}
