@@ -125,7 +125,7 @@ impl Jitter {
 /// The backoff schedule: base, multiplier, cap and jitter.
 ///
 /// `Copy`, with `const fn` setters, so a schedule can be a `static`.
-/// Defaults (SPEC §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
+/// Defaults (docs/behaviour.md §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     base_ns: u64,

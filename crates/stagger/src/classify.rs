@@ -34,7 +34,7 @@ impl Classify for io::Error {
 }
 
 /// The class of an I/O error: its kind ([`io_kind`]), except that a
-/// *temporary* name-resolution failure is transient (SPEC §2). The standard
+/// *temporary* name-resolution failure is transient (docs/behaviour.md §2). The standard
 /// library reports resolver errors with an uncategorised kind and the
 /// resolver's message, so that message is what tells a temporary failure
 /// (`EAI_AGAIN`: "Temporary failure in name resolution", "try again") from a
@@ -80,7 +80,7 @@ pub fn io_kind(kind: io::ErrorKind) -> Class {
     }
 }
 
-/// The class of an HTTP status code (SPEC §2). Success and redirect codes
+/// The class of an HTTP status code (docs/behaviour.md §2). Success and redirect codes
 /// are not failures and return `None` through [`http_failure`]; this function
 /// treats them as permanent so that it is total.
 ///
@@ -115,7 +115,7 @@ pub fn grpc_code(code: u32) -> Class {
 /// The class of a gRPC status code under a service config's
 /// `retryableStatusCodes` (gRPC A6): a listed code is retried — still only
 /// with pushback for RESOURCE_EXHAUSTED and only for idempotent calls for
-/// DEADLINE_EXCEEDED, as SPEC §2 says — and an unlisted one never.
+/// DEADLINE_EXCEEDED, as docs/behaviour.md §2 says — and an unlisted one never.
 ///
 /// ```
 /// use stagger::classify::{grpc_code_listed, Class};

@@ -124,7 +124,7 @@ impl Settings {
     }
 
     /// The gRPC status codes to retry, as a service config's
-    /// `retryableStatusCodes` lists them (default: SPEC §2's table —
+    /// `retryableStatusCodes` lists them (default: the table of docs/behaviour.md §2 —
     /// UNAVAILABLE, RESOURCE_EXHAUSTED with pushback, DEADLINE_EXCEEDED when
     /// idempotent).
     pub fn grpc_retryable_codes(mut self, codes: impl Into<Vec<u32>>) -> Self {
