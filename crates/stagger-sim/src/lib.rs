@@ -49,13 +49,14 @@ mod guard;
 pub mod layers;
 pub mod metastable;
 mod params;
+pub mod recovery;
 mod result;
 mod strategy;
 
 pub use layers::RetryAt;
 pub use params::{ClientRange, Model, Params, SuccessModel, MAX_CLIENTS};
 pub use result::{ParamsOut, Results, Row, Series};
-pub use strategy::{RetryKind, Strategy};
+pub use strategy::{RetryKind, Schedule, Strategy};
 
 /// A bad simulation parameter, named by its command-line flag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +167,7 @@ pub fn simulate_counted(
         return Err(SimError::new("strategy", "no strategy given".into()));
     }
     for s in strategies {
-        s.policy_builder(p)?;
+        s.check(&Schedule::from(p))?;
         if p.model == Model::Layers {
             layers::check(s, p)?;
         }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
-use stagger_sim::{Model, Params, Results, RetryKind, Row, Strategy};
+use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
 use super::charts::{self, color, Frame, Line};
 use super::table;
@@ -380,7 +380,8 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     }
     h.push_str("<h2>Backoff schedule</h2><p>What the library's full-jitter schedule for these flags draws from before each retry: the tile is the jitter range, the bar the capped backoff, the dots sampled delays.</p>");
     let full = Strategy::plain(RetryKind::Full);
-    let retries = full.max_attempts(p).saturating_sub(1).clamp(1, 12);
+    let schedule = Schedule::from(p);
+    let retries = full.max_attempts(&schedule).saturating_sub(1).clamp(1, 12);
     let title = format!(
         "full jitter: base {}, ×2, cap {}",
         table::dur(p.base),
@@ -388,7 +389,7 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     );
     h.push_str(&svg_or_note(charts::schedule_tiles(
         &title,
-        &full.backoff(p),
+        &full.backoff(&schedule),
         retries,
         24,
     )));
