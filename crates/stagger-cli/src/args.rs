@@ -84,3 +84,11 @@ pub fn flag_error(e: stagger::ConfigError) -> anyhow::Error {
     let flag = e.field().replace('_', "-");
     UsageError(format!("--{flag}: {}", e.problem())).into()
 }
+
+/// Turns a lab error into a usage error (exit 2) or a failure (exit 1).
+pub fn lab_error(e: stagger_lab::Error) -> anyhow::Error {
+    match e.kind() {
+        stagger_lab::ErrorKind::Usage => UsageError(e.to_string()).into(),
+        _ => e.into(),
+    }
+}

@@ -13,12 +13,8 @@ use std::time::{Duration, Instant};
 
 use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel};
 
-use crate::args::{duration, UsageError};
-
-mod charts;
-mod progress;
-mod report;
-mod table;
+use crate::args::{duration, lab_error, UsageError};
+use crate::progress;
 
 /// Simulate a fleet of clients retrying against a dependency that stumbles,
 /// with the library's own policies in virtual time, and report what their
@@ -252,11 +248,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if json {
         writeln!(out, "{doc}")?;
     } else {
-        table::print(&mut out, &p, &results)?;
+        stagger_lab::simulate::print_table(&mut out, &p, &results)?;
     }
     out.flush()?;
     if let Some(dir) = &out_dir {
-        report::write(dir, &p, &results, &doc)?;
+        stagger_lab::simulate::write_report(dir, &p, &results, &doc).map_err(lab_error)?;
     }
     if !json {
         eprintln!(

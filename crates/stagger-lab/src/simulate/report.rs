@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
 use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
 use super::charts::{self, color, Frame, Line};
 use super::table;
+use crate::{Error, ErrorKind};
 
 /// Seconds of history in the retry-ratio chart.
 const RATIO_WINDOW_S: f64 = 10.0;
@@ -21,8 +21,10 @@ fn esc(s: &str) -> String {
 }
 
 /// Writes the three files into `dir` (created if needed).
-pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> Result<(), Error> {
+    let io =
+        |what: &str, p: &Path, e| Error::with(ErrorKind::Io, format!("{what} {}", p.display()), e);
+    std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
     let html = html(p, r);
     for (name, body) in [
         ("report.html", html.as_str()),
@@ -30,7 +32,7 @@ pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> anyhow::
         ("series.csv", csv(r).as_str()),
     ] {
         let path = dir.join(name);
-        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, body).map_err(|e| io("writing", &path, e))?;
     }
     Ok(())
 }

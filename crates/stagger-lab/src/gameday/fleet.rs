@@ -18,12 +18,13 @@ use http::Extensions;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::http::RetryInfo;
 use stagger::reqwest::RetryMiddleware;
-use stagger::{Stats, StopReason};
+use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
 use super::bins::{Bins, Timeline};
-use super::strategy::{GamedayStrategy, Schedule, Strategy};
-use crate::args::UsageError;
+use stagger_sim::{Schedule, Strategy};
+
+use crate::{Error, ErrorKind};
 
 /// The fleet's shape and traffic.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +45,8 @@ pub struct Config {
     pub strategy: Strategy,
     /// Hard cap on logical requests.
     pub max_requests: u64,
+    /// Seeds the pods' breakers.
+    pub seed: u64,
 }
 
 /// What the clients saw.
@@ -104,7 +107,7 @@ pub async fn run(
     addr: SocketAddr,
     line: Timeline,
     grace: Duration,
-) -> Result<Outcome, UsageError> {
+) -> Result<Outcome, Error> {
     let counters = Arc::new(Counters {
         sent: line.series(),
         successes: line.series(),
@@ -120,9 +123,16 @@ pub async fn run(
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .build()
-            .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
+            .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
-        let guard = cfg.strategy.pod_guardrails(stats.clone());
+        let guard = cfg
+            .strategy
+            .guardrails(
+                cfg.seed,
+                pods.len() as u64,
+                Some(stats.clone() as Arc<dyn Observer>),
+            )?
+            .map(Arc::new);
         pods.push(Pod { http, stats, guard });
     }
     let url: Arc<str> = format!("http://{addr}/work").into();
@@ -131,9 +141,11 @@ pub async fn run(
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {
         let pod = &pods[i % cfg.pods];
-        let policy = cfg
-            .strategy
-            .client_policy(&cfg.schedule, pod.guard.as_ref(), &pod.stats)?;
+        let policy = cfg.strategy.policy(
+            &cfg.schedule,
+            pod.guard.clone(),
+            Some(pod.stats.clone() as Arc<dyn Observer>),
+        )?;
         let client = ClientBuilder::new(pod.http.clone())
             .with(
                 RetryMiddleware::new(policy)
