@@ -17,12 +17,24 @@ use anyhow::Context as _;
 use stagger_lab::gameday::{self, Config, Fault};
 use stagger_sim::Strategy;
 
-use crate::args::{duration, lab_error, UsageError};
+use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
 
 /// Reproduce a retry storm over loopback HTTP and compare strategies.
 ///
 /// Example: `stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s`
 #[derive(Debug, clap::Args)]
+#[command(
+    mut_arg("attempts", |a| a
+        .default_value("5")
+        .help("Max attempts per request, the first included (1 for `none`)")),
+    mut_arg("base", |a| a
+        .default_value("100ms")
+        .help("First backoff of the backoff strategies (`immediate` uses 0)")),
+    mut_arg("cap", |a| a.default_value("10s")),
+    mut_arg("seed", |a| a
+        .default_value("1")
+        .help("Seeds the pods' breakers, so their open periods replay (e.g. `--seed 7`)"))
+)]
 pub struct Args {
     /// The fault: stall (every worker frozen 2 s) | failover (connections
     /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
@@ -70,21 +82,12 @@ pub struct Args {
     /// Timeout of one attempt.
     #[arg(long, default_value = "500ms", value_parser = duration, value_name = "D")]
     pub attempt_timeout: Duration,
-    /// Max attempts per request, the first included (1 for `none`).
-    #[arg(long, default_value_t = 5, value_name = "N")]
-    pub attempts: u32,
-    /// First backoff of the backoff strategies (`immediate` uses 0).
-    #[arg(long, default_value = "100ms", value_parser = duration, value_name = "D")]
-    pub base: Duration,
-    /// Largest backoff.
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "D")]
-    pub cap: Duration,
-    /// Seeds the pods' breakers, so their open periods replay (e.g. `--seed 7`).
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub seed: u64,
-    /// Output format: table | json.
-    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-    pub format: String,
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
+    #[command(flatten)]
+    pub seed: SeedArgs,
+    #[command(flatten)]
+    pub format: FormatArgs,
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -116,10 +119,10 @@ impl Args {
             fault_at: self.fault_at,
             deadline: self.deadline,
             attempt_timeout: self.attempt_timeout,
-            attempts: self.attempts,
-            base: self.base,
-            cap: self.cap,
-            seed: self.seed,
+            attempts: self.schedule.limit()?,
+            base: self.schedule.base(),
+            cap: self.schedule.cap(),
+            seed: self.seed.get(),
         })
     }
 }
@@ -152,7 +155,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     let results = plan.results(rows);
     let json = serde_json::to_string_pretty(&results)?;
-    if a.format == "json" {
+    if a.format.json() {
         println!("{json}");
     } else {
         println!("{}", gameday::legend(&results.params));
