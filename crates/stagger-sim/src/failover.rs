@@ -167,11 +167,13 @@ pub(crate) fn run(
 }
 
 /// Time after the outage until the run recovered ([`crate::recovery`]:
-/// every 1 s window from then on answers 95 % of its new requests).
+/// every 1 s window from then on answers 95 % of its new requests and
+/// carries at most 1.25 attempts per new request).
 pub(crate) fn recovery_s(r: &RunOut, p: &Params) -> Option<f64> {
     let seen = Observed {
         bin: p.tick,
         demand: &r.arrivals,
+        load: &r.load,
         goodput: &r.successes,
     };
     let window = window_bins(p.tick, PACED_WINDOW);

@@ -69,6 +69,9 @@ pub(crate) struct RunOut {
     pub(crate) retries: Vec<u32>,
     pub(crate) goodput: Vec<u32>,
     pub(crate) arrivals: Vec<u32>,
+    /// Attempts sent per second, first attempts and retries (`load` counts
+    /// them when they reach the server, after any outage held them).
+    pub(crate) sent: Vec<u32>,
     pub(crate) attempts: u64,
     pub(crate) budget_refusals: u64,
     pub(crate) breaker_opens: u64,
@@ -104,6 +107,7 @@ impl World<'_> {
             sent: t,
         };
         self.out.attempts += 1;
+        Self::bump(&mut self.out.sent, t);
         if attempt > 1 {
             Self::bump(&mut self.out.retries, t);
         }
@@ -167,6 +171,7 @@ pub(crate) fn run(
             retries: vec![0; bins],
             goodput: vec![0; bins],
             arrivals: vec![0; bins],
+            sent: vec![0; bins],
             ..RunOut::default()
         },
         timeout: ns(p.timeout),
@@ -269,11 +274,12 @@ pub(crate) fn run(
 
 /// Seconds after the outage until the run recovered ([`crate::recovery`]:
 /// every 5 s window from then on answers in time 95 % of the requests that
-/// arrived in it).
+/// arrived in it and carries at most 1.25 attempts per new request).
 pub(crate) fn recovery_s(r: &RunOut, p: &Params) -> Option<f64> {
     let seen = Observed {
         bin: Duration::from_secs(1),
         demand: &r.arrivals,
+        load: &r.sent,
         goodput: &r.goodput,
     };
     let window = window_bins(seen.bin, POISSON_WINDOW);

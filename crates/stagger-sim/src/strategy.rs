@@ -400,6 +400,30 @@ mod tests {
         assert!(g.get_throttle().is_none());
     }
 
+    /// The game-day's copy of this constructor once built its pods'
+    /// breakers unseeded, so the same game-day opened them for different
+    /// times on every run. Seeded from the run and the process, they replay
+    /// and still differ between processes.
+    #[test]
+    fn breakers_are_seeded_from_the_run_and_the_process() {
+        use stagger::{Class, Outcome};
+        let s: Strategy = "full+breaker".parse().unwrap();
+        let open_for = |seed: u64, process: u64| {
+            let g = s.guardrails(seed, process, None).unwrap().unwrap();
+            let b = g.get_breaker().unwrap().clone();
+            let t0 = std::time::Instant::now();
+            let failed = Outcome::Failure(Class::Transient.into());
+            for _ in 0..20 {
+                let permit = b.acquire(t0).unwrap();
+                b.record(permit, &failed, None, t0);
+            }
+            b.acquire(t0).unwrap_err().retry_in
+        };
+        assert_eq!(open_for(7, 3), open_for(7, 3));
+        assert_ne!(open_for(7, 3), open_for(7, 4));
+        assert_ne!(open_for(7, 3), open_for(8, 3));
+    }
+
     #[test]
     fn bad_names_name_the_flag() {
         for s in ["", "fast", "full+cache", "full,,+"] {

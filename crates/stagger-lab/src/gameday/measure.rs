@@ -125,7 +125,8 @@ pub struct Row {
     /// capacity.
     pub overloaded_after_fault_s: Option<f64>,
     /// Seconds from the fault clearing until every 1 s window to the end of
-    /// the traffic has at least 95 % of its new requests succeeding
+    /// the traffic has at least 95 % of its new requests succeeding and at
+    /// most 1.25 attempts per new request arriving at the server
     /// ([`stagger_sim::recovery`]); `null` if that never happened.
     pub recovery_s: Option<f64>,
     /// Whether it happened (`null` when the fault never clears).
@@ -206,6 +207,7 @@ pub fn summarize(raw: &Raw) -> Row {
         let seen = Observed {
             bin: BIN,
             demand: &raw.sent[..n.min(raw.sent.len())],
+            load: &load[..n],
             goodput: &raw.successes[..n.min(raw.successes.len())],
         };
         recovery::recovery_s(&seen, window_bins(BIN, PACED_WINDOW), end)
