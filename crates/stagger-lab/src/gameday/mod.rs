@@ -285,6 +285,7 @@ impl Plan {
             strategies: rows,
         }
     }
+
     /// One strategy against a fresh server, in a runtime of its own that is
     /// shut down (server, clients, leftover jobs) before this returns.
     ///
@@ -379,5 +380,60 @@ mod tests {
         assert_eq!(default_fault_at(s(12), s(2)), s(6));
         assert_eq!(default_fault_at(s(8), s(2)), s(3));
         assert_eq!(default_fault_at(s(2), s(5)), s(1));
+    }
+
+    fn config() -> Config {
+        let ms = Duration::from_millis;
+        Config {
+            fault: Fault::Stall,
+            strategies: vec![
+                "immediate".parse().unwrap(),
+                "full+budget+breaker".parse().unwrap(),
+            ],
+            duration: Duration::from_secs(20),
+            rate: 100.0,
+            clients: 200,
+            pods: 10,
+            workers: 20,
+            service_time: ms(100),
+            queue: 200,
+            fault_at: None,
+            deadline: ms(2000),
+            attempt_timeout: ms(500),
+            attempts: 5,
+            base: ms(100),
+            cap: ms(10_000),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_plan_reports_its_parameters_and_keeps_the_strategy_order() {
+        let plan = plan(&config()).unwrap();
+        let names: Vec<String> = plan.strategies().iter().map(|s| s.to_string()).collect();
+        assert_eq!(names, ["immediate", "full+budget+breaker"]);
+        let p = plan.params();
+        assert_eq!((p.outage_start_s, p.outage_end_s), (10.0, Some(12.0)));
+        assert_eq!(p.capacity, 200.0);
+        assert_eq!(p.seed, 1);
+    }
+
+    #[test]
+    fn bad_settings_are_usage_errors_naming_the_flag() {
+        type Spoil = fn(&mut Config);
+        let cases: [(&str, Spoil); 5] = [
+            ("--rate", |c| c.rate = 0.0),
+            ("--duration", |c| c.duration = Duration::from_secs(500)),
+            ("--attempts", |c| c.attempts = 0),
+            ("--base", |c| c.base = Duration::from_secs(20)),
+            ("--strategy", |c| c.strategies.clear()),
+        ];
+        for (flag, bad) in cases {
+            let mut c = config();
+            bad(&mut c);
+            let e = plan(&c).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Usage, "{flag}");
+            assert!(e.to_string().starts_with(flag), "{flag}: {e}");
+        }
     }
 }
