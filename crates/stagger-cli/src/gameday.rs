@@ -8,13 +8,14 @@
 //! Exit codes: 0 the game-day ran (whatever it showed); 1 it could not run
 //! (say the port could not be bound); 2 bad usage, naming the flag.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
 
-use stagger_lab::gameday::{self, Config, Fault};
+use stagger_lab::gameday::{self, exporter, Config, Fault};
 use stagger_sim::Strategy;
 
 use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
@@ -91,6 +92,11 @@ pub struct Args {
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Serve the fleet's metrics for Prometheus at http://ADDR/metrics while
+    /// the game-day runs, one `pod` label value per simulated client process
+    /// (a loopback address, e.g. `--metrics-addr 127.0.0.1:9464`).
+    #[arg(long, value_parser = exporter::addr, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 fn fault(s: &str) -> Result<Fault, String> {
@@ -123,6 +129,7 @@ impl Args {
             base: self.schedule.base(),
             cap: self.schedule.cap(),
             seed: self.seed.get(),
+            metrics: self.metrics_addr.is_some(),
         })
     }
 }
@@ -133,6 +140,15 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out: cannot create {}", dir.display()))?;
+    }
+    // Up before the first request and down after the last strategy.
+    let exporter = a
+        .metrics_addr
+        .map(exporter::Exporter::start)
+        .transpose()
+        .map_err(lab_error)?;
+    if let Some(e) = &exporter {
+        eprintln!("stagger gameday: metrics at http://{}/metrics", e.addr);
     }
     let total = plan.strategies().len();
     let mut rows = Vec::with_capacity(total);
@@ -153,6 +169,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         }
         rows.push(run.row);
     }
+    drop(exporter);
     let results = plan.results(rows);
     let json = serde_json::to_string_pretty(&results)?;
     if a.format.json() {

@@ -1,69 +1,11 @@
 //! The circuit breaker: zero retries at a dependency that is plainly down.
-//!
-//! A retry budget limits how much a client retries; a breaker stops it
-//! calling at all once most calls fail, so a dead dependency gets no load
-//! to dig out from under, and callers get an answer in nanoseconds instead
-//! of after a timeout. SPEC §6:
-//!
-//! - **Closed**: calls flow and their outcomes are counted over a sliding
-//!   window (10 s in 1 s buckets by default). When failures ÷ calls ≥ 50 %
-//!   and calls ≥ 20, it opens. Optionally also after N consecutive
-//!   failures, and with a count window (a true ring of the last N
-//!   outcomes) instead of the time window. A call slower than an optional
-//!   threshold counts as a failure.
-//! - **Open**: calls fail fast with [`BreakerOpen`], which says when to try
-//!   again. Each open period lasts 5 s plus up to 20 % of jitter drawn for
-//!   that period, so a fleet of clients does not probe in step.
-//! - **Half-open**: exactly `probes` (default 1) trial calls are let through
-//!   at a time. A success closes the breaker and clears the window; a
-//!   failure opens it again.
-//!
-//! Only calls admitted in the current period move the breaker: an outcome
-//! that arrives after the breaker changed state (a slow call admitted
-//! before it opened) is ignored. A permanent failure (the dependency
-//! answered, the request was wrong) counts as a success; a cancellation
-//! counts as nothing.
-//!
-//! **Abandoned probes.** A probe whose outcome never arrives (its caller
-//! was dropped) would hold its half-open slot forever. Front-ends give it
-//! back with [`Breaker::release`] (the engine's
-//! [`Policy::abandon`](crate::Policy::abandon)); failing that, every slot
-//! is reclaimed once `probe_timeout` (default 10 s) has passed since the
-//! last probe was admitted, and new probes are admitted.
-//!
-//! The closed-state hot path is one load of the state word to admit, and
-//! one uncontended compare-and-swap on the caller's own stripe of the
-//! window to record a success. Time always comes in as an argument.
-//!
-//! ```
-//! use stagger::{Breaker, BreakerState, Class, Outcome};
-//! use std::time::{Duration, Instant};
-//!
-//! let breaker = Breaker::builder().min_calls(4).build()?;
-//! let t0 = Instant::now();
-//! for _ in 0..4 {
-//!     let permit = breaker.acquire(t0).unwrap();
-//!     breaker.record(permit, &Outcome::from(Class::Transient), None, t0);
-//! }
-//! assert_eq!(breaker.state(), BreakerState::Open);
-//! let open = breaker.acquire(t0).unwrap_err();
-//! assert!(open.retry_in >= Duration::from_secs(5) && open.retry_in <= Duration::from_secs(6));
-//!
-//! let later = t0 + Duration::from_secs(6);
-//! let probe = breaker.acquire(later).unwrap();
-//! assert!(probe.is_probe());
-//! assert!(breaker.acquire(later).is_err(), "one probe at a time");
-//! breaker.record(probe, &Outcome::Success, None, later);
-//! assert_eq!(breaker.state(), BreakerState::Closed);
-//! # Ok::<(), stagger::ConfigError>(())
-//! ```
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::classify::{Class, Outcome};
 use crate::event::{BreakerState, Event, Observer};
+use crate::outcome::{Class, Outcome};
 use crate::rng::splitmix64;
 use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::window::{Timebase, Window};
@@ -205,8 +147,68 @@ pub(crate) struct Config {
     pub(crate) seed: u64,
 }
 
+/// The circuit breaker: zero retries at a dependency that is plainly down.
+///
+/// A retry budget limits how much a client retries; a breaker stops it
+/// calling at all once most calls fail, so a dead dependency gets no load
+/// to dig out from under, and callers get an answer in nanoseconds instead
+/// of after a timeout. SPEC §6:
+///
+/// - **Closed**: calls flow and their outcomes are counted over a sliding
+///   window (10 s in 1 s buckets by default). When failures ÷ calls ≥ 50 %
+///   and calls ≥ 20, it opens. Optionally also after N consecutive
+///   failures, and with a count window (a true ring of the last N
+///   outcomes) instead of the time window. A call slower than an optional
+///   threshold counts as a failure.
+/// - **Open**: calls fail fast with [`BreakerOpen`], which says when to try
+///   again. Each open period lasts 5 s plus up to 20 % of jitter drawn for
+///   that period, so a fleet of clients does not probe in step.
+/// - **Half-open**: exactly `probes` (default 1) trial calls are let through
+///   at a time. A success closes the breaker and clears the window; a
+///   failure opens it again.
+///
+/// Only calls admitted in the current period move the breaker: an outcome
+/// that arrives after the breaker changed state (a slow call admitted
+/// before it opened) is ignored. A permanent failure (the dependency
+/// answered, the request was wrong) counts as a success; a cancellation
+/// counts as nothing.
+///
+/// **Abandoned probes.** A probe whose outcome never arrives (its caller
+/// was dropped) would hold its half-open slot forever. Front-ends give it
+/// back with [`Breaker::release`] (the engine's
+/// [`Policy::abandon`](crate::Policy::abandon)); failing that, every slot
+/// is reclaimed once `probe_timeout` (default 10 s) has passed since the
+/// last probe was admitted, and new probes are admitted.
+///
+/// The closed-state hot path is one load of the state word to admit, and
+/// one uncontended compare-and-swap on the caller's own stripe of the
+/// window to record a success. Time always comes in as an argument.
+///
+/// ```
+/// use stagger::{Breaker, BreakerState, Class, Outcome};
+/// use std::time::{Duration, Instant};
+///
+/// let breaker = Breaker::builder().min_calls(4).build()?;
+/// let t0 = Instant::now();
+/// for _ in 0..4 {
+///     let permit = breaker.acquire(t0).unwrap();
+///     breaker.record(permit, &Outcome::from(Class::Transient), None, t0);
+/// }
+/// assert_eq!(breaker.state(), BreakerState::Open);
+/// let open = breaker.acquire(t0).unwrap_err();
+/// assert!(open.retry_in >= Duration::from_secs(5) && open.retry_in <= Duration::from_secs(6));
+///
+/// let later = t0 + Duration::from_secs(6);
+/// let probe = breaker.acquire(later).unwrap();
+/// assert!(probe.is_probe());
+/// assert!(breaker.acquire(later).is_err(), "one probe at a time");
+/// breaker.record(probe, &Outcome::Success, None, later);
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+///
 /// A circuit breaker (SPEC §6), shared by every call to one dependency.
-/// Cheap to clone; clones share the breaker. See the [module docs](self).
+/// Cheap to clone; clones share the breaker.
 ///
 /// ```
 /// use stagger::{Breaker, Outcome};

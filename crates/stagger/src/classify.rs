@@ -17,120 +17,8 @@
 //! ```
 
 use std::io;
-use std::time::Duration;
 
-/// How a failure bears on retrying (SPEC §2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Class {
-    /// Likely to clear: connection refused or reset, 502/503/504, 429,
-    /// gRPC UNAVAILABLE. Retried with backoff.
-    Transient,
-    /// The result is unknown (a timeout, HTTP 408, gRPC DEADLINE_EXCEEDED):
-    /// the work may have happened, so it is retried only for idempotent calls.
-    Unknown,
-    /// Retried only when the server sent a usable hint (gRPC
-    /// RESOURCE_EXHAUSTED with pushback).
-    OnlyWithHint,
-    /// The request itself is wrong, or the failure is a bug: never retried.
-    Permanent,
-    /// The caller gave up: never retried.
-    Cancelled,
-}
-
-impl Class {
-    /// The lower-case name used in events, metrics and JSON.
-    pub const fn as_str(&self) -> &'static str {
-        match self {
-            Class::Transient => "transient",
-            Class::Unknown => "unknown",
-            Class::OnlyWithHint => "only_with_hint",
-            Class::Permanent => "permanent",
-            Class::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// What a server said about when to come back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Hint {
-    /// `Retry-After`: wait at least this long (the engine adds up to one
-    /// backoff step of jitter on top).
-    RetryAfter(Duration),
-    /// `grpc-retry-pushback-ms`: wait exactly this long, then restart the
-    /// backoff from its first step.
-    Pushback(Duration),
-    /// The server asked not to be retried (negative or malformed pushback).
-    DoNotRetry,
-    /// A hint was present but malformed: it is ignored (the backoff is used)
-    /// and reported as an invalid hint.
-    Invalid,
-}
-
-/// One failed attempt, as the decision engine sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
-    /// Its class.
-    pub class: Class,
-    /// What the server said, if anything.
-    pub hint: Option<Hint>,
-}
-
-impl Failure {
-    /// A failure of `class` with no hint.
-    pub const fn new(class: Class) -> Self {
-        Failure { class, hint: None }
-    }
-
-    /// Attaches a server hint.
-    pub const fn with_hint(mut self, hint: Hint) -> Self {
-        self.hint = Some(hint);
-        self
-    }
-
-    /// Shorthand for a transient failure.
-    pub const fn transient() -> Self {
-        Failure::new(Class::Transient)
-    }
-
-    /// Shorthand for a permanent failure.
-    pub const fn permanent() -> Self {
-        Failure::new(Class::Permanent)
-    }
-
-    /// Shorthand for a timeout: result unknown.
-    pub const fn timeout() -> Self {
-        Failure::new(Class::Unknown)
-    }
-}
-
-impl From<Class> for Failure {
-    fn from(class: Class) -> Self {
-        Failure::new(class)
-    }
-}
-
-/// The result of one attempt, fed to [`Policy::decide`](crate::Policy::decide).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The attempt succeeded.
-    Success,
-    /// The attempt failed.
-    Failure(Failure),
-}
-
-impl From<Failure> for Outcome {
-    fn from(f: Failure) -> Self {
-        Outcome::Failure(f)
-    }
-}
-
-impl From<Class> for Outcome {
-    fn from(c: Class) -> Self {
-        Outcome::Failure(Failure::new(c))
-    }
-}
+pub use crate::outcome::Class;
 
 /// Errors that know their own class. Implemented for [`std::io::Error`];
 /// the executors use it when no classifier closure is given.
@@ -211,25 +99,15 @@ pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
     (status >= 400).then(|| http_status(status, retry_500))
 }
 
-/// Whether an HTTP method is idempotent by definition (RFC 9110 §9.2.2):
-/// GET, HEAD, OPTIONS, TRACE, PUT and DELETE. POST and PATCH become
-/// retryable only with an `Idempotency-Key`.
-pub fn method_is_idempotent(method: &str) -> bool {
-    matches!(
-        method.to_ascii_uppercase().as_str(),
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    )
-}
-
 /// The class of a gRPC status code: UNAVAILABLE (14) transient,
 /// RESOURCE_EXHAUSTED (8) only with pushback, DEADLINE_EXCEEDED (4) unknown,
-/// CANCELLED (1) cancelled, OK (0) and everything else permanent.
+/// OK (0) and everything else permanent — CANCELLED (1) included: received
+/// from a server it is an ordinary status, not the caller cancelling.
 pub fn grpc_code(code: u32) -> Class {
     match code {
         14 => Class::Transient,
         8 => Class::OnlyWithHint,
         4 => Class::Unknown,
-        1 => Class::Cancelled,
         _ => Class::Permanent,
     }
 }
@@ -276,16 +154,6 @@ mod tests {
     }
 
     #[test]
-    fn idempotent_methods() {
-        for m in ["GET", "head", "OPTIONS", "TRACE", "PUT", "DELETE"] {
-            assert!(method_is_idempotent(m), "{m}");
-        }
-        for m in ["POST", "PATCH", "CONNECT", "BREW"] {
-            assert!(!method_is_idempotent(m), "{m}");
-        }
-    }
-
-    #[test]
     fn io_errors() {
         assert_eq!(io_kind(io::ErrorKind::ConnectionRefused), Class::Transient);
         assert_eq!(io_kind(io::ErrorKind::ConnectionReset), Class::Transient);
@@ -301,7 +169,8 @@ mod tests {
         assert_eq!(grpc_code(14), Class::Transient);
         assert_eq!(grpc_code(8), Class::OnlyWithHint);
         assert_eq!(grpc_code(4), Class::Unknown);
-        assert_eq!(grpc_code(1), Class::Cancelled);
+        // A server's CANCELLED is not the caller cancelling.
+        assert_eq!(grpc_code(1), Class::Permanent);
         assert_eq!(grpc_code(3), Class::Permanent);
     }
 }

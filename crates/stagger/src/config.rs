@@ -54,8 +54,9 @@ use serde_json::{Map, Value};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::budget::TokenBucket;
-use crate::classify::{grpc_code_listed, Class};
+use crate::classify::grpc_code_listed;
 use crate::error::ConfigError;
+use crate::outcome::Class;
 use crate::policy::{Policy, PolicyBuilder};
 
 /// A6's ceiling on `maxAttempts`: larger values are treated as this.
@@ -266,7 +267,7 @@ impl ServiceConfig {
     ///   "maxAttempts":3,"initialBackoff":"0.05s","maxBackoff":"0.5s",
     ///   "backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE","INTERNAL"]}}]}"#;
     /// let settings = ServiceConfig::from_json(json)?.settings("any.Service", "Call")?.unwrap();
-    /// let layer = stagger::tower::RetryLayer::with_settings(settings);
+    /// let layer = stagger::tower::RetryLayer::new(settings);
     /// # let _ = layer;
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```

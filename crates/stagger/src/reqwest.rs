@@ -8,7 +8,7 @@
 //!
 //! - statuses, methods and errors classified by [`crate::http`]; POST and
 //!   PATCH retried only with an `Idempotency-Key` (generated, the same on
-//!   every attempt, with [`idempotency_keys`](RetryMiddleware::idempotency_keys));
+//!   every attempt, with [`idempotency_keys`](Settings::idempotency_keys));
 //! - bodies replayed when reqwest can clone them and they are at most 1 MiB
 //!   (configurable); a stream or a larger body is sent once;
 //! - `x-retry-attempt`, `x-request-timeout-ms` (`grpc-timeout` for gRPC)
@@ -24,12 +24,13 @@
 //! ```no_run
 //! use reqwest_middleware::ClientBuilder;
 //! use stagger::http::RetryInfo;
+//! use stagger::http::Settings;
 //! use stagger::reqwest::RetryMiddleware;
 //! use stagger::Policy;
 //!
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = ClientBuilder::new(reqwest::Client::new())
-//!     .with(RetryMiddleware::new(Policy::default()).idempotency_keys(true))
+//!     .with(RetryMiddleware::new(Settings::new(Policy::default()).idempotency_keys(true)))
 //!     .build();
 //! let resp = client.get("http://127.0.0.1:8080/").send().await?;
 //! let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -37,20 +38,17 @@
 //! # Ok(()) }
 //! ```
 
-use std::time::Duration;
-
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
-use crate::classify::{Class, Failure};
 use crate::http::{
-    error_chain, error_class, never_sent, AttemptLog, AttemptTimedOut, Driver, NotRetried,
-    RetryInfo, Settings, Step,
+    error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
 };
-use crate::policy::{Policy, StopReason};
+use crate::outcome::StopReason;
+use crate::outcome::{Decision, Failure};
 
-/// Retries reqwest requests under a shared [`Policy`]; see the
+/// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
@@ -58,82 +56,37 @@ pub struct RetryMiddleware {
 }
 
 impl RetryMiddleware {
-    /// A middleware with `policy` and the default HTTP settings.
-    pub fn new(policy: Policy) -> Self {
-        Self::with_settings(Settings::new(policy))
-    }
-
-    /// A middleware with these settings.
-    pub fn with_settings(settings: Settings) -> Self {
-        RetryMiddleware { settings }
+    /// A middleware with these HTTP settings — or a [`Policy`](crate::Policy) with the
+    /// default ones (see [`Settings`]).
+    pub fn new(settings: impl Into<Settings>) -> Self {
+        RetryMiddleware {
+            settings: settings.into(),
+        }
     }
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
-
-    /// See [`Settings::retry_500`].
-    pub fn retry_500(mut self, on: bool) -> Self {
-        self.settings = self.settings.retry_500(on);
-        self
-    }
-
-    /// See [`Settings::idempotency_keys`].
-    pub fn idempotency_keys(mut self, on: bool) -> Self {
-        self.settings = self.settings.idempotency_keys(on);
-        self
-    }
-
-    /// See [`Settings::max_replay_bytes`].
-    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
-        self.settings = self.settings.max_replay_bytes(bytes);
-        self
-    }
-
-    /// See [`Settings::timeout`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.settings = self.settings.timeout(timeout);
-        self
-    }
-
-    /// See [`Settings::propagate_deadline`].
-    pub fn propagate_deadline(mut self, on: bool) -> Self {
-        self.settings = self.settings.propagate_deadline(on);
-        self
-    }
-
-    /// See [`Settings::one_layer`].
-    pub fn one_layer(mut self, on: bool) -> Self {
-        self.settings = self.settings.one_layer(on);
-        self
-    }
-
-    /// See [`Settings::on_attempt`].
-    pub fn on_attempt(mut self, hook: impl Fn(&AttemptLog) + Send + Sync + 'static) -> Self {
-        self.settings = self.settings.on_attempt(hook);
-        self
-    }
 }
 
 /// Classifies a reqwest-middleware error: a connect error is transient and
 /// surely unsent, a timeout is "result unknown", other errors by their I/O
 /// cause.
-fn classify(e: &reqwest_middleware::Error) -> (Failure, bool) {
+fn classify(e: &reqwest_middleware::Error) -> Failure {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
             if r.is_connect() {
-                (Failure::new(Class::Transient), true)
+                // Never sent; its cause decides the class (a refused
+                // connection is transient, a name that does not exist is not).
+                error_failure(r).not_sent()
             } else if r.is_timeout() {
-                (Failure::timeout(), false)
+                Failure::timeout()
             } else {
-                (Failure::new(error_class(r)), never_sent(r))
+                error_failure(r)
             }
         }
-        reqwest_middleware::Error::Middleware(m) => {
-            let e: &(dyn std::error::Error + 'static) = m.as_ref();
-            (Failure::new(error_class(e)), never_sent(e))
-        }
+        reqwest_middleware::Error::Middleware(m) => error_failure(m.as_ref()),
     }
 }
 
@@ -150,12 +103,12 @@ impl Middleware for RetryMiddleware {
         let mut template = None;
         match (len, req.try_clone()) {
             (Some(n), _) if n > self.settings.max_replay_bytes => {
-                driver.restrict(NotRetried::BodyTooLarge {
+                driver.commit(NotRetried::BodyTooLarge {
                     limit: self.settings.max_replay_bytes,
                 });
             }
             (_, Some(copy)) => template = Some(copy),
-            (_, None) => driver.restrict(NotRetried::BodyStream),
+            (_, None) => driver.commit(NotRetried::BodyStream),
         }
         let mut once = Some(req);
         let mut last: Option<Result<Response>> = None;
@@ -190,21 +143,19 @@ impl Middleware for RetryMiddleware {
                     step
                 }
                 Some(Err(e)) => {
-                    let (failure, unsent) = classify(&e);
-                    let step = driver.after_error(failure, unsent, error_chain(&e));
+                    let step = driver.after_error(classify(&e), error_chain(&e));
                     last = Some(Err(e));
                     step
                 }
                 None => {
-                    let step =
-                        driver.after_error(Failure::timeout(), false, AttemptTimedOut.to_string());
+                    let step = driver.after_error(Failure::timeout(), AttemptTimedOut.to_string());
                     last = Some(Err(reqwest_middleware::Error::middleware(AttemptTimedOut)));
                     step
                 }
             };
             match step {
-                Step::Retry(after) => tokio::time::sleep(after).await,
-                Step::Stop(reason) => return conclude(last, driver.finish(reason), extensions),
+                Decision::Retry { after } => tokio::time::sleep(after).await,
+                Decision::Stop(reason) => return conclude(last, driver.finish(reason), extensions),
             }
         }
     }

@@ -262,7 +262,9 @@ async fn a_post_without_a_key_is_not_retried() {
 async fn a_post_with_a_generated_key_sends_the_same_key_every_attempt() {
     bounded(LIMIT, async {
         let server = Server::start(vec![status(503), status(502)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)).idempotency_keys(true));
+        let mut svc = client(RetryLayer::new(
+            stagger::http::Settings::new(fast_policy(3)).idempotency_keys(true),
+        ));
         let resp = send(&mut svc, post(&server.url("/"), "charge"))
             .await
             .unwrap();
@@ -374,7 +376,9 @@ async fn a_2_mib_buffer_is_over_the_limit_and_a_small_one_replays() {
 async fn a_hint_past_the_deadline_stops_at_once() {
     bounded(LIMIT, async {
         let server = Server::start(vec![with_header(503, "retry-after", "30")]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)).timeout(Duration::from_secs(2)));
+        let mut svc = client(RetryLayer::new(
+            stagger::http::Settings::new(fast_policy(3)).timeout(Duration::from_secs(2)),
+        ));
         let started = Instant::now();
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert!(started.elapsed() < Duration::from_millis(500));
@@ -571,8 +575,8 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
         let config = stagger::config::ServiceConfig::from_json(json).unwrap();
         let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
         let seen = Arc::default();
-        let mut svc = RetryLayer::with_settings(settings)
-            .layer(grpc_service(vec!["13", "13"], Arc::clone(&seen)));
+        let mut svc =
+            RetryLayer::new(settings).layer(grpc_service(vec!["13", "13"], Arc::clone(&seen)));
         // gRPC calls are POSTs: declare this one idempotent.
         let mut req = grpc_request();
         req.extensions_mut()
@@ -590,7 +594,7 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
         // UNAVAILABLE is not in this config's list.
         let seen = Arc::default();
         let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
-        let mut svc = RetryLayer::with_settings(settings).layer(grpc_service(vec!["14"], seen));
+        let mut svc = RetryLayer::new(settings).layer(grpc_service(vec!["14"], seen));
         let mut req = grpc_request();
         req.extensions_mut()
             .insert(CallOptions::new().idempotent(true));
@@ -722,7 +726,9 @@ async fn with_the_one_layer_rule_off_x_no_retry_keeps_the_retry_after() {
             vec![("retry-after", "1".into()), ("x-no-retry", "1".into())],
         );
         let server = Server::start(vec![answer.clone()]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)).one_layer(false));
+        let mut svc = client(RetryLayer::new(
+            stagger::http::Settings::new(fast_policy(3)).one_layer(false),
+        ));
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(info(&resp).attempts, 2);

@@ -47,6 +47,8 @@ pub struct Config {
     pub max_requests: u64,
     /// Seeds the pods' breakers.
     pub seed: u64,
+    /// Also report to the `metrics` facade (`--metrics-addr`).
+    pub metrics: bool,
 }
 
 /// What the clients saw.
@@ -95,6 +97,7 @@ impl Counters {
 struct Pod {
     http: reqwest::Client,
     stats: Arc<Stats>,
+    observer: Arc<dyn Observer>,
     guard: Option<Arc<stagger::Guardrails>>,
 }
 
@@ -125,15 +128,18 @@ pub async fn run(
             .build()
             .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
+        let strategy = cfg.strategy.to_string();
+        let observer = super::exporter::pod_observer(&stats, cfg.metrics, pods.len(), &strategy);
         let guard = cfg
             .strategy
-            .guardrails(
-                cfg.seed,
-                pods.len() as u64,
-                Some(stats.clone() as Arc<dyn Observer>),
-            )?
+            .guardrails(cfg.seed, pods.len() as u64, Some(observer.clone()))?
             .map(Arc::new);
-        pods.push(Pod { http, stats, guard });
+        pods.push(Pod {
+            http,
+            stats,
+            observer,
+            guard,
+        });
     }
     let url: Arc<str> = format!("http://{addr}/work").into();
     let period = Duration::from_secs_f64(cfg.clients as f64 / cfg.rate);
@@ -141,17 +147,15 @@ pub async fn run(
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {
         let pod = &pods[i % cfg.pods];
-        let policy = cfg.strategy.policy(
-            &cfg.schedule,
-            pod.guard.clone(),
-            Some(pod.stats.clone() as Arc<dyn Observer>),
-        )?;
+        let policy =
+            cfg.strategy
+                .policy(&cfg.schedule, pod.guard.clone(), Some(pod.observer.clone()))?;
         let client = ClientBuilder::new(pod.http.clone())
-            .with(
-                RetryMiddleware::new(policy)
+            .with(RetryMiddleware::new(
+                stagger::http::Settings::new(policy)
                     .idempotency_keys(true)
                     .timeout(cfg.deadline),
-            )
+            ))
             .build();
         // Phases spread evenly: the fleet as a whole sends every 1/rate s.
         let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);

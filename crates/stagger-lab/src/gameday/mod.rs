@@ -25,6 +25,7 @@ use stagger_sim::{Schedule, Strategy};
 use crate::{Error, ErrorKind};
 
 mod bins;
+pub mod exporter;
 mod fleet;
 mod measure;
 mod report;
@@ -80,6 +81,9 @@ pub struct Config {
     pub cap: Duration,
     /// Seeds the pods' breakers, so their open periods replay.
     pub seed: u64,
+    /// Also report every pod's events to the `metrics` facade (for an
+    /// [`exporter::Exporter`] to serve).
+    pub metrics: bool,
 }
 
 fn usage(msg: String) -> Error {
@@ -257,6 +261,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         strategy: strategies[0],
         max_requests: MAX_REQUESTS,
         seed: a.seed,
+        metrics: a.metrics,
     };
     Ok(Plan {
         strategies,
@@ -404,6 +409,7 @@ mod tests {
             base: ms(100),
             cap: ms(10_000),
             seed: 1,
+            metrics: false,
         }
     }
 

@@ -23,13 +23,26 @@
 
 use std::time::Duration;
 
-use crate::classify::{Class, Classify, Failure};
+use crate::call::Call;
+use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::error::RetryError;
-use crate::policy::{Call, StopReason};
+use crate::outcome::StopReason;
+use crate::outcome::{Class, Failure};
 
-pub mod future;
-pub mod sync;
+pub(crate) mod future;
+pub(crate) mod settings;
+pub(crate) mod sync;
+
+#[cfg(not(feature = "tokio"))]
+pub use future::NoSleeper;
+#[cfg(feature = "tokio")]
+pub use future::TokioSleep;
+pub use future::{AsyncRetry, AsyncRetryExt, DefaultSleeper, Sleeper};
+pub use sync::{
+    Attempt, BlockingSleeper, Operation, Plain, Retry, RetryAttemptExt, RetryExt, ThreadSleep,
+    WithAttempt,
+};
 
 /// The builder methods both executors share: each one replaces one part of
 /// the configured call and keeps the rest.
@@ -113,9 +126,9 @@ macro_rules! builder_methods {
             pub fn deadline(
                 self,
                 deadline: std::time::Instant,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.deadline = Some(deadline);
@@ -126,9 +139,9 @@ macro_rules! builder_methods {
             pub fn timeout(
                 self,
                 timeout: std::time::Duration,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.timeout = Some(timeout);
@@ -140,9 +153,9 @@ macro_rules! builder_methods {
             pub fn idempotent(
                 self,
                 idempotent: bool,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.idempotent = idempotent;
@@ -153,9 +166,9 @@ macro_rules! builder_methods {
             pub fn seed(
                 self,
                 seed: u64,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.seed = Some(seed);
@@ -165,8 +178,8 @@ macro_rules! builder_methods {
             /// The same call with explicit per-call settings.
             fn with_settings(
                 self,
-                settings: $crate::exec::sync::CallSettings,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings> {
+                settings: $crate::exec::settings::CallSettings,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings> {
                 $ty {
                     op: self.op,
                     policy: self.policy,
@@ -328,6 +341,24 @@ impl<T, E> Report<T, E> {
         }
     }
 
+    /// A call the executor refused to run: `why` names the setting.
+    #[cold]
+    pub(crate) fn refused(why: crate::error::ConfigError) -> Self {
+        Report {
+            result: Err(RetryError::from(crate::error::Failed {
+                reason: StopReason::NotRetryable,
+                attempts: 0,
+                elapsed: None,
+                last: None,
+                timed_out: false,
+                retry_in: None,
+                refused: Some(why),
+            })),
+            attempts: 0,
+            reason: StopReason::NotRetryable,
+        }
+    }
+
     pub(crate) fn finish<R, C: Clock>(
         result: Result<T, Option<E>>,
         call: &Call<R>,
@@ -347,6 +378,7 @@ impl<T, E> Report<T, E> {
                 last,
                 timed_out,
                 retry_in: call.retry_in(),
+                refused: None,
             })
         });
         Report {
