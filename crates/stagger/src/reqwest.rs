@@ -38,6 +38,8 @@
 //! # Ok(()) }
 //! ```
 
+use std::sync::Arc;
+
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
@@ -52,7 +54,7 @@ use crate::outcome::{Decision, Failure};
 /// [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
-    settings: Settings,
+    settings: Arc<Settings>,
 }
 
 impl RetryMiddleware {
@@ -60,7 +62,7 @@ impl RetryMiddleware {
     /// default ones (see [`Settings`]).
     pub fn new(settings: impl Into<Settings>) -> Self {
         RetryMiddleware {
-            settings: settings.into(),
+            settings: Arc::new(settings.into()),
         }
     }
 
@@ -98,7 +100,12 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
-        let mut driver = Driver::new(&self.settings, req.method(), req.headers(), extensions);
+        let mut driver = Driver::new(
+            self.settings.clone(),
+            req.method(),
+            req.headers(),
+            extensions,
+        );
         let len = req.body().and_then(|b| b.as_bytes()).map(<[u8]>::len);
         let mut template = None;
         match (len, req.try_clone()) {
