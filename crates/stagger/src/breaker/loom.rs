@@ -127,3 +127,65 @@ fn loom_racing_probes_decide_once() {
         );
     });
 }
+
+/// A thin client's run of failures: two failures racing each other count
+/// both, and the breaker opens exactly once.
+#[test]
+fn loom_sparse_run_counts_every_failure_and_opens_once() {
+    let t0 = Instant::now();
+    model(move || {
+        let events = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = events.clone();
+        let b = Breaker::builder()
+            .min_calls(100)
+            .sparse_failures(2)
+            .seed(1)
+            .observer(Arc::new(move |_: &Event| {
+                seen.fetch_add(1, StdOrdering::Relaxed);
+            }))
+            .build()
+            .unwrap();
+        let (b1, b2) = (b.clone(), b.clone());
+        let (p1, p2) = (b.acquire(t0).unwrap(), b.acquire(t0).unwrap());
+        let h1 = thread::spawn(move || b1.record(p1, &fail(), None, t0));
+        let h2 = thread::spawn(move || b2.record(p2, &fail(), None, t0));
+        h1.join().unwrap();
+        h2.join().unwrap();
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(events.load(StdOrdering::Relaxed), 1);
+    });
+}
+
+/// A success racing a failure after one failure: the run is either broken
+/// or complete, and the state agrees with the events either way.
+#[test]
+fn loom_sparse_run_success_racing_a_failure() {
+    let t0 = Instant::now();
+    model(move || {
+        let events = std::sync::Arc::new(AtomicUsize::new(0));
+        let seen = events.clone();
+        let b = Breaker::builder()
+            .min_calls(100)
+            .sparse_failures(2)
+            .seed(1)
+            .observer(Arc::new(move |_: &Event| {
+                seen.fetch_add(1, StdOrdering::Relaxed);
+            }))
+            .build()
+            .unwrap();
+        let p = b.acquire(t0).unwrap();
+        b.record(p, &fail(), None, t0);
+        let (b1, b2) = (b.clone(), b.clone());
+        let (p1, p2) = (b.acquire(t0).unwrap(), b.acquire(t0).unwrap());
+        let h1 = thread::spawn(move || b1.record(p1, &Outcome::Success, None, t0));
+        let h2 = thread::spawn(move || b2.record(p2, &fail(), None, t0));
+        h1.join().unwrap();
+        h2.join().unwrap();
+        let opened = events.load(StdOrdering::Relaxed);
+        assert!(opened <= 1);
+        assert_eq!(b.state() == BreakerState::Open, opened == 1);
+        if opened == 0 {
+            assert_eq!(b.counts(t0), (3, 2));
+        }
+    });
+}
