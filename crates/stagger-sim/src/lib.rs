@@ -53,7 +53,9 @@ mod result;
 mod strategy;
 
 pub use layers::RetryAt;
-pub use params::{ClientRange, Model, Params, SuccessModel, MAX_CLIENTS};
+pub use params::{
+    ClientRange, Model, Params, SuccessModel, DRILL_PROCESSES, DRILL_STRATEGIES, MAX_CLIENTS,
+};
 pub use result::{ParamsOut, Results, Row, Series};
 pub use strategy::{RetryKind, Strategy};
 
