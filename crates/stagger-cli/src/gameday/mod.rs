@@ -44,37 +44,59 @@ pub const MAX_REQUESTS: u64 = 100_000;
 ///
 /// Example: `stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s`
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s
+  stagger gameday --drill                      (400 thin pods, a 2 s stall)
+  stagger gameday --drill --pods 10            (the same load from 10 busy pods)
+  stagger gameday --drill --shed-retries --drop-expired")]
 pub struct Args {
+    /// The drill: 400 pods of one client each send 200 requests/s in all to
+    /// 40 workers (capacity 400/s), which stall for 2 s at 10 s of a 20 s
+    /// run — `--fault stall --pods 400 --clients 400 --rate 200 --workers 40
+    /// --duration 20s --strategy none,immediate,full,full+budget+breaker`.
+    /// Flags given as well override it (e.g. `--drill --pods 10`).
+    #[arg(long)]
+    pub drill: bool,
     /// The fault: stall (every worker frozen 2 s) | failover (connections
     /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
-    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | none.
-    #[arg(long, default_value = "stall", value_parser = fault, value_name = "F")]
-    pub fault: Fault,
+    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | none
+    /// (default stall).
+    #[arg(long, value_parser = fault, value_name = "F")]
+    pub fault: Option<Fault>,
     /// Strategies to compare, run one after the other: none, immediate,
     /// exponential, full, equal, decorrelated, each optionally with +budget,
-    /// +breaker, +throttle (e.g. `--strategy immediate,full+budget+breaker`).
-    #[arg(
-        long,
-        default_value = "immediate,full,full+budget+breaker",
-        value_name = "S,…"
-    )]
-    pub strategy: String,
-    /// How long each strategy's clients send new requests (at most 120s).
-    #[arg(long, default_value = "30s", value_parser = duration, value_name = "D")]
-    pub duration: Duration,
-    /// New requests per second over the whole fleet (e.g. `--rate 150`).
-    #[arg(long, default_value_t = 100.0, value_name = "R")]
-    pub rate: f64,
-    /// Client tasks, each with its own policy (e.g. `--clients 400`).
-    #[arg(long, default_value_t = 200, value_name = "N")]
-    pub clients: usize,
+    /// +breaker, +throttle (default `immediate,full,full+budget+breaker`).
+    #[arg(long, value_name = "S,…")]
+    pub strategy: Option<String>,
+    /// How long each strategy's clients send new requests (at most 120s;
+    /// default 30s).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    pub duration: Option<Duration>,
+    /// New requests per second over the whole fleet (default 100; e.g.
+    /// `--rate 150`).
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Client tasks, each with its own policy (default 200; e.g. `--clients 400`).
+    #[arg(long, value_name = "N")]
+    pub clients: Option<usize>,
     /// Pods the clients are spread over; each pod shares one connection
-    /// pool, budget and breaker.
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    pub pods: usize,
-    /// Server workers (capacity = workers ÷ service time).
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    pub workers: usize,
+    /// pool, budget and breaker (default 10).
+    #[arg(long, value_name = "N")]
+    pub pods: Option<usize>,
+    /// Server workers (capacity = workers ÷ service time; default 20).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// The server sheds retries first: the library's ShedLayer (workers at
+    /// once, `--queue` waiting, half the queue for retries, read from the
+    /// attempt header) answers what does not fit with 503 and a Retry-After
+    /// of 1 to 5 s.
+    #[arg(long)]
+    pub shed_retries: bool,
+    /// The server drops expired work: the library's DeadlineLayer reads
+    /// `x-request-timeout-ms`, answers 504 once it has passed, and a job
+    /// whose caller's deadline passed while it queued is skipped unstarted.
+    #[arg(long)]
+    pub drop_expired: bool,
     /// Time the server spends on one request (a sleep, not CPU).
     #[arg(long, default_value = "100ms", value_parser = duration, value_name = "D")]
     pub service_time: Duration,
@@ -133,6 +155,47 @@ fn default_fault_at(duration: Duration, len: Duration) -> Duration {
         .max(Duration::from_secs(1))
 }
 
+/// The shape flags, with `--drill` or the ordinary defaults filled in.
+#[derive(Debug, Clone)]
+struct Shape {
+    fault: Fault,
+    strategy: String,
+    duration: Duration,
+    rate: f64,
+    clients: usize,
+    pods: usize,
+    workers: usize,
+}
+
+impl Shape {
+    fn of(a: &Args) -> Shape {
+        let d = a.drill;
+        fn pick<T>(d: bool, drill: T, plain: T) -> T {
+            if d {
+                drill
+            } else {
+                plain
+            }
+        }
+        Shape {
+            fault: a.fault.unwrap_or(Fault::Stall),
+            strategy: a.strategy.clone().unwrap_or_else(|| {
+                pick(
+                    d,
+                    stagger_sim::DRILL_STRATEGIES,
+                    "immediate,full,full+budget+breaker",
+                )
+                .to_owned()
+            }),
+            duration: a.duration.unwrap_or(Duration::from_secs(pick(d, 20, 30))),
+            rate: a.rate.unwrap_or(pick(d, 200.0, 100.0)),
+            clients: a.clients.unwrap_or(pick(d, 400, 200)),
+            pods: a.pods.unwrap_or(pick(d, 400, 10)),
+            workers: a.workers.unwrap_or(pick(d, 40, 20)),
+        }
+    }
+}
+
 /// The validated plan of a game-day.
 #[derive(Debug, Clone)]
 struct Plan {
@@ -143,36 +206,37 @@ struct Plan {
 }
 
 fn plan(a: &Args) -> anyhow::Result<Plan> {
-    let strategies = strategy::parse_list(&a.strategy)?;
-    if a.duration < Duration::from_secs(1) || a.duration > MAX_DURATION {
+    let sh = Shape::of(a);
+    let strategies = strategy::parse_list(&sh.strategy)?;
+    if sh.duration < Duration::from_secs(1) || sh.duration > MAX_DURATION {
         return Err(usage(format!(
             "--duration: must be between 1s and {}s",
             MAX_DURATION.as_secs()
         )));
     }
-    if !a.rate.is_finite() || a.rate <= 0.0 || a.rate > 2000.0 {
+    if !sh.rate.is_finite() || sh.rate <= 0.0 || sh.rate > 2000.0 {
         return Err(usage("--rate: must be more than 0 and at most 2000".into()));
     }
-    let total = a.duration.as_secs_f64() * strategies.len() as f64;
+    let total = sh.duration.as_secs_f64() * strategies.len() as f64;
     if total > MAX_TOTAL.as_secs_f64() {
         return Err(usage(format!(
             "--strategy: {} strategies × {}s of traffic is more than {}s in all; run fewer at a time",
             strategies.len(),
-            a.duration.as_secs_f64(),
+            sh.duration.as_secs_f64(),
             MAX_TOTAL.as_secs()
         )));
     }
-    let requests = a.rate * a.duration.as_secs_f64();
+    let requests = sh.rate * sh.duration.as_secs_f64();
     if requests > MAX_REQUESTS as f64 {
         return Err(usage(format!(
             "--rate: {requests:.0} requests in {}s is more than the cap of {MAX_REQUESTS}",
-            a.duration.as_secs_f64()
+            sh.duration.as_secs_f64()
         )));
     }
     for (flag, n, max) in [
-        ("clients", a.clients, 5000),
-        ("pods", a.pods, a.clients.max(1)),
-        ("workers", a.workers, 1000),
+        ("clients", sh.clients, 5000),
+        ("pods", sh.pods, sh.clients.max(1)),
+        ("workers", sh.workers, 1000),
     ] {
         if n == 0 || n > max {
             return Err(usage(format!("--{flag}: must be between 1 and {max}")));
@@ -200,30 +264,30 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     if a.base > a.cap {
         return Err(usage("--base: must not exceed --cap".into()));
     }
-    let (fault_start, fault_end) = match a.fault.length() {
+    let (fault_start, fault_end) = match sh.fault.length() {
         // A baseline: judged healthy or not from the first second.
-        _ if a.fault == Fault::None => (Duration::ZERO, Some(Duration::ZERO)),
+        _ if sh.fault == Fault::None => (Duration::ZERO, Some(Duration::ZERO)),
         None => (a.fault_at.unwrap_or(Duration::ZERO), None),
         Some(len) => {
             let at = a
                 .fault_at
-                .unwrap_or_else(|| default_fault_at(a.duration, len));
+                .unwrap_or_else(|| default_fault_at(sh.duration, len));
             // Saturating: a huge --fault-at is refused just below, not a panic.
             (at, Some(at.saturating_add(len)))
         }
     };
-    if fault_start >= a.duration {
+    if fault_start >= sh.duration {
         return Err(usage(
             "--fault-at: must be before the end of --duration".into(),
         ));
     }
-    if let Some(end) = fault_end.filter(|_| a.fault != Fault::None) {
+    if let Some(end) = fault_end.filter(|_| sh.fault != Fault::None) {
         let need = end.saturating_add(Duration::from_secs(3));
-        if need > a.duration {
+        if need > sh.duration {
             return Err(usage(format!(
                 "--duration: the {} ends at {:.1}s; give at least 3s after it to see recovery \
                  (e.g. --duration {}s)",
-                a.fault.as_str(),
+                sh.fault.as_str(),
                 end.as_secs_f64(),
                 need.as_secs_f64().ceil()
             )));
@@ -236,12 +300,14 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         attempt_timeout: a.attempt_timeout,
     };
     let server = server::Config {
-        workers: a.workers,
+        workers: sh.workers,
         service: a.service_time,
         queue: a.queue,
-        fault: a.fault,
+        fault: sh.fault,
         fault_start,
         fault_end: fault_end.unwrap_or(MAX_DURATION * 2),
+        shed_retries: a.shed_retries,
+        drop_expired: a.drop_expired,
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -250,13 +316,13 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         s.client_policy(&schedule, None, &stats)?;
     }
     let params = report::Params {
-        fault: a.fault.as_str(),
-        duration_s: a.duration.as_secs_f64(),
-        rate: a.rate,
+        fault: sh.fault.as_str(),
+        duration_s: sh.duration.as_secs_f64(),
+        rate: sh.rate,
         capacity: server.capacity(),
-        clients: a.clients,
-        pods: a.pods,
-        workers: a.workers,
+        clients: sh.clients,
+        pods: sh.pods,
+        workers: sh.workers,
         service_time_s: a.service_time.as_secs_f64(),
         queue: a.queue,
         timeout_s: a.attempt_timeout.as_secs_f64(),
@@ -266,12 +332,14 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         cap_s: a.cap.as_secs_f64(),
         outage_start_s: fault_start.as_secs_f64(),
         outage_end_s: fault_end.map(|e| e.as_secs_f64()),
+        shed_retries: a.shed_retries,
+        drop_expired: a.drop_expired,
     };
     let fleet = fleet::Config {
-        clients: a.clients,
-        pods: a.pods,
-        rate: a.rate,
-        duration: a.duration,
+        clients: sh.clients,
+        pods: sh.pods,
+        rate: sh.rate,
+        duration: sh.duration,
         deadline: a.deadline,
         schedule,
         strategy: strategies[0],
