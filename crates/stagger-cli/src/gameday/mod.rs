@@ -466,6 +466,50 @@ fn run_one(plan: &Plan, strategy: Strategy) -> anyhow::Result<measure::Raw> {
 mod tests {
     use super::*;
 
+    fn args(extra: &[&str]) -> Args {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: Args,
+        }
+        let mut argv = vec!["gameday"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).unwrap().a
+    }
+
+    #[test]
+    fn the_drill_is_the_documented_shape_and_flags_override_it() {
+        let p = plan(&args(&["--drill"])).unwrap();
+        assert_eq!(p.fleet.pods, 400);
+        assert_eq!(p.fleet.clients, 400);
+        assert_eq!(p.fleet.rate, 200.0);
+        assert_eq!(p.fleet.duration, Duration::from_secs(20));
+        assert_eq!(p.server.workers, 40);
+        assert_eq!(p.server.fault, Fault::Stall);
+        assert_eq!(p.server.capacity(), 400.0);
+        let names: Vec<String> = p.strategies.iter().map(|s| s.to_string()).collect();
+        assert_eq!(names.join(","), stagger_sim::DRILL_STRATEGIES);
+        assert!(!p.server.shed_retries && !p.server.drop_expired);
+        let p = plan(&args(&[
+            "--drill",
+            "--pods",
+            "10",
+            "--shed-retries",
+            "--drop-expired",
+        ]))
+        .unwrap();
+        assert_eq!((p.fleet.pods, p.fleet.clients), (10, 400));
+        assert!(p.server.shed_retries && p.server.drop_expired);
+        assert!(p.params.shed_retries && p.params.drop_expired);
+        // Without --drill, the ordinary defaults.
+        let p = plan(&args(&[])).unwrap();
+        assert_eq!(
+            (p.fleet.pods, p.fleet.clients, p.server.workers),
+            (10, 200, 20)
+        );
+    }
+
     #[test]
     fn faults_start_after_a_full_breaker_window_when_there_is_room() {
         let s = Duration::from_secs;

@@ -471,6 +471,65 @@ mod tests {
     }
 
     #[test]
+    fn a_job_whose_caller_gave_up_is_skipped_unstarted() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let s = Arc::new(shared(Fault::None));
+        s.depth.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let past = Instant::now();
+        rt.block_on(job(s.clone(), past, None, Some(past), None, "o".into(), tx));
+        assert!(rt.block_on(rx).is_err(), "no answer: nobody waits for it");
+        assert_eq!(s.stats.skipped_expired.load(Relaxed), 1);
+        assert_eq!(s.depth.load(Relaxed), 0);
+        assert!(s.ledger.lock().unwrap().orders.is_empty(), "never applied");
+    }
+
+    /// With `shed_retries` the library's ShedLayer answers a retry that does
+    /// not fit with 503 and a Retry-After, while the one worker is busy.
+    #[test]
+    fn the_shed_layer_turns_a_waiting_retry_away_with_retry_after() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let line = Timeline::new(Instant::now(), Duration::from_secs(10));
+            let cfg = Config {
+                workers: 1,
+                service: Duration::from_millis(500),
+                queue: 1,
+                fault: Fault::None,
+                fault_start: Duration::ZERO,
+                fault_end: Duration::ZERO,
+                shed_retries: true,
+                drop_expired: true,
+            };
+            let srv = Server::start(cfg, line).await.unwrap();
+            let url = format!("http://{}/work", srv.addr);
+            let http = reqwest::Client::new();
+            let first = tokio::spawn(http.post(&url).body("a").send());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            // One place waits, none of it for retries (half of a queue of 1).
+            let retry = http
+                .post(&url)
+                .header("x-retry-attempt", "2")
+                .body("b")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(retry.status(), 503);
+            assert!(retry.headers().contains_key("retry-after"));
+            let first = first.await.unwrap().unwrap();
+            assert_eq!(first.status(), 200);
+            srv.stop();
+        });
+    }
+
+    #[test]
     fn faults_hold_only_in_their_window() {
         let s = shared(Fault::Dead);
         assert!(!s.faulty(Fault::Dead, s.start));
