@@ -184,33 +184,18 @@ pub(crate) fn run(
 }
 
 /// Moves the retries that do not fit in the capacity first attempts leave
-/// from `admitted` to `shed` (the latest-admitted first), keeping order.
+/// from `admitted` to `shed`, the latest-admitted first.
 fn shed_retries(calls: &[Call<FastRng>], admitted: &mut Vec<u32>, shed: &mut Vec<u32>, cap: f64) {
-    let firsts = admitted
-        .iter()
-        .filter(|&&id| calls[id as usize].attempts() == 1)
-        .count();
-    let room = (cap.floor() as usize).saturating_sub(firsts);
-    let mut retries = admitted.len() - firsts;
-    if retries <= room {
-        return;
-    }
-    let mut keep = admitted.len();
-    while retries > room {
-        keep -= 1;
-        if calls[admitted[keep] as usize].attempts() > 1 {
-            retries -= 1;
-        }
-    }
-    // Everything after `keep` that is a retry is shed; first attempts stay.
-    let mut i = keep;
-    while i < admitted.len() {
-        let id = admitted[i];
-        if calls[id as usize].attempts() > 1 {
-            shed.push(id);
-            admitted.remove(i);
-        } else {
-            i += 1;
+    let is_retry = |id: u32| calls[id as usize].attempts() > 1;
+    let retries = admitted.iter().filter(|&&id| is_retry(id)).count();
+    let room = (cap.floor() as usize).saturating_sub(admitted.len() - retries);
+    let mut excess = retries.saturating_sub(room);
+    let mut i = admitted.len();
+    while excess > 0 {
+        i -= 1;
+        if is_retry(admitted[i]) {
+            shed.push(admitted.remove(i));
+            excess -= 1;
         }
     }
 }

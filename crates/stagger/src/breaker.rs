@@ -48,7 +48,8 @@
 //! The closed-state hot path is one load of the state word to admit, and
 //! one uncontended compare-and-swap on the caller's own stripe of the
 //! window to record a success, plus a read of the shared failure-run
-//! counter (written only by failures, and by the success that ends a run). Time always comes in as an argument.
+//! counter (written only by failures, and by the success that ends a run).
+//! Time always comes in as an argument.
 //!
 //! ```
 //! use stagger::{Breaker, BreakerState, Class, Outcome};
