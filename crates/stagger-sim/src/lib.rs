@@ -11,7 +11,7 @@
 //! virtual — `Instant`s derived from one origin, which the library takes as
 //! frozen clocks. What the simulator shows is what ships.
 //!
-//! Models (see each module): [`failover`] (the seeds' burst around a short
+//! Models (see each module): [`failover`] (a burst around a short
 //! outage), [`contention`] (AWS's optimistic-concurrency race),
 //! [`metastable`] (a saturated FIFO server kept down by retries), [`layers`]
 //! (retries multiplied through a call chain).

@@ -9,8 +9,8 @@ use crate::SimError;
 /// Which world to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Model {
-    /// The seeds' model: a burst of failed requests around a short outage,
-    /// in discrete ticks, against a fixed capacity.
+    /// The classic retry-storm model: a burst of failed requests around a
+    /// short outage, in discrete ticks, against a fixed capacity.
     Failover,
     /// AWS's optimistic-concurrency contention: N clients race to write one
     /// row; work is writes sent, completion is when the last one succeeds.
@@ -71,7 +71,7 @@ impl FromStr for Model {
 /// `C` (failover model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SuccessModel {
-    /// `(C/L)²`: the seeds' model, standing in for queueing and timeouts.
+    /// `(C/L)²`: the usual model, standing in for queueing and timeouts.
     Square,
     /// `C/L`: exactly capacity's worth of attempts succeed on average.
     Linear,

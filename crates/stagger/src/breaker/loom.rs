@@ -21,16 +21,11 @@ fn fail() -> Outcome {
     Outcome::Failure(Failure::transient())
 }
 
-/// A breaker that opens on one failure, for one second, without jitter,
-/// counting its transitions.
-fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
+/// `builder` built with a seed and an observer counting its transitions.
+fn counting(builder: BreakerBuilder) -> (Breaker, std::sync::Arc<AtomicUsize>) {
     let events = std::sync::Arc::new(AtomicUsize::new(0));
     let seen = events.clone();
-    let b = Breaker::builder()
-        .min_calls(1)
-        .open_for(Duration::from_secs(1))
-        .open_jitter(0.0)
-        .probes(probes)
+    let b = builder
         .seed(1)
         .observer(Arc::new(move |_: &Event| {
             seen.fetch_add(1, StdOrdering::Relaxed);
@@ -38,6 +33,24 @@ fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
         .build()
         .unwrap();
     (b, events)
+}
+
+/// A breaker that opens on one failure, for one second, without jitter,
+/// counting its transitions.
+fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
+    counting(
+        Breaker::builder()
+            .min_calls(1)
+            .open_for(Duration::from_secs(1))
+            .open_jitter(0.0)
+            .probes(probes),
+    )
+}
+
+/// A thin client's breaker: the rate never judges (100 calls needed), two
+/// failures in a row open it.
+fn sparse() -> (Breaker, std::sync::Arc<AtomicUsize>) {
+    counting(Breaker::builder().min_calls(100).sparse_failures(2))
 }
 
 fn trip(b: &Breaker, t: Instant) {
@@ -134,17 +147,7 @@ fn loom_racing_probes_decide_once() {
 fn loom_sparse_run_counts_every_failure_and_opens_once() {
     let t0 = Instant::now();
     model(move || {
-        let events = std::sync::Arc::new(AtomicUsize::new(0));
-        let seen = events.clone();
-        let b = Breaker::builder()
-            .min_calls(100)
-            .sparse_failures(2)
-            .seed(1)
-            .observer(Arc::new(move |_: &Event| {
-                seen.fetch_add(1, StdOrdering::Relaxed);
-            }))
-            .build()
-            .unwrap();
+        let (b, events) = sparse();
         let (b1, b2) = (b.clone(), b.clone());
         let (p1, p2) = (b.acquire(t0).unwrap(), b.acquire(t0).unwrap());
         let h1 = thread::spawn(move || b1.record(p1, &fail(), None, t0));
@@ -162,17 +165,7 @@ fn loom_sparse_run_counts_every_failure_and_opens_once() {
 fn loom_sparse_run_success_racing_a_failure() {
     let t0 = Instant::now();
     model(move || {
-        let events = std::sync::Arc::new(AtomicUsize::new(0));
-        let seen = events.clone();
-        let b = Breaker::builder()
-            .min_calls(100)
-            .sparse_failures(2)
-            .seed(1)
-            .observer(Arc::new(move |_: &Event| {
-                seen.fetch_add(1, StdOrdering::Relaxed);
-            }))
-            .build()
-            .unwrap();
+        let (b, events) = sparse();
         let p = b.acquire(t0).unwrap();
         b.record(p, &fail(), None, t0);
         let (b1, b2) = (b.clone(), b.clone());
