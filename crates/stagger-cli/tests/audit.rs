@@ -128,3 +128,44 @@ fn unusable_input_exits_2_naming_the_file_and_the_field() {
     );
     assert_eq!(code(&d), Some(2));
 }
+
+/// The README shows real output: every `$ stagger audit …` block in it is
+/// what the binary prints today.
+#[test]
+fn readme_shows_real_output() {
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let mut checked = 0;
+    let mut lines = readme.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(cmd) = line.strip_prefix("$ stagger audit ") else {
+            continue;
+        };
+        let mut shown = String::new();
+        while let Some(l) = lines.peek() {
+            if l.starts_with("$ ") || l.starts_with("```") {
+                break;
+            }
+            shown.push_str(lines.next().unwrap());
+            shown.push('\n');
+        }
+        let dir = TempDir::new("audit-readme");
+        let mut args = vec!["audit"];
+        let paths: Vec<String> = cmd
+            .split_whitespace()
+            .map(|a| {
+                if a.starts_with("examples/") {
+                    format!("{root}/{a}")
+                } else {
+                    a.to_string()
+                }
+            })
+            .collect();
+        args.extend(paths.iter().map(String::as_str));
+        let d = stagger(&args, &dir);
+        let printed = d.stdout.replace(&format!("{root}/"), "");
+        assert_eq!(printed, shown, "README block for `{cmd}` is stale");
+        checked += 1;
+    }
+    assert!(checked >= 4, "found {checked} audit blocks");
+}

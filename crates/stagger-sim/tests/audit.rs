@@ -375,3 +375,12 @@ fn the_report_serialises_to_the_documented_shape() {
     assert!(j["methods"][0]["amplification"]["dead"].is_number());
     assert!(j["methods"][0]["amplification"]["half"].is_number());
 }
+
+#[test]
+fn a_report_replays_exactly() {
+    // The good policy has a breaker, whose open periods are jittered.
+    let first = run_toml(GOOD_POLICY);
+    for _ in 0..3 {
+        assert_eq!(run_toml(GOOD_POLICY), first);
+    }
+}

@@ -161,7 +161,7 @@ impl Report {
 }
 
 /// The seed of every amplification run, so a report replays exactly.
-const SEED: u64 = 0x5EED_A0D1;
+pub(crate) const SEED: u64 = 0x5EED_A0D1;
 
 /// Audits `files`, the layers of one call path, outermost first.
 pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {

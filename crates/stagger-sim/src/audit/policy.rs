@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use stagger::config::{PolicyFile, RetryOn, GRPC_CODES};
-use stagger::{Class, Jitter, Policy};
+use stagger::{Breaker, Class, Jitter, Policy};
 
 use super::amplify::Subject;
-use super::{numbers, transient_grpc, transient_http, AuditError, Finding, Input, Layer};
+use super::{numbers, transient_grpc, transient_http, AuditError, Finding, Input, Layer, SEED};
 
 pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
     let parsed = if f.name.ends_with(".toml") {
@@ -121,8 +121,14 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
             "no breaker: a dependency that stays down still gets every first attempt and its retries; set breaker = true".to_string(),
         );
     }
+    // The breaker's open periods are jittered from its own seed: fix it so
+    // a report replays exactly.
     let make = || {
         file.policy_builder()
+            .and_then(|b| match file.breaker {
+                true => Ok(b.breaker(Breaker::builder().seed(SEED).build()?)),
+                false => Ok(b),
+            })
             .and_then(|b| b.build())
             .unwrap_or_default()
     };
