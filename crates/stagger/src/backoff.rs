@@ -125,7 +125,7 @@ impl Jitter {
 /// The backoff schedule: base, multiplier, cap and jitter.
 ///
 /// `Copy`, with `const fn` setters, so a schedule can be a `static`.
-/// Defaults (SPEC §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
+/// Defaults (docs/behaviour.md §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     base_ns: u64,
@@ -284,11 +284,23 @@ impl Backoff {
     ) -> u64 {
         match self.jitter {
             Jitter::None => self.backoff_ns(retry),
-            Jitter::Full => scale(self.backoff_ns(retry), rng.next_f64()),
+            Jitter::Full => {
+                // Nothing to spread: no draw (a zero base, for immediate retries).
+                let b = self.backoff_ns(retry);
+                if b == 0 {
+                    0
+                } else {
+                    scale(b, rng.next_f64())
+                }
+            }
             Jitter::Equal => {
                 let b = self.backoff_ns(retry);
                 let half = b / 2;
-                half + scale(b - half, rng.next_f64())
+                if b == 0 {
+                    0
+                } else {
+                    half + scale(b - half, rng.next_f64())
+                }
             }
             Jitter::Decorrelated => {
                 let prev = previous.unwrap_or(self.base_ns).max(self.base_ns);

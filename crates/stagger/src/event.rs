@@ -96,7 +96,7 @@ pub enum Event {
 /// Every decision the engine makes is reported as an [`Event`] to the
 /// policy's [`Observer`], so a service can count, log or export what its
 /// retries do. [`Stats`] is a ready observer that keeps the counters of
-/// SPEC §9 in atomics; closures are observers too.
+/// docs/behaviour.md §9 in atomics; closures are observers too.
 ///
 /// ```
 /// use stagger::{Call, Class, Decision, Policy, Stats};
@@ -156,7 +156,7 @@ fn class_index(c: Class) -> usize {
     CLASSES.iter().position(|x| *x == c).unwrap_or(0)
 }
 
-/// Counters of SPEC §9, updated with relaxed atomics.
+/// Counters of docs/behaviour.md §9, updated with relaxed atomics.
 #[derive(Debug, Default)]
 pub struct Stats {
     logical_requests: AtomicU64,
@@ -289,7 +289,12 @@ impl Observer for Stats {
             Event::AttemptFailed { class, .. } => {
                 bump(&self.failed[class_index(class)], 1);
             }
-            Event::Stopped { reason, .. } => {
+            Event::Stopped { reason, attempts } => {
+                // A call refused before its first attempt (an open breaker,
+                // throttling) is still a logical request.
+                if attempts == 0 {
+                    bump(&self.logical_requests, 1);
+                }
                 bump(&self.stops[reason.index()], 1);
             }
             Event::BudgetRefused { .. } => {

@@ -38,6 +38,8 @@
 //! # Ok(()) }
 //! ```
 
+use std::sync::Arc;
+
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
@@ -46,13 +48,13 @@ use crate::http::{
     error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
 };
 use crate::outcome::StopReason;
-use crate::outcome::{Class, Decision, Failure};
+use crate::outcome::{Decision, Failure};
 
 /// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
-    settings: Settings,
+    settings: Arc<Settings>,
 }
 
 impl RetryMiddleware {
@@ -60,7 +62,7 @@ impl RetryMiddleware {
     /// default ones (see [`Settings`]).
     pub fn new(settings: impl Into<Settings>) -> Self {
         RetryMiddleware {
-            settings: settings.into(),
+            settings: Arc::new(settings.into()),
         }
     }
 
@@ -77,7 +79,9 @@ fn classify(e: &reqwest_middleware::Error) -> Failure {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
             if r.is_connect() {
-                Failure::new(Class::Transient).not_sent()
+                // Never sent; its cause decides the class (a refused
+                // connection is transient, a name that does not exist is not).
+                error_failure(r).not_sent()
             } else if r.is_timeout() {
                 Failure::timeout()
             } else {
@@ -96,7 +100,12 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
-        let mut driver = Driver::new(&self.settings, req.method(), req.headers(), extensions);
+        let mut driver = Driver::new(
+            self.settings.clone(),
+            req.method(),
+            req.headers(),
+            extensions,
+        );
         let len = req.body().and_then(|b| b.as_bytes()).map(<[u8]>::len);
         let mut template = None;
         match (len, req.try_clone()) {

@@ -1,4 +1,4 @@
-//! The retry-amplification SLI (SPEC §9).
+//! The retry-amplification SLI (docs/behaviour.md §9).
 
 use std::fmt;
 use std::time::Duration;
@@ -66,7 +66,7 @@ pub struct SliSnapshot {
     pub state: SliState,
 }
 
-/// The retry-amplification SLI (SPEC §9).
+/// The retry-amplification SLI (docs/behaviour.md §9).
 ///
 /// Retries ÷ logical requests over a sliding minute is the earliest sign of
 /// a retry storm: it climbs before the dependency falls over. Healthy is

@@ -63,7 +63,7 @@ const ACCEPTS: usize = 1;
 /// assert!(throttle.reject_probability(now) > 0.8);
 /// ```
 ///
-/// Adaptive throttling (SPEC §7). Cheap to clone; clones share the counts.
+/// Adaptive throttling (docs/behaviour.md §7). Cheap to clone; clones share the counts.
 ///
 /// ```
 /// use stagger::{FastRng, Throttle};

@@ -44,6 +44,8 @@ pub struct Config {
     pub strategy: Strategy,
     /// Hard cap on logical requests.
     pub max_requests: u64,
+    /// Also report to the `metrics` facade (`--metrics-addr`).
+    pub metrics: bool,
 }
 
 /// What the clients saw.
@@ -92,6 +94,7 @@ impl Counters {
 struct Pod {
     http: reqwest::Client,
     stats: Arc<Stats>,
+    observer: Arc<dyn stagger::Observer>,
     guard: Option<Arc<stagger::Guardrails>>,
 }
 
@@ -122,8 +125,15 @@ pub async fn run(
             .build()
             .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
         let stats = Arc::new(Stats::new());
-        let guard = cfg.strategy.pod_guardrails(stats.clone());
-        pods.push(Pod { http, stats, guard });
+        let strategy = cfg.strategy.to_string();
+        let observer = super::exporter::pod_observer(&stats, cfg.metrics, pods.len(), &strategy);
+        let guard = cfg.strategy.pod_guardrails(observer.clone());
+        pods.push(Pod {
+            http,
+            stats,
+            observer,
+            guard,
+        });
     }
     let url: Arc<str> = format!("http://{addr}/work").into();
     let period = Duration::from_secs_f64(cfg.clients as f64 / cfg.rate);
@@ -131,9 +141,9 @@ pub async fn run(
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {
         let pod = &pods[i % cfg.pods];
-        let policy = cfg
-            .strategy
-            .client_policy(&cfg.schedule, pod.guard.as_ref(), &pod.stats)?;
+        let policy =
+            cfg.strategy
+                .client_policy(&cfg.schedule, pod.guard.as_ref(), pod.observer.clone())?;
         let client = ClientBuilder::new(pod.http.clone())
             .with(RetryMiddleware::new(
                 stagger::http::Settings::new(policy)

@@ -14,6 +14,7 @@
 //! Exit codes: 0 the game-day ran (whatever it showed); 1 it could not run
 //! (say the port could not be bound); 2 bad usage, naming the flag.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ use anyhow::Context as _;
 use crate::args::{duration, UsageError};
 
 mod bins;
+mod exporter;
 mod fleet;
 mod measure;
 mod report;
@@ -106,6 +108,11 @@ pub struct Args {
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Serve the fleet's metrics for Prometheus at http://ADDR/metrics while
+    /// the game-day runs, one `pod` label value per simulated client process
+    /// (a loopback address, e.g. `--metrics-addr 127.0.0.1:9464`).
+    #[arg(long, value_parser = exporter::addr, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 fn fault(s: &str) -> Result<Fault, String> {
@@ -247,7 +254,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
     // error before anything starts.
     for s in &strategies {
         let stats = std::sync::Arc::new(stagger::Stats::new());
-        s.client_policy(&schedule, None, &stats)?;
+        s.client_policy(&schedule, None, stats)?;
     }
     let params = report::Params {
         fault: a.fault.as_str(),
@@ -276,6 +283,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         schedule,
         strategy: strategies[0],
         max_requests: MAX_REQUESTS,
+        metrics: a.metrics_addr.is_some(),
     };
     Ok(Plan {
         strategies,
@@ -292,6 +300,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out: cannot create {}", dir.display()))?;
     }
+    // Up before the first request and down after the last strategy.
+    let exporter = a.metrics_addr.map(exporter::Exporter::start).transpose()?;
+    if let Some(e) = &exporter {
+        eprintln!("stagger gameday: metrics at http://{}/metrics", e.addr);
+    }
     let mut rows = Vec::new();
     let total = plan.strategies.len();
     for (i, s) in plan.strategies.iter().enumerate() {
@@ -305,6 +318,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let raw = run_one(&plan, *s)?;
         rows.push(measure::summarize(&raw));
     }
+    drop(exporter);
     let results = report::Results {
         model: "gameday",
         params: plan.params.clone(),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stagger::budget::RatioBudget;
-use stagger::{Backoff, Breaker, Guardrails, Observer, Policy, Stats, Throttle};
+use stagger::{Backoff, Breaker, Guardrails, Observer, Policy, Throttle};
 use stagger_sim::RetryKind;
 pub use stagger_sim::Strategy;
 
@@ -41,25 +41,25 @@ pub fn parse_list(s: &str) -> Result<Vec<Strategy>, UsageError> {
 /// What the game-day builds from a strategy.
 pub trait GamedayStrategy {
     /// The shared guardrails of one pod (`None` without any), reporting
-    /// breaker state changes to `stats`.
-    fn pod_guardrails(&self, stats: Arc<Stats>) -> Option<Arc<Guardrails>>;
+    /// budget refusals and breaker state changes to `observer`.
+    fn pod_guardrails(&self, observer: Arc<dyn Observer>) -> Option<Arc<Guardrails>>;
 
     /// One client's own policy: this strategy's schedule, the pod's shared
-    /// guardrails, and the pod's counters as observer.
+    /// guardrails, and the pod's observer (its counters, its metrics).
     fn client_policy(
         &self,
         schedule: &Schedule,
         guardrails: Option<&Arc<Guardrails>>,
-        stats: &Arc<Stats>,
+        observer: Arc<dyn Observer>,
     ) -> Result<Policy, UsageError>;
 }
 
 impl GamedayStrategy for Strategy {
-    fn pod_guardrails(&self, stats: Arc<Stats>) -> Option<Arc<Guardrails>> {
+    fn pod_guardrails(&self, observer: Arc<dyn Observer>) -> Option<Arc<Guardrails>> {
         if !self.has_guardrails() {
             return None;
         }
-        let mut g = Guardrails::new().observer(stats);
+        let mut g = Guardrails::new().observer(observer);
         if self.budget {
             g = g.budget(RatioBudget::default());
         }
@@ -76,7 +76,7 @@ impl GamedayStrategy for Strategy {
         &self,
         schedule: &Schedule,
         guardrails: Option<&Arc<Guardrails>>,
-        stats: &Arc<Stats>,
+        observer: Arc<dyn Observer>,
     ) -> Result<Policy, UsageError> {
         let base = match self.retry {
             RetryKind::Immediate => Duration::ZERO,
@@ -91,7 +91,6 @@ impl GamedayStrategy for Strategy {
             .multiplier(2.0)
             .cap(schedule.cap.max(base))
             .jitter(self.retry.jitter());
-        let observer: Arc<dyn Observer> = stats.clone();
         let mut b = Policy::builder()
             .backoff(backoff)
             .max_attempts(attempts)
@@ -113,6 +112,7 @@ impl GamedayStrategy for Strategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stagger::Stats;
 
     #[test]
     fn names_round_trip() {
@@ -150,12 +150,12 @@ mod tests {
             attempt_timeout: Duration::from_millis(500),
         };
         let p = parse_list("immediate").unwrap()[0]
-            .client_policy(&sched, None, &stats)
+            .client_policy(&sched, None, stats.clone())
             .unwrap();
         assert_eq!(p.backoff().backoff(1), Duration::ZERO);
         assert_eq!(p.max_attempts(), 5);
         let p = parse_list("none").unwrap()[0]
-            .client_policy(&sched, None, &stats)
+            .client_policy(&sched, None, stats.clone())
             .unwrap();
         assert_eq!(p.max_attempts(), 1);
     }

@@ -31,6 +31,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::call::Call;
+use crate::call::LazyRng;
 use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
@@ -40,7 +41,6 @@ use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck,
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
 use crate::policy::Policy;
-use crate::rng::FastRng;
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
@@ -292,7 +292,7 @@ where
 /// attempt still in flight (a no-op once the attempt's outcome is recorded).
 struct InFlight<'a, 'p, C: Clock> {
     policy: &'p Policy,
-    call: Call<FastRng>,
+    call: Call<LazyRng>,
     clock: &'a C,
 }
 

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::call::Call;
+use crate::call::LazyRng;
 use crate::clock::Clock;
 use crate::rng::FastRng;
 
@@ -51,12 +52,14 @@ impl CallSettings {
     }
 
     #[inline]
-    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<FastRng> {
+    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<LazyRng> {
         // Built only once a first attempt has failed (or the call needs
         // the clock), so seeding a fresh stream here costs successes nothing.
         let rng = match self.seed {
-            Some(s) => FastRng::seeded(s),
-            None => FastRng::fresh(),
+            Some(s) => LazyRng::from(FastRng::seeded(s)),
+            // Seeded on the first draw: a retry with no delay to jitter
+            // never pays for it.
+            None => LazyRng::default(),
         };
         let mut call = Call::with_rng(rng).idempotent(self.idempotent);
         let deadline = match (self.deadline, self.timeout) {

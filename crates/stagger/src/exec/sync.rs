@@ -243,13 +243,57 @@ where
     /// Runs the call; the error keeps the stop reason, the attempt count and
     /// the last underlying error.
     #[inline]
-    pub fn call(self) -> Result<T, RetryError<E>> {
-        self.report().result
+    pub fn call(mut self) -> Result<T, RetryError<E>> {
+        match self.first_attempt() {
+            Ok(v) => Ok(v),
+            Err(first) => self.call_slow(first),
+        }
     }
 
     /// Runs the call and reports attempts and stop reason, success or not.
     #[inline]
     pub fn report(mut self) -> Report<T, E> {
+        match self.first_attempt() {
+            Ok(v) => Report::success(v, 1),
+            Err(first) => self.report_slow(first),
+        }
+    }
+
+    /// Fast path: with nothing that needs the clock or a shared guardrail,
+    /// the first attempt runs before any per-call state exists, so a call
+    /// that succeeds costs one branch over a plain call. `Err` carries the
+    /// failed first attempt, or `None` when the slow path must run it.
+    #[inline(always)]
+    fn first_attempt(&mut self) -> Result<T, Option<(Kept<T, E>, Failure)>> {
+        let refused = !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some();
+        if refused
+            || !self.policy.is_passive()
+            || !self.settings.get().is_plain()
+            || self.notify.wants()
+        {
+            return Err(None);
+        }
+        let first = Attempt {
+            number: 1,
+            timeout: self.policy.attempt_timeout(),
+        };
+        judge(self.op.run(&first), &mut self.when, &mut self.ok).map_err(Some)
+    }
+
+    /// The slow path for [`call`](Retry::call): only the result leaves it,
+    /// small enough to come back in registers.
+    #[inline(never)]
+    fn call_slow(self, first: Option<(Kept<T, E>, Failure)>) -> Result<T, RetryError<E>> {
+        self.drive(first).result
+    }
+
+    #[inline(never)]
+    fn report_slow(self, first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
+        self.drive(first)
+    }
+
+    #[inline(always)]
+    fn drive(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
         if !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some() {
             return Report::refused(ConfigError::new(
                 "attempt_timeout",
@@ -257,27 +301,6 @@ where
                  timeout: use `retry_with_attempt` and apply `Attempt::timeout`, or drop the setting",
             ));
         }
-        // Fast path: with nothing that needs the clock or a shared guardrail,
-        // the first attempt runs before any per-call state exists, so a call
-        // that succeeds costs one branch over a plain call.
-        let first =
-            if self.policy.is_passive() && self.settings.get().is_plain() && !self.notify.wants() {
-                let first = Attempt {
-                    number: 1,
-                    timeout: self.policy.attempt_timeout(),
-                };
-                match judge(self.op.run(&first), &mut self.when, &mut self.ok) {
-                    Ok(v) => return Report::success(v, 1),
-                    Err(failed) => Some(failed),
-                }
-            } else {
-                None
-            };
-        self.report_slow(first)
-    }
-
-    #[inline(never)]
-    fn report_slow(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
         let policy = self.policy;
         let mut call = self.settings.get().call(&self.clock);
         let mut last: Kept<T, E> = Kept::Nothing;

@@ -57,7 +57,7 @@ impl Default for PolicyBuilder {
 }
 
 impl PolicyBuilder {
-    /// The defaults of SPEC §1.
+    /// The defaults of docs/behaviour.md §1.
     pub fn new() -> Self {
         PolicyBuilder {
             backoff: Backoff::new(),
