@@ -9,10 +9,9 @@
 
 use std::process::ExitCode;
 
-use clap::ValueEnum;
 use stagger_sim::audit::{audit, Input, Report};
 
-use crate::args::UsageError;
+use crate::args::{FormatArgs, UsageError};
 
 /// Flags of `stagger audit`.
 #[derive(Debug, clap::Args)]
@@ -27,15 +26,8 @@ pub struct Args {
     /// outermost first (e.g. `stagger audit edge.json db.json`).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<String>,
-    /// Output: `table` for people, `json` for tools (e.g. `--format json`).
-    #[arg(long, value_enum, default_value_t = Format::Table, value_name = "F")]
-    format: Format,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Format {
-    Table,
-    Json,
+    #[command(flatten)]
+    output: FormatArgs,
 }
 
 /// Runs `stagger audit`.
@@ -53,9 +45,10 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .map(|(f, t)| Input::new(f, t))
         .collect();
     let report = audit(&inputs).map_err(|e| UsageError(e.to_string()))?;
-    match a.format {
-        Format::Json => println!("{}", serde_json::to_string(&report)?),
-        Format::Table => print!("{}", table(&report)),
+    if a.output.json() {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", table(&report));
     }
     Ok(if report.is_clean() {
         ExitCode::SUCCESS

@@ -12,6 +12,7 @@ mod audit;
 mod gameday;
 mod http;
 mod jitter;
+mod progress;
 mod run;
 mod schedule;
 mod simulate;

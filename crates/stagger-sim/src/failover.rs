@@ -20,6 +20,7 @@ use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason}
 use crate::engine::{mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::{Params, SuccessModel};
+use crate::recovery::{self, window_bins, Observed, PACED_WINDOW};
 use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
@@ -38,6 +39,8 @@ pub(crate) struct RunOut {
     pub(crate) load: Vec<u32>,
     pub(crate) retries: Vec<u32>,
     pub(crate) successes: Vec<u32>,
+    /// New requests per tick (the burst included).
+    pub(crate) arrivals: Vec<u32>,
     pub(crate) requests: u64,
     pub(crate) succeeded: u64,
     pub(crate) attempts: u64,
@@ -77,6 +80,7 @@ pub(crate) fn run(
         load: vec![0; n_ticks],
         retries: vec![0; n_ticks],
         successes: vec![0; n_ticks],
+        arrivals: vec![0; n_ticks],
         ..RunOut::default()
     };
     let mut burst_done = false;
@@ -97,6 +101,7 @@ pub(crate) fn run(
             due.push(id);
         }
         out.requests += fresh;
+        out.arrivals[k] = fresh as u32;
         // Admission at the tick's start: a breaker or throttle may refuse.
         s.admitted.clear();
         let now = vt.at(start);
@@ -161,23 +166,18 @@ pub(crate) fn run(
     Ok(out)
 }
 
-/// Time after the outage until the load is at or under capacity for good;
-/// `None` if it never is (or nothing of the run is after the outage).
-pub(crate) fn recovery_s(load: &[u32], p: &Params) -> Option<f64> {
-    let tick = ns(p.tick);
-    let end = ns(p.outage_end);
-    let first_after = end.div_ceil(tick) as usize;
-    if first_after >= load.len() {
-        return None;
-    }
-    let mut k = load.len();
-    while k > first_after && f64::from(load[k - 1]) <= p.capacity {
-        k -= 1;
-    }
-    if k == load.len() {
-        return None;
-    }
-    Some((k as u64 * tick).saturating_sub(end) as f64 / 1e9)
+/// Time after the outage until the run recovered ([`crate::recovery`]:
+/// every 1 s window from then on answers 95 % of its new requests and
+/// carries at most 1.25 attempts per new request).
+pub(crate) fn recovery_s(r: &RunOut, p: &Params) -> Option<f64> {
+    let seen = Observed {
+        bin: p.tick,
+        demand: &r.arrivals,
+        load: &r.load,
+        goodput: &r.successes,
+    };
+    let window = window_bins(p.tick, PACED_WINDOW);
+    recovery::recovery_s(&seen, window, p.outage_end)
 }
 
 fn peak(load: &[u32], from: usize, cap: f64) -> Option<f64> {
@@ -208,7 +208,7 @@ pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row
             Some(x) => post_sum += x,
             None => post_any = false,
         }
-        match recovery_s(&r.load, p) {
+        match recovery_s(r, p) {
             Some(x) => rec_sum += x,
             None => recovered_all = false,
         }

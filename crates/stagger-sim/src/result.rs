@@ -150,8 +150,9 @@ pub struct Row {
     pub peak_load_over_capacity: Option<f64>,
     /// The same, over the time after the outage.
     pub post_outage_peak_over_capacity: Option<f64>,
-    /// Seconds after the outage until load stays under capacity (failover)
-    /// or goodput is back (metastable); `null` when some run never got there.
+    /// Seconds after the outage until the dependency recovered for good
+    /// (failover, metastable; see [`crate::recovery`]), the mean over the
+    /// runs; `null` when some run never got there.
     pub recovery_s: Option<f64>,
     /// Retries refused by a budget, per run.
     pub budget_refusals: f64,
@@ -169,8 +170,7 @@ pub struct Row {
     /// Answers in time per second over the run's last 20 s (metastable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput_after: Option<f64>,
-    /// Whether every run's goodput returned to ≥ 95 % of arrivals
-    /// (metastable).
+    /// Whether every run recovered ([`crate::recovery`]) (metastable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered: Option<bool>,
     /// Attempts reaching the dependency per user request (layers).

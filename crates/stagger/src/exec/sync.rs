@@ -134,6 +134,9 @@ impl<F: FnMut(Duration)> BlockingSleeper for F {
     }
 }
 
+/// A failed attempt: what it left behind and how it failed.
+type Failed<T, E> = (Kept<T, E>, Failure);
+
 /// What the last failed attempt left behind.
 pub(crate) enum Kept<T, E> {
     Nothing,
@@ -264,7 +267,7 @@ where
     /// that succeeds costs one branch over a plain call. `Err` carries the
     /// failed first attempt, or `None` when the slow path must run it.
     #[inline(always)]
-    fn first_attempt(&mut self) -> Result<T, Option<(Kept<T, E>, Failure)>> {
+    fn first_attempt(&mut self) -> Result<T, Option<Failed<T, E>>> {
         let refused = !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some();
         if refused
             || !self.policy.is_passive()
@@ -283,17 +286,17 @@ where
     /// The slow path for [`call`](Retry::call): only the result leaves it,
     /// small enough to come back in registers.
     #[inline(never)]
-    fn call_slow(self, first: Option<(Kept<T, E>, Failure)>) -> Result<T, RetryError<E>> {
+    fn call_slow(self, first: Option<Failed<T, E>>) -> Result<T, RetryError<E>> {
         self.drive(first).result
     }
 
     #[inline(never)]
-    fn report_slow(self, first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
+    fn report_slow(self, first: Option<Failed<T, E>>) -> Report<T, E> {
         self.drive(first)
     }
 
     #[inline(always)]
-    fn drive(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
+    fn drive(mut self, mut first: Option<Failed<T, E>>) -> Report<T, E> {
         if !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some() {
             return Report::refused(ConfigError::new(
                 "attempt_timeout",

@@ -13,14 +13,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use stagger::export::MetricsObserver;
 use stagger::{Observer, Stats};
 use tokio::sync::oneshot;
 
-use crate::args::UsageError;
+use crate::{Error, ErrorKind};
 
 /// The `dependency` label of every game-day series.
 pub const DEPENDENCY: &str = "gameday-server";
@@ -62,6 +61,7 @@ pub fn pod_observer(
 
 /// The running exporter: the process's global `metrics` recorder and an
 /// HTTP server on a thread of its own, stopped on drop.
+#[derive(Debug)]
 pub struct Exporter {
     /// Where it listens.
     pub addr: SocketAddr,
@@ -72,21 +72,30 @@ pub struct Exporter {
 impl Exporter {
     /// Binds `addr`, installs the Prometheus recorder as the process's
     /// `metrics` recorder and starts serving `/metrics`.
-    pub fn start(addr: SocketAddr) -> anyhow::Result<Exporter> {
-        let listener = std::net::TcpListener::bind(addr)
-            .with_context(|| format!("--metrics-addr: cannot listen on {addr}"))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
+    ///
+    /// A port that cannot be bound is an [`ErrorKind::Run`] error; a
+    /// recorder already set in this process an [`ErrorKind::Usage`] one.
+    pub fn start(addr: SocketAddr) -> Result<Exporter, Error> {
+        let cannot_listen = |e| {
+            Error::with(
+                ErrorKind::Run,
+                format!("--metrics-addr: cannot listen on {addr}"),
+                e,
+            )
+        };
+        let listener = std::net::TcpListener::bind(addr).map_err(cannot_listen)?;
+        listener.set_nonblocking(true).map_err(cannot_listen)?;
+        let addr = listener.local_addr().map_err(cannot_listen)?;
         let recorder = PrometheusBuilder::new().build_recorder();
         let handle = recorder.handle();
         metrics::set_global_recorder(recorder)
-            .map_err(|_| UsageError("--metrics-addr: a metrics recorder is already set".into()))?;
+            .map_err(|_| Error::usage("--metrics-addr: a metrics recorder is already set"))?;
         MetricsObserver::describe();
         let (tx, rx) = oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("stagger-metrics".into())
             .spawn(move || serve(listener, handle, rx))
-            .context("cannot start the metrics thread")?;
+            .map_err(|e| Error::with(ErrorKind::Run, "cannot start the metrics thread", e))?;
         Ok(Exporter {
             addr,
             stop: Some(tx),

@@ -18,12 +18,13 @@ use http::Extensions;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::http::RetryInfo;
 use stagger::reqwest::RetryMiddleware;
-use stagger::{Stats, StopReason};
+use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
 use super::bins::{Bins, Timeline};
-use super::strategy::{GamedayStrategy, Schedule, Strategy};
-use crate::args::UsageError;
+use stagger_sim::{Schedule, Strategy};
+
+use crate::{Error, ErrorKind};
 
 /// The fleet's shape and traffic.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +45,8 @@ pub struct Config {
     pub strategy: Strategy,
     /// Hard cap on logical requests.
     pub max_requests: u64,
+    /// Seeds the pods' breakers.
+    pub seed: u64,
     /// Also report to the `metrics` facade (`--metrics-addr`).
     pub metrics: bool,
 }
@@ -94,7 +97,7 @@ impl Counters {
 struct Pod {
     http: reqwest::Client,
     stats: Arc<Stats>,
-    observer: Arc<dyn stagger::Observer>,
+    observer: Arc<dyn Observer>,
     guard: Option<Arc<stagger::Guardrails>>,
 }
 
@@ -107,7 +110,7 @@ pub async fn run(
     addr: SocketAddr,
     line: Timeline,
     grace: Duration,
-) -> Result<Outcome, UsageError> {
+) -> Result<Outcome, Error> {
     let counters = Arc::new(Counters {
         sent: line.series(),
         successes: line.series(),
@@ -123,11 +126,14 @@ pub async fn run(
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .build()
-            .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
+            .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
         let strategy = cfg.strategy.to_string();
         let observer = super::exporter::pod_observer(&stats, cfg.metrics, pods.len(), &strategy);
-        let guard = cfg.strategy.pod_guardrails(observer.clone());
+        let guard = cfg
+            .strategy
+            .guardrails(cfg.seed, pods.len() as u64, Some(observer.clone()))?
+            .map(Arc::new);
         pods.push(Pod {
             http,
             stats,
@@ -143,7 +149,7 @@ pub async fn run(
         let pod = &pods[i % cfg.pods];
         let policy =
             cfg.strategy
-                .client_policy(&cfg.schedule, pod.guard.as_ref(), pod.observer.clone())?;
+                .policy(&cfg.schedule, pod.guard.clone(), Some(pod.observer.clone()))?;
         let client = ClientBuilder::new(pod.http.clone())
             .with(RetryMiddleware::new(
                 stagger::http::Settings::new(policy)

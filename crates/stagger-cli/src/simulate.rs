@@ -13,12 +13,8 @@ use std::time::{Duration, Instant};
 
 use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel};
 
-use crate::args::{duration, UsageError};
-
-mod charts;
-mod progress;
-mod report;
-mod table;
+use crate::args::{duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
+use crate::progress;
 
 /// Simulate a fleet of clients retrying against a dependency that stumbles,
 /// with the library's own policies in virtual time, and report what their
@@ -34,6 +30,12 @@ mod table;
 ///   stagger simulate --model failover --outage-end 60s --strategy full,full+breaker
 #[derive(Debug, clap::Args)]
 #[command(
+    mut_arg("attempts", |a| a.help(
+        "Max attempts, the first included, or `unlimited` (failover 5, metastable 2, \
+         layers 4 per layer, contention unlimited)")),
+    mut_arg("base", |a| a.help("First backoff (default 100ms; contention 10ms)")),
+    mut_arg("cap", |a| a.help("Largest backoff (default 10s; contention 2s)")),
+    mut_arg("seed", |a| a.help("First seed: run i uses seed+i (default 1)")),
     after_help = "Without flags: the failover comparison of none, immediate, exponential and full \
 jitter and their +budget+breaker variants, with the report in ./stagger-report/.
 
@@ -91,16 +93,8 @@ pub struct Args {
     /// contention the racing clients, a number or a range (default 1..100).
     #[arg(long, value_name = "N|A..B")]
     clients: Option<String>,
-    /// Max attempts, the first included, or `unlimited` (failover 5,
-    /// metastable 2, layers 4 per layer, contention unlimited).
-    #[arg(long, value_name = "N")]
-    attempts: Option<String>,
-    /// First backoff (default 100ms; contention 10ms).
-    #[arg(long, value_parser = duration, value_name = "D")]
-    base: Option<Duration>,
-    /// Largest backoff (default 10s; contention 2s).
-    #[arg(long, value_parser = duration, value_name = "D")]
-    cap: Option<Duration>,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
     /// Failover success above capacity: square = (C/L)², linear = C/L (default square).
     #[arg(long, value_name = "S")]
     success_model: Option<String>,
@@ -116,15 +110,13 @@ pub struct Args {
     /// Explicit run seeds, comma-separated (replaces --seed and --runs) (e.g. `--seeds 1,2,3`).
     #[arg(long, value_name = "LIST")]
     seeds: Option<String>,
-    /// First seed: run i uses seed+i (default 1).
-    #[arg(long, value_name = "N")]
-    seed: Option<u64>,
+    #[command(flatten)]
+    seed: SeedArgs,
     /// Worker threads (default: every core); never changes a result.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Output on stdout: table | json.
-    #[arg(long, default_value = "table", value_name = "F")]
-    format: String,
+    #[command(flatten)]
+    format: FormatArgs,
     /// Report directory (report.html, results.json, series.csv). Default
     /// ./stagger-report with the table format, none with json; `none` disables it.
     #[arg(long, value_name = "DIR")]
@@ -168,21 +160,22 @@ impl Args {
             outage_start,
             outage_end
         );
-        set!(burst, base, cap, layers, runs, seed);
+        set!(burst, layers, runs);
+        if let Some(v) = self.schedule.base {
+            p.base = v;
+        }
+        if let Some(v) = self.schedule.cap {
+            p.cap = v;
+        }
+        if let Some(v) = self.seed.seed {
+            p.seed = v;
+        }
         p.server_skips_expired = self.server_skips_expired;
         if let Some(c) = &self.clients {
             p.clients = c.parse::<ClientRange>().map_err(usage)?;
         }
-        if let Some(a) = &self.attempts {
-            p.attempts = match a.trim() {
-                "unlimited" => None,
-                t => Some(t.parse().map_err(|_| {
-                    bad(
-                        "attempts",
-                        format!("`{t}` is not a whole number or `unlimited`"),
-                    )
-                })?),
-            };
+        if let Some(Attempts(a)) = self.schedule.attempts {
+            p.attempts = a;
         }
         if let Some(s) = &self.success_model {
             p.success_model = s.parse::<SuccessModel>().map_err(usage)?;
@@ -212,16 +205,7 @@ impl Args {
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let (p, strategies) = a.params()?;
-    let json = match a.format.as_str() {
-        "json" => true,
-        "table" => false,
-        other => {
-            return Err(bad(
-                "format",
-                format!("unknown format `{other}` (expected table or json)"),
-            ))
-        }
-    };
+    let json = a.format.json();
     let out_dir: Option<PathBuf> = match a.out.as_deref() {
         Some("none") => None,
         Some(d) if d.trim().is_empty() => return Err(bad("out", "is empty".into())),
@@ -252,11 +236,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if json {
         writeln!(out, "{doc}")?;
     } else {
-        table::print(&mut out, &p, &results)?;
+        stagger_lab::simulate::print_table(&mut out, &p, &results)?;
     }
     out.flush()?;
     if let Some(dir) = &out_dir {
-        report::write(dir, &p, &results, &doc)?;
+        stagger_lab::simulate::write_report(dir, &p, &results, &doc).map_err(lab_error)?;
     }
     if !json {
         eprintln!(

@@ -42,6 +42,8 @@ pub struct Params {
     pub outage_start_s: f64,
     /// Fault end, seconds (`null`: it never ends).
     pub outage_end_s: Option<f64>,
+    /// Seed of the pods' breakers.
+    pub seed: u64,
 }
 
 /// The whole result, the `--format json` document.
@@ -137,8 +139,8 @@ success: requests that succeeded within their deadline. ampl: attempts arriving 
 tries/req: attempts the clients made ÷ requests (refused connections included). retries/req: retries \
 arriving ÷ requests. peak/cap: largest 1 s load ÷ capacity; after/cap: the same after the fault cleared; \
 >cap after: seconds after the fault with the 1 s load over capacity. recovery: from the fault clearing \
-until load is back at baseline (≤ 1.25 × rate) with ≥ 90 % of the rate succeeding, two 1 s windows in a \
-row. tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
+until every 1 s window to the end of the traffic has ≥ 95 % of its new requests succeeding and at \
+most 1.25 attempts per new request (the simulator's definition). tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
 budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server.";
 
 /// A short description of the run for the report and `--help` readers.
