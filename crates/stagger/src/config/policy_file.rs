@@ -7,62 +7,7 @@
 //! team can review it, `stagger audit` can check it, and a service can build
 //! its [`Policy`] from it.
 //!
-//! The format is TOML ([`PolicyFile::from_toml`]) or JSON with the same keys
-//! ([`PolicyFile::from_json`]). Every key is optional; a missing key takes
-//! the [`Policy::builder`] default; an unknown key is an error (a typo must
-//! not silently fall back to a default).
-//!
-//! | key | meaning | default |
-//! |---|---|---|
-//! | `name` | what the policy guards, e.g. `"shop.Cart/Add"` (shown by `stagger audit`) | none |
-//! | `attempts` | max attempts, the first included, 1 to 100 | 3 |
-//! | `base` | the first backoff | `"100ms"` |
-//! | `cap` | the largest backoff, at least `base` | `"10s"` |
-//! | `multiplier` | growth per retry, at least 1 | 2 |
-//! | `jitter` | `none`, `full`, `equal`, `decorrelated`, `proportional` or `proportional:F` | `full` |
-//! | `max_retry_after` | the longest `Retry-After` or pushback honoured | `"60s"` |
-//! | `attempt_timeout` | the timeout of each attempt | none |
-//! | `deadline` | the whole call's deadline, every attempt and wait included | none |
-//! | `retry_on` | extra failures the front-end retries: gRPC code names (`"UNAVAILABLE"`) and HTTP statuses (`503`) | none |
-//! | `breaker` | `true` for a circuit breaker with its defaults | `false` |
-//! | `[budget]` | `kind` = `ratio`, `token_bucket`, `refill`, `quota` or `none`, and that kind's settings | no budget |
-//!
-//! Budget settings by kind (each optional, defaulting as the budget's
-//! builder does): `ratio` takes `ratio`, `window`, `floor`; `token_bucket`
-//! takes `max_tokens`, `token_ratio`; `refill` takes `capacity`, `ratio`;
-//! `quota` takes `capacity`, `retry_cost`, `timeout_cost`.
-//!
-//! Durations are strings of a decimal number and a unit: `ns`, `us`, `ms`,
-//! `s`, `m` or `h` (`"250ms"`, `"1.5s"`, `"0.1s"`).
-//!
-//! ```
-//! use stagger::config::PolicyFile;
-//! use std::time::Duration;
-//!
-//! let file = PolicyFile::from_toml(r#"
-//!     name = "shop.Cart/Add"
-//!     attempts = 3
-//!     base = "50ms"
-//!     cap = "1s"
-//!     jitter = "full"
-//!     deadline = "2s"
-//!     breaker = true
-//!
-//!     [budget]
-//!     kind = "ratio"
-//!     ratio = 0.1
-//! "#)?;
-//! assert_eq!(file.attempts, 3);
-//! assert_eq!(file.deadline, Some(Duration::from_secs(2)));
-//! let policy = file.policy_builder()?.build()?;
-//! assert_eq!(policy.max_attempts(), 3);
-//!
-//! let err = PolicyFile::from_toml("attempts = 0").unwrap_err();
-//! assert_eq!(err.field(), "attempts");
-//! let err = PolicyFile::from_toml("[budget]\nkind = \"ratio\"\nratio = -1").unwrap_err();
-//! assert_eq!(err.field(), "budget.ratio");
-//! # Ok::<(), stagger::ConfigError>(())
-//! ```
+//! The format is documented on [`PolicyFile`].
 
 use std::time::Duration;
 
@@ -94,8 +39,65 @@ const KEYS: [&str; 12] = [
     "budget",
 ];
 
-/// A parsed and validated policy file (see the [module](self) docs for
-/// the format).
+/// stagger's own policy file, parsed and validated: one retry policy with
+/// everything around it (jitter, budget, breaker, hints, deadline).
+///
+/// The format is TOML ([`PolicyFile::from_toml`]) or JSON with the same keys
+/// ([`PolicyFile::from_json`]). Every key is optional; a missing key takes
+/// the [`Policy::builder`] default; an unknown key is an error (a typo must
+/// not silently fall back to a default).
+///
+/// | key | meaning | default |
+/// |---|---|---|
+/// | `name` | what the policy guards, e.g. `"shop.Cart/Add"` (shown by `stagger audit`) | none |
+/// | `attempts` | max attempts, the first included, 1 to 100 | 3 |
+/// | `base` | the first backoff | `"100ms"` |
+/// | `cap` | the largest backoff, at least `base` | `"10s"` |
+/// | `multiplier` | growth per retry, at least 1 | 2 |
+/// | `jitter` | `none`, `full`, `equal`, `decorrelated`, `proportional` or `proportional:F` | `full` |
+/// | `max_retry_after` | the longest `Retry-After` or pushback honoured | `"60s"` |
+/// | `attempt_timeout` | the timeout of each attempt | none |
+/// | `deadline` | the whole call's deadline, every attempt and wait included | none |
+/// | `retry_on` | extra failures the front-end retries: gRPC code names (`"UNAVAILABLE"`) and HTTP statuses (`503`) | none |
+/// | `breaker` | `true` for a circuit breaker with its defaults | `false` |
+/// | `[budget]` | `kind` = `ratio`, `token_bucket`, `refill`, `quota` or `none`, and that kind's settings | no budget |
+///
+/// Budget settings by kind (each optional, defaulting as the budget's
+/// builder does): `ratio` takes `ratio`, `window`, `floor`; `token_bucket`
+/// takes `max_tokens`, `token_ratio`; `refill` takes `capacity`, `ratio`;
+/// `quota` takes `capacity`, `retry_cost`, `timeout_cost`.
+///
+/// Durations are strings of a decimal number and a unit: `ns`, `us`, `ms`,
+/// `s`, `m` or `h` (`"250ms"`, `"1.5s"`, `"0.1s"`).
+///
+/// ```
+/// use stagger::config::PolicyFile;
+/// use std::time::Duration;
+///
+/// let file = PolicyFile::from_toml(r#"
+///     name = "shop.Cart/Add"
+///     attempts = 3
+///     base = "50ms"
+///     cap = "1s"
+///     jitter = "full"
+///     deadline = "2s"
+///     breaker = true
+///
+///     [budget]
+///     kind = "ratio"
+///     ratio = 0.1
+/// "#)?;
+/// assert_eq!(file.attempts, 3);
+/// assert_eq!(file.deadline, Some(Duration::from_secs(2)));
+/// let policy = file.policy_builder()?.build()?;
+/// assert_eq!(policy.max_attempts(), 3);
+///
+/// let err = PolicyFile::from_toml("attempts = 0").unwrap_err();
+/// assert_eq!(err.field(), "attempts");
+/// let err = PolicyFile::from_toml("[budget]\nkind = \"ratio\"\nratio = -1").unwrap_err();
+/// assert_eq!(err.field(), "budget.ratio");
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct PolicyFile {
