@@ -24,6 +24,11 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
 ///
 /// Example: `stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s`
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s
+  stagger gameday --drill                      (400 thin pods, a 2 s stall)
+  stagger gameday --drill --pods 10            (the same load from 10 busy pods)
+  stagger gameday --drill --shed-retries --drop-expired")]
 #[command(
     mut_arg("attempts", |a| a
         .default_value("5")
@@ -37,36 +42,53 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
         .help("Seeds the pods' breakers, so their open periods replay (e.g. `--seed 7`)"))
 )]
 pub struct Args {
+    /// The drill: 400 pods of one client each send 200 requests/s in all to
+    /// 40 workers (capacity 400/s), which stall for 2 s at 10 s of a 20 s
+    /// run — `--fault stall --pods 400 --clients 400 --rate 200 --workers 40
+    /// --duration 20s --strategy none,immediate,full,full+budget+breaker`.
+    /// Flags given as well override it (e.g. `--drill --pods 10`).
+    #[arg(long)]
+    pub drill: bool,
     /// The fault: stall (every worker frozen 2 s) | failover (connections
     /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
-    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | none.
-    #[arg(long, default_value = "stall", value_parser = fault, value_name = "F")]
-    pub fault: Fault,
+    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | none
+    /// (default stall).
+    #[arg(long, value_parser = fault, value_name = "F")]
+    pub fault: Option<Fault>,
     /// Strategies to compare, run one after the other: none, immediate,
     /// exponential, full, equal, decorrelated, each optionally with +budget,
-    /// +breaker, +throttle (e.g. `--strategy immediate,full+budget+breaker`).
-    #[arg(
-        long,
-        default_value = "immediate,full,full+budget+breaker",
-        value_name = "S,…"
-    )]
-    pub strategy: String,
-    /// How long each strategy's clients send new requests (at most 120s).
-    #[arg(long, default_value = "30s", value_parser = duration, value_name = "D")]
-    pub duration: Duration,
-    /// New requests per second over the whole fleet (e.g. `--rate 150`).
-    #[arg(long, default_value_t = 100.0, value_name = "R")]
-    pub rate: f64,
-    /// Client tasks, each with its own policy (e.g. `--clients 400`).
-    #[arg(long, default_value_t = 200, value_name = "N")]
-    pub clients: usize,
+    /// +breaker, +throttle (default `immediate,full,full+budget+breaker`).
+    #[arg(long, value_name = "S,…")]
+    pub strategy: Option<String>,
+    /// How long each strategy's clients send new requests (at most 120s;
+    /// default 30s).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    pub duration: Option<Duration>,
+    /// New requests per second over the whole fleet (default 100; e.g.
+    /// `--rate 150`).
+    #[arg(long, value_name = "R")]
+    pub rate: Option<f64>,
+    /// Client tasks, each with its own policy (default 200; e.g. `--clients 400`).
+    #[arg(long, value_name = "N")]
+    pub clients: Option<usize>,
     /// Pods the clients are spread over; each pod shares one connection
-    /// pool, budget and breaker.
-    #[arg(long, default_value_t = 10, value_name = "N")]
-    pub pods: usize,
-    /// Server workers (capacity = workers ÷ service time).
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    pub workers: usize,
+    /// pool, budget and breaker (default 10).
+    #[arg(long, value_name = "N")]
+    pub pods: Option<usize>,
+    /// Server workers (capacity = workers ÷ service time; default 20).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// The server sheds retries first: the library's ShedLayer (workers at
+    /// once, `--queue` waiting, half the queue for retries, read from the
+    /// attempt header) answers what does not fit with 503 and a Retry-After
+    /// of 1 to 5 s.
+    #[arg(long)]
+    pub shed_retries: bool,
+    /// The server drops expired work: the library's DeadlineLayer reads
+    /// `x-request-timeout-ms`, answers 504 once it has passed, and a job
+    /// whose caller's deadline passed while it queued is skipped unstarted.
+    #[arg(long)]
+    pub drop_expired: bool,
     /// Time the server spends on one request (a sleep, not CPU).
     #[arg(long, default_value = "100ms", value_parser = duration, value_name = "D")]
     pub service_time: Duration,
@@ -110,16 +132,27 @@ fn fault(s: &str) -> Result<Fault, String> {
 
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
-        let strategies = Strategy::parse_list(&self.strategy)
+        // `--drill` fills in the drill's shape; flags given override it.
+        let d = self.drill;
+        let pick = |drill: usize, plain: usize| if d { drill } else { plain };
+        let default_strategy = if d {
+            stagger_sim::DRILL_STRATEGIES
+        } else {
+            "immediate,full,full+budget+breaker"
+        };
+        let strategy = self.strategy.as_deref().unwrap_or(default_strategy);
+        let strategies = Strategy::parse_list(strategy)
             .map_err(|e| UsageError(format!("--strategy: {}", e.problem())))?;
         Ok(Config {
-            fault: self.fault,
+            fault: self.fault.unwrap_or(Fault::Stall),
             strategies,
-            duration: self.duration,
-            rate: self.rate,
-            clients: self.clients,
-            pods: self.pods,
-            workers: self.workers,
+            duration: self
+                .duration
+                .unwrap_or(Duration::from_secs(pick(20, 30) as u64)),
+            rate: self.rate.unwrap_or(if d { 200.0 } else { 100.0 }),
+            clients: self.clients.unwrap_or(pick(400, 200)),
+            pods: self.pods.unwrap_or(pick(400, 10)),
+            workers: self.workers.unwrap_or(pick(40, 20)),
             service_time: self.service_time,
             queue: self.queue,
             fault_at: self.fault_at,
@@ -130,6 +163,8 @@ impl Args {
             cap: self.schedule.cap(),
             seed: self.seed.get(),
             metrics: self.metrics_addr.is_some(),
+            shed_retries: self.shed_retries,
+            drop_expired: self.drop_expired,
         })
     }
 }
@@ -187,4 +222,50 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: Args,
+        }
+        let mut argv = vec!["gameday"];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).unwrap().a
+    }
+
+    #[test]
+    fn the_drill_is_the_documented_shape_and_flags_override_it() {
+        let c = args(&["--drill"]).config().unwrap();
+        assert_eq!((c.pods, c.clients, c.workers), (400, 400, 40));
+        assert_eq!((c.rate, c.duration), (200.0, Duration::from_secs(20)));
+        assert_eq!(c.fault, Fault::Stall);
+        let names: Vec<String> = c.strategies.iter().map(|s| s.to_string()).collect();
+        assert_eq!(names.join(","), stagger_sim::DRILL_STRATEGIES);
+        assert!(!c.shed_retries && !c.drop_expired);
+        let plan = gameday::plan(&c).unwrap();
+        assert_eq!(plan.params().capacity, 400.0);
+        let c = args(&[
+            "--drill",
+            "--pods",
+            "10",
+            "--shed-retries",
+            "--drop-expired",
+        ])
+        .config()
+        .unwrap();
+        assert_eq!((c.pods, c.clients), (10, 400));
+        assert!(c.shed_retries && c.drop_expired);
+        let plan = gameday::plan(&c).unwrap();
+        assert!(plan.params().shed_retries && plan.params().drop_expired);
+        // Without --drill, the ordinary defaults.
+        let c = args(&[]).config().unwrap();
+        assert_eq!((c.pods, c.clients, c.workers), (10, 200, 20));
+    }
 }

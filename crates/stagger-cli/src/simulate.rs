@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel};
+use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel, DRILL_STRATEGIES};
 
 use crate::args::{duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
 use crate::progress;
@@ -44,9 +44,20 @@ Examples:
   stagger simulate --model contention --clients 1..100 --format json
   stagger simulate --model metastable --server-skips-expired
   stagger simulate --outage-end 60s --strategy full,full+breaker
-  stagger simulate --base 1s --capacity 20 --out report-headroom"
+  stagger simulate --base 1s --capacity 20 --out report-headroom
+  stagger simulate --drill                 (400 thin processes, a 2 s stall)
+  stagger simulate --drill --clients 10    (the same load from 10 busy processes)
+  stagger simulate --drill --server-sheds-retries"
 )]
 pub struct Args {
+    /// The drill: 400 client processes send 200 requests/s in all to a
+    /// dependency with twice that capacity that stalls for 2 s at 10 s —
+    /// the failover model in 500 ms ticks, 100 requests and capacity 200
+    /// per tick, outage 10s–12s, burst 20, 20s, comparing
+    /// none,immediate,full,full+budget+breaker. Other flags override it
+    /// (e.g. `--drill --clients 10`). The same shape as `stagger gameday --drill`.
+    #[arg(long)]
+    drill: bool,
     /// Model: failover | contention | metastable | layers (e.g. `--model contention`).
     #[arg(long, default_value = "failover", value_name = "M")]
     model: String,
@@ -79,6 +90,11 @@ pub struct Args {
     /// starting it (deadline propagation).
     #[arg(long)]
     server_skips_expired: bool,
+    /// Failover: an overloaded server sheds retries before first attempts,
+    /// answering them at once with 503 and a Retry-After of 1 to 5 s (what
+    /// the library's ShedLayer does).
+    #[arg(long)]
+    server_sheds_retries: bool,
     /// Outage start (failover 2s, metastable 10s).
     #[arg(long, value_parser = duration, value_name = "D")]
     outage_start: Option<Duration>,
@@ -146,7 +162,17 @@ impl Args {
     /// The parameters the flags describe, validated.
     fn params(&self) -> anyhow::Result<(Params, Vec<Strategy>)> {
         let model: Model = self.model.parse().map_err(usage)?;
-        let mut p = Params::defaults(model);
+        if self.drill && model != Model::Failover {
+            return Err(bad(
+                "drill",
+                format!("is a failover scenario; drop --model {model}"),
+            ));
+        }
+        let mut p = if self.drill {
+            Params::drill()
+        } else {
+            Params::defaults(model)
+        };
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { p.$field = v; } )* };
         }
@@ -171,6 +197,13 @@ impl Args {
             p.seed = v;
         }
         p.server_skips_expired = self.server_skips_expired;
+        if self.server_sheds_retries && model != Model::Failover {
+            return Err(bad(
+                "server-sheds-retries",
+                "is for --model failover (metastable has --server-skips-expired)".into(),
+            ));
+        }
+        p.server_sheds_retries = self.server_sheds_retries;
         if let Some(c) = &self.clients {
             p.clients = c.parse::<ClientRange>().map_err(usage)?;
         }
@@ -195,6 +228,7 @@ impl Args {
         }
         let strategies = match &self.strategy {
             Some(s) => Strategy::parse_list(s).map_err(usage)?,
+            None if self.drill => Strategy::parse_list(DRILL_STRATEGIES).map_err(usage)?,
             None => Strategy::defaults(model),
         };
         p.validate().map_err(usage)?;

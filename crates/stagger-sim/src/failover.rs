@@ -8,6 +8,14 @@
 //! the end of the tick; a retry after delay `d` runs in the tick containing
 //! `end + d`. Requests are spread round-robin over the client processes.
 //!
+//! With [`server_sheds_retries`](crate::Params::server_sheds_retries), an
+//! overloaded server (outside the outage) serves first attempts first:
+//! retries get only the capacity first attempts leave, and the others are
+//! answered at once with a 503 and a `Retry-After` of 1 to 5 s — they count
+//! as attempts that arrived, but not in the load that decides who succeeds,
+//! since turning one away costs the server next to nothing. (The model has
+//! no queue that outlives a tick, so there is no expired work to drop.)
+//!
 //! Every failed attempt goes to the library's [`Policy::decide`] with a
 //! per-request [`Call`] whose random stream is forked from the run's seed;
 //! ticks are a calendar of reusable buckets, so a run allocates nothing per
@@ -15,7 +23,9 @@
 //!
 //! [`Policy::decide`]: stagger::Policy::decide
 
-use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason};
+use std::time::Duration;
+
+use stagger::{Call, Class, Decision, Failure, FastRng, Hint, Outcome, RandomSource, StopReason};
 
 use crate::engine::{mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
@@ -31,6 +41,7 @@ pub(crate) struct Scratch {
     buckets: Vec<Vec<u32>>,
     calls: Vec<Call<FastRng>>,
     admitted: Vec<u32>,
+    shed: Vec<u32>,
 }
 
 /// What one run produced.
@@ -119,9 +130,14 @@ pub(crate) fn run(
         // go back now and keep its capacity.
         due.clear();
         s.buckets[k] = due;
+        let arrived = s.admitted.len();
+        out.load[k] = arrived as u32;
+        out.attempts += arrived as u64;
+        s.shed.clear();
+        if p.server_sheds_retries && !in_outage && arrived as f64 > cap {
+            shed_retries(&s.calls, &mut s.admitted, &mut s.shed, cap);
+        }
         let load = s.admitted.len();
-        out.load[k] = load as u32;
-        out.attempts += load as u64;
         let p_success = if in_outage {
             0.0
         } else if load as f64 <= cap {
@@ -135,9 +151,15 @@ pub(crate) fn run(
         };
         // Results at the tick's end.
         let now = vt.at(end);
-        for &id in &s.admitted {
-            let ok = p_success >= 1.0 || (p_success > 0.0 && outcome_rng.next_f64() < p_success);
-            let outcome = if ok {
+        let served = s.admitted.len();
+        s.admitted.extend_from_slice(&s.shed);
+        for (i, &id) in s.admitted.iter().enumerate() {
+            let outcome = if i >= served {
+                let secs = 1 + outcome_rng.next_u64() % 5;
+                Outcome::Failure(
+                    Failure::transient().with_hint(Hint::RetryAfter(Duration::from_secs(secs))),
+                )
+            } else if p_success >= 1.0 || (p_success > 0.0 && outcome_rng.next_f64() < p_success) {
                 Outcome::Success
             } else {
                 Outcome::Failure(Class::Transient.into())
@@ -164,6 +186,23 @@ pub(crate) fn run(
     out.budget_refusals = policies.budget_refusals();
     out.breaker_opens = policies.breaker_opens();
     Ok(out)
+}
+
+/// Moves the retries that do not fit in the capacity first attempts leave
+/// from `admitted` to `shed`, the latest-admitted first.
+fn shed_retries(calls: &[Call<FastRng>], admitted: &mut Vec<u32>, shed: &mut Vec<u32>, cap: f64) {
+    let is_retry = |id: u32| calls[id as usize].attempts() > 1;
+    let retries = admitted.iter().filter(|&&id| is_retry(id)).count();
+    let room = (cap.floor() as usize).saturating_sub(admitted.len() - retries);
+    let mut excess = retries.saturating_sub(room);
+    let mut i = admitted.len();
+    while excess > 0 {
+        i -= 1;
+        if is_retry(admitted[i]) {
+            shed.push(admitted.remove(i));
+            excess -= 1;
+        }
+    }
 }
 
 /// Time after the outage until the run recovered ([`crate::recovery`]:

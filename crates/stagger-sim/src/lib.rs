@@ -15,7 +15,7 @@
 //! [`Strategy::policy`] and [`Strategy::guardrails`], which the game-day
 //! uses too.
 //!
-//! Models (see each module): [`failover`] (the seeds' burst around a short
+//! Models (see each module): [`failover`] (a burst around a short
 //! outage), [`contention`] (AWS's optimistic-concurrency race),
 //! [`metastable`] (a saturated FIFO server kept down by retries), [`layers`]
 //! (retries multiplied through a call chain).
@@ -59,7 +59,9 @@ mod result;
 mod strategy;
 
 pub use layers::RetryAt;
-pub use params::{ClientRange, Model, Params, SuccessModel, MAX_CLIENTS};
+pub use params::{
+    ClientRange, Model, Params, SuccessModel, DRILL_PROCESSES, DRILL_STRATEGIES, MAX_CLIENTS,
+};
 pub use result::{ParamsOut, Results, Row, Series};
 pub use strategy::{RetryKind, Schedule, Strategy};
 

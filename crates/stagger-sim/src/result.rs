@@ -34,6 +34,8 @@ pub struct ParamsOut {
     pub timeout_s: f64,
     /// Whether the server drops expired work.
     pub server_skips_expired: bool,
+    /// Whether an overloaded server sheds retries first (failover).
+    pub server_sheds_retries: bool,
     /// Outage start in seconds.
     pub outage_start_s: f64,
     /// Outage end in seconds.
@@ -78,6 +80,7 @@ impl ParamsOut {
             capacity: p.capacity,
             timeout_s: p.timeout.as_secs_f64(),
             server_skips_expired: p.server_skips_expired,
+            server_sheds_retries: p.server_sheds_retries,
             outage_start_s: p.outage_start.as_secs_f64(),
             outage_end_s: p.outage_end.as_secs_f64(),
             burst: p.burst,

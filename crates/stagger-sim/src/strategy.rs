@@ -413,8 +413,9 @@ mod tests {
             let b = g.get_breaker().unwrap().clone();
             let t0 = std::time::Instant::now();
             let failed = Outcome::Failure(Class::Transient.into());
+            // Fail calls until it opens (a run of failures or the rate).
             for _ in 0..20 {
-                let permit = b.acquire(t0).unwrap();
+                let Ok(permit) = b.acquire(t0) else { break };
                 b.record(permit, &failed, None, t0);
             }
             b.acquire(t0).unwrap_err().retry_in

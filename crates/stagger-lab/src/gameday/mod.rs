@@ -84,6 +84,11 @@ pub struct Config {
     /// Also report every pod's events to the `metrics` facade (for an
     /// [`exporter::Exporter`] to serve).
     pub metrics: bool,
+    /// The server sheds retries first (the library's `ShedLayer`).
+    pub shed_retries: bool,
+    /// The server drops expired work (the library's `DeadlineLayer`, and
+    /// queued jobs whose caller's deadline passed are skipped unstarted).
+    pub drop_expired: bool,
 }
 
 fn usage(msg: String) -> Error {
@@ -226,6 +231,8 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         fault: a.fault,
         fault_start,
         fault_end: fault_end.unwrap_or(MAX_DURATION * 2),
+        shed_retries: a.shed_retries,
+        drop_expired: a.drop_expired,
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -250,6 +257,8 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         outage_start_s: fault_start.as_secs_f64(),
         outage_end_s: fault_end.map(|e| e.as_secs_f64()),
         seed: a.seed,
+        shed_retries: a.shed_retries,
+        drop_expired: a.drop_expired,
     };
     let fleet = fleet::Config {
         clients: a.clients,
@@ -410,6 +419,8 @@ mod tests {
             cap: ms(10_000),
             seed: 1,
             metrics: false,
+            shed_retries: false,
+            drop_expired: false,
         }
     }
 

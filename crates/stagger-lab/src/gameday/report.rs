@@ -44,6 +44,10 @@ pub struct Params {
     pub outage_end_s: Option<f64>,
     /// Seed of the pods' breakers.
     pub seed: u64,
+    /// Whether the server shed retries first (`ShedLayer`).
+    pub shed_retries: bool,
+    /// Whether the server dropped expired work (`DeadlineLayer`).
+    pub drop_expired: bool,
 }
 
 /// The whole result, the `--format json` document.
@@ -148,10 +152,16 @@ pub fn legend(p: &Params) -> String {
     let end = p
         .outage_end_s
         .map_or("the end of the run".to_string(), |e| format!("{e:.1} s"));
+    let layers = match (p.shed_retries, p.drop_expired) {
+        (false, false) => "",
+        (true, false) => ", sheds retries first",
+        (false, true) => ", drops expired work",
+        (true, true) => ", sheds retries first, drops expired work",
+    };
     format!(
         "fault {} from {:.1} s to {end}; {} new requests/s from {} clients in {} pods; server \
-         capacity {:.0}/s ({} workers × {:.0} ms, queue {}); attempt timeout {:.0} ms, deadline \
-         {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
+         capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}); attempt timeout {:.0} ms, \
+         deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
         p.fault,
         p.outage_start_s,
         p.rate,
