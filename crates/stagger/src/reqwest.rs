@@ -117,8 +117,9 @@ impl RetryMiddleware {
 }
 
 /// Classifies a reqwest-middleware error: a connect error is transient and
-/// surely unsent, a timeout is "result unknown", other errors by their I/O
-/// cause.
+/// surely unsent, a timeout is "result unknown", a redirect loop (or more
+/// redirects than the client follows) is permanent — the same request meets
+/// the same loop — and other errors go by their I/O cause.
 fn classify(e: &reqwest_middleware::Error) -> (Failure, bool) {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
@@ -126,6 +127,8 @@ fn classify(e: &reqwest_middleware::Error) -> (Failure, bool) {
                 (Failure::new(Class::Transient), true)
             } else if r.is_timeout() {
                 (Failure::timeout(), false)
+            } else if r.is_redirect() {
+                (Failure::new(Class::Permanent), false)
             } else {
                 (Failure::new(error_class(r)), never_sent(r))
             }
