@@ -132,9 +132,7 @@ pub(crate) fn run(
             out.succeeded += 1;
             last = last.max(back);
             PeekMut::pop(top);
-            if policy.watches_success(call) {
-                policy.decide(call, Outcome::Success, At(vt, back));
-            }
+            policy.decide(call, Outcome::Success, At(vt, back));
             continue;
         }
         match policy.decide(call, Class::Transient, At(vt, back)) {

@@ -112,9 +112,7 @@ fn serve(ctx: &mut Ctx<'_>, layer: usize, inbound: u32) -> (bool, bool) {
         };
         retried |= retried_below;
         if ok {
-            if policy.watches_success(&call) {
-                policy.decide(&mut call, Outcome::Success, ctx.now);
-            }
+            policy.decide(&mut call, Outcome::Success, ctx.now);
             return (true, retried);
         }
         let class = if fail_fast || (ctx.mode == RetryAt::OneLayer && retried_below) {

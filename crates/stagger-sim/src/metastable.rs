@@ -201,9 +201,7 @@ pub(crate) fn run(
             {
                 req.state = State::Done;
                 World::bump(&mut w.out.goodput, t);
-                if policy.watches_success(&req.call) {
-                    policy.decide(&mut req.call, Outcome::Success, vt.at(t));
-                }
+                policy.decide(&mut req.call, Outcome::Success, vt.at(t));
             }
             w.start_next(t);
         } else if t == timeout_at {

@@ -62,8 +62,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::classify::{Class, Outcome};
 use crate::event::{BreakerState, Event, Observer};
+use crate::outcome::{Class, Outcome};
 use crate::rng::splitmix64;
 use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::window::{Timebase, Window};

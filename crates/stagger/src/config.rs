@@ -54,8 +54,9 @@ use serde_json::{Map, Value};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::budget::TokenBucket;
-use crate::classify::{grpc_code_listed, Class};
+use crate::classify::grpc_code_listed;
 use crate::error::ConfigError;
+use crate::outcome::Class;
 use crate::policy::{Policy, PolicyBuilder};
 
 /// A6's ceiling on `maxAttempts`: larger values are treated as this.

@@ -95,13 +95,20 @@ pub fn format_timeout_ms(remaining: Duration) -> String {
     remaining.as_millis().to_string()
 }
 
-/// Parses `x-request-timeout-ms`: ASCII digits only (at most 12), else `None`.
+/// Parses `x-request-timeout-ms`: ASCII digits only, else `None`. Leading
+/// zeros are allowed whatever their number; a value of more than 12
+/// significant digits (over 31 years) is refused as nonsense rather than
+/// taken as "no deadline".
 pub fn parse_timeout_ms(value: &str) -> Option<Duration> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
-    if v.is_empty() || v.len() > 12 || !v.bytes().all(|b| b.is_ascii_digit()) {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    v.parse().ok().map(Duration::from_millis)
+    let significant = v.trim_start_matches('0');
+    if significant.len() > 12 {
+        return None;
+    }
+    Some(Duration::from_millis(significant.parse().unwrap_or(0)))
 }
 
 /// Formats `grpc-timeout`: at most 8 digits and a unit (`n u m S M H`),
@@ -209,6 +216,7 @@ mod tests {
     #[test]
     fn timeout_ms_header() {
         assert_eq!(parse_timeout_ms("250"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_timeout_ms("0"), Some(Duration::ZERO));
         assert_eq!(format_timeout_ms(Duration::from_micros(2500)), "2");
         for bad in ["", "-1", "1.5", "1e3", "9999999999999"] {
             assert_eq!(parse_timeout_ms(bad), None, "{bad:?}");

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::policy::StopReason;
+use crate::outcome::StopReason;
 
 /// A configuration value that stagger refuses, naming the field.
 ///
@@ -65,6 +65,7 @@ pub(crate) struct Failed<E> {
     pub(crate) last: Option<E>,
     pub(crate) timed_out: bool,
     pub(crate) retry_in: Option<Duration>,
+    pub(crate) refused: Option<ConfigError>,
 }
 
 impl<E> From<Failed<E>> for RetryError<E> {
@@ -109,6 +110,13 @@ impl<E> RetryError<E> {
         self.inner.timed_out
     }
 
+    /// The setting this executor cannot honour, when it refused to run the
+    /// call at all (for example an `attempt_timeout` given to a blocking
+    /// closure that cannot see it).
+    pub fn refused(&self) -> Option<&ConfigError> {
+        self.inner.refused.as_ref()
+    }
+
     /// Takes the last attempt's error.
     pub fn into_last(self) -> Option<E> {
         self.inner.last
@@ -117,6 +125,9 @@ impl<E> RetryError<E> {
 
 impl<E: fmt::Display> fmt::Display for RetryError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(c) = self.refused() {
+            return write!(f, "refused before the first attempt: {c}");
+        }
         write!(
             f,
             "gave up after {} attempt{} ({})",

@@ -27,8 +27,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::classify::{Class, Hint};
-use crate::policy::StopReason;
+use crate::outcome::StopReason;
+use crate::outcome::{Class, Hint};
 
 /// State of a circuit breaker, as reported in events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -262,40 +262,47 @@ impl Stats {
     }
 }
 
+/// Adds `n` to a counter, stopping at `u64::MAX` instead of wrapping: a
+/// counter that wrapped would report a tiny number after a huge one.
+#[inline]
+fn bump(counter: &AtomicU64, n: u64) {
+    let _ = counter.fetch_update(Relaxed, Relaxed, |c| Some(c.saturating_add(n)));
+}
+
 impl Observer for Stats {
     fn on_event(&self, event: &Event) {
         match *event {
             Event::AttemptStarted { attempt } => {
                 if attempt == 1 {
-                    self.logical_requests.fetch_add(1, Relaxed);
+                    bump(&self.logical_requests, 1);
                 }
-                self.attempts.fetch_add(1, Relaxed);
+                bump(&self.attempts, 1);
             }
             Event::RetryScheduled { delay, cause, .. } => {
-                self.retries.fetch_add(1, Relaxed);
+                bump(&self.retries, 1);
                 let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-                self.slept_ns.fetch_add(ns, Relaxed);
-                self.failures[class_index(cause)].fetch_add(1, Relaxed);
+                bump(&self.slept_ns, ns);
+                bump(&self.failures[class_index(cause)], 1);
             }
             Event::AttemptFailed { class, .. } => {
-                self.failed[class_index(class)].fetch_add(1, Relaxed);
+                bump(&self.failed[class_index(class)], 1);
             }
             Event::Stopped { reason, .. } => {
-                self.stops[reason.index()].fetch_add(1, Relaxed);
+                bump(&self.stops[reason.index()], 1);
             }
             Event::BudgetRefused { .. } => {
-                self.budget_refusals.fetch_add(1, Relaxed);
+                bump(&self.budget_refusals, 1);
             }
             Event::BreakerStateChanged { to, .. } => {
                 if to == BreakerState::Open {
-                    self.breaker_opens.fetch_add(1, Relaxed);
+                    bump(&self.breaker_opens, 1);
                 }
             }
             Event::HintUsed { .. } => {
-                self.hints_used.fetch_add(1, Relaxed);
+                bump(&self.hints_used, 1);
             }
             Event::HintInvalid { .. } => {
-                self.hints_invalid.fetch_add(1, Relaxed);
+                bump(&self.hints_invalid, 1);
             }
         }
     }

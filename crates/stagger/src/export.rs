@@ -148,7 +148,7 @@ mod metrics_export {
 #[cfg(feature = "tracing")]
 mod tracing_export {
     use crate::event::{BreakerState, Event, Observer};
-    use crate::policy::StopReason;
+    use crate::outcome::StopReason;
 
     /// Emits every event as a `tracing` event with target `stagger`:
     /// attempts at TRACE, scheduled retries and hints at DEBUG, budget
@@ -228,7 +228,7 @@ mod tests {
 
     use super::MetricsObserver;
     use crate::event::{BreakerState, Event, Observer};
-    use crate::policy::StopReason;
+    use crate::outcome::StopReason;
 
     /// Remembers every counter increment as `name{labels} += n`.
     #[derive(Default)]

@@ -20,7 +20,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::classify::Hint;
+use crate::outcome::Hint;
 
 /// A parsed `Retry-After` value (RFC 9110 §10.2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -71,6 +71,7 @@
 pub mod backoff;
 pub mod breaker;
 pub mod budget;
+mod call;
 pub mod classify;
 pub mod clock;
 #[cfg(feature = "serde")]
@@ -84,6 +85,7 @@ pub mod guard;
 pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
+mod outcome;
 pub mod policy;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
@@ -98,15 +100,17 @@ mod window;
 
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};
-pub use classify::{Class, Classify, Failure, Hint, Outcome};
+pub use call::{Call, LazyRng};
+pub use classify::Classify;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
 pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
 pub use exec::future::{AsyncRetry, AsyncRetryExt, Sleeper};
-pub use exec::sync::{Retry, RetryExt};
+pub use exec::sync::{Retry, RetryAttemptExt, RetryExt};
 pub use exec::Report;
-pub use guard::Guardrails;
-pub use policy::{Call, Decision, Guardrail, Policy, PolicyBuilder, Refusal, StopReason, Ticket};
+pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
+pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
+pub use policy::{Policy, PolicyBuilder};
 pub use rng::{FastRng, RandomSource};
 pub use scheduled::{JitteredTtl, Reconnect, Ticks};
 pub use sli::{SliSnapshot, SliState, SliWindow};

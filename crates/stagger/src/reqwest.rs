@@ -43,12 +43,13 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
-use crate::classify::{Class, Failure};
 use crate::http::{
-    error_chain, error_class, never_sent, AttemptLog, AttemptTimedOut, Driver, NotRetried,
-    RetryInfo, Settings, Step,
+    error_chain, error_failure, AttemptLog, AttemptTimedOut, Driver, NotRetried, RetryInfo,
+    Settings,
 };
-use crate::policy::{Policy, StopReason};
+use crate::outcome::StopReason;
+use crate::outcome::{Class, Decision, Failure};
+use crate::policy::Policy;
 
 /// Retries reqwest requests under a shared [`Policy`]; see the
 /// [module docs](self).
@@ -120,23 +121,20 @@ impl RetryMiddleware {
 /// surely unsent, a timeout is "result unknown", a redirect loop (or more
 /// redirects than the client follows) is permanent — the same request meets
 /// the same loop — and other errors go by their I/O cause.
-fn classify(e: &reqwest_middleware::Error) -> (Failure, bool) {
+fn classify(e: &reqwest_middleware::Error) -> Failure {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
             if r.is_connect() {
-                (Failure::new(Class::Transient), true)
+                Failure::new(Class::Transient).not_sent()
             } else if r.is_timeout() {
-                (Failure::timeout(), false)
+                Failure::timeout()
             } else if r.is_redirect() {
-                (Failure::new(Class::Permanent), false)
+                Failure::new(Class::Permanent)
             } else {
-                (Failure::new(error_class(r)), never_sent(r))
+                error_failure(r)
             }
         }
-        reqwest_middleware::Error::Middleware(m) => {
-            let e: &(dyn std::error::Error + 'static) = m.as_ref();
-            (Failure::new(error_class(e)), never_sent(e))
-        }
+        reqwest_middleware::Error::Middleware(m) => error_failure(m.as_ref()),
     }
 }
 
@@ -153,12 +151,12 @@ impl Middleware for RetryMiddleware {
         let mut template = None;
         match (len, req.try_clone()) {
             (Some(n), _) if n > self.settings.max_replay_bytes => {
-                driver.restrict(NotRetried::BodyTooLarge {
+                driver.commit(NotRetried::BodyTooLarge {
                     limit: self.settings.max_replay_bytes,
                 });
             }
             (_, Some(copy)) => template = Some(copy),
-            (_, None) => driver.restrict(NotRetried::BodyStream),
+            (_, None) => driver.commit(NotRetried::BodyStream),
         }
         let mut once = Some(req);
         let mut last: Option<Result<Response>> = None;
@@ -193,21 +191,19 @@ impl Middleware for RetryMiddleware {
                     step
                 }
                 Some(Err(e)) => {
-                    let (failure, unsent) = classify(&e);
-                    let step = driver.after_error(failure, unsent, error_chain(&e));
+                    let step = driver.after_error(classify(&e), error_chain(&e));
                     last = Some(Err(e));
                     step
                 }
                 None => {
-                    let step =
-                        driver.after_error(Failure::timeout(), false, AttemptTimedOut.to_string());
+                    let step = driver.after_error(Failure::timeout(), AttemptTimedOut.to_string());
                     last = Some(Err(reqwest_middleware::Error::middleware(AttemptTimedOut)));
                     step
                 }
             };
             match step {
-                Step::Retry(after) => tokio::time::sleep(after).await,
-                Step::Stop(reason) => return conclude(last, driver.finish(reason), extensions),
+                Decision::Retry { after } => tokio::time::sleep(after).await,
+                Decision::Stop(reason) => return conclude(last, driver.finish(reason), extensions),
             }
         }
     }

@@ -51,8 +51,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::budget::thousandths;
-use crate::classify::{Class, Outcome};
 use crate::error::ConfigError;
+use crate::outcome::{Class, Outcome};
 use crate::rng::RandomSource;
 use crate::sync::nanos;
 use crate::window::{Timebase, Window};

@@ -219,7 +219,7 @@ fn classes_decide_what_is_retried() {
     ];
     for (class, idempotent, hint, want) in cases {
         let mut call = Call::seeded(1).idempotent(idempotent);
-        let f = Failure { class, hint };
+        let f = Failure::new(class).with_hint_opt(hint);
         let got = fail_once(&policy, &mut call, f, now);
         match want {
             Some(r) => assert_eq!(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use ::loom::thread;
 
 use super::*;
-use crate::classify::Failure;
+use crate::outcome::Failure;
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = ::loom::model::Builder::new();

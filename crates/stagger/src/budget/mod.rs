@@ -44,8 +44,8 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::classify::{Class, Failure};
 use crate::error::ConfigError;
+use crate::outcome::Failure;
 
 mod quota;
 mod ratio;
@@ -146,14 +146,12 @@ pub trait Budget: Send + Sync + fmt::Debug {
     fn try_withdraw(&self, failure: &Failure, now: Instant) -> Option<Withdrawal>;
 }
 
-/// Whether a failure counts against failure-driven budgets (the ones a
-/// retry policy would retry: not permanent errors, not cancellations).
+/// Whether a failure counts against failure-driven budgets: see
+/// [`Failure::counts_against_dependency`] (a failure that could clear, or a
+/// server's explicit "do not retry", as gRPC's throttling charges it).
 #[inline]
 pub(crate) fn qualifies(failure: &Failure) -> bool {
-    matches!(
-        failure.class,
-        Class::Transient | Class::Unknown | Class::OnlyWithHint
-    )
+    failure.counts_against_dependency()
 }
 
 /// `x` in thousandths, checked to be finite and within `[min, max]`.

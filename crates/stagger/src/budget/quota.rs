@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{refill, take, Budget, Withdrawal};
-use crate::classify::{Class, Failure};
 use crate::error::ConfigError;
+use crate::outcome::{Class, Failure};
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
 /// AWS's standard retry quota (SPEC §5 `quota`). Cheap to clone; clones

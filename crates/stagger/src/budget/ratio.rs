@@ -21,8 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{scaled, Budget, Withdrawal};
-use crate::classify::Failure;
 use crate::error::ConfigError;
+use crate::outcome::Failure;
 use crate::sync::{atomics, nanos, AtomicU64, Ordering::*, Padded};
 use crate::window::{ahead_by, count, is_ahead, is_epoch, pack, Timebase, Window};
 

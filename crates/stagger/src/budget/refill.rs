@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{refill, take, thousandths, Budget, Withdrawal};
-use crate::classify::Failure;
 use crate::error::ConfigError;
+use crate::outcome::Failure;
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
 /// A retry spends 1 token, a success adds `ratio`; starts full (SPEC §5

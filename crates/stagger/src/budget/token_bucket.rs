@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{qualifies, refill, thousandths, Budget, Withdrawal};
-use crate::classify::Failure;
 use crate::error::ConfigError;
+use crate::outcome::Failure;
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
 /// The gRPC A6 token bucket (SPEC §5 `token_bucket`). Cheap to clone; clones

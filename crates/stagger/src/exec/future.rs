@@ -30,12 +30,15 @@ use std::pin::{pin, Pin};
 use std::task::Poll;
 use std::time::Duration;
 
-use crate::classify::{Classify, Failure, Outcome};
+use crate::call::Call;
+use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
 use crate::exec::sync::{judge, notice, DefaultSettings, Kept, Settings};
 use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
-use crate::policy::{Call, Decision, Policy};
+use crate::outcome::Decision;
+use crate::outcome::{Failure, Outcome};
+use crate::policy::Policy;
 use crate::rng::FastRng;
 
 /// Something that waits asynchronously. Implemented for every

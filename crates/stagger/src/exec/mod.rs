@@ -23,10 +23,12 @@
 
 use std::time::Duration;
 
-use crate::classify::{Class, Classify, Failure};
+use crate::call::Call;
+use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::error::RetryError;
-use crate::policy::{Call, StopReason};
+use crate::outcome::StopReason;
+use crate::outcome::{Class, Failure};
 
 pub mod future;
 pub mod sync;
@@ -328,6 +330,24 @@ impl<T, E> Report<T, E> {
         }
     }
 
+    /// A call the executor refused to run: `why` names the setting.
+    #[cold]
+    pub(crate) fn refused(why: crate::error::ConfigError) -> Self {
+        Report {
+            result: Err(RetryError::from(crate::error::Failed {
+                reason: StopReason::NotRetryable,
+                attempts: 0,
+                elapsed: None,
+                last: None,
+                timed_out: false,
+                retry_in: None,
+                refused: Some(why),
+            })),
+            attempts: 0,
+            reason: StopReason::NotRetryable,
+        }
+    }
+
     pub(crate) fn finish<R, C: Clock>(
         result: Result<T, Option<E>>,
         call: &Call<R>,
@@ -347,6 +367,7 @@ impl<T, E> Report<T, E> {
                 last,
                 timed_out,
                 retry_in: call.retry_in(),
+                refused: None,
             })
         });
         Report {

@@ -1,21 +1,115 @@
 //! The blocking executor: retries a closure on the current thread, sleeping
 //! with `std::thread::sleep` (or a sleeper you pass, so tests never sleep).
 //!
-//! A blocking closure cannot be interrupted, so per-attempt timeouts are
-//! the closure's own business here (use [`Retry::report`]'s policy
-//! `attempt_timeout` in the I/O you do); the deadline still bounds every
-//! wait, and the asynchronous executor enforces attempt timeouts itself.
+//! A blocking closure cannot be interrupted, so the executor cannot cut an
+//! attempt off at its timeout. A closure that takes an [`Attempt`]
+//! ([`RetryAttemptExt::retry_with_attempt`]) is handed each attempt's
+//! timeout — `min(attempt_timeout, time left before the deadline)` — to
+//! apply to its own I/O (a socket's read timeout, say). A closure that
+//! takes nothing cannot see it, so a policy with an `attempt_timeout` is
+//! refused for it with an error naming the setting, never silently
+//! ignored. The deadline bounds every wait either way.
+//!
+//! ```
+//! use stagger::exec::sync::Attempt;
+//! use stagger::{Policy, RetryAttemptExt, RetryExt};
+//! use std::time::Duration;
+//!
+//! let policy = Policy::builder().attempt_timeout(Duration::from_millis(300)).build().unwrap();
+//! let report = (|a: &Attempt| {
+//!     assert_eq!(a.timeout(), Some(Duration::from_millis(300)));
+//!     Ok::<_, std::io::Error>(a.number())
+//! })
+//! .retry_with_attempt(&policy)
+//! .report();
+//! assert_eq!(report.result.unwrap(), 1);
+//!
+//! // The same policy with a closure that cannot see the timeout: refused.
+//! let err = (|| Ok::<_, std::io::Error>(1)).retry(&policy).call().unwrap_err();
+//! assert_eq!(err.refused().unwrap().field(), "attempt_timeout");
+//! ```
 
 use std::time::{Duration, Instant};
 
-use crate::classify::{Classify, Failure, Outcome};
+use crate::call::Call;
+use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
+use crate::error::ConfigError;
 use crate::error::RetryError;
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
-use crate::policy::{Call, Decision, Policy};
+use crate::outcome::Decision;
+use crate::outcome::{Failure, Outcome};
+use crate::policy::Policy;
 use crate::rng::FastRng;
+
+/// One attempt, as the blocking executor hands it to a closure that asks
+/// for it ([`RetryAttemptExt::retry_with_attempt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    number: u32,
+    timeout: Option<Duration>,
+}
+
+impl Attempt {
+    /// The attempt number, from 1.
+    pub const fn number(&self) -> u32 {
+        self.number
+    }
+
+    /// How long this attempt may take: `min(attempt_timeout, time left
+    /// before the deadline)`, `None` when unbounded. The closure applies
+    /// it to its own I/O; the executor cannot interrupt it.
+    pub const fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+/// The body of a blocking retried call: a closure that takes nothing
+/// ([`Plain`]) or one that takes the [`Attempt`] ([`WithAttempt`]).
+pub trait Operation {
+    /// The value of a successful attempt.
+    type Value;
+    /// The error of a failed attempt.
+    type Error;
+    /// Whether the closure is shown the attempt's timeout.
+    const SEES_ATTEMPT: bool;
+
+    /// Runs one attempt.
+    fn run(&mut self, attempt: &Attempt) -> Result<Self::Value, Self::Error>;
+}
+
+/// A closure `FnMut() -> Result<T, E>` (see [`RetryExt::retry`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Plain<F>(F);
+
+impl<T, E, F: FnMut() -> Result<T, E>> Operation for Plain<F> {
+    type Value = T;
+    type Error = E;
+    const SEES_ATTEMPT: bool = false;
+
+    #[inline(always)]
+    fn run(&mut self, _attempt: &Attempt) -> Result<T, E> {
+        (self.0)()
+    }
+}
+
+/// A closure `FnMut(&Attempt) -> Result<T, E>` (see
+/// [`RetryAttemptExt::retry_with_attempt`]).
+#[derive(Debug, Clone, Copy)]
+pub struct WithAttempt<F>(F);
+
+impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
+    type Value = T;
+    type Error = E;
+    const SEES_ATTEMPT: bool = true;
+
+    #[inline(always)]
+    fn run(&mut self, attempt: &Attempt) -> Result<T, E> {
+        (self.0)(attempt)
+    }
+}
 
 /// Something that blocks the thread for a while.
 pub trait Sleep {
@@ -129,12 +223,9 @@ impl<T, E> Kept<T, E> {
 pub trait RetryExt<T, E>: FnMut() -> Result<T, E> + Sized {
     /// Runs this closure under `policy`; finish with [`Retry::call`] or
     /// [`Retry::report`].
-    fn retry(
-        self,
-        policy: &Policy,
-    ) -> Retry<'_, Self, AllTransient, AcceptAll, Silent, ThreadSleep, MonotonicClock> {
+    fn retry(self, policy: &Policy) -> Retry<'_, Plain<Self>> {
         Retry {
-            op: self,
+            op: Plain(self),
             policy,
             when: AllTransient,
             ok: AcceptAll,
@@ -148,8 +239,41 @@ pub trait RetryExt<T, E>: FnMut() -> Result<T, E> + Sized {
 
 impl<T, E, F: FnMut() -> Result<T, E>> RetryExt<T, E> for F {}
 
-/// A blocking retried call being configured; see [`RetryExt::retry`].
-pub struct Retry<'p, F, W, K, N, S, C, P = DefaultSettings> {
+/// Adds `.retry_with_attempt(&policy)` to every
+/// `FnMut(&Attempt) -> Result<T, E>`: the closure is shown each attempt's
+/// number and timeout (see the [module docs](self)).
+pub trait RetryAttemptExt<T, E>: FnMut(&Attempt) -> Result<T, E> + Sized {
+    /// Runs this closure under `policy`, handing it each [`Attempt`].
+    fn retry_with_attempt(self, policy: &Policy) -> Retry<'_, WithAttempt<Self>> {
+        Retry {
+            op: WithAttempt(self),
+            policy,
+            when: AllTransient,
+            ok: AcceptAll,
+            notify: Silent,
+            sleep: ThreadSleep,
+            clock: MonotonicClock,
+            settings: DefaultSettings,
+        }
+    }
+}
+
+impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> RetryAttemptExt<T, E> for F {}
+
+/// A blocking retried call being configured; see [`RetryExt::retry`]. The
+/// type parameters (the operation, classifier, success check, notify hook,
+/// sleeper, clock and per-call settings) default to what `.retry()` starts
+/// with; each builder method replaces one.
+pub struct Retry<
+    'p,
+    F,
+    W = AllTransient,
+    K = AcceptAll,
+    N = Silent,
+    S = ThreadSleep,
+    C = MonotonicClock,
+    P = DefaultSettings,
+> {
     op: F,
     policy: &'p Policy,
     when: W,
@@ -168,7 +292,7 @@ impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
     /// timeout is unknown, not-found is permanent).
     pub fn when_classified<T, E: Classify>(self) -> Retry<'p, F, ByClass, K, N, S, C, P>
     where
-        F: FnMut() -> Result<T, E>,
+        F: Operation<Value = T, Error = E>,
     {
         self.when(ByClass)
     }
@@ -176,7 +300,7 @@ impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
 
 impl<'p, F, T, E, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P>
 where
-    F: FnMut() -> Result<T, E>,
+    F: Operation<Value = T, Error = E>,
     W: Classifier<E>,
     K: OkCheck<T>,
     N: Notify<T, E>,
@@ -194,12 +318,23 @@ where
     /// Runs the call and reports attempts and stop reason, success or not.
     #[inline]
     pub fn report(mut self) -> Report<T, E> {
+        if !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some() {
+            return Report::refused(ConfigError::new(
+                "attempt_timeout",
+                "a blocking closure cannot be interrupted and this one cannot see its \
+                 timeout: use `retry_with_attempt` and apply `Attempt::timeout`, or drop the setting",
+            ));
+        }
         // Fast path: with nothing that needs the clock or a shared guardrail,
         // the first attempt runs before any per-call state exists, so a call
         // that succeeds costs one branch over a plain call.
         let first =
             if self.policy.is_passive() && self.settings.get().is_plain() && !self.notify.wants() {
-                match judge((self.op)(), &mut self.when, &mut self.ok) {
+                let first = Attempt {
+                    number: 1,
+                    timeout: self.policy.attempt_timeout(),
+                };
+                match judge(self.op.run(&first), &mut self.when, &mut self.ok) {
                     Ok(v) => return Report::success(v, 1),
                     Err(failed) => Some(failed),
                 }
@@ -218,12 +353,19 @@ where
             call.start_clock(self.clock.now());
         }
         loop {
-            if let Err(reason) = policy.start_attempt(&mut call, &self.clock) {
-                return Report::finish(last.into_result(), &call, &self.clock, reason, false);
-            }
+            let timeout = match policy.start_attempt(&mut call, &self.clock) {
+                Ok(t) => t,
+                Err(reason) => {
+                    return Report::finish(last.into_result(), &call, &self.clock, reason, false)
+                }
+            };
+            let attempt = Attempt {
+                number: call.attempts(),
+                timeout,
+            };
             let failed = match first.take() {
                 Some(failed) => failed,
-                None => match judge((self.op)(), &mut self.when, &mut self.ok) {
+                None => match judge(self.op.run(&attempt), &mut self.when, &mut self.ok) {
                     Ok(v) => {
                         if policy.watches_success(&call) {
                             policy.decide(&mut call, Outcome::Success, &self.clock);

@@ -14,51 +14,12 @@ use super::{
     attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
     timeout_header, IDEMPOTENCY_KEY, NO_RETRY, RETRY_ATTEMPT,
 };
-use crate::classify::{Class, Failure, Hint, Outcome};
+use crate::call::Call;
 use crate::clock::Clock;
-use crate::policy::{Call, Decision, Policy, StopReason};
-
-/// Why a call that failed in a retryable way was still not retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum NotRetried {
-    /// The request body was larger than the replay limit, so it could not
-    /// be sent twice.
-    BodyTooLarge {
-        /// The replay limit in bytes.
-        limit: usize,
-    },
-    /// The request body is a stream of unknown length: it is sent once.
-    BodyStream,
-    /// A POST or PATCH without an `Idempotency-Key`: repeating it could do
-    /// the work twice.
-    NotIdempotent,
-    /// The call was made while serving an inbound retry: the one-layer rule
-    /// fails fast and leaves retrying to the caller.
-    ServingRetry,
-    /// The server said a layer below already retried ([`NO_RETRY`](super::NO_RETRY)),
-    /// or a gRPC server asked not to be retried.
-    ServerSaidNo,
-}
-
-impl NotRetried {
-    /// A snake_case name for logs and JSON.
-    pub const fn as_str(&self) -> &'static str {
-        match self {
-            NotRetried::BodyTooLarge { .. } => "body_too_large",
-            NotRetried::BodyStream => "body_stream",
-            NotRetried::NotIdempotent => "not_idempotent",
-            NotRetried::ServingRetry => "serving_retry",
-            NotRetried::ServerSaidNo => "server_said_no",
-        }
-    }
-}
-
-impl fmt::Display for NotRetried {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::outcome::{
+    Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
+};
+use crate::policy::Policy;
 
 /// How a call ended, put in the final response's extensions (and carried by
 /// the error when there is no response).
@@ -304,35 +265,11 @@ fn grpc_status(headers: &HeaderMap) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// What the front-end does after an attempt.
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) enum Step {
-    Retry(Duration),
-    Stop(StopReason),
-}
-
 impl Drop for Driver {
     /// A call dropped mid-attempt (its future was cancelled) gives back what
     /// the attempt holds, such as a half-open breaker's probe slot.
     fn drop(&mut self) {
         self.policy.abandon(&mut self.call, TokioClock);
-    }
-}
-
-/// Makes `f` a failure the engine will not retry, without hiding what the
-/// server sent: a malformed hint stays [`Hint::Invalid`], so the engine
-/// still counts it (SPEC §3), and the failure becomes
-/// [`Class::OnlyWithHint`], which is retried only with a usable hint (never,
-/// then) yet still counts against the server for budgets, breakers and
-/// throttling, as the transient or unknown failure it was. Any other hint
-/// becomes [`Hint::DoNotRetry`].
-fn hold_back(f: &mut Failure) {
-    if f.hint == Some(Hint::Invalid) {
-        if matches!(f.class, Class::Transient | Class::Unknown) {
-            f.class = Class::OnlyWithHint;
-        }
-    } else {
-        f.hint = Some(Hint::DoNotRetry);
     }
 }
 
@@ -345,10 +282,7 @@ pub(crate) struct Driver {
     propagate: bool,
     one_layer: bool,
     grpc: bool,
-    idempotent: bool,
     pub(crate) key: Option<HeaderValue>,
-    restricted: Option<NotRetried>,
-    not_retried: Option<NotRetried>,
     inbound: Option<Inbound>,
     hook: Option<AttemptHook>,
     grpc_retryable: Option<Arc<[u32]>>,
@@ -381,9 +315,18 @@ impl Driver {
         {
             key = Some(new_idempotency_key());
         }
-        let idempotent = options
-            .and_then(|o| o.idempotent)
-            .unwrap_or_else(|| key.is_some() || is_idempotent(method, headers));
+        let grpc = is_grpc(headers);
+        // A gRPC call is always a POST: its contract is the method's retry
+        // policy, not the HTTP method rule.
+        let idempotency = match options.and_then(|o| o.idempotent) {
+            Some(true) => Idempotency::Idempotent,
+            Some(false) if grpc => Idempotency::Unspecified,
+            Some(false) => Idempotency::NotIdempotent,
+            None if grpc && settings.grpc_retryable.is_some() => Idempotency::Idempotent,
+            None if grpc => Idempotency::Unspecified,
+            None if key.is_some() || is_idempotent(method, headers) => Idempotency::Idempotent,
+            None => Idempotency::NotIdempotent,
+        };
         let timeout = options.and_then(|o| o.timeout).or(settings.timeout);
         let mut deadline = options.and_then(|o| o.deadline);
         let inbound_deadline = inbound.as_ref().and_then(Inbound::deadline);
@@ -396,7 +339,10 @@ impl Driver {
             ];
             deadline = candidates.into_iter().flatten().min();
         }
-        let mut call = Call::new().idempotent(idempotent);
+        let serving_retry = settings.one_layer && inbound.as_ref().is_some_and(Inbound::is_retry);
+        let mut call = Call::new()
+            .idempotency(idempotency)
+            .serving_retry(serving_retry);
         if let Some(d) = deadline {
             call = call.deadline(d);
         }
@@ -408,11 +354,8 @@ impl Driver {
                 .unwrap_or(settings.retry_500),
             propagate: settings.propagate_deadline,
             one_layer: settings.one_layer,
-            grpc: is_grpc(headers),
-            idempotent,
+            grpc,
             key,
-            restricted: None,
-            not_retried: None,
             inbound,
             hook: settings.on_attempt.clone(),
             grpc_retryable: settings.grpc_retryable.clone(),
@@ -421,9 +364,10 @@ impl Driver {
         }
     }
 
-    /// Limits the call to one attempt (its body cannot be replayed).
-    pub(crate) fn restrict(&mut self, why: NotRetried) {
-        self.restricted = Some(why);
+    /// Tells the engine the call cannot be repeated (its body cannot be
+    /// replayed).
+    pub(crate) fn commit(&mut self, why: NotRetried) {
+        self.call.commit(why);
     }
 
     /// Admits the next attempt: its timeout, or why the call stops.
@@ -451,8 +395,9 @@ impl Driver {
         }
     }
 
-    /// After a response.
-    pub(crate) fn after_response(&mut self, status: StatusCode, headers: &HeaderMap) -> Step {
+    /// After a response: its failure, if it is one, with every fact the
+    /// response carries.
+    pub(crate) fn after_response(&mut self, status: StatusCode, headers: &HeaderMap) -> Decision {
         match raw_response_failure(status, headers, self.retry_500, SystemTime::now()) {
             None => self.success(Some(status.as_u16())),
             Some(mut f) => {
@@ -460,87 +405,43 @@ impl Driver {
                     f.class = crate::classify::grpc_code_listed(code, codes);
                 }
                 // `x-no-retry` belongs to the one-layer rule: with the rule
-                // off it is ignored and the server's hint stays in force.
-                let said_no = self.one_layer && headers.contains_key(NO_RETRY);
-                self.failure(f, false, said_no, Some(status.as_u16()), None)
+                // off it is not read, and the server's hint stays in force.
+                if self.one_layer && headers.contains_key(NO_RETRY) {
+                    f = f.gave_up_below();
+                }
+                self.failure(f, Some(status.as_u16()), None)
             }
         }
     }
 
-    /// After a transport error (`never_sent`: the request surely did not
-    /// reach the server) or a timeout.
-    pub(crate) fn after_error(
-        &mut self,
-        failure: Failure,
-        never_sent: bool,
-        error: String,
-    ) -> Step {
-        self.failure(failure, never_sent, false, None, Some(error))
+    /// After a transport error or a timeout (the failure says whether the
+    /// request surely never reached the server).
+    pub(crate) fn after_error(&mut self, failure: Failure, error: String) -> Decision {
+        self.failure(failure, None, Some(error))
     }
 
-    fn success(&mut self, status: Option<u16>) -> Step {
-        if self.policy.watches_success(&self.call) {
-            self.policy
-                .decide(&mut self.call, Outcome::Success, TokioClock);
-        }
+    fn success(&mut self, status: Option<u16>) -> Decision {
+        self.policy
+            .decide(&mut self.call, Outcome::Success, TokioClock);
         self.log(status, None, None, None, Some(StopReason::Success));
-        Step::Stop(StopReason::Success)
+        Decision::Stop(StopReason::Success)
     }
 
-    /// `said_no`: a layer below marked the failure [`NO_RETRY`] and the
-    /// one-layer rule is on.
-    fn failure(
-        &mut self,
-        mut f: Failure,
-        never_sent: bool,
-        said_no: bool,
-        status: Option<u16>,
-        error: Option<String>,
-    ) -> Step {
+    fn failure(&mut self, f: Failure, status: Option<u16>, error: Option<String>) -> Decision {
         self.last_class = Some(f.class);
-        // Would the engine retry this for an idempotent call with a
-        // replayable body outside any inbound retry? Then say why not.
-        let worth = match f.class {
-            Class::Transient | Class::Unknown => true,
-            Class::OnlyWithHint => matches!(f.hint, Some(Hint::RetryAfter(_) | Hint::Pushback(_))),
-            _ => false,
-        };
-        let server_said_no = said_no || f.hint == Some(Hint::DoNotRetry);
-        if said_no {
-            hold_back(&mut f);
-        }
-        if worth && self.call.attempts() < self.policy.max_attempts() {
-            let why = if server_said_no {
-                Some(NotRetried::ServerSaidNo)
-            } else if self.restricted.is_some() {
-                self.restricted
-            } else if !self.idempotent && !never_sent {
-                Some(NotRetried::NotIdempotent)
-            } else if self.one_layer && self.inbound.as_ref().is_some_and(Inbound::is_retry) {
-                Some(NotRetried::ServingRetry)
-            } else {
-                None
-            };
-            if let Some(why) = why {
-                self.not_retried = Some(why);
-                hold_back(&mut f);
-            }
-        }
         let hint = match f.hint {
             Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
             _ => None,
         };
-        match self.policy.decide(&mut self.call, f, TokioClock) {
+        let decision = self.policy.decide(&mut self.call, f, TokioClock);
+        match decision {
             Decision::Retry { after } => {
                 self.waited = self.waited.saturating_add(after);
                 self.log(status, error, hint, Some(after), None);
-                Step::Retry(after)
             }
-            Decision::Stop(reason) => {
-                self.log(status, error, hint, None, Some(reason));
-                Step::Stop(reason)
-            }
+            Decision::Stop(reason) => self.log(status, error, hint, None, Some(reason)),
         }
+        decision
     }
 
     fn log(
@@ -567,12 +468,9 @@ impl Driver {
     /// retryable failure was given up on here, and returns the summary.
     pub(crate) fn finish(&self, reason: StopReason) -> RetryInfo {
         if self.one_layer && reason != StopReason::Success {
-            let retryable = matches!(
-                self.last_class,
-                Some(Class::Transient | Class::Unknown | Class::OnlyWithHint)
-            );
+            let retryable = self.last_class.is_some_and(Class::may_clear);
             let declined = matches!(
-                self.not_retried,
+                self.call.not_retried(),
                 Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
             );
             // A layer that made one attempt and was not asked to hold back
@@ -586,7 +484,7 @@ impl Driver {
         RetryInfo {
             attempts: self.call.attempts(),
             reason,
-            not_retried: self.not_retried,
+            not_retried: self.call.not_retried(),
             waited: self.waited,
         }
     }

@@ -45,9 +45,7 @@ use std::time::Instant;
 
 use http::HeaderMap;
 
-use super::{
-    is_grpc, parse_attempt, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT, REQUEST_TIMEOUT, RETRY_ATTEMPT,
-};
+use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, REQUEST_TIMEOUT};
 use crate::deadline::{parse_grpc_timeout, parse_timeout_ms};
 
 tokio::task_local! {
@@ -94,17 +92,7 @@ impl Inbound {
     /// assert_eq!(inbound.deadline(), Some(now + Duration::from_millis(250)));
     /// ```
     pub fn from_headers(headers: &HeaderMap, now: Instant) -> Self {
-        let attempt = headers
-            .get(RETRY_ATTEMPT)
-            .and_then(parse_attempt)
-            .or_else(|| {
-                headers
-                    .get(GRPC_PREVIOUS_ATTEMPTS)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u32>().ok())
-                    .map(|n| n.saturating_add(1))
-            })
-            .unwrap_or(1);
+        let attempt = inbound_attempt(headers);
         let timeout = if is_grpc(headers) {
             headers.get(GRPC_TIMEOUT)
         } else {

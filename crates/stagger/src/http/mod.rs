@@ -44,15 +44,17 @@ use std::time::{Duration, SystemTime};
 use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
-use crate::classify::{self, Class, Failure, Hint};
+use crate::classify;
 use crate::hint::{parse_pushback, retry_after_hint};
+use crate::outcome::{Class, Failure, Hint};
 
 mod call;
 pub mod inbound;
 
-pub use call::{AttemptLog, CallOptions, NotRetried, RetryInfo, Settings};
+pub use crate::outcome::NotRetried;
 #[cfg(any(feature = "tower", feature = "reqwest"))]
-pub(crate) use call::{Driver, Step};
+pub(crate) use call::Driver;
+pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.
@@ -157,6 +159,46 @@ pub fn parse_attempt(value: &HeaderValue) -> Option<u32> {
     v.parse().ok().filter(|n| *n >= 1)
 }
 
+/// The attempt number a request says it is (1-based): `x-retry-attempt`,
+/// else gRPC's `grpc-previous-rpc-attempts` plus one, else 1. Server layers
+/// read it to tell retries from first attempts, whichever protocol the
+/// caller speaks.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use stagger::http::inbound_attempt;
+///
+/// let mut h = HeaderMap::new();
+/// assert_eq!(inbound_attempt(&h), 1);
+/// h.insert("grpc-previous-rpc-attempts", HeaderValue::from_static("1"));
+/// assert_eq!(inbound_attempt(&h), 2);
+/// h.insert("x-retry-attempt", HeaderValue::from_static("4"));
+/// assert_eq!(inbound_attempt(&h), 4);
+/// ```
+pub fn inbound_attempt(headers: &HeaderMap) -> u32 {
+    headers
+        .get(RETRY_ATTEMPT)
+        .and_then(parse_attempt)
+        .or_else(|| {
+            // A count of earlier attempts: 0 is valid here.
+            let v = headers.get(GRPC_PREVIOUS_ATTEMPTS)?.to_str().ok()?.trim();
+            if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            v.parse::<u32>().ok().map(|n| n.saturating_add(1))
+        })
+        .unwrap_or(1)
+}
+
+/// Whether a response is a failed gRPC call whose status travels in its
+/// headers (a trailers-only answer): a `grpc-status` other than 0.
+pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
+    headers
+        .get(GRPC_STATUS)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() != "0")
+}
+
 /// Reads how a response bears on retrying: `None` when it is not a failure
 /// (1xx–3xx, or `grpc-status: 0`), else the failure with any hint the server
 /// gave.
@@ -214,14 +256,15 @@ pub(crate) fn raw_response_failure(
     Some(failure)
 }
 
-trait WithHintOpt {
-    fn with_hint_opt(self, hint: Option<Hint>) -> Self;
-}
-
-impl WithHintOpt for Failure {
-    fn with_hint_opt(mut self, hint: Option<Hint>) -> Self {
-        self.hint = hint;
-        self
+/// A transport error (no response) as the engine's [`Failure`]: its class
+/// ([`error_class`]) and the fact whether the request surely never left
+/// ([`never_sent`]).
+pub fn error_failure(error: &(dyn StdError + 'static)) -> Failure {
+    let f = Failure::new(error_class(error));
+    if never_sent(error) {
+        f.not_sent()
+    } else {
+        f
     }
 }
 

@@ -10,7 +10,9 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::clock::Clock;
-use crate::http::{Inbound, TokioClock, NO_RETRY};
+use crate::http::{
+    is_grpc, is_grpc_failure, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS, NO_RETRY,
+};
 
 /// Reads `x-request-timeout-ms` (or `grpc-timeout` for gRPC) and
 /// `x-retry-attempt` from each request and runs the inner service inside
@@ -19,12 +21,16 @@ use crate::http::{Inbound, TokioClock, NO_RETRY};
 /// follows the one-layer rule.
 ///
 /// It also:
-/// - answers `504 Gateway Timeout` when the caller's deadline passes first
-///   (the caller has given up; the work is dropped), unless
-///   [`enforce(false)`](DeadlineLayer::enforce);
-/// - marks a failure response (5xx, 429, 408) with [`NO_RETRY`] when a
-///   client call made while serving the request already retried and gave
-///   up, so the caller passes the failure up instead of retrying it again.
+/// - answers `504 Gateway Timeout` (gRPC: `DEADLINE_EXCEEDED`) when the
+///   caller's deadline passes first (the caller has given up; the work is
+///   dropped), unless [`enforce(false)`](DeadlineLayer::enforce);
+/// - marks a failure response with [`NO_RETRY`] when a client call made
+///   while serving the request already retried and gave up, so the caller
+///   passes the failure up instead of retrying it again: an HTTP failure
+///   (5xx, 429, 408) gets `x-no-retry: 1`, a failed gRPC call (a
+///   `grpc-status` other than 0 in the headers) gets
+///   `grpc-retry-pushback-ms: -1`, which every gRPC client that follows A6
+///   reads as "do not retry".
 ///
 /// ```
 /// use http::{Request, Response};
@@ -137,6 +143,7 @@ where
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
         let inbound = Inbound::from_headers(req.headers(), TokioClock.now());
+        let grpc = is_grpc(req.headers());
         req.extensions_mut().insert(inbound.clone());
         let inner = &mut self.inner;
         let fut = inbound.clone().sync_scope(|| inner.call(req));
@@ -146,24 +153,48 @@ where
             let result = match inbound.deadline() {
                 Some(d) if layer.enforce => match tokio::time::timeout_at(d.into(), scoped).await {
                     Ok(r) => r,
-                    Err(_) => {
-                        let mut resp = Response::new(ResB::default());
-                        *resp.status_mut() = StatusCode::GATEWAY_TIMEOUT;
-                        return Ok(resp);
-                    }
+                    Err(_) => return Ok(deadline_response(grpc)),
                 },
                 _ => scoped.await,
             };
             let mut resp = result?;
-            let s = resp.status();
-            let retryable = s.is_server_error()
-                || s == StatusCode::TOO_MANY_REQUESTS
-                || s == StatusCode::REQUEST_TIMEOUT;
-            if layer.one_layer && retryable && inbound.downstream_gave_up() {
-                resp.headers_mut()
-                    .insert(NO_RETRY, HeaderValue::from_static("1"));
+            if layer.one_layer && inbound.downstream_gave_up() {
+                mark_gave_up(&mut resp);
             }
             Ok(resp)
         })
     }
+}
+
+/// Marks a failure so the callers above fail fast (the one-layer rule), in
+/// the spelling of its protocol.
+fn mark_gave_up<B>(resp: &mut Response<B>) {
+    if is_grpc_failure(resp.headers()) {
+        resp.headers_mut()
+            .insert(GRPC_PUSHBACK, HeaderValue::from_static("-1"));
+        return;
+    }
+    let s = resp.status();
+    if s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT
+    {
+        resp.headers_mut()
+            .insert(NO_RETRY, HeaderValue::from_static("1"));
+    }
+}
+
+/// The answer for work whose caller's deadline passed: 504, or for gRPC a
+/// trailers-only `DEADLINE_EXCEEDED`.
+fn deadline_response<B: Default>(grpc: bool) -> Response<B> {
+    let mut resp = Response::new(B::default());
+    if grpc {
+        let h = resp.headers_mut();
+        h.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        h.insert(GRPC_STATUS, HeaderValue::from_static("4"));
+    } else {
+        *resp.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+    }
+    resp
 }

@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 
 use crate::http::RetryInfo;
-use crate::policy::StopReason;
+use crate::outcome::StopReason;
 
 /// A boxed error, as tower passes them around.
 pub type BoxError = Box<dyn StdError + Send + Sync>;

@@ -11,9 +11,10 @@ use tower_service::Service;
 use super::body::{prepare, Prepared, ReplayBody};
 use super::error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 use super::future::ResponseFuture;
-use crate::classify::Failure;
-use crate::http::{error_chain, error_class, never_sent, Driver, RetryInfo, Settings, Step};
-use crate::policy::{Policy, StopReason};
+use crate::http::{error_chain, error_failure, Driver, RetryInfo, Settings};
+use crate::outcome::StopReason;
+use crate::outcome::{Decision, Failure};
+use crate::policy::Policy;
 
 /// A client service whose requests are retried; made by
 /// [`RetryLayer`](super::RetryLayer).
@@ -109,7 +110,7 @@ where
         }
     };
     if let Prepared::Once(_, why) = &body {
-        driver.restrict(*why);
+        driver.commit(*why);
     }
     let mut first = true;
     let mut last: Last<Response<ResB>> = None;
@@ -145,21 +146,19 @@ where
                 step
             }
             Some(Err(e)) => {
-                let failure = Failure::new(error_class(&*e));
-                let step = driver.after_error(failure, never_sent(&*e), error_chain(&*e));
+                let step = driver.after_error(error_failure(&*e), error_chain(&*e));
                 last = Some(Err((ErrorKind::Service, e)));
                 step
             }
             None => {
-                let step =
-                    driver.after_error(Failure::timeout(), false, AttemptTimedOut.to_string());
+                let step = driver.after_error(Failure::timeout(), AttemptTimedOut.to_string());
                 last = Some(Err((ErrorKind::Timeout, Box::new(AttemptTimedOut))));
                 step
             }
         };
         match step {
-            Step::Retry(after) => tokio::time::sleep(after).await,
-            Step::Stop(reason) => return conclude(last, driver.finish(reason)),
+            Decision::Retry { after } => tokio::time::sleep(after).await,
+            Decision::Stop(reason) => return conclude(last, driver.finish(reason)),
         }
     }
 }

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Request, Response, StatusCode};
 use tokio::sync::Semaphore;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::http::{parse_attempt, RETRY_ATTEMPT};
+use crate::http::{inbound_attempt, is_grpc, GRPC_PUSHBACK, GRPC_STATUS};
 use crate::rng::{FastRng, RandomSource};
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
@@ -197,11 +197,10 @@ where
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = self.shared.clone();
-        let retry = req
-            .headers()
-            .get(RETRY_ATTEMPT)
-            .and_then(parse_attempt)
-            .is_some_and(|n| n > 1);
+        // Both spellings of a retry: `x-retry-attempt` and gRPC's
+        // `grpc-previous-rpc-attempts`.
+        let retry = inbound_attempt(req.headers()) > 1;
+        let grpc = is_grpc(req.headers());
         let permit = shared.permits.clone().try_acquire_owned().ok();
         let queued = permit.is_none();
         if queued {
@@ -223,7 +222,7 @@ where
                     &shared.shed_first
                 };
                 counter.fetch_add(1, Ordering::Relaxed);
-                let resp = shed_response(shared.retry_after);
+                let resp = shed_response(shared.retry_after, grpc);
                 return Box::pin(async move { Ok(resp) });
             }
         }
@@ -238,7 +237,7 @@ where
                     match p {
                         Ok(p) => p,
                         // The semaphore is never closed.
-                        Err(_) => return Ok(shed_response(shared.retry_after)),
+                        Err(_) => return Ok(shed_response(shared.retry_after, grpc)),
                     }
                 }
             };
@@ -259,13 +258,26 @@ impl Drop for QueueSlot {
     }
 }
 
-fn shed_response<B: Default>((lo, hi): (u64, u64)) -> Response<B> {
-    let span = hi.saturating_sub(lo).saturating_add(1);
-    let secs = lo.saturating_add(FastRng::fresh().next_u64() % span);
+/// A shed answer that says when to come back, jittered within the
+/// configured range so shed clients do not return together: 503 with
+/// `Retry-After` in seconds, or for gRPC a trailers-only UNAVAILABLE with
+/// `grpc-retry-pushback-ms`.
+fn shed_response<B: Default>((lo, hi): (u64, u64), grpc: bool) -> Response<B> {
     let mut resp = Response::new(B::default());
-    *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    resp.headers_mut()
-        .insert(RETRY_AFTER, HeaderValue::from(secs));
+    let h = resp.headers_mut();
+    if grpc {
+        let (lo, hi) = (lo.saturating_mul(1000), hi.saturating_mul(1000));
+        let span = hi.saturating_sub(lo).saturating_add(1);
+        let ms = lo.saturating_add(FastRng::fresh().next_u64() % span);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        h.insert(GRPC_STATUS, HeaderValue::from_static("14"));
+        h.insert(GRPC_PUSHBACK, HeaderValue::from(ms));
+    } else {
+        let span = hi.saturating_sub(lo).saturating_add(1);
+        let secs = lo.saturating_add(FastRng::fresh().next_u64() % span);
+        h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    }
     resp
 }
 

@@ -1,4 +1,6 @@
-//! Wiring the shared guardrails into the decision engine.
+//! The shared guardrails and the seam that wires them into the decision
+//! engine: the [`Guardrail`] trait, its per-call [`Ticket`], a
+//! [`Refusal`], and [`Guardrails`], the ready implementation.
 //!
 //! [`Guardrails`] combines an optional retry budget, circuit breaker and
 //! adaptive throttle into the engine's one [`Guardrail`] seam, in this
@@ -43,14 +45,113 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backoff::Jitter;
 use crate::breaker::{Breaker, Permit};
-use crate::budget::{Budget, RatioBudget, Withdrawal};
-use crate::classify::{Failure, Outcome};
+use crate::budget::{Budget, Withdrawal};
 use crate::event::Observer;
-use crate::policy::{Guardrail, Policy, PolicyBuilder, Refusal, StopReason, Ticket};
+use crate::outcome::{Failure, Outcome, StopReason};
 use crate::rng::RandomSource;
 use crate::throttle::Throttle;
+
+/// A guardrail's refusal: why, and when trying again could succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    /// `Budget`, `BreakerOpen` or `Throttled`.
+    pub reason: StopReason,
+    /// When the guardrail might admit again, if it knows.
+    pub retry_in: Option<Duration>,
+}
+
+/// One word of per-call state that the guardrails keep between their hooks
+/// (which breaker period admitted the attempt, whether it is a half-open
+/// probe, what the last retry cost the budget). It lives in the [`Call`],
+/// so the shared guardrails stay free of per-call memory; the engine never
+/// reads it.
+///
+/// ```
+/// use stagger::Ticket;
+/// let mut t = Ticket::default();
+/// assert_eq!(t.get(), 0);
+/// t.set(42);
+/// assert_eq!(t.get(), 42);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Ticket(u64);
+
+impl Ticket {
+    /// A new call's ticket: 0.
+    pub const fn new() -> Self {
+        Ticket(0)
+    }
+
+    /// The stored word (0 for a new call).
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// Replaces the stored word.
+    #[inline]
+    pub fn set(&mut self, word: u64) {
+        self.0 = word;
+    }
+}
+
+/// The seam for shared guardrails (retry budgets, circuit breakers, adaptive
+/// throttling): consulted before every attempt and before every retry, and
+/// told every outcome. Implementations are shared by all calls of a client,
+/// so they must be `Send + Sync` and cheap. Per-call state goes in the
+/// call's [`Ticket`], which every hook of the same call sees.
+/// [`Guardrails`](crate::Guardrails) is the ready implementation.
+pub trait Guardrail: Send + Sync {
+    /// Before attempt `attempt` (1-based) starts. Refusing stops the call
+    /// without running the attempt. `rng` is the call's own random stream
+    /// (for probabilistic rules such as adaptive throttling).
+    fn before_attempt(
+        &self,
+        attempt: u32,
+        ticket: &mut Ticket,
+        rng: &mut dyn RandomSource,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let _ = (attempt, ticket, rng, now);
+        Ok(())
+    }
+
+    /// Before a retry of failed attempt `attempt` is scheduled with `delay`.
+    /// Refusing stops the call at once, without sleeping. Never called for a
+    /// first attempt.
+    fn before_retry(
+        &self,
+        attempt: u32,
+        ticket: &mut Ticket,
+        failure: &Failure,
+        delay: Duration,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        let _ = (attempt, ticket, failure, delay, now);
+        Ok(())
+    }
+
+    /// After attempt `attempt` ended with `outcome`, with its latency when
+    /// known.
+    fn record(
+        &self,
+        attempt: u32,
+        ticket: &mut Ticket,
+        outcome: &Outcome,
+        latency: Option<Duration>,
+        now: Instant,
+    ) {
+        let _ = (attempt, ticket, outcome, latency, now);
+    }
+
+    /// Attempt `attempt` was admitted but will never report an outcome (the
+    /// front-end dropped it): give back whatever it holds, such as a
+    /// half-open probe slot. See [`Policy::abandon`].
+    fn abandon(&self, attempt: u32, ticket: &mut Ticket, now: Instant) {
+        let _ = (attempt, ticket, now);
+    }
+}
 
 // The ticket: [.. | has permit: 1 | permit: 16 | retried: 1 | cost: 31].
 const COST_MASK: u64 = (1 << 31) - 1;
@@ -266,9 +367,9 @@ impl Guardrail for Guardrails {
 /// The guardrail parts a [`PolicyBuilder`] collects.
 #[derive(Clone, Default)]
 pub(crate) struct Parts {
-    budget: Option<Arc<dyn Budget>>,
-    breaker: Option<Breaker>,
-    throttle: Option<Throttle>,
+    pub(crate) budget: Option<Arc<dyn Budget>>,
+    pub(crate) breaker: Option<Breaker>,
+    pub(crate) throttle: Option<Throttle>,
 }
 
 impl Parts {
@@ -289,71 +390,5 @@ impl Parts {
             throttle: self.throttle,
             observer,
         }))
-    }
-}
-
-impl PolicyBuilder {
-    /// Adds a retry budget, checked before every retry (a refusal stops the
-    /// call with `budget`, without sleeping).
-    ///
-    /// ```
-    /// use stagger::{budget::QuotaBudget, Policy};
-    /// let policy = Policy::builder().budget(QuotaBudget::default()).build().unwrap();
-    /// # let _ = policy;
-    /// ```
-    pub fn budget(mut self, budget: impl Budget + 'static) -> Self {
-        self.parts.budget = Some(Arc::new(budget));
-        self
-    }
-
-    /// Adds a circuit breaker, checked before every attempt and every retry
-    /// (`breaker_open`). Its state changes also go to the policy's observer.
-    ///
-    /// ```
-    /// use stagger::{Breaker, Policy};
-    /// let policy = Policy::builder().breaker(Breaker::default()).build().unwrap();
-    /// # let _ = policy;
-    /// ```
-    pub fn breaker(mut self, breaker: Breaker) -> Self {
-        self.parts.breaker = Some(breaker);
-        self
-    }
-
-    /// Adds adaptive throttling, checked before every attempt, the first
-    /// included (`throttled`).
-    ///
-    /// ```
-    /// use stagger::{Policy, Throttle};
-    /// let policy = Policy::builder().throttle(Throttle::default()).build().unwrap();
-    /// # let _ = policy;
-    /// ```
-    pub fn throttle(mut self, throttle: Throttle) -> Self {
-        self.parts.throttle = Some(throttle);
-        self
-    }
-}
-
-impl Policy {
-    /// The seeds' guarded preset: [`Policy::seed`]'s schedule (5 attempts,
-    /// full jitter, base 100 ms ×2, cap 10 s) with a 10 % ratio budget (10 s
-    /// window, floor 10) and a breaker that opens at 50 % failures over
-    /// 10 s with at least 20 calls, for 5 s (+ up to 20 %), then lets one
-    /// probe through. Each call to `guarded` makes a new budget and breaker:
-    /// build one policy per dependency and share it.
-    ///
-    /// ```
-    /// use stagger::Policy;
-    /// let policy = Policy::guarded();
-    /// assert_eq!(policy.max_attempts(), 5);
-    /// ```
-    pub fn guarded() -> Policy {
-        Policy::builder()
-            .max_attempts(5)
-            .jitter(Jitter::Full)
-            .base(Duration::from_millis(100))
-            .cap(Duration::from_secs(10))
-            .budget(RatioBudget::default())
-            .breaker(Breaker::default())
-            .build_unchecked()
     }
 }

@@ -1,0 +1,182 @@
+//! Per-call state: what one logical request carries from attempt to
+//! attempt (attempt number, previous delay, deadline, idempotency, the
+//! facts the engine is told about the call, its random stream).
+
+use std::time::{Duration, Instant};
+
+use crate::guard::Ticket;
+use crate::outcome::{Idempotency, NotRetried};
+use crate::rng::{FastRng, RandomSource};
+
+/// Per-call state, owned by the front-end: never shared between calls.
+///
+/// The random stream is the call's own, so two calls that fail at the same
+/// instant draw independent delays.
+#[derive(Debug)]
+pub struct Call<R = LazyRng> {
+    pub(crate) attempt: u32,
+    pub(crate) backoff_origin: u32,
+    pub(crate) previous_delay: Option<u64>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) started: Option<Instant>,
+    pub(crate) attempt_started: Option<Instant>,
+    pub(crate) idempotency: Idempotency,
+    pub(crate) serving_retry: bool,
+    pub(crate) committed: Option<NotRetried>,
+    pub(crate) not_retried: Option<NotRetried>,
+    pub(crate) ticket: Ticket,
+    pub(crate) retry_in: Option<Duration>,
+    pub(crate) rng: R,
+}
+
+/// A [`FastRng`] seeded from the per-thread stream on first use, so a call
+/// that never fails never pays for seeding.
+#[derive(Debug, Default)]
+pub struct LazyRng(Option<FastRng>);
+
+impl RandomSource for LazyRng {
+    #[inline]
+    fn next_u64(&mut self) -> u64 {
+        self.0.get_or_insert_with(FastRng::fresh).next_u64()
+    }
+}
+
+impl Default for Call<LazyRng> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Call<LazyRng> {
+    /// A call with its own fresh random stream, not idempotent, no deadline.
+    #[inline]
+    pub const fn new() -> Self {
+        Call::with_rng(LazyRng(None))
+    }
+}
+
+impl Call<FastRng> {
+    /// A call whose jitter replays exactly for the same seed.
+    pub const fn seeded(seed: u64) -> Self {
+        Call::with_rng(FastRng::seeded(seed))
+    }
+}
+
+impl<R> Call<R> {
+    /// A call drawing its jitter from `rng`.
+    #[inline]
+    pub const fn with_rng(rng: R) -> Self {
+        Call {
+            attempt: 0,
+            backoff_origin: 0,
+            previous_delay: None,
+            deadline: None,
+            started: None,
+            attempt_started: None,
+            idempotency: Idempotency::Unspecified,
+            serving_retry: false,
+            committed: None,
+            not_retried: None,
+            ticket: Ticket::new(),
+            retry_in: None,
+            rng,
+        }
+    }
+
+    /// Declares the call idempotent (`true`: [`Idempotency::Idempotent`])
+    /// or leaves it undeclared (`false`: [`Idempotency::Unspecified`]):
+    /// only idempotent calls are retried after a failure whose result is
+    /// unknown (a timeout).
+    #[inline]
+    pub const fn idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotency = if idempotent {
+            Idempotency::Idempotent
+        } else {
+            Idempotency::Unspecified
+        };
+        self
+    }
+
+    /// Declares what repeating the request would do (see [`Idempotency`]).
+    #[inline]
+    pub const fn idempotency(mut self, idempotency: Idempotency) -> Self {
+        self.idempotency = idempotency;
+        self
+    }
+
+    /// States that the call is made while serving an inbound retry (the
+    /// caller's request carried an attempt number above 1): the one-layer
+    /// rule then fails fast and leaves retrying to the caller.
+    #[inline]
+    pub const fn serving_retry(mut self, serving_retry: bool) -> Self {
+        self.serving_retry = serving_retry;
+        self
+    }
+
+    /// States that the call can no longer be retried, and why (a request
+    /// body too large to replay, a gRPC response whose headers arrived):
+    /// later failures stop with `not_retryable` and this reason.
+    #[inline]
+    pub fn commit(&mut self, why: NotRetried) {
+        self.committed.get_or_insert(why);
+    }
+
+    /// When a failure that could have cleared was not retried, why (the
+    /// engine records it as it stops).
+    pub const fn not_retried(&self) -> Option<NotRetried> {
+        self.not_retried
+    }
+
+    /// The declared idempotency.
+    pub const fn get_idempotency(&self) -> Idempotency {
+        self.idempotency
+    }
+
+    /// Sets the absolute deadline covering every attempt and wait.
+    #[inline]
+    pub const fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Attempts started so far.
+    pub const fn attempts(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The call's deadline, if any.
+    pub const fn get_deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// When the call started, if the engine or the front-end has read the
+    /// clock for it.
+    pub const fn started(&self) -> Option<Instant> {
+        self.started
+    }
+
+    /// When a guardrail that stopped the call said it might admit again
+    /// (an open breaker's `retry_in`), if one did.
+    pub const fn retry_in(&self) -> Option<Duration> {
+        self.retry_in
+    }
+
+    /// Time since the call started, as far as the engine knows (zero if the
+    /// clock was never needed).
+    pub fn elapsed(&self, now: Instant) -> Duration {
+        self.started
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s))
+    }
+
+    /// Marks when the call started, if nothing has yet (front-ends that read
+    /// the clock before the first attempt call this; otherwise the engine
+    /// marks it the first time it needs the time).
+    pub fn start_clock(&mut self, now: Instant) {
+        self.started.get_or_insert(now);
+    }
+
+    /// The call's random source.
+    pub fn rng(&mut self) -> &mut R {
+        &mut self.rng
+    }
+}

@@ -1,0 +1,261 @@
+//! Configuration of a [`Policy`]: the builder, its validation, and the
+//! presets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Policy;
+use crate::backoff::{Backoff, Jitter};
+use crate::breaker::Breaker;
+use crate::budget::{Budget, RatioBudget};
+use crate::deadline::LatencyEstimate;
+use crate::error::ConfigError;
+use crate::event::Observer;
+use crate::guard::{Guardrail, Parts};
+use crate::throttle::Throttle;
+
+/// Builds a [`Policy`]; [`build`](PolicyBuilder::build) validates every field
+/// and names the first bad one.
+///
+/// ```
+/// use stagger::{Jitter, Policy};
+/// use std::time::Duration;
+///
+/// let policy = Policy::builder()
+///     .max_attempts(4)
+///     .base(Duration::from_millis(50))
+///     .cap(Duration::from_secs(2))
+///     .jitter(Jitter::Equal)
+///     .attempt_timeout(Duration::from_millis(800))
+///     .build()
+///     .unwrap();
+/// assert_eq!(policy.max_attempts(), 4);
+///
+/// let err = Policy::builder().max_attempts(0).build().unwrap_err();
+/// assert_eq!(err.field(), "max_attempts");
+/// ```
+#[derive(Clone)]
+pub struct PolicyBuilder {
+    backoff: Backoff,
+    max_attempts: u32,
+    max_retry_after: Duration,
+    attempt_timeout: Option<Duration>,
+    typical_attempt: Duration,
+    measure_latency: bool,
+    guardrail: Option<Arc<dyn Guardrail>>,
+    observer: Option<Arc<dyn Observer>>,
+    /// Budget, breaker and throttle set through the builder's conveniences
+    /// (see `guard.rs`), combined into one [`Guardrails`](crate::Guardrails)
+    /// at build time.
+    pub(crate) parts: Parts,
+}
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PolicyBuilder {
+    /// The defaults of SPEC §1.
+    pub fn new() -> Self {
+        PolicyBuilder {
+            backoff: Backoff::new(),
+            max_attempts: 3,
+            max_retry_after: Duration::from_secs(60),
+            attempt_timeout: None,
+            typical_attempt: Duration::ZERO,
+            measure_latency: true,
+            guardrail: None,
+            observer: None,
+            parts: Parts::default(),
+        }
+    }
+
+    /// Replaces the whole backoff schedule.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Sets the backoff base.
+    pub fn base(mut self, base: Duration) -> Self {
+        self.backoff = self.backoff.base(base);
+        self
+    }
+
+    /// Sets the backoff multiplier.
+    pub fn multiplier(mut self, m: f64) -> Self {
+        self.backoff = self.backoff.multiplier(m);
+        self
+    }
+
+    /// Sets the backoff cap.
+    pub fn cap(mut self, cap: Duration) -> Self {
+        self.backoff = self.backoff.cap(cap);
+        self
+    }
+
+    /// Sets the jitter.
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.backoff = self.backoff.jitter(jitter);
+        self
+    }
+
+    /// Max attempts, the first included (at least 1).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// The longest server hint honoured; a longer one stops the call with
+    /// `hint_too_long`. Default 60 s.
+    pub fn max_retry_after(mut self, d: Duration) -> Self {
+        self.max_retry_after = d;
+        self
+    }
+
+    /// A timeout for each attempt (further bounded by the call's deadline).
+    pub fn attempt_timeout(mut self, d: Duration) -> Self {
+        self.attempt_timeout = Some(d);
+        self
+    }
+
+    /// The floor of the typical-attempt estimate used by the deadline rule.
+    pub fn typical_attempt(mut self, d: Duration) -> Self {
+        self.typical_attempt = d;
+        self
+    }
+
+    /// Whether to measure successful attempts of calls that have a deadline
+    /// and use the mean when it exceeds the floor (default on).
+    pub fn measure_latency(mut self, on: bool) -> Self {
+        self.measure_latency = on;
+        self
+    }
+
+    /// Attaches a custom guardrail. For stagger's own budget, breaker and
+    /// throttle use [`budget`](PolicyBuilder::budget),
+    /// [`breaker`](PolicyBuilder::breaker) and
+    /// [`throttle`](PolicyBuilder::throttle) instead (setting both is a
+    /// configuration error naming `guardrail`).
+    pub fn guardrail(mut self, g: Arc<dyn Guardrail>) -> Self {
+        self.guardrail = Some(g);
+        self
+    }
+
+    /// Attaches an observer of every event.
+    pub fn observer(mut self, o: Arc<dyn Observer>) -> Self {
+        self.observer = Some(o);
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<Policy, ConfigError> {
+        self.backoff.validate()?;
+        if self.max_attempts == 0 {
+            return Err(ConfigError::new(
+                "max_attempts",
+                "must be at least 1 (the first attempt counts)",
+            ));
+        }
+        if self.attempt_timeout == Some(Duration::ZERO) {
+            return Err(ConfigError::new(
+                "attempt_timeout",
+                "must be greater than zero",
+            ));
+        }
+        if self.guardrail.is_some() && !self.parts.is_empty() {
+            return Err(ConfigError::new(
+                "guardrail",
+                "a custom guardrail cannot be combined with budget/breaker/throttle",
+            ));
+        }
+        Ok(self.build_unchecked())
+    }
+
+    pub(crate) fn build_unchecked(self) -> Policy {
+        let guardrail = match self.guardrail {
+            Some(g) => Some(g),
+            None => self.parts.into_guardrail(self.observer.clone()),
+        };
+        Policy {
+            backoff: self.backoff,
+            max_attempts: self.max_attempts.max(1),
+            max_retry_after: self.max_retry_after,
+            attempt_timeout: self.attempt_timeout,
+            typical_attempt: self.typical_attempt,
+            estimate: self
+                .measure_latency
+                .then(|| Arc::new(LatencyEstimate::new())),
+            guardrail,
+            observer: self.observer,
+        }
+    }
+}
+
+impl PolicyBuilder {
+    /// Adds a retry budget, checked before every retry (a refusal stops the
+    /// call with `budget`, without sleeping).
+    ///
+    /// ```
+    /// use stagger::{budget::QuotaBudget, Policy};
+    /// let policy = Policy::builder().budget(QuotaBudget::default()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn budget(mut self, budget: impl Budget + 'static) -> Self {
+        self.parts.budget = Some(Arc::new(budget));
+        self
+    }
+
+    /// Adds a circuit breaker, checked before every attempt and every retry
+    /// (`breaker_open`). Its state changes also go to the policy's observer.
+    ///
+    /// ```
+    /// use stagger::{Breaker, Policy};
+    /// let policy = Policy::builder().breaker(Breaker::default()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn breaker(mut self, breaker: Breaker) -> Self {
+        self.parts.breaker = Some(breaker);
+        self
+    }
+
+    /// Adds adaptive throttling, checked before every attempt, the first
+    /// included (`throttled`).
+    ///
+    /// ```
+    /// use stagger::{Policy, Throttle};
+    /// let policy = Policy::builder().throttle(Throttle::default()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn throttle(mut self, throttle: Throttle) -> Self {
+        self.parts.throttle = Some(throttle);
+        self
+    }
+}
+
+impl Policy {
+    /// The seeds' guarded preset: [`Policy::seed`]'s schedule (5 attempts,
+    /// full jitter, base 100 ms ×2, cap 10 s) with a 10 % ratio budget (10 s
+    /// window, floor 10) and a breaker that opens at 50 % failures over
+    /// 10 s with at least 20 calls, for 5 s (+ up to 20 %), then lets one
+    /// probe through. Each call to `guarded` makes a new budget and breaker:
+    /// build one policy per dependency and share it.
+    ///
+    /// ```
+    /// use stagger::Policy;
+    /// let policy = Policy::guarded();
+    /// assert_eq!(policy.max_attempts(), 5);
+    /// ```
+    pub fn guarded() -> Policy {
+        Policy::builder()
+            .max_attempts(5)
+            .jitter(Jitter::Full)
+            .base(Duration::from_millis(100))
+            .cap(Duration::from_secs(10))
+            .budget(RatioBudget::default())
+            .breaker(Breaker::default())
+            .build_unchecked()
+    }
+}
