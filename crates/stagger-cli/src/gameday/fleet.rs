@@ -22,6 +22,7 @@ use stagger::{Stats, StopReason};
 use tokio::task::JoinSet;
 
 use super::bins::{Bins, Timeline};
+use super::soak::Reservoir;
 use super::strategy::{GamedayStrategy, Schedule, Strategy};
 use crate::args::UsageError;
 
@@ -44,6 +45,9 @@ pub struct Config {
     pub strategy: Strategy,
     /// Hard cap on logical requests.
     pub max_requests: u64,
+    /// Whether each POST carries an `Idempotency-Key` (what makes it
+    /// retryable after an unknown outcome).
+    pub keys: bool,
 }
 
 /// What the clients saw.
@@ -76,7 +80,7 @@ struct Counters {
     issued: AtomicU64,
     attempts: AtomicU64,
     stops: [AtomicU64; StopReason::ALL.len() + 1],
-    latencies_ms: Mutex<Vec<u32>>,
+    latencies_ms: Mutex<Reservoir>,
 }
 
 impl Counters {
@@ -111,7 +115,7 @@ pub async fn run(
         issued: AtomicU64::new(0),
         attempts: AtomicU64::new(0),
         stops: std::array::from_fn(|_| AtomicU64::new(0)),
-        latencies_ms: Mutex::new(Vec::new()),
+        latencies_ms: Mutex::new(Reservoir::default()),
     });
     let mut pods = Vec::with_capacity(cfg.pods);
     for _ in 0..cfg.pods {
@@ -137,7 +141,7 @@ pub async fn run(
         let client = ClientBuilder::new(pod.http.clone())
             .with(
                 RetryMiddleware::new(policy)
-                    .idempotency_keys(true)
+                    .idempotency_keys(cfg.keys)
                     .timeout(cfg.deadline),
             )
             .build();
@@ -173,7 +177,8 @@ pub async fn run(
             .latencies_ms
             .lock()
             .unwrap_or_else(|e| e.into_inner()),
-    );
+    )
+    .into_vec();
     Ok(Outcome {
         sent: counters.sent.snapshot(),
         successes: counters.successes.snapshot(),
@@ -251,7 +256,7 @@ async fn call(client: ClientWithMiddleware, url: Arc<str>, order: String, c: Arc
         c.latencies_ms
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(u32::try_from(ms).unwrap_or(u32::MAX));
+            .add(u32::try_from(ms).unwrap_or(u32::MAX));
         c.stop(Some(StopReason::Success));
     } else {
         // A failed call whose last answer was a success status cannot

@@ -12,7 +12,9 @@
 //! starts.
 //!
 //! Exit codes: 0 the game-day ran (whatever it showed); 1 it could not run
-//! (say the port could not be bound); 2 bad usage, naming the flag.
+//! (say the port could not be bound); 2 bad usage, naming the flag; 3 a
+//! `--soak` whose memory or file descriptors grew after the warm-up
+//! ([`soak`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +28,9 @@ mod bins;
 mod fleet;
 mod measure;
 mod report;
+mod reset;
 mod server;
+mod soak;
 mod strategy;
 
 use bins::{Timeline, BIN};
@@ -39,6 +43,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(120);
 pub const MAX_TOTAL: Duration = Duration::from_secs(600);
 /// Most logical requests one strategy's run may make.
 pub const MAX_REQUESTS: u64 = 100_000;
+/// Longest traffic period of a `--soak`.
+pub const MAX_SOAK_DURATION: Duration = Duration::from_secs(3600);
+/// Most logical requests of a `--soak`.
+pub const MAX_SOAK_REQUESTS: u64 = 10_000_000;
 
 /// Reproduce a retry storm over loopback HTTP and compare strategies.
 ///
@@ -47,7 +55,9 @@ pub const MAX_REQUESTS: u64 = 100_000;
 pub struct Args {
     /// The fault: stall (every worker frozen 2 s) | failover (connections
     /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
-    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | none.
+    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | reset
+    /// (each request read, then its connection reset with RST, for 3 s;
+    /// every other one applied first) | none.
     #[arg(long, default_value = "stall", value_parser = fault, value_name = "F")]
     pub fault: Fault,
     /// Strategies to compare, run one after the other: none, immediate,
@@ -100,6 +110,15 @@ pub struct Args {
     /// Largest backoff.
     #[arg(long, default_value = "10s", value_parser = duration, value_name = "D")]
     pub cap: Duration,
+    /// Send the POSTs without an Idempotency-Key: the middleware then
+    /// never repeats one whose outcome is unknown (a reset, a timeout).
+    #[arg(long)]
+    pub no_keys: bool,
+    /// A soak: one strategy for up to 60 min, the process's resident memory
+    /// and open file descriptors sampled from /proc/self; exits 3 if either
+    /// grew after the warm-up (e.g. `--soak --fault none --duration 10m`).
+    #[arg(long)]
+    pub soak: bool,
     /// Output format: table | json.
     #[arg(long, default_value = "table", value_parser = ["table", "json"])]
     pub format: String,
@@ -113,7 +132,9 @@ fn fault(s: &str) -> Result<Fault, String> {
         .into_iter()
         .find(|f| f.as_str() == s)
         .ok_or_else(|| {
-            format!("unknown fault `{s}` (expected stall, failover, dead, throttle, slow or none)")
+            format!(
+                "unknown fault `{s}` (expected stall, failover, dead, throttle, slow, reset or none)"
+            )
         })
 }
 
@@ -133,6 +154,17 @@ fn default_fault_at(duration: Duration, len: Duration) -> Duration {
         .max(Duration::from_secs(1))
 }
 
+/// How long the server's ledger must remember a key to catch every
+/// duplicate: a call's last attempt is sent before its deadline, then may
+/// wait for the whole queue at ten times the service time (a slow fault)
+/// and a 2 s stall. At least 10 s.
+fn ledger_memory(a: &Args) -> Duration {
+    let rounds = (a.queue / a.workers.max(1) + 1) as u32;
+    (a.deadline + a.service_time.saturating_mul(10).saturating_mul(rounds))
+        .saturating_add(Duration::from_secs(3))
+        .max(Duration::from_secs(10))
+}
+
 /// The validated plan of a game-day.
 #[derive(Debug, Clone)]
 struct Plan {
@@ -144,17 +176,25 @@ struct Plan {
 
 fn plan(a: &Args) -> anyhow::Result<Plan> {
     let strategies = strategy::parse_list(&a.strategy)?;
-    if a.duration < Duration::from_secs(1) || a.duration > MAX_DURATION {
+    let (max_duration, max_requests) = if a.soak {
+        (MAX_SOAK_DURATION, MAX_SOAK_REQUESTS)
+    } else {
+        (MAX_DURATION, MAX_REQUESTS)
+    };
+    if a.duration < Duration::from_secs(1) || a.duration > max_duration {
         return Err(usage(format!(
             "--duration: must be between 1s and {}s",
-            MAX_DURATION.as_secs()
+            max_duration.as_secs()
         )));
+    }
+    if a.soak && strategies.len() != 1 {
+        return Err(usage("--strategy: a soak runs one strategy".into()));
     }
     if !a.rate.is_finite() || a.rate <= 0.0 || a.rate > 2000.0 {
         return Err(usage("--rate: must be more than 0 and at most 2000".into()));
     }
     let total = a.duration.as_secs_f64() * strategies.len() as f64;
-    if total > MAX_TOTAL.as_secs_f64() {
+    if !a.soak && total > MAX_TOTAL.as_secs_f64() {
         return Err(usage(format!(
             "--strategy: {} strategies × {}s of traffic is more than {}s in all; run fewer at a time",
             strategies.len(),
@@ -163,9 +203,9 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         )));
     }
     let requests = a.rate * a.duration.as_secs_f64();
-    if requests > MAX_REQUESTS as f64 {
+    if requests > max_requests as f64 {
         return Err(usage(format!(
-            "--rate: {requests:.0} requests in {}s is more than the cap of {MAX_REQUESTS}",
+            "--rate: {requests:.0} requests in {}s is more than the cap of {max_requests}",
             a.duration.as_secs_f64()
         )));
     }
@@ -242,6 +282,7 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         fault: a.fault,
         fault_start,
         fault_end: fault_end.unwrap_or(MAX_DURATION * 2),
+        remember: ledger_memory(a),
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -275,7 +316,8 @@ fn plan(a: &Args) -> anyhow::Result<Plan> {
         deadline: a.deadline,
         schedule,
         strategy: strategies[0],
-        max_requests: MAX_REQUESTS,
+        max_requests,
+        keys: !a.no_keys,
     };
     Ok(Plan {
         strategies,
@@ -292,6 +334,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("--out: cannot create {}", dir.display()))?;
     }
+    let sampler = a
+        .soak
+        .then(|| soak::Sampler::start(soak::interval(a.duration)));
     let mut rows = Vec::new();
     let total = plan.strategies.len();
     for (i, s) in plan.strategies.iter().enumerate() {
@@ -310,13 +355,31 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         params: plan.params.clone(),
         strategies: rows,
     };
-    let json = serde_json::to_string_pretty(&results)?;
+    let verdict = match sampler {
+        Some(s) => Some(
+            soak::verdict(s.finish(), a.duration)
+                .context("--soak: no sample of /proc/self after the warm-up")?,
+        ),
+        None => None,
+    };
+    let json = match &verdict {
+        // A soak's JSON is the game-day's with the samples and the verdict.
+        Some(v) => {
+            let mut value = serde_json::to_value(&results)?;
+            value["soak"] = serde_json::to_value(v)?;
+            serde_json::to_string_pretty(&value)?
+        }
+        None => serde_json::to_string_pretty(&results)?,
+    };
     if a.format == "json" {
         println!("{json}");
     } else {
         println!("{}", report::legend(&results.params));
         print!("{}", report::table(&results));
         println!("\n{}", report::KEY);
+        if let Some(v) = &verdict {
+            println!("\n{}", soak::text(v));
+        }
     }
     if let Some(dir) = &a.out {
         std::fs::write(dir.join("report.html"), report::html(&results))
@@ -327,6 +390,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             "stagger gameday: report in {}",
             dir.join("report.html").display()
         );
+    }
+    if verdict.is_some_and(|v| !v.flat) {
+        return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
 }
