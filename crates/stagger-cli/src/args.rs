@@ -20,21 +20,81 @@ pub fn jitter(s: &str) -> Result<Jitter, String> {
     s.parse::<Jitter>().map_err(|e| e.problem().to_string())
 }
 
-/// The backoff schedule and attempt limit (SPEC §1 defaults).
+/// An attempt limit: a whole number, or `unlimited`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempts(pub Option<u32>);
+
+fn attempts(s: &str) -> Result<Attempts, String> {
+    match s.trim() {
+        "unlimited" => Ok(Attempts(None)),
+        t => t
+            .parse()
+            .map(|n| Attempts(Some(n)))
+            .map_err(|_| format!("`{t}` is not a whole number or `unlimited`")),
+    }
+}
+
+/// The retry schedule every subcommand that retries shares: attempt limit,
+/// first backoff, cap. The flags are defined here once; each subcommand
+/// sets its own defaults with `mut_arg` (`simulate` has none: each model
+/// brings its own).
 #[derive(Debug, Clone, Args)]
-pub struct PolicyArgs {
+pub struct ScheduleArgs {
     /// Max attempts, the first included (e.g. `--attempts 5`).
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub attempts: u32,
+    #[arg(long, value_parser = attempts, value_name = "N")]
+    pub attempts: Option<Attempts>,
     /// The first backoff b_1 (e.g. `--base 250ms`; 0 retries at once).
-    #[arg(long, default_value = "100ms", value_parser = duration, value_name = "D")]
-    pub base: Duration,
+    #[arg(long, value_parser = duration, value_name = "D")]
+    pub base: Option<Duration>,
+    /// Largest backoff (e.g. `--cap 30s`).
+    #[arg(long, value_parser = duration, value_name = "D")]
+    pub cap: Option<Duration>,
+}
+
+impl ScheduleArgs {
+    /// The attempt limit as a number: `unlimited` (only `simulate` runs
+    /// without a limit) and 0 are usage errors.
+    pub fn limit(&self) -> anyhow::Result<u32> {
+        match self.attempts {
+            Some(Attempts(Some(0))) => Err(UsageError(
+                "--attempts: must be at least 1 (the first attempt counts)".into(),
+            )
+            .into()),
+            Some(Attempts(Some(n))) => Ok(n),
+            Some(Attempts(None)) => Err(UsageError(
+                "--attempts: `unlimited` is only for `stagger simulate`; give a number".into(),
+            )
+            .into()),
+            None => Err(UsageError("--attempts: required".into()).into()),
+        }
+    }
+
+    /// The first backoff (zero if the subcommand has no default and none
+    /// was given).
+    pub fn base(&self) -> Duration {
+        self.base.unwrap_or_default()
+    }
+
+    /// The cap (zero if the subcommand has no default and none was given).
+    pub fn cap(&self) -> Duration {
+        self.cap.unwrap_or_default()
+    }
+}
+
+/// The schedule with the library's defaults, plus the multiplier and the
+/// jitter: the whole backoff of `schedule`, `run` and `http`.
+#[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("attempts", |a| a.default_value("3")),
+    mut_arg("base", |a| a.default_value("100ms")),
+    mut_arg("cap", |a| a.default_value("10s"))
+)]
+pub struct PolicyArgs {
+    #[command(flatten)]
+    pub schedule: ScheduleArgs,
     /// Growth factor between backoff steps (e.g. `--multiplier 1.5`; at least 1).
     #[arg(long, default_value_t = 2.0, value_name = "X")]
     pub multiplier: f64,
-    /// Largest backoff (e.g. `--cap 30s`).
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "D")]
-    pub cap: Duration,
     /// How delays are drawn: none | full | equal | decorrelated | proportional:F
     /// (e.g. `--jitter proportional:0.2`).
     #[arg(long, default_value = "full", value_parser = jitter, value_name = "J")]
@@ -45,25 +105,60 @@ impl PolicyArgs {
     /// The schedule these flags describe, validated.
     pub fn backoff(&self) -> anyhow::Result<Backoff> {
         let b = Backoff::new()
-            .base(self.base)
+            .base(self.schedule.base())
             .multiplier(self.multiplier)
-            .cap(self.cap)
+            .cap(self.schedule.cap())
             .jitter(self.jitter);
         b.validate().map_err(flag_error)?;
-        if self.attempts == 0 {
-            anyhow::bail!(UsageError(
-                "--attempts: must be at least 1 (the first attempt counts)".into()
-            ));
-        }
+        self.schedule.limit()?;
         Ok(b)
     }
 
     /// A policy builder with these flags applied.
-    #[allow(dead_code)] // used by `run` and `http`, merged separately
     pub fn policy(&self) -> anyhow::Result<stagger::PolicyBuilder> {
         Ok(Policy::builder()
             .backoff(self.backoff()?)
-            .max_attempts(self.attempts))
+            .max_attempts(self.schedule.limit()?))
+    }
+}
+
+/// `--seed`: where the random draws start. The same seed replays the same
+/// output; each subcommand says what it seeds and sets its default.
+#[derive(Debug, Clone, Args)]
+pub struct SeedArgs {
+    /// Seed of the random draws: the same seed, the same output (e.g. `--seed 7`).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+impl SeedArgs {
+    /// The seed (1 when the subcommand has no default and none was given).
+    pub fn get(&self) -> u64 {
+        self.seed.unwrap_or(1)
+    }
+}
+
+/// Output on stdout as a table or as one JSON document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns for a terminal.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// `--format table|json`, for the subcommands that print a table.
+#[derive(Debug, Clone, Args)]
+pub struct FormatArgs {
+    /// Output on stdout: table | json (e.g. `--format json`).
+    #[arg(long, value_enum, default_value_t = Format::Table, value_name = "F")]
+    pub format: Format,
+}
+
+impl FormatArgs {
+    /// Whether JSON was asked for.
+    pub fn json(&self) -> bool {
+        self.format == Format::Json
     }
 }
 
@@ -83,4 +178,12 @@ impl std::error::Error for UsageError {}
 pub fn flag_error(e: stagger::ConfigError) -> anyhow::Error {
     let flag = e.field().replace('_', "-");
     UsageError(format!("--{flag}: {}", e.problem())).into()
+}
+
+/// Turns a lab error into a usage error (exit 2) or a failure (exit 1).
+pub fn lab_error(e: stagger_lab::Error) -> anyhow::Error {
+    match e.kind() {
+        stagger_lab::ErrorKind::Usage => UsageError(e.to_string()).into(),
+        _ => e.into(),
+    }
 }

@@ -295,7 +295,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .build()
         .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
     let client = reqwest_middleware::ClientBuilder::new(client)
-        .with(RetryMiddleware::with_settings(settings))
+        .with(RetryMiddleware::new(settings))
         .build();
 
     let rt = tokio::runtime::Builder::new_current_thread()

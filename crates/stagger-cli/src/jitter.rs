@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use stagger::{FastRng, RandomSource};
 
-use crate::args::{duration, UsageError};
+use crate::args::{duration, SeedArgs, UsageError};
 
 const SLEEP_EXAMPLES: &str = "\
 Examples:
@@ -60,6 +60,8 @@ fn parse_spread(s: &str) -> Result<Spread, String> {
 
 /// The window a duration is drawn from, and how it is drawn.
 #[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("seed", |a| a
+    .help("Draw from this seed: the same seed, the same duration (e.g. `--seed 42`)")))]
 pub struct WindowArgs {
     /// `D` (anywhere in 0..D), `A..B` (anywhere in A..B), or `D` with `--spread`
     /// (e.g. `5m`, `30s..2m`).
@@ -69,12 +71,11 @@ pub struct WindowArgs {
     /// (e.g. `--spread 10%`, `--spread 5s`).
     #[arg(long, value_parser = parse_spread, value_name = "S")]
     spread: Option<Spread>,
-    /// Draw from this seed: the same seed, the same duration (e.g. `--seed 42`).
-    #[arg(long, value_name = "N", conflicts_with = "key")]
-    seed: Option<u64>,
+    #[command(flatten)]
+    seed: SeedArgs,
     /// Draw from a hash of this text: the same key always gives the same duration,
     /// different keys different ones (e.g. `--key "$(hostname)"`).
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", conflicts_with = "seed")]
     key: Option<String>,
 }
 
@@ -166,7 +167,7 @@ impl WindowArgs {
     }
 
     fn rng(&self) -> FastRng {
-        match (&self.key, self.seed) {
+        match (&self.key, self.seed.seed) {
             (Some(k), _) => FastRng::seeded(fnv1a(k.as_bytes())),
             (None, Some(s)) => FastRng::seeded(s),
             (None, None) => FastRng::fresh(),
@@ -222,7 +223,7 @@ mod tests {
         WindowArgs {
             window: window.into(),
             spread: spread.map(|s| parse_spread(s).unwrap()),
-            seed: Some(1),
+            seed: SeedArgs { seed: Some(1) },
             key: None,
         }
     }

@@ -11,6 +11,7 @@ mod args;
 mod gameday;
 mod http;
 mod jitter;
+mod progress;
 mod run;
 mod schedule;
 mod simulate;

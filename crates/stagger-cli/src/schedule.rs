@@ -7,25 +7,26 @@ use std::time::Duration;
 use serde::Serialize;
 use stagger::{Backoff, FastRng, Jitter};
 
-use crate::args::{PolicyArgs, UsageError};
+use crate::args::{FormatArgs, PolicyArgs, SeedArgs, UsageError};
 
 /// Print the schedule of a policy: per retry n, the capped backoff b_n, the
 /// range its jitter draws from, and sampled delays.
 ///
 /// Example: `stagger schedule --jitter decorrelated --attempts 6 --samples 5`
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("seed", |a| a
+    .default_value("1")
+    .help("Seed for the samples; the same seed prints the same samples (e.g. `--seed 7`)")))]
 pub struct Args {
     #[command(flatten)]
     policy: PolicyArgs,
-    /// Seed for the samples; the same seed prints the same samples (e.g. `--seed 7`).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    seed: SeedArgs,
     /// Sample delays per retry (each sample is one call's whole chain of delays).
     #[arg(long, default_value_t = 5, value_name = "N")]
     samples: usize,
-    /// Output format: table | json.
-    #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-    format: String,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 /// One row of the schedule, as printed in JSON.
@@ -98,21 +99,22 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             a.samples
         )));
     }
-    let retries = a.policy.attempts.saturating_sub(1).min(10_000);
+    let attempts = a.policy.schedule.limit()?;
+    let retries = attempts.saturating_sub(1).min(10_000);
     if (retries as usize).saturating_mul(a.samples) > MAX_DRAWS {
         anyhow::bail!(UsageError(format!(
             "--samples: {} samples × {retries} retries is more than {MAX_DRAWS} delays; lower --samples or --attempts",
             a.samples
         )));
     }
-    let s = schedule(&backoff, retries, a.samples, a.seed);
+    let s = schedule(&backoff, retries, a.samples, a.seed.get());
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
-    if a.format == "json" {
+    if a.format.json() {
         serde_json::to_writer(&mut out, &s)?;
         writeln!(out)?;
     } else {
-        print_table(&mut out, &backoff, a.policy.attempts, &s)?;
+        print_table(&mut out, &backoff, attempts, &s)?;
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)

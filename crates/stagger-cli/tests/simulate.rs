@@ -204,3 +204,56 @@ fn out_writes_the_report_for_every_model_and_none_disables_it() {
     assert!(!dir.join("stagger-report").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_drill_runs_in_one_command_at_both_shapes() {
+    let thin = stagger(&["--drill", "--runs", "20", "--format", "json"], None);
+    assert!(
+        thin.status.success(),
+        "{}",
+        String::from_utf8_lossy(&thin.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&thin.stdout).unwrap();
+    assert_eq!(doc["params"]["clients"], "400");
+    assert_eq!(doc["params"]["arrivals"], 100);
+    let rows = doc["strategies"].as_array().unwrap();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.join(","), stagger_sim::DRILL_STRATEGIES);
+    let guarded = rows.last().unwrap();
+    assert!(guarded["amplification"].as_f64().unwrap() <= 1.3);
+    assert!(guarded["budget_refusals"].as_f64().unwrap() > 0.0);
+    let busy = stagger(
+        &[
+            "--drill",
+            "--clients",
+            "10",
+            "--runs",
+            "5",
+            "--server-sheds-retries",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert!(busy.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&busy.stdout).unwrap();
+    assert_eq!(doc["params"]["clients"], "10");
+    assert_eq!(doc["params"]["server_sheds_retries"], true);
+    for (args, flag) in [
+        (&["--drill", "--model", "metastable"][..], "--drill"),
+        (
+            &["--server-sheds-retries", "--model", "metastable"],
+            "--server-sheds-retries",
+        ),
+    ] {
+        let out = stagger(args, None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(flag),
+            "{args:?}"
+        );
+    }
+}

@@ -8,6 +8,14 @@
 //! the end of the tick; a retry after delay `d` runs in the tick containing
 //! `end + d`. Requests are spread round-robin over the client processes.
 //!
+//! With [`server_sheds_retries`](crate::Params::server_sheds_retries), an
+//! overloaded server (outside the outage) serves first attempts first:
+//! retries get only the capacity first attempts leave, and the others are
+//! answered at once with a 503 and a `Retry-After` of 1 to 5 s — they count
+//! as attempts that arrived, but not in the load that decides who succeeds,
+//! since turning one away costs the server next to nothing. (The model has
+//! no queue that outlives a tick, so there is no expired work to drop.)
+//!
 //! Every failed attempt goes to the library's [`Policy::decide`] with a
 //! per-request [`Call`] whose random stream is forked from the run's seed;
 //! ticks are a calendar of reusable buckets, so a run allocates nothing per
@@ -15,11 +23,14 @@
 //!
 //! [`Policy::decide`]: stagger::Policy::decide
 
-use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason};
+use std::time::Duration;
+
+use stagger::{Call, Class, Decision, Failure, FastRng, Hint, Outcome, RandomSource, StopReason};
 
 use crate::engine::{mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::{Params, SuccessModel};
+use crate::recovery::{self, window_bins, Observed, PACED_WINDOW};
 use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
@@ -30,6 +41,7 @@ pub(crate) struct Scratch {
     buckets: Vec<Vec<u32>>,
     calls: Vec<Call<FastRng>>,
     admitted: Vec<u32>,
+    shed: Vec<u32>,
 }
 
 /// What one run produced.
@@ -38,6 +50,8 @@ pub(crate) struct RunOut {
     pub(crate) load: Vec<u32>,
     pub(crate) retries: Vec<u32>,
     pub(crate) successes: Vec<u32>,
+    /// New requests per tick (the burst included).
+    pub(crate) arrivals: Vec<u32>,
     pub(crate) requests: u64,
     pub(crate) succeeded: u64,
     pub(crate) attempts: u64,
@@ -77,6 +91,7 @@ pub(crate) fn run(
         load: vec![0; n_ticks],
         retries: vec![0; n_ticks],
         successes: vec![0; n_ticks],
+        arrivals: vec![0; n_ticks],
         ..RunOut::default()
     };
     let mut burst_done = false;
@@ -97,6 +112,7 @@ pub(crate) fn run(
             due.push(id);
         }
         out.requests += fresh;
+        out.arrivals[k] = fresh as u32;
         // Admission at the tick's start: a breaker or throttle may refuse.
         s.admitted.clear();
         let now = vt.at(start);
@@ -114,9 +130,14 @@ pub(crate) fn run(
         // go back now and keep its capacity.
         due.clear();
         s.buckets[k] = due;
+        let arrived = s.admitted.len();
+        out.load[k] = arrived as u32;
+        out.attempts += arrived as u64;
+        s.shed.clear();
+        if p.server_sheds_retries && !in_outage && arrived as f64 > cap {
+            shed_retries(&s.calls, &mut s.admitted, &mut s.shed, cap);
+        }
         let load = s.admitted.len();
-        out.load[k] = load as u32;
-        out.attempts += load as u64;
         let p_success = if in_outage {
             0.0
         } else if load as f64 <= cap {
@@ -130,9 +151,15 @@ pub(crate) fn run(
         };
         // Results at the tick's end.
         let now = vt.at(end);
-        for &id in &s.admitted {
-            let ok = p_success >= 1.0 || (p_success > 0.0 && outcome_rng.next_f64() < p_success);
-            let outcome = if ok {
+        let served = s.admitted.len();
+        s.admitted.extend_from_slice(&s.shed);
+        for (i, &id) in s.admitted.iter().enumerate() {
+            let outcome = if i >= served {
+                let secs = 1 + outcome_rng.next_u64() % 5;
+                Outcome::Failure(
+                    Failure::transient().with_hint(Hint::RetryAfter(Duration::from_secs(secs))),
+                )
+            } else if p_success >= 1.0 || (p_success > 0.0 && outcome_rng.next_f64() < p_success) {
                 Outcome::Success
             } else {
                 Outcome::Failure(Class::Transient.into())
@@ -161,23 +188,35 @@ pub(crate) fn run(
     Ok(out)
 }
 
-/// Time after the outage until the load is at or under capacity for good;
-/// `None` if it never is (or nothing of the run is after the outage).
-pub(crate) fn recovery_s(load: &[u32], p: &Params) -> Option<f64> {
-    let tick = ns(p.tick);
-    let end = ns(p.outage_end);
-    let first_after = end.div_ceil(tick) as usize;
-    if first_after >= load.len() {
-        return None;
+/// Moves the retries that do not fit in the capacity first attempts leave
+/// from `admitted` to `shed`, the latest-admitted first.
+fn shed_retries(calls: &[Call<FastRng>], admitted: &mut Vec<u32>, shed: &mut Vec<u32>, cap: f64) {
+    let is_retry = |id: u32| calls[id as usize].attempts() > 1;
+    let retries = admitted.iter().filter(|&&id| is_retry(id)).count();
+    let room = (cap.floor() as usize).saturating_sub(admitted.len() - retries);
+    let mut excess = retries.saturating_sub(room);
+    let mut i = admitted.len();
+    while excess > 0 {
+        i -= 1;
+        if is_retry(admitted[i]) {
+            shed.push(admitted.remove(i));
+            excess -= 1;
+        }
     }
-    let mut k = load.len();
-    while k > first_after && f64::from(load[k - 1]) <= p.capacity {
-        k -= 1;
-    }
-    if k == load.len() {
-        return None;
-    }
-    Some((k as u64 * tick).saturating_sub(end) as f64 / 1e9)
+}
+
+/// Time after the outage until the run recovered ([`crate::recovery`]:
+/// every 1 s window from then on answers 95 % of its new requests and
+/// carries at most 1.25 attempts per new request).
+pub(crate) fn recovery_s(r: &RunOut, p: &Params) -> Option<f64> {
+    let seen = Observed {
+        bin: p.tick,
+        demand: &r.arrivals,
+        load: &r.load,
+        goodput: &r.successes,
+    };
+    let window = window_bins(p.tick, PACED_WINDOW);
+    recovery::recovery_s(&seen, window, p.outage_end)
 }
 
 fn peak(load: &[u32], from: usize, cap: f64) -> Option<f64> {
@@ -208,7 +247,7 @@ pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row
             Some(x) => post_sum += x,
             None => post_any = false,
         }
-        match recovery_s(&r.load, p) {
+        match recovery_s(r, p) {
             Some(x) => rec_sum += x,
             None => recovered_all = false,
         }

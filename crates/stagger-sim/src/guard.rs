@@ -8,12 +8,10 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use stagger::budget::RatioBudget;
-use stagger::{Breaker, BreakerState, Event, Observer, Policy, Throttle};
+use stagger::{BreakerState, Event, Observer, Policy};
 
-use crate::engine::mix;
 use crate::params::Params;
-use crate::strategy::Strategy;
+use crate::strategy::{Schedule, Strategy};
 use crate::SimError;
 
 /// Counts the guardrail events of one run.
@@ -49,41 +47,26 @@ pub(crate) struct ClientPolicies {
 impl ClientPolicies {
     /// Policies for `clients` processes running `strategy` in the run
     /// seeded `seed`: one shared policy without guardrails, else one per
-    /// process, each with its own library-default budget (10 % ratio, 10 s
-    /// window, floor 10), breaker (50 % of at least 20 calls over 10 s, open
-    /// 5 s + up to 20 %, its jitter seeded from the run) and throttle (K = 2,
-    /// 2 min).
+    /// process, each with its own guardrails ([`Strategy::guardrails`]).
     pub(crate) fn new(
         strategy: &Strategy,
         p: &Params,
         clients: usize,
         seed: u64,
     ) -> Result<Self, SimError> {
-        let builder = strategy.policy_builder(p)?;
+        let schedule = Schedule::from(p);
         if !strategy.has_guardrails() {
             return Ok(ClientPolicies {
-                policies: vec![builder.build_checked()?],
+                policies: vec![strategy.policy(&schedule, None, None)?],
                 counters: None,
             });
         }
         let counters = Arc::new(Counters::default());
+        let observer = || Some(counters.clone() as Arc<dyn Observer>);
         let policies = (0..clients.max(1))
             .map(|c| {
-                let mut b = builder.clone().observer(counters.clone());
-                if strategy.budget {
-                    b = b.budget(RatioBudget::default());
-                }
-                if strategy.breaker {
-                    let breaker = Breaker::builder()
-                        .seed(mix(seed, 0xB4EA_0000 + c as u64))
-                        .build()
-                        .map_err(|e| SimError::new("strategy", e.to_string()))?;
-                    b = b.breaker(breaker);
-                }
-                if strategy.throttle {
-                    b = b.throttle(Throttle::default());
-                }
-                b.build_checked()
+                let g = strategy.guardrails(seed, c as u64, observer())?;
+                strategy.policy(&schedule, g.map(Arc::new), observer())
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ClientPolicies {
@@ -114,16 +97,5 @@ impl ClientPolicies {
         self.counters
             .as_ref()
             .map_or(0, |c| c.breaker_opens.load(Relaxed))
-    }
-}
-
-trait BuildChecked {
-    fn build_checked(self) -> Result<Policy, SimError>;
-}
-
-impl BuildChecked for stagger::PolicyBuilder {
-    fn build_checked(self) -> Result<Policy, SimError> {
-        self.build()
-            .map_err(|e| SimError::new("strategy", e.to_string()))
     }
 }

@@ -32,7 +32,7 @@ use crate::engine::{mix, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
 use crate::result::{ratio, Row};
-use crate::strategy::Strategy;
+use crate::strategy::{Schedule, Strategy};
 use crate::SimError;
 
 /// Where retries are allowed.
@@ -128,7 +128,7 @@ fn serve(ctx: &mut Ctx<'_>, layer: usize, inbound: u32) -> (bool, bool) {
 
 /// Checks that one request's call tree stays bounded.
 pub(crate) fn check(strategy: &Strategy, p: &Params) -> Result<(), SimError> {
-    let a = f64::from(strategy.max_attempts(p));
+    let a = f64::from(strategy.max_attempts(&Schedule::from(p)));
     if a.powi(p.layers as i32) > MAX_TREE {
         return Err(SimError::new(
             "attempts",

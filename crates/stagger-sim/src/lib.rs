@@ -4,14 +4,18 @@
 //! simulates fleets of clients retrying against a dependency that stumbles,
 //! and measures what their retries do to it: attempts, amplification,
 //! success, peak load against capacity, and how long the dependency takes to
-//! recover. It never re-implements a rule: every failed attempt is handed to
+//! recover ([`recovery`]: one definition, shared with the game-day). It
+//! never re-implements a rule: every failed attempt is handed to
 //! the library's [`Policy::decide`](stagger::Policy::decide) with a per-request
 //! [`Call`](stagger::Call) seeded from the run's seed, guardrails are the
 //! library's own objects (one set per simulated client process), and time is
 //! virtual — `Instant`s derived from one origin, which the library takes as
-//! frozen clocks. What the simulator shows is what ships.
+//! frozen clocks. What the simulator shows is what ships. A strategy name
+//! such as `full+budget+breaker` becomes library objects in one place,
+//! [`Strategy::policy`] and [`Strategy::guardrails`], which the game-day
+//! uses too.
 //!
-//! Models (see each module): [`failover`] (the seeds' burst around a short
+//! Models (see each module): [`failover`] (a burst around a short
 //! outage), [`contention`] (AWS's optimistic-concurrency race),
 //! [`metastable`] (a saturated FIFO server kept down by retries), [`layers`]
 //! (retries multiplied through a call chain).
@@ -49,13 +53,16 @@ mod guard;
 pub mod layers;
 pub mod metastable;
 mod params;
+pub mod recovery;
 mod result;
 mod strategy;
 
 pub use layers::RetryAt;
-pub use params::{ClientRange, Model, Params, SuccessModel, MAX_CLIENTS};
+pub use params::{
+    ClientRange, Model, Params, SuccessModel, DRILL_PROCESSES, DRILL_STRATEGIES, MAX_CLIENTS,
+};
 pub use result::{ParamsOut, Results, Row, Series};
-pub use strategy::{RetryKind, Strategy};
+pub use strategy::{RetryKind, Schedule, Strategy};
 
 /// A bad simulation parameter, named by its command-line flag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,7 +173,7 @@ pub fn simulate_counted(
         return Err(SimError::new("strategy", "no strategy given".into()));
     }
     for s in strategies {
-        s.policy_builder(p)?;
+        s.check(&Schedule::from(p))?;
         if p.model == Model::Layers {
             layers::check(s, p)?;
         }

@@ -11,25 +11,25 @@
 //! during it and delivers them all when it ends: the trigger. Network hops
 //! otherwise take no time.
 //!
-//! Goodput is answers delivered in time, counted per second. The system has
-//! recovered from the first second after the outage from which every 5 s
-//! window's goodput is at least 95 % of the requests that arrived in it.
+//! Goodput is answers delivered in time, counted per second; recovery is
+//! judged on it as everywhere else ([`crate::recovery`]), over 5 s windows
+//! because arrivals are a Poisson stream.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
 
 use stagger::{Call, Decision, Failure, FastRng, Outcome};
 
 use crate::engine::{exponential_ns, mix, ns, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
+use crate::recovery::{self, window_bins, Observed, POISSON_WINDOW};
 use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
 
 const SECOND: u64 = 1_000_000_000;
-/// Window over which goodput is compared with arrivals.
-const WINDOW_S: usize = 5;
 /// Seconds at the end of the run averaged for `goodput_after`.
 const TAIL_S: usize = 20;
 
@@ -69,6 +69,9 @@ pub(crate) struct RunOut {
     pub(crate) retries: Vec<u32>,
     pub(crate) goodput: Vec<u32>,
     pub(crate) arrivals: Vec<u32>,
+    /// Attempts sent per second, first attempts and retries (`load` counts
+    /// them when they reach the server, after any outage held them).
+    pub(crate) sent: Vec<u32>,
     pub(crate) attempts: u64,
     pub(crate) budget_refusals: u64,
     pub(crate) breaker_opens: u64,
@@ -104,6 +107,7 @@ impl World<'_> {
             sent: t,
         };
         self.out.attempts += 1;
+        Self::bump(&mut self.out.sent, t);
         if attempt > 1 {
             Self::bump(&mut self.out.retries, t);
         }
@@ -167,6 +171,7 @@ pub(crate) fn run(
             retries: vec![0; bins],
             goodput: vec![0; bins],
             arrivals: vec![0; bins],
+            sent: vec![0; bins],
             ..RunOut::default()
         },
         timeout: ns(p.timeout),
@@ -265,27 +270,18 @@ pub(crate) fn run(
     Ok(out)
 }
 
-/// Seconds after the outage until goodput keeps up with arrivals (every 5 s
-/// window from then on at ≥ 95 %); `None` if it never does.
+/// Seconds after the outage until the run recovered ([`crate::recovery`]:
+/// every 5 s window from then on answers in time 95 % of the requests that
+/// arrived in it and carries at most 1.25 attempts per new request).
 pub(crate) fn recovery_s(r: &RunOut, p: &Params) -> Option<f64> {
-    let n = r.goodput.len();
-    let from = ns(p.outage_end).div_ceil(SECOND) as usize;
-    if n < WINDOW_S || from + WINDOW_S > n {
-        return None;
-    }
-    let good = |s: usize| {
-        let g: u32 = r.goodput[s..s + WINDOW_S].iter().sum();
-        let a: u32 = r.arrivals[s..s + WINDOW_S].iter().sum();
-        f64::from(g) >= 0.95 * f64::from(a)
+    let seen = Observed {
+        bin: Duration::from_secs(1),
+        demand: &r.arrivals,
+        load: &r.sent,
+        goodput: &r.goodput,
     };
-    let mut s = n - WINDOW_S + 1;
-    while s > from && good(s - 1) {
-        s -= 1;
-    }
-    if s == n - WINDOW_S + 1 {
-        return None;
-    }
-    Some(s as f64 - p.outage_end.as_secs_f64())
+    let window = window_bins(seen.bin, POISSON_WINDOW);
+    recovery::recovery_s(&seen, window, p.outage_end)
 }
 
 fn mean_per_s(v: &[u32]) -> Option<f64> {

@@ -9,8 +9,8 @@ use crate::SimError;
 /// Which world to simulate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Model {
-    /// The seeds' model: a burst of failed requests around a short outage,
-    /// in discrete ticks, against a fixed capacity.
+    /// The classic retry-storm model: a burst of failed requests around a
+    /// short outage, in discrete ticks, against a fixed capacity.
     Failover,
     /// AWS's optimistic-concurrency contention: N clients race to write one
     /// row; work is writes sent, completion is when the last one succeeds.
@@ -71,7 +71,7 @@ impl FromStr for Model {
 /// `C` (failover model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SuccessModel {
-    /// `(C/L)²`: the seeds' model, standing in for queueing and timeouts.
+    /// `(C/L)²`: the usual model, standing in for queueing and timeouts.
     Square,
     /// `C/L`: exactly capacity's worth of attempts succeed on average.
     Linear,
@@ -178,6 +178,13 @@ impl fmt::Display for ClientRange {
     }
 }
 
+/// Client processes in the drill ([`Params::drill`]).
+pub const DRILL_PROCESSES: u32 = 400;
+
+/// The strategies the drill compares, in both the simulator and the
+/// game-day.
+pub const DRILL_STRATEGIES: &str = "none,immediate,full,full+budget+breaker";
+
 /// Every knob of a simulation. Start from [`Params::defaults`] and change
 /// fields; [`Params::validate`] names the first bad one by its flag.
 #[derive(Debug, Clone, PartialEq)]
@@ -199,6 +206,10 @@ pub struct Params {
     pub timeout: Duration,
     /// Whether the server drops work whose deadline has passed (metastable).
     pub server_skips_expired: bool,
+    /// Whether an overloaded server sheds retries before first attempts
+    /// (failover): retries get only the capacity first attempts leave, and
+    /// the rest are answered at once with a `Retry-After` of 1 to 5 s.
+    pub server_sheds_retries: bool,
     /// Outage start (failover, metastable).
     pub outage_start: Duration,
     /// Outage end (failover, metastable).
@@ -248,6 +259,7 @@ impl Params {
             capacity: 10.0,
             timeout: Duration::from_secs(1),
             server_skips_expired: false,
+            server_sheds_retries: false,
             outage_start: Duration::from_secs(2),
             outage_end: Duration::from_secs(5),
             burst: 200,
@@ -287,6 +299,30 @@ impl Params {
             }
         }
         p
+    }
+
+    /// The drill: a fleet of 400 client processes sending 200 requests per
+    /// second in all to a dependency with twice that capacity, which stalls
+    /// for 2 s after 10 s of steady traffic — the failover model in ticks of
+    /// 500 ms (the game-day's attempt timeout: a stalled attempt is known
+    /// to have failed when it times out), 100 new requests per tick,
+    /// capacity 200 per tick, an outage from 10 s to 12 s whose first tick
+    /// also fails the 20 requests in flight when it began, 20 s in all, 5
+    /// attempts from 100 ms doubling to 10 s. The same shape as
+    /// `stagger gameday --drill`; pass `clients` 10 for a fleet of busy
+    /// processes.
+    pub fn drill() -> Self {
+        Params {
+            duration: Duration::from_secs(20),
+            tick: ms(500),
+            arrivals: 100,
+            capacity: 200.0,
+            outage_start: Duration::from_secs(10),
+            outage_end: Duration::from_secs(12),
+            burst: 20,
+            clients: ClientRange::one(DRILL_PROCESSES),
+            ..Params::defaults(Model::Failover)
+        }
     }
 
     /// The seeds of the runs, in run order.

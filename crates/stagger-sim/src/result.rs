@@ -34,6 +34,8 @@ pub struct ParamsOut {
     pub timeout_s: f64,
     /// Whether the server drops expired work.
     pub server_skips_expired: bool,
+    /// Whether an overloaded server sheds retries first (failover).
+    pub server_sheds_retries: bool,
     /// Outage start in seconds.
     pub outage_start_s: f64,
     /// Outage end in seconds.
@@ -78,6 +80,7 @@ impl ParamsOut {
             capacity: p.capacity,
             timeout_s: p.timeout.as_secs_f64(),
             server_skips_expired: p.server_skips_expired,
+            server_sheds_retries: p.server_sheds_retries,
             outage_start_s: p.outage_start.as_secs_f64(),
             outage_end_s: p.outage_end.as_secs_f64(),
             burst: p.burst,
@@ -150,8 +153,9 @@ pub struct Row {
     pub peak_load_over_capacity: Option<f64>,
     /// The same, over the time after the outage.
     pub post_outage_peak_over_capacity: Option<f64>,
-    /// Seconds after the outage until load stays under capacity (failover)
-    /// or goodput is back (metastable); `null` when some run never got there.
+    /// Seconds after the outage until the dependency recovered for good
+    /// (failover, metastable; see [`crate::recovery`]), the mean over the
+    /// runs; `null` when some run never got there.
     pub recovery_s: Option<f64>,
     /// Retries refused by a budget, per run.
     pub budget_refusals: f64,
@@ -169,8 +173,7 @@ pub struct Row {
     /// Answers in time per second over the run's last 20 s (metastable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goodput_after: Option<f64>,
-    /// Whether every run's goodput returned to ≥ 95 % of arrivals
-    /// (metastable).
+    /// Whether every run recovered ([`crate::recovery`]) (metastable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered: Option<bool>,
     /// Attempts reaching the dependency per user request (layers).

@@ -1,18 +1,56 @@
-//! Retry strategies: which of the library's policies a simulated client runs.
+//! Retry strategies: which of the library's policies a client runs.
 //!
 //! A strategy is a backoff kind (`none`, `immediate`, `exponential`, `full`,
 //! `equal`, `decorrelated`) plus optional guardrails (`+budget`, `+breaker`,
-//! `+throttle`). It only *chooses* library objects — a [`Policy`] built by
-//! [`PolicyBuilder`] with a [`Jitter`] — and never computes a delay itself.
+//! `+throttle`). This is the one place a strategy name becomes library
+//! objects — the simulator's clients and the game-day's pods both build
+//! theirs here, so the two cannot drift. A strategy only *chooses* library
+//! objects (a [`Policy`] with a [`Jitter`], one [`Guardrails`] per client
+//! process) and never computes a delay itself.
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use stagger::{Backoff, Jitter, Policy, PolicyBuilder};
+use stagger::budget::RatioBudget;
+use stagger::{Backoff, Breaker, Guardrails, Jitter, Observer, Policy, Throttle};
 
+use crate::engine::mix;
 use crate::params::{Model, Params};
 use crate::SimError;
+
+/// The knobs every strategy of one comparison shares; only the backoff
+/// kind and the guardrails differ between strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    /// Max attempts, the first included; `None` is unlimited. `none`
+    /// always makes one.
+    pub attempts: Option<u32>,
+    /// First backoff (`immediate` uses zero).
+    pub base: Duration,
+    /// Largest backoff.
+    pub cap: Duration,
+    /// Timeout of one attempt, if the front-end enforces one.
+    pub attempt_timeout: Option<Duration>,
+    /// Whether the policy learns a typical attempt from successes (its
+    /// deadline rule). Off in virtual time, where the simulator reports
+    /// what the policy does rather than what it would learn.
+    pub measure_latency: bool,
+}
+
+impl From<&Params> for Schedule {
+    /// The simulator's schedule: no attempt timeout, no learned latency.
+    fn from(p: &Params) -> Self {
+        Schedule {
+            attempts: p.attempts,
+            base: p.base,
+            cap: p.cap,
+            attempt_timeout: None,
+            measure_latency: false,
+        }
+    }
+}
 
 /// How a client retries (the backoff half of a [`Strategy`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -152,41 +190,93 @@ impl Strategy {
         Ok(out)
     }
 
-    /// The backoff schedule of this strategy under `p` (`none` and
-    /// `immediate` keep `p`'s cap; `immediate` has a zero base).
-    pub fn backoff(&self, p: &Params) -> Backoff {
+    /// The backoff of this strategy under `s` (`none` and `immediate`
+    /// keep `s`'s cap; `immediate` has a zero base).
+    pub fn backoff(&self, s: &Schedule) -> Backoff {
         let base = match self.retry {
             RetryKind::Immediate => Duration::ZERO,
-            _ => p.base,
+            _ => s.base,
         };
         Backoff::new()
             .base(base)
             .multiplier(2.0)
-            .cap(p.cap)
+            .cap(s.cap)
             .jitter(self.retry.jitter())
     }
 
-    /// Max attempts under `p` (1 for `none`; `u32::MAX` for unlimited).
-    pub fn max_attempts(&self, p: &Params) -> u32 {
+    /// Max attempts under `s` (1 for `none`; `u32::MAX` for unlimited).
+    pub fn max_attempts(&self, s: &Schedule) -> u32 {
         match self.retry {
             RetryKind::None => 1,
-            _ => p.attempts.unwrap_or(u32::MAX),
+            _ => s.attempts.unwrap_or(u32::MAX),
         }
     }
 
-    /// The library policy builder for this strategy, guardrails not yet
-    /// attached.
-    pub fn policy_builder(&self, p: &Params) -> Result<PolicyBuilder, SimError> {
-        let b = Policy::builder()
-            .backoff(self.backoff(p))
-            .max_attempts(self.max_attempts(p))
-            // The simulator reports what the policy does, not a latency
-            // estimate it would learn.
-            .measure_latency(false);
-        b.clone()
-            .build()
-            .map_err(|e| SimError::new("strategy", format!("{self}: {}", e)))?;
-        Ok(b)
+    /// The guardrails of one client process, `None` for a strategy without
+    /// any: the library's defaults — a ratio budget (10 % of requests over
+    /// 10 s, floor 10), a breaker (50 % failures of at least 20 calls over
+    /// 10 s, open 5 s + up to 20 %) and a throttle (K = 2 over 2 min). The
+    /// breaker's open-period jitter is seeded from `seed` and the process
+    /// number, so a run replays exactly while processes still differ.
+    /// Breaker state changes go to `observer`.
+    pub fn guardrails(
+        &self,
+        seed: u64,
+        process: u64,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Result<Option<Guardrails>, SimError> {
+        if !self.has_guardrails() {
+            return Ok(None);
+        }
+        let mut g = Guardrails::new();
+        if let Some(o) = observer {
+            g = g.observer(o);
+        }
+        if self.budget {
+            g = g.budget(RatioBudget::default());
+        }
+        if self.breaker {
+            let breaker = Breaker::builder()
+                .seed(mix(seed, 0xB4EA_0000 + process))
+                .build()
+                .map_err(|e| SimError::new("strategy", e.to_string()))?;
+            g = g.breaker(breaker);
+        }
+        if self.throttle {
+            g = g.throttle(Throttle::default());
+        }
+        Ok(Some(g))
+    }
+
+    /// One client's policy: this strategy's backoff and attempts under `s`,
+    /// the client process's `guardrails` (see [`Strategy::guardrails`]), and
+    /// `observer` for its events.
+    pub fn policy(
+        &self,
+        s: &Schedule,
+        guardrails: Option<Arc<Guardrails>>,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Result<Policy, SimError> {
+        let mut b = Policy::builder()
+            .backoff(self.backoff(s))
+            .max_attempts(self.max_attempts(s))
+            .measure_latency(s.measure_latency);
+        if let Some(t) = s.attempt_timeout {
+            b = b.attempt_timeout(t);
+        }
+        if let Some(g) = guardrails {
+            b = b.guardrail(g);
+        }
+        if let Some(o) = observer {
+            b = b.observer(o);
+        }
+        b.build()
+            .map_err(|e| SimError::new("strategy", format!("{self}: {e}")))
+    }
+
+    /// Checks that this strategy builds a policy under `s`.
+    pub fn check(&self, s: &Schedule) -> Result<(), SimError> {
+        self.policy(s, None, None).map(drop)
     }
 }
 
@@ -273,6 +363,66 @@ mod tests {
         let l = Strategy::parse_list("full, full, all+budget").unwrap();
         assert_eq!(l.len(), 7);
         assert!(l[1..].iter().all(|s| s.budget && !s.breaker));
+    }
+
+    fn schedule() -> Schedule {
+        Schedule {
+            attempts: Some(5),
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(10),
+            attempt_timeout: Some(Duration::from_millis(500)),
+            measure_latency: true,
+        }
+    }
+
+    #[test]
+    fn immediate_never_waits_and_none_never_retries() {
+        let s = schedule();
+        let p = "immediate"
+            .parse::<Strategy>()
+            .unwrap()
+            .policy(&s, None, None);
+        let p = p.unwrap();
+        assert_eq!(p.backoff().backoff(1), Duration::ZERO);
+        assert_eq!(p.max_attempts(), 5);
+        assert_eq!(p.attempt_timeout(), Some(Duration::from_millis(500)));
+        let p = "none".parse::<Strategy>().unwrap().policy(&s, None, None);
+        assert_eq!(p.unwrap().max_attempts(), 1);
+    }
+
+    #[test]
+    fn guardrails_are_built_only_when_asked_for() {
+        let full: Strategy = "full".parse().unwrap();
+        assert!(full.guardrails(1, 0, None).unwrap().is_none());
+        let g = "full+budget+breaker".parse::<Strategy>().unwrap();
+        let g = g.guardrails(1, 0, None).unwrap().unwrap();
+        assert!(g.get_budget().is_some() && g.get_breaker().is_some());
+        assert!(g.get_throttle().is_none());
+    }
+
+    /// The game-day's copy of this constructor once built its pods'
+    /// breakers unseeded, so the same game-day opened them for different
+    /// times on every run. Seeded from the run and the process, they replay
+    /// and still differ between processes.
+    #[test]
+    fn breakers_are_seeded_from_the_run_and_the_process() {
+        use stagger::{Class, Outcome};
+        let s: Strategy = "full+breaker".parse().unwrap();
+        let open_for = |seed: u64, process: u64| {
+            let g = s.guardrails(seed, process, None).unwrap().unwrap();
+            let b = g.get_breaker().unwrap().clone();
+            let t0 = std::time::Instant::now();
+            let failed = Outcome::Failure(Class::Transient.into());
+            // Fail calls until it opens (a run of failures or the rate).
+            for _ in 0..20 {
+                let Ok(permit) = b.acquire(t0) else { break };
+                b.record(permit, &failed, None, t0);
+            }
+            b.acquire(t0).unwrap_err().retry_in
+        };
+        assert_eq!(open_for(7, 3), open_for(7, 3));
+        assert_ne!(open_for(7, 3), open_for(7, 4));
+        assert_ne!(open_for(7, 3), open_for(8, 3));
     }
 
     #[test]

@@ -99,6 +99,42 @@ fn failover_budget_caps_retries_and_breaker_stops_them_at_a_dead_dependency() {
     assert!(rows[2].amplification < 0.3, "{}", rows[2].amplification);
 }
 
+/// Judged on load alone, a breaker that kept failing every call fast after
+/// the outage counted as recovered at once: its clients sent nothing, so the
+/// load was under capacity while nobody was served.
+#[test]
+fn failover_breakers_still_refusing_clients_after_the_outage_are_not_recovered() {
+    let mut p = Params::defaults(Model::Failover);
+    p.runs = 5;
+    let s: Vec<Strategy> = ["full+budget", "full+breaker"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let rows = run(&p, &s);
+    assert_eq!(rows[0].recovery_s, Some(0.0));
+    assert!(rows[1].breaker_opens >= 10.0);
+    // Open 5 s (+ up to 20 %) from the first outage tick at 2 s: clients
+    // are served again about 3 s after the outage ended at 5 s.
+    let r = rows[1].recovery_s.unwrap();
+    assert!((2.0..=4.5).contains(&r), "{r}");
+}
+
+/// Served again, but still carrying a storm of retries, is not recovered
+/// either. With headroom (capacity 20 against 8 new requests a tick) and a
+/// 1 s base, full jitter's retries are answered within half a second of the
+/// outage, but they keep the load above 1.25 attempts per new request for
+/// several seconds more.
+#[test]
+fn failover_served_but_still_retried_is_not_recovered() {
+    let mut p = Params::defaults(Model::Failover);
+    p.runs = 5;
+    p.base = Duration::from_secs(1);
+    p.capacity = 20.0;
+    let rows = run(&p, &[plain(RetryKind::Full)]);
+    let r = rows[0].recovery_s.unwrap();
+    assert!(r > 5.0, "{r}");
+}
+
 #[test]
 fn failover_whole_run_outage_fails_everything() {
     let mut p = Params::defaults(Model::Failover);

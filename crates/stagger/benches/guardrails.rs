@@ -140,7 +140,13 @@ fn budgets(c: &mut Criterion) {
         c,
         "withdraw",
         "ratio",
-        || RatioBudget::builder().floor(1_000_000_000).build().unwrap(),
+        || {
+            RatioBudget::builder()
+                .floor(1_000_000_000)
+                .fixed_floor()
+                .build()
+                .unwrap()
+        },
         |b| {
             black_box(b.try_withdraw(&failure, black_box(now)));
         },

@@ -58,8 +58,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The client: 4 attempts, 100 ms × 2, a 5 s deadline per call.
     let policy = Policy::builder().max_attempts(4).build()?;
     let client = ClientBuilder::new(reqwest::Client::new())
-        .with(
-            RetryMiddleware::new(policy)
+        .with(RetryMiddleware::new(
+            stagger::http::Settings::new(policy)
                 .timeout(Duration::from_secs(5))
                 .on_attempt(|a| {
                     println!(
@@ -67,7 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                         a.attempt, a.status, a.hint, a.delay
                     )
                 }),
-        )
+        ))
         .build();
 
     let resp = client.get(&url).send().await?;

@@ -1,29 +1,4 @@
 //! The backoff schedule and its jitters.
-//!
-//! Exponential growth keeps a struggling dependency from being hammered in a
-//! tight loop; jitter keeps clients that failed together from coming back
-//! together. The capped backoff before retry `n` is
-//! `b_n = min(cap, base · multiplier^(n-1))`, and the delay actually slept is
-//! drawn from it by a [`Jitter`].
-//!
-//! Every delay is computed as a pure function of the configuration, the retry
-//! number and a random source, so a seeded generator replays a schedule
-//! exactly, and jitter is applied *inside* the cap (a peer added it after the
-//! cap, letting delays reach twice the cap).
-//!
-//! ```
-//! use stagger::{Backoff, FastRng, Jitter};
-//! use std::time::Duration;
-//!
-//! let backoff = Backoff::new().jitter(Jitter::Full);
-//! assert_eq!(backoff.backoff(1), Duration::from_millis(100));
-//! assert_eq!(backoff.backoff(4), Duration::from_millis(800));
-//! assert_eq!(backoff.backoff(u32::MAX), Duration::from_secs(10));
-//!
-//! let mut rng = FastRng::seeded(1);
-//! let delays: Vec<Duration> = backoff.delays(&mut rng).take(4).collect();
-//! assert!(delays.iter().zip(1..).all(|(d, n)| *d < backoff.backoff(n)));
-//! ```
 
 use std::fmt;
 use std::str::FromStr;
@@ -120,10 +95,37 @@ impl Jitter {
     }
 }
 
+/// The backoff schedule and its jitters.
+///
+/// Exponential growth keeps a struggling dependency from being hammered in a
+/// tight loop; jitter keeps clients that failed together from coming back
+/// together. The capped backoff before retry `n` is
+/// `b_n = min(cap, base · multiplier^(n-1))`, and the delay actually slept is
+/// drawn from it by a [`Jitter`].
+///
+/// Every delay is computed as a pure function of the configuration, the retry
+/// number and a random source, so a seeded generator replays a schedule
+/// exactly, and jitter is applied *inside* the cap (a peer added it after the
+/// cap, letting delays reach twice the cap).
+///
+/// ```
+/// use stagger::{Backoff, FastRng, Jitter};
+/// use std::time::Duration;
+///
+/// let backoff = Backoff::new().jitter(Jitter::Full);
+/// assert_eq!(backoff.backoff(1), Duration::from_millis(100));
+/// assert_eq!(backoff.backoff(4), Duration::from_millis(800));
+/// assert_eq!(backoff.backoff(u32::MAX), Duration::from_secs(10));
+///
+/// let mut rng = FastRng::seeded(1);
+/// let delays: Vec<Duration> = backoff.delays(&mut rng).take(4).collect();
+/// assert!(delays.iter().zip(1..).all(|(d, n)| *d < backoff.backoff(n)));
+/// ```
+///
 /// The backoff schedule: base, multiplier, cap and jitter.
 ///
 /// `Copy`, with `const fn` setters, so a schedule can be a `static`.
-/// Defaults (SPEC §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
+/// Defaults (docs/behaviour.md §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     base_ns: u64,
@@ -282,11 +284,23 @@ impl Backoff {
     ) -> u64 {
         match self.jitter {
             Jitter::None => self.backoff_ns(retry),
-            Jitter::Full => scale(self.backoff_ns(retry), rng.next_f64()),
+            Jitter::Full => {
+                // Nothing to spread: no draw (a zero base, for immediate retries).
+                let b = self.backoff_ns(retry);
+                if b == 0 {
+                    0
+                } else {
+                    scale(b, rng.next_f64())
+                }
+            }
             Jitter::Equal => {
                 let b = self.backoff_ns(retry);
                 let half = b / 2;
-                half + scale(b - half, rng.next_f64())
+                if b == 0 {
+                    0
+                } else {
+                    half + scale(b - half, rng.next_f64())
+                }
             }
             Jitter::Decorrelated => {
                 let prev = previous.unwrap_or(self.base_ns).max(self.base_ns);

@@ -1,62 +1,4 @@
 //! The circuit breaker: zero retries at a dependency that is plainly down.
-//!
-//! A retry budget limits how much a client retries; a breaker stops it
-//! calling at all once most calls fail, so a dead dependency gets no load
-//! to dig out from under, and callers get an answer in nanoseconds instead
-//! of after a timeout. SPEC §6:
-//!
-//! - **Closed**: calls flow and their outcomes are counted over a sliding
-//!   window (10 s in 1 s buckets by default). When failures ÷ calls ≥ 50 %
-//!   and calls ≥ 20, it opens. Optionally also after N consecutive
-//!   failures, and with a count window (a true ring of the last N
-//!   outcomes) instead of the time window. A call slower than an optional
-//!   threshold counts as a failure.
-//! - **Open**: calls fail fast with [`BreakerOpen`], which says when to try
-//!   again. Each open period lasts 5 s plus up to 20 % of jitter drawn for
-//!   that period, so a fleet of clients does not probe in step.
-//! - **Half-open**: exactly `probes` (default 1) trial calls are let through
-//!   at a time. A success closes the breaker and clears the window; a
-//!   failure opens it again.
-//!
-//! Only calls admitted in the current period move the breaker: an outcome
-//! that arrives after the breaker changed state (a slow call admitted
-//! before it opened) is ignored. A permanent failure (the dependency
-//! answered, the request was wrong) counts as a success; a cancellation
-//! counts as nothing.
-//!
-//! **Abandoned probes.** A probe whose outcome never arrives (its caller
-//! was dropped) would hold its half-open slot forever. Front-ends give it
-//! back with [`Breaker::release`] (the engine's
-//! [`Policy::abandon`](crate::Policy::abandon)); failing that, every slot
-//! is reclaimed once `probe_timeout` (default 10 s) has passed since the
-//! last probe was admitted, and new probes are admitted.
-//!
-//! The closed-state hot path is one load of the state word to admit, and
-//! one uncontended compare-and-swap on the caller's own stripe of the
-//! window to record a success. Time always comes in as an argument.
-//!
-//! ```
-//! use stagger::{Breaker, BreakerState, Class, Outcome};
-//! use std::time::{Duration, Instant};
-//!
-//! let breaker = Breaker::builder().min_calls(4).build()?;
-//! let t0 = Instant::now();
-//! for _ in 0..4 {
-//!     let permit = breaker.acquire(t0).unwrap();
-//!     breaker.record(permit, &Outcome::from(Class::Transient), None, t0);
-//! }
-//! assert_eq!(breaker.state(), BreakerState::Open);
-//! let open = breaker.acquire(t0).unwrap_err();
-//! assert!(open.retry_in >= Duration::from_secs(5) && open.retry_in <= Duration::from_secs(6));
-//!
-//! let later = t0 + Duration::from_secs(6);
-//! let probe = breaker.acquire(later).unwrap();
-//! assert!(probe.is_probe());
-//! assert!(breaker.acquire(later).is_err(), "one probe at a time");
-//! breaker.record(probe, &Outcome::Success, None, later);
-//! assert_eq!(breaker.state(), BreakerState::Closed);
-//! # Ok::<(), stagger::ConfigError>(())
-//! ```
 
 use std::fmt;
 use std::sync::Arc;
@@ -197,6 +139,7 @@ pub(crate) struct Config {
     pub(crate) window: Duration,
     pub(crate) count_window: Option<u32>,
     pub(crate) consecutive: Option<u32>,
+    pub(crate) sparse: Option<u32>,
     pub(crate) slow_call: Option<Duration>,
     pub(crate) open_ns: u64,
     pub(crate) jitter_ppm: u64,
@@ -205,8 +148,84 @@ pub(crate) struct Config {
     pub(crate) seed: u64,
 }
 
-/// A circuit breaker (SPEC §6), shared by every call to one dependency.
-/// Cheap to clone; clones share the breaker. See the [module docs](self).
+/// The circuit breaker: zero retries at a dependency that is plainly down.
+///
+/// A retry budget limits how much a client retries; a breaker stops it
+/// calling at all once most calls fail, so a dead dependency gets no load
+/// to dig out from under, and callers get an answer in nanoseconds instead
+/// of after a timeout.
+///
+/// - **Closed**: calls flow and their outcomes are counted over a sliding
+///   window (10 s in 1 s buckets by default). When failures ÷ calls ≥ 50 %
+///   and calls ≥ 20, it opens. While the window holds fewer than 20 calls
+///   (a client too quiet for a rate to mean anything), it opens after 5
+///   failures in a row instead. Optionally also after N consecutive
+///   failures whatever the traffic, and with a count window (a true ring of
+///   the last N outcomes) instead of the time window. A call slower than an
+///   optional threshold counts as a failure.
+/// - **Open**: calls fail fast with [`BreakerOpen`], which says when to try
+///   again. Each open period lasts 5 s plus up to 20 % of jitter drawn for
+///   that period, so a fleet of clients does not probe in step.
+/// - **Half-open**: exactly `probes` (default 1) trial calls are let through
+///   at a time. A success closes the breaker and clears the window; a
+///   failure opens it again.
+///
+/// Only calls admitted in the current period move the breaker: an outcome
+/// that arrives after the breaker changed state (a slow call admitted
+/// before it opened) is ignored. A permanent failure (the dependency
+/// answered, the request was wrong) counts as a success; a cancellation
+/// counts as nothing.
+///
+/// **Thin clients.** A service that runs as many small processes gives
+/// each breaker little to judge: 400 pods at half a request per second see
+/// about 5 calls per 10 s window, so a minimum of 20 calls would never be
+/// reached and the breaker would never open, however dead the dependency.
+/// Below the minimum the breaker judges on a run of failures instead
+/// ([`sparse_failures`](BreakerBuilder::sparse_failures), default 5 in a
+/// row, no success between them). One failure, or a retried blip, never
+/// opens it; a dependency that failed every one of the last five attempts
+/// is treated as down. A busy client, whose window is full, is judged by
+/// the rate alone, so a 10 % failure rate never opens it by a run of bad
+/// luck.
+///
+/// **Abandoned probes.** A probe whose outcome never arrives (its caller
+/// was dropped) would hold its half-open slot forever. Front-ends give it
+/// back with [`Breaker::release`] (the engine's
+/// [`Policy::abandon`](crate::Policy::abandon)); failing that, every slot
+/// is reclaimed once `probe_timeout` (default 10 s) has passed since the
+/// last probe was admitted, and new probes are admitted.
+///
+/// The closed-state hot path is one load of the state word to admit, and
+/// one uncontended compare-and-swap on the caller's own stripe of the
+/// window to record a success, plus a read of the shared failure-run
+/// counter (written only by failures, and by the success that ends a run).
+/// Time always comes in as an argument.
+///
+/// ```
+/// use stagger::{Breaker, BreakerState, Class, Outcome};
+/// use std::time::{Duration, Instant};
+///
+/// let breaker = Breaker::builder().min_calls(4).build()?;
+/// let t0 = Instant::now();
+/// for _ in 0..4 {
+///     let permit = breaker.acquire(t0).unwrap();
+///     breaker.record(permit, &Outcome::from(Class::Transient), None, t0);
+/// }
+/// assert_eq!(breaker.state(), BreakerState::Open);
+/// let open = breaker.acquire(t0).unwrap_err();
+/// assert!(open.retry_in >= Duration::from_secs(5) && open.retry_in <= Duration::from_secs(6));
+///
+/// let later = t0 + Duration::from_secs(6);
+/// let probe = breaker.acquire(later).unwrap();
+/// assert!(probe.is_probe());
+/// assert!(breaker.acquire(later).is_err(), "one probe at a time");
+/// breaker.record(probe, &Outcome::Success, None, later);
+/// assert_eq!(breaker.state(), BreakerState::Closed);
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+///
+/// A circuit breaker, shared by every call to one dependency.
+/// Cheap to clone; clones share the breaker.
 ///
 /// ```
 /// use stagger::{Breaker, Outcome};
@@ -246,8 +265,8 @@ impl fmt::Debug for Breaker {
 }
 
 impl Default for Breaker {
-    /// 50 % over 10 s with at least 20 calls, open 5 s (+ up to 20 %), one
-    /// probe.
+    /// 50 % over 10 s with at least 20 calls (below that, 5 failures in a
+    /// row), open 5 s (+ up to 20 %), one probe.
     fn default() -> Self {
         BreakerBuilder::new().build_unchecked()
     }
@@ -512,16 +531,19 @@ impl Inner {
                 e
             }
         };
+        let counts_runs = self.cfg.consecutive.is_some() || self.cfg.sparse.is_some();
         if !bad {
-            if self.cfg.consecutive.is_some() && self.consecutive.load(Relaxed) != 0 {
+            if counts_runs && self.consecutive.load(Relaxed) != 0 {
                 self.consecutive.store(0, Relaxed);
             }
             return;
         }
-        let mut trip = match self.cfg.consecutive {
-            Some(n) => self.consecutive.fetch_add(1, AcqRel).saturating_add(1) >= n,
-            None => false,
+        let run = if counts_runs {
+            self.consecutive.fetch_add(1, AcqRel).saturating_add(1)
+        } else {
+            0
         };
+        let mut trip = self.cfg.consecutive.is_some_and(|n| run >= n);
         if !trip {
             let (calls, failures) = match &self.ring {
                 Some(ring) => ring.counts(),
@@ -530,9 +552,13 @@ impl Inner {
                     (bad.saturating_add(self.window.total(epoch, 0)), bad)
                 }
             };
-            trip = calls >= self.cfg.min_calls
-                && u128::from(failures) * PPM
-                    >= u128::from(self.cfg.failure_rate_ppm) * u128::from(calls);
+            trip = if calls >= self.cfg.min_calls {
+                u128::from(failures) * PPM
+                    >= u128::from(self.cfg.failure_rate_ppm) * u128::from(calls)
+            } else {
+                // Too few calls for a rate: judge on the run of failures.
+                self.cfg.sparse.is_some_and(|n| run >= n)
+            };
         }
         if trip {
             let now_ns = self.time.nanos(now);

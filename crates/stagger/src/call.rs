@@ -41,6 +41,13 @@ impl RandomSource for LazyRng {
     }
 }
 
+impl From<FastRng> for LazyRng {
+    /// A stream that is already seeded.
+    fn from(rng: FastRng) -> Self {
+        LazyRng(Some(rng))
+    }
+}
+
 impl Default for Call<LazyRng> {
     fn default() -> Self {
         Self::new()
@@ -48,7 +55,8 @@ impl Default for Call<LazyRng> {
 }
 
 impl Call<LazyRng> {
-    /// A call with its own fresh random stream, not idempotent, no deadline.
+    /// A call with its own fresh random stream, idempotency unspecified, no
+    /// deadline.
     #[inline]
     pub const fn new() -> Self {
         Call::with_rng(LazyRng(None))

@@ -34,7 +34,7 @@ impl Classify for io::Error {
 }
 
 /// The class of an I/O error: its kind ([`io_kind`]), except that a
-/// *temporary* name-resolution failure is transient (SPEC §2). The standard
+/// *temporary* name-resolution failure is transient (docs/behaviour.md §2). The standard
 /// library reports resolver errors with an uncategorised kind and the
 /// resolver's message, so that message is what tells a temporary failure
 /// (`EAI_AGAIN`: "Temporary failure in name resolution", "try again") from a
@@ -80,7 +80,7 @@ pub fn io_kind(kind: io::ErrorKind) -> Class {
     }
 }
 
-/// The class of an HTTP status code (SPEC §2). Success and redirect codes
+/// The class of an HTTP status code (docs/behaviour.md §2). Success and redirect codes
 /// are not failures and return `None` through [`http_failure`]; this function
 /// treats them as permanent so that it is total.
 ///
@@ -99,25 +99,15 @@ pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
     (status >= 400).then(|| http_status(status, retry_500))
 }
 
-/// Whether an HTTP method is idempotent by definition (RFC 9110 §9.2.2):
-/// GET, HEAD, OPTIONS, TRACE, PUT and DELETE. POST and PATCH become
-/// retryable only with an `Idempotency-Key`.
-pub fn method_is_idempotent(method: &str) -> bool {
-    matches!(
-        method.to_ascii_uppercase().as_str(),
-        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
-    )
-}
-
 /// The class of a gRPC status code: UNAVAILABLE (14) transient,
 /// RESOURCE_EXHAUSTED (8) only with pushback, DEADLINE_EXCEEDED (4) unknown,
-/// CANCELLED (1) cancelled, OK (0) and everything else permanent.
+/// OK (0) and everything else permanent — CANCELLED (1) included: received
+/// from a server it is an ordinary status, not the caller cancelling.
 pub fn grpc_code(code: u32) -> Class {
     match code {
         14 => Class::Transient,
         8 => Class::OnlyWithHint,
         4 => Class::Unknown,
-        1 => Class::Cancelled,
         _ => Class::Permanent,
     }
 }
@@ -125,7 +115,7 @@ pub fn grpc_code(code: u32) -> Class {
 /// The class of a gRPC status code under a service config's
 /// `retryableStatusCodes` (gRPC A6): a listed code is retried — still only
 /// with pushback for RESOURCE_EXHAUSTED and only for idempotent calls for
-/// DEADLINE_EXCEEDED, as SPEC §2 says — and an unlisted one never.
+/// DEADLINE_EXCEEDED, as docs/behaviour.md §2 says — and an unlisted one never.
 ///
 /// ```
 /// use stagger::classify::{grpc_code_listed, Class};
@@ -164,16 +154,6 @@ mod tests {
     }
 
     #[test]
-    fn idempotent_methods() {
-        for m in ["GET", "head", "OPTIONS", "TRACE", "PUT", "DELETE"] {
-            assert!(method_is_idempotent(m), "{m}");
-        }
-        for m in ["POST", "PATCH", "CONNECT", "BREW"] {
-            assert!(!method_is_idempotent(m), "{m}");
-        }
-    }
-
-    #[test]
     fn io_errors() {
         assert_eq!(io_kind(io::ErrorKind::ConnectionRefused), Class::Transient);
         assert_eq!(io_kind(io::ErrorKind::ConnectionReset), Class::Transient);
@@ -189,7 +169,8 @@ mod tests {
         assert_eq!(grpc_code(14), Class::Transient);
         assert_eq!(grpc_code(8), Class::OnlyWithHint);
         assert_eq!(grpc_code(4), Class::Unknown);
-        assert_eq!(grpc_code(1), Class::Cancelled);
+        // A server's CANCELLED is not the caller cancelling.
+        assert_eq!(grpc_code(1), Class::Permanent);
         assert_eq!(grpc_code(3), Class::Permanent);
     }
 }

@@ -1,16 +1,17 @@
-//! Time seam.
-//!
-//! Nothing in stagger's decision logic calls `Instant::now()` itself: every
-//! function that needs the time takes it as an argument, and the front-ends
-//! read it from a [`Clock`]. Real code passes [`MonotonicClock`]; tests and the
-//! simulator pass a [`ManualClock`], whose clones share one time that only
-//! moves when told to, so every schedule can be replayed exactly.
+//! The time seam.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A source of monotonic time.
+/// Nothing in stagger's decision logic calls `Instant::now()` itself: every
+/// function that needs the time takes it as an argument, and the front-ends
+/// read it from a [`Clock`]. Real code passes [`MonotonicClock`]; tests pass a
+/// [`ManualClock`], whose clones share one time that only moves when told to,
+/// and the simulator passes its virtual time as a plain `Instant` (an
+/// `Instant` is a frozen clock), so every schedule can be replayed exactly.
+///
+/// A source of monotonic time: the time seam.
 pub trait Clock: Send + Sync {
     /// The current instant.
     fn now(&self) -> Instant;

@@ -267,7 +267,7 @@ impl ServiceConfig {
     ///   "maxAttempts":3,"initialBackoff":"0.05s","maxBackoff":"0.5s",
     ///   "backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE","INTERNAL"]}}]}"#;
     /// let settings = ServiceConfig::from_json(json)?.settings("any.Service", "Call")?.unwrap();
-    /// let layer = stagger::tower::RetryLayer::with_settings(settings);
+    /// let layer = stagger::tower::RetryLayer::new(settings);
     /// # let _ = layer;
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```

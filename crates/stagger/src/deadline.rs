@@ -9,14 +9,17 @@
 //! gRPC and `x-request-timeout-ms` for HTTP.
 //!
 //! ```
-//! use stagger::deadline::{attempt_timeout, format_grpc_timeout, parse_grpc_timeout};
+//! use stagger::deadline::{format_grpc_timeout, parse_grpc_timeout, parse_timeout_ms};
+//! use stagger::{Call, Policy};
 //! use std::time::{Duration, Instant};
 //!
+//! // Each attempt's timeout is min(attempt_timeout, remaining).
+//! let policy = Policy::builder().attempt_timeout(Duration::from_secs(1)).build().unwrap();
 //! let now = Instant::now();
-//! let deadline = now + Duration::from_millis(700);
-//! let t = attempt_timeout(Some(Duration::from_secs(1)), Some(deadline), now);
-//! assert_eq!(t, Some(Duration::from_millis(700)));
+//! let mut call = Call::new().deadline(now + Duration::from_millis(700));
+//! assert_eq!(policy.start_attempt(&mut call, now), Ok(Some(Duration::from_millis(700))));
 //!
+//! assert_eq!(parse_timeout_ms("0250"), Some(Duration::from_millis(250)));
 //! // The finest unit that fits in 8 digits.
 //! assert_eq!(format_grpc_timeout(Duration::from_millis(1500)), "1500000u");
 //! assert_eq!(format_grpc_timeout(Duration::from_secs(200)), "200000m");
@@ -28,14 +31,14 @@ use std::time::{Duration, Instant};
 
 /// Time left before `deadline` (zero once it has passed).
 #[inline]
-pub fn remaining(deadline: Instant, now: Instant) -> Duration {
+pub(crate) fn remaining(deadline: Instant, now: Instant) -> Duration {
     deadline.saturating_duration_since(now)
 }
 
 /// The timeout of the next attempt: `min(attempt_timeout, remaining)`, or
 /// `None` when neither bounds it.
 #[inline]
-pub fn attempt_timeout(
+pub(crate) fn attempt_timeout(
     attempt_timeout: Option<Duration>,
     deadline: Option<Instant>,
     now: Instant,
@@ -53,7 +56,7 @@ pub fn attempt_timeout(
 /// shared by every call of a policy. Lock-free; a racing update may be lost,
 /// which only makes the estimate a little slower to move.
 #[derive(Debug, Default)]
-pub struct LatencyEstimate {
+pub(crate) struct LatencyEstimate {
     mean_ns: AtomicU64,
 }
 
@@ -87,7 +90,7 @@ impl LatencyEstimate {
 
 /// The header that carries the remaining time of an HTTP call, in whole
 /// milliseconds.
-pub const REQUEST_TIMEOUT_HEADER: &str = "x-request-timeout-ms";
+pub(crate) const REQUEST_TIMEOUT_HEADER: &str = "x-request-timeout-ms";
 
 /// Formats a remaining time for `x-request-timeout-ms` (whole milliseconds,
 /// rounded down).

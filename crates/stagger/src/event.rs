@@ -1,27 +1,4 @@
 //! Events, observers and counters.
-//!
-//! Every decision the engine makes is reported as an [`Event`] to the
-//! policy's [`Observer`], so a service can count, log or export what its
-//! retries do. [`Stats`] is a ready observer that keeps the counters of
-//! SPEC §9 in atomics; closures are observers too.
-//!
-//! ```
-//! use stagger::{Call, Class, Decision, Policy, Stats};
-//! use std::sync::Arc;
-//! use std::time::Instant;
-//!
-//! let stats = Arc::new(Stats::new());
-//! let policy = Policy::builder().observer(stats.clone()).build().unwrap();
-//! let mut call = Call::seeded(1);
-//! let now = Instant::now();
-//! policy.start_attempt(&mut call, now).unwrap();
-//! assert!(matches!(policy.decide(&mut call, Class::Transient, now), Decision::Retry { .. }));
-//! policy.start_attempt(&mut call, now).unwrap();
-//! policy.decide(&mut call, stagger::Outcome::Success, now);
-//! let s = stats.snapshot();
-//! assert_eq!((s.logical_requests, s.attempts, s.retries), (1, 2, 1));
-//! assert_eq!(s.amplification(), 2.0);
-//! ```
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -114,6 +91,31 @@ pub enum Event {
     },
 }
 
+/// Events, observers and counters.
+///
+/// Every decision the engine makes is reported as an [`Event`] to the
+/// policy's [`Observer`], so a service can count, log or export what its
+/// retries do. [`Stats`] is a ready observer that keeps the counters of
+/// docs/behaviour.md §9 in atomics; closures are observers too.
+///
+/// ```
+/// use stagger::{Call, Class, Decision, Policy, Stats};
+/// use std::sync::Arc;
+/// use std::time::Instant;
+///
+/// let stats = Arc::new(Stats::new());
+/// let policy = Policy::builder().observer(stats.clone()).build().unwrap();
+/// let mut call = Call::seeded(1);
+/// let now = Instant::now();
+/// policy.start_attempt(&mut call, now).unwrap();
+/// assert!(matches!(policy.decide(&mut call, Class::Transient, now), Decision::Retry { .. }));
+/// policy.start_attempt(&mut call, now).unwrap();
+/// policy.decide(&mut call, stagger::Outcome::Success, now);
+/// let s = stats.snapshot();
+/// assert_eq!((s.logical_requests, s.attempts, s.retries), (1, 2, 1));
+/// assert_eq!(s.amplification(), 2.0);
+/// ```
+///
 /// Receives events. Must be cheap and must not block: it runs inline in the
 /// decision.
 pub trait Observer: Send + Sync {
@@ -154,7 +156,7 @@ fn class_index(c: Class) -> usize {
     CLASSES.iter().position(|x| *x == c).unwrap_or(0)
 }
 
-/// Counters of SPEC §9, updated with relaxed atomics.
+/// Counters of docs/behaviour.md §9, updated with relaxed atomics.
 #[derive(Debug, Default)]
 pub struct Stats {
     logical_requests: AtomicU64,
@@ -287,7 +289,12 @@ impl Observer for Stats {
             Event::AttemptFailed { class, .. } => {
                 bump(&self.failed[class_index(class)], 1);
             }
-            Event::Stopped { reason, .. } => {
+            Event::Stopped { reason, attempts } => {
+                // A call refused before its first attempt (an open breaker,
+                // throttling) is still a logical request.
+                if attempts == 0 {
+                    bump(&self.logical_requests, 1);
+                }
                 bump(&self.stops[reason.index()], 1);
             }
             Event::BudgetRefused { .. } => {

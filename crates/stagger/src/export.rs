@@ -6,21 +6,39 @@
 //! with a `Vec<Arc<dyn Observer>>`. Neither dependency is in the default
 //! build.
 //!
-//! Metric names (every one carries the observer's constant labels):
+//! # The metrics contract
 //!
-//! | name | kind | labels |
-//! |---|---|---|
-//! | `stagger_logical_requests_total` | counter | |
-//! | `stagger_attempts_total` | counter | |
-//! | `stagger_retries_total` | counter | `cause` |
-//! | `stagger_retry_delay_seconds` | histogram | |
-//! | `stagger_stops_total` | counter | `reason` (SPEC §10 names) |
-//! | `stagger_budget_refusals_total` | counter | |
-//! | `stagger_breaker_transitions_total` | counter | `from`, `to` |
-//! | `stagger_breaker_state` | gauge (0 closed, 1 open, 2 half-open) | |
-//! | `stagger_hints_total` | counter | `outcome` (`used`, `invalid`) |
-//! | `stagger_retry_ratio` | gauge | (from `MetricsObserver::record_sli`) |
-//! | `stagger_sli_alarm` | gauge (0 healthy, 1 elevated, 2 alarm) | |
+//! The names, labels and units below are a stable contract: the Prometheus
+//! rules and the Grafana dashboard shipped in `deploy/` query exactly these
+//! names, and a test renders a Prometheus exposition of a policy's metrics
+//! and checks that it holds exactly this set (`docs/metrics.md` in the
+//! repository is the same table with examples). Every metric carries the
+//! observer's constant labels; [`MetricsObserver::for_dependency`] sets the
+//! one the rules group by, `dependency`. Which *service* and *instance* a
+//! series comes from is left to the scraper (Prometheus's `job` and
+//! `instance` target labels).
+//!
+//! | name | kind | unit | labels besides `dependency` |
+//! |---|---|---|---|
+//! | `stagger_logical_requests_total` | counter | calls | |
+//! | `stagger_attempts_total` | counter | attempts | |
+//! | `stagger_retries_total` | counter | retries | `cause` (class of the failure retried) |
+//! | `stagger_failures_total` | counter | failed attempts | `class` (`transient`, `unknown`, `only_with_hint`, `permanent`, `cancelled`) |
+//! | `stagger_stops_total` | counter | calls | `reason` (stop reason: `success`, `not_retryable`, `attempts_exhausted`, `deadline`, `budget`, `breaker_open`, `throttled`, `hint_too_long`, `cancelled`) |
+//! | `stagger_budget_refusals_total` | counter | retries refused | |
+//! | `stagger_breaker_transitions_total` | counter | transitions | `from`, `to` (`closed`, `open`, `half_open`) |
+//! | `stagger_breaker_state` | gauge | 0 closed, 1 open, 2 half-open | |
+//! | `stagger_hints_total` | counter | hints | `outcome` (`used`, `invalid`) |
+//! | `stagger_retry_delay_seconds` | histogram | seconds | |
+//! | `stagger_retry_ratio` | gauge | retries ÷ logical requests | (from [`MetricsObserver::record_sli`]) |
+//! | `stagger_sli_alarm` | gauge | 0 healthy, 1 elevated, 2 alarm | (from [`MetricsObserver::record_sli`]) |
+//!
+//! Time slept between attempts is the histogram's sum
+//! (`stagger_retry_delay_seconds_sum` in a Prometheus exposition, which
+//! renders the histogram as a summary unless buckets are configured).
+//! `stagger_breaker_state` is set on every transition, so it is absent until
+//! a breaker first changes state. [`MetricsObserver::describe`] registers a
+//! help text and unit for each name with the installed recorder.
 
 #[cfg(feature = "metrics")]
 pub use self::metrics_export::MetricsObserver;
@@ -29,39 +47,156 @@ pub use self::tracing_export::TracingObserver;
 
 #[cfg(feature = "metrics")]
 mod metrics_export {
-    use metrics::Label;
+    use metrics::{Label, Unit};
 
     use crate::event::{BreakerState, Event, Observer};
     use crate::sli::{SliSnapshot, SliState};
 
-    /// Sends every event to the `metrics` facade (see the
-    /// [module docs](super) for the names).
+    /// Sends every event to the `metrics` facade under the names of the
+    /// [metrics contract](super#the-metrics-contract).
+    ///
+    /// Give it the dependency the policy guards, so a fleet's rules can
+    /// compute the retry ratio per service and dependency:
     ///
     /// ```
     /// use stagger::export::MetricsObserver;
     /// use stagger::Policy;
     /// use std::sync::Arc;
     ///
-    /// let observer = MetricsObserver::new().label("dependency", "payments");
+    /// // After installing a recorder (a Prometheus exporter, say):
+    /// MetricsObserver::describe();
+    /// let observer = MetricsObserver::for_dependency("payments");
     /// let policy = Policy::builder().observer(Arc::new(observer)).build().unwrap();
     /// # let _ = policy;
     /// ```
+    ///
+    /// A policy's [`Guardrails`](crate::Guardrails) report budget refusals
+    /// and breaker transitions to their own observer: give them the same
+    /// one (`Guardrails::new().observer(...)`).
     #[derive(Debug, Clone, Default)]
     pub struct MetricsObserver {
         labels: Vec<Label>,
     }
 
+    /// Every metric name of the contract, its kind, unit and help text.
+    const CONTRACT: [(&str, Kind, Unit, &str); 12] = [
+        (
+            "stagger_logical_requests_total",
+            Kind::Counter,
+            Unit::Count,
+            "Calls started (first attempts).",
+        ),
+        (
+            "stagger_attempts_total",
+            Kind::Counter,
+            Unit::Count,
+            "Attempts started, first attempts included.",
+        ),
+        (
+            "stagger_retries_total",
+            Kind::Counter,
+            Unit::Count,
+            "Retries scheduled, by the class of the failure retried.",
+        ),
+        (
+            "stagger_failures_total",
+            Kind::Counter,
+            Unit::Count,
+            "Failed attempts, by class, whether or not a retry followed.",
+        ),
+        (
+            "stagger_stops_total",
+            Kind::Counter,
+            Unit::Count,
+            "Calls ended, by stop reason (success included).",
+        ),
+        (
+            "stagger_budget_refusals_total",
+            Kind::Counter,
+            Unit::Count,
+            "Retries a retry budget refused.",
+        ),
+        (
+            "stagger_breaker_transitions_total",
+            Kind::Counter,
+            Unit::Count,
+            "Circuit breaker state changes.",
+        ),
+        (
+            "stagger_breaker_state",
+            Kind::Gauge,
+            Unit::Count,
+            "Circuit breaker state: 0 closed, 1 open, 2 half-open.",
+        ),
+        (
+            "stagger_hints_total",
+            Kind::Counter,
+            Unit::Count,
+            "Server hints used to set a wait, or ignored as invalid.",
+        ),
+        (
+            "stagger_retry_delay_seconds",
+            Kind::Histogram,
+            Unit::Seconds,
+            "Wait before each retry; its sum is the time slept.",
+        ),
+        (
+            "stagger_retry_ratio",
+            Kind::Gauge,
+            Unit::Count,
+            "Retries per logical request over the last minute (this process).",
+        ),
+        (
+            "stagger_sli_alarm",
+            Kind::Gauge,
+            Unit::Count,
+            "Retry-ratio SLI: 0 healthy, 1 elevated, 2 alarm.",
+        ),
+    ];
+
+    #[derive(Debug, Clone, Copy)]
+    enum Kind {
+        Counter,
+        Gauge,
+        Histogram,
+    }
+
     impl MetricsObserver {
-        /// No constant labels.
+        /// No constant labels. Prefer [`for_dependency`](Self::for_dependency):
+        /// the shipped rules group by the `dependency` label.
         pub fn new() -> Self {
             Self::default()
         }
 
-        /// Adds a label carried by every metric (for example which
-        /// dependency the policy guards).
+        /// Labels every metric `dependency="<name>"`: the dependency the
+        /// policy guards (`"payments"`, `"postgres"`).
+        pub fn for_dependency(name: impl Into<String>) -> Self {
+            Self::new().label("dependency", name)
+        }
+
+        /// Adds a label carried by every metric (for example the simulated
+        /// process a series comes from, when several share one exporter).
         pub fn label(mut self, key: &'static str, value: impl Into<String>) -> Self {
             self.labels.push(Label::new(key, value.into()));
             self
+        }
+
+        /// Every metric name of the contract, in the order of the table.
+        pub fn metric_names() -> impl Iterator<Item = &'static str> {
+            CONTRACT.iter().map(|(name, ..)| *name)
+        }
+
+        /// Registers the help text and unit of every metric with the
+        /// installed recorder (a Prometheus exporter prints them as
+        /// `# HELP`). Call it once, after installing the recorder.
+        pub fn describe() {
+            for (name, kind, unit, help) in CONTRACT {
+                match kind {
+                    Kind::Counter => metrics::describe_counter!(name, unit, help),
+                    Kind::Gauge => metrics::describe_gauge!(name, unit, help),
+                    Kind::Histogram => metrics::describe_histogram!(name, unit, help),
+                }
+            }
         }
 
         fn with(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {

@@ -38,27 +38,32 @@
 //! ```
 //!
 //! Underneath, every front-end drives one sans-IO function,
-//! [`Policy::decide`]: given how an attempt ended and what time it is, retry
-//! after how long, or stop and why. See [`policy`] for the protocol.
+//! [`Policy::decide`]: given how an attempt ended — the [`Failure`] and the
+//! facts the front-end knows (was it sent, did a layer below give up, is the
+//! call [`Idempotency::Idempotent`]) — and what time it is, retry after how
+//! long, or stop and why ([`StopReason`]). [`Policy`] documents the
+//! protocol; `docs/behaviour.md` in the repository is the full behaviour
+//! reference, with every rule and default.
 //!
-//! ## Modules
-//! - [`backoff`]: the schedule `b_n = min(cap, base·multiplier^(n-1))` and the
-//!   jitters `none`, `full`, `equal`, `decorrelated`, `proportional(f)`.
-//! - [`classify`]: what is worth retrying; idempotency.
-//! - [`hint`]: `Retry-After` and gRPC pushback parsing.
-//! - [`deadline`]: deadlines, attempt timeouts, remaining-time headers.
-//! - [`policy`]: the decision engine and stop reasons.
+//! ## What is where
+//! - At the root: the engine ([`Policy`], [`PolicyBuilder`], [`Call`],
+//!   [`Decision`]), its vocabulary ([`Failure`], [`Class`], [`Hint`],
+//!   [`Outcome`], [`StopReason`], [`NotRetried`], [`Idempotency`]), the
+//!   schedule ([`Backoff`], [`Jitter`]), the shared guardrails ([`Breaker`],
+//!   [`Throttle`], [`Guardrails`], [`Policy::guarded`]), signals
+//!   ([`Observer`], [`Event`], [`Stats`], [`SliWindow`]), the executors
+//!   ([`RetryExt`], [`RetryAttemptExt`], [`AsyncRetryExt`]) and the time and
+//!   randomness seams ([`Clock`], [`ManualClock`], [`RandomSource`],
+//!   [`FastRng`]).
 //! - [`budget`]: retry budgets (`ratio`, `token_bucket`, `refill`, `quota`).
-//! - [`breaker`]: the circuit breaker.
-//! - [`throttle`]: client-side adaptive throttling.
-//! - [`guard`]: how budgets, breakers and throttles plug into the engine,
-//!   and the [`Policy::guarded`] preset.
-//! - [`event`]: events, observers and counters; [`sli`]: the
-//!   retry-amplification SLI; [`export`]: `metrics` and `tracing` observers
-//!   (features `metrics`, `tracing`).
-//! - [`exec`]: blocking and async executors.
+//! - [`classify`]: the I/O, HTTP and gRPC tables of what is worth retrying.
+//! - [`hint`]: `Retry-After` and gRPC pushback parsing.
+//! - [`deadline`]: the remaining-time headers (`x-request-timeout-ms`,
+//!   `grpc-timeout`).
+//! - [`exec`]: the executors' secondary types (classifiers, hooks, sleepers).
+//! - [`export`]: `metrics` and `tracing` observers (features `metrics`,
+//!   `tracing`).
 //! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
-//! - [`clock`], [`rng`]: the time and randomness seams.
 //! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
 //!   headers, the inbound-request context of the one-layer rule.
 //! - `tower` (feature `tower`): the client `RetryLayer` and the server
@@ -68,46 +73,47 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod backoff;
-pub mod breaker;
+mod backoff;
+mod breaker;
 pub mod budget;
 mod call;
 pub mod classify;
-pub mod clock;
+mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
 pub mod deadline;
-pub mod error;
-pub mod event;
+mod error;
+mod event;
 pub mod exec;
 pub mod export;
-pub mod guard;
+mod guard;
 pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
 mod outcome;
-pub mod policy;
+mod policy;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
-pub mod rng;
+mod rng;
 pub mod scheduled;
-pub mod sli;
+mod sli;
 mod sync;
-pub mod throttle;
+mod throttle;
 #[cfg(feature = "tower")]
 pub mod tower;
 mod window;
 
-pub use backoff::{Backoff, Jitter};
+pub use backoff::{Backoff, Delays, Jitter};
 pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};
 pub use call::{Call, LazyRng};
 pub use classify::Classify;
 pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
 pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
-pub use exec::future::{AsyncRetry, AsyncRetryExt, Sleeper};
-pub use exec::sync::{Retry, RetryAttemptExt, RetryExt};
-pub use exec::Report;
+pub use exec::{
+    AsyncRetry, AsyncRetryExt, Attempt, BlockingSleeper, Notice, Report, Retry, RetryAttemptExt,
+    RetryExt, Sleeper,
+};
 pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
 pub use policy::{Policy, PolicyBuilder};

@@ -1,45 +1,4 @@
 //! The decision engine.
-//!
-//! A [`Policy`] answers one question: an attempt just ended like *this*, at
-//! *this* time — retry after how long, or stop, and why? It never sleeps,
-//! reads a socket or spawns; the front-end (an executor, a tower layer,
-//! `stagger run`, the simulator) owns the I/O and the waiting and drives the
-//! policy through a small protocol:
-//!
-//! 1. Make a [`Call`] for each logical request (its per-call state: attempt
-//!    number, previous delay, deadline, idempotency, random stream).
-//! 2. Before every attempt, call [`Policy::start_attempt`]. It returns the
-//!    attempt's timeout (`min(attempt_timeout, remaining)`), or a
-//!    [`StopReason`] when the deadline has passed or a guardrail (breaker,
-//!    throttle) refuses the attempt.
-//! 3. After the attempt, call [`Policy::decide`] with its [`Outcome`]. It
-//!    answers [`Decision::Retry`] with the delay to wait, or
-//!    [`Decision::Stop`] with the reason.
-//! 4. On `Retry`, wait that long and go back to 2.
-//!
-//! Time comes in as any [`Clock`]: pass an `Instant` (a frozen clock) for a
-//! pure call, or a clock that is read only when a rule needs the time, so the
-//! success path of a call without deadline or observers never reads it.
-//!
-//! ```
-//! use stagger::{Call, Class, Decision, Policy, StopReason};
-//! use std::time::{Duration, Instant};
-//!
-//! let policy = Policy::default(); // 3 attempts, 100 ms ×2 up to 10 s, full jitter
-//! let mut call = Call::seeded(42).idempotent(true);
-//! let now = Instant::now();
-//!
-//! policy.start_attempt(&mut call, now).unwrap();
-//! let Decision::Retry { after } = policy.decide(&mut call, Class::Transient, now) else { panic!() };
-//! assert!(after < Duration::from_millis(100));
-//!
-//! policy.start_attempt(&mut call, now).unwrap();
-//! let Decision::Retry { after } = policy.decide(&mut call, Class::Unknown, now) else { panic!() };
-//! assert!(after < Duration::from_millis(200));
-//!
-//! policy.start_attempt(&mut call, now).unwrap();
-//! assert_eq!(policy.decide(&mut call, Class::Transient, now), Decision::Stop(StopReason::AttemptsExhausted));
-//! ```
 
 use std::fmt;
 use std::sync::Arc;
@@ -80,6 +39,49 @@ impl<C: Clock> LazyNow<C> {
     }
 }
 
+/// The decision engine.
+///
+/// A [`Policy`] answers one question: an attempt just ended like *this*, at
+/// *this* time — retry after how long, or stop, and why? It never sleeps,
+/// reads a socket or spawns; the front-end (an executor, a tower layer,
+/// `stagger run`, the simulator) owns the I/O and the waiting and drives the
+/// policy through a small protocol:
+///
+/// 1. Make a [`Call`] for each logical request (its per-call state: attempt
+///    number, previous delay, deadline, idempotency, random stream).
+/// 2. Before every attempt, call [`Policy::start_attempt`]. It returns the
+///    attempt's timeout (`min(attempt_timeout, remaining)`), or a
+///    [`StopReason`] when the deadline has passed or a guardrail (breaker,
+///    throttle) refuses the attempt.
+/// 3. After the attempt, call [`Policy::decide`] with its [`Outcome`]. It
+///    answers [`Decision::Retry`] with the delay to wait, or
+///    [`Decision::Stop`] with the reason.
+/// 4. On `Retry`, wait that long and go back to 2.
+///
+/// Time comes in as any [`Clock`]: pass an `Instant` (a frozen clock) for a
+/// pure call, or a clock that is read only when a rule needs the time, so the
+/// success path of a call without deadline or observers never reads it.
+///
+/// ```
+/// use stagger::{Call, Class, Decision, Policy, StopReason};
+/// use std::time::{Duration, Instant};
+///
+/// let policy = Policy::default(); // 3 attempts, 100 ms ×2 up to 10 s, full jitter
+/// let mut call = Call::seeded(42).idempotent(true);
+/// let now = Instant::now();
+///
+/// policy.start_attempt(&mut call, now).unwrap();
+/// let Decision::Retry { after } = policy.decide(&mut call, Class::Transient, now) else { panic!() };
+/// assert!(after < Duration::from_millis(100));
+///
+/// policy.start_attempt(&mut call, now).unwrap();
+/// let Decision::Retry { after } = policy.decide(&mut call, Class::Unknown, now) else { panic!() };
+/// assert!(after < Duration::from_millis(200));
+///
+/// policy.start_attempt(&mut call, now).unwrap();
+/// assert_eq!(policy.decide(&mut call, Class::Transient, now), Decision::Stop(StopReason::AttemptsExhausted));
+/// ```
+///
 /// A retry policy: the backoff schedule, the limits, and the shared
 /// guardrails and observers. Cheap to clone (shared parts are `Arc`s) and
 /// shared by every call of a client.
@@ -274,17 +276,30 @@ impl Policy {
     /// Step 3 of the protocol: given how the attempt ended, retry after how
     /// long, or stop and why.
     ///
-    /// Rules, in order: the guardrails are told the outcome; a success stops
-    /// with `success`; a cancelled, permanent, or (for a non-idempotent call)
-    /// unknown failure, a hint-only failure without a hint, or a server
-    /// asking not to be retried stops with `not_retryable`; max attempts stop
-    /// with `attempts_exhausted`; the delay is the jittered backoff, or for a
-    /// `Retry-After` of `h` the wait `h + U(0, b_n)`, or for a pushback exactly
-    /// the pushback (after which the backoff restarts at its first step); a
-    /// wait that would leave less than one typical attempt before the deadline
-    /// stops with `deadline`; a hint above `max_retry_after` stops with
-    /// `hint_too_long`; a guardrail may refuse the retry (`budget`,
-    /// `breaker_open`). A stop never asks the front-end to sleep.
+    /// Rules, in order:
+    /// 1. the guardrails are told the outcome; a success stops with `success`;
+    /// 2. a failure of a cancelled call stops with `cancelled`; a failure at
+    ///    or past the call's deadline stops with `deadline`, whatever its class;
+    /// 3. from the failure's class and the facts: a permanent failure, an
+    ///    unknown result (a timeout) of a call whose idempotency is
+    ///    unspecified and whose attempt was sent, or a hint-only failure
+    ///    without a usable hint stops with `not_retryable`;
+    /// 4. a server's "do not retry" or a layer below that gave up
+    ///    ([`Failure::gave_up_below`]) stops with `not_retryable`
+    ///    ([`NotRetried::ServerSaidNo`]); max attempts stop with
+    ///    `attempts_exhausted`; a committed call ([`Call::commit`]), a
+    ///    [`Idempotency::NotIdempotent`] call whose attempt was sent, or a
+    ///    call serving an inbound retry ([`Call::serving_retry`]) stops with
+    ///    `not_retryable`, and [`Call::not_retried`] says which;
+    /// 5. the delay is the jittered backoff, or for a `Retry-After` of `h` the
+    ///    wait `h + U(0, b_n)`, or for a pushback exactly the pushback (after
+    ///    which the backoff restarts at its first step); a wait that would
+    ///    leave less than one typical attempt before the deadline stops with
+    ///    `deadline`; a hint above `max_retry_after` stops with
+    ///    `hint_too_long`; a guardrail may refuse the retry (`budget`,
+    ///    `breaker_open`).
+    ///
+    /// A stop never asks the front-end to sleep.
     #[inline]
     pub fn decide<R: RandomSource, C: Clock>(
         &self,

@@ -8,7 +8,7 @@
 //!
 //! - statuses, methods and errors classified by [`crate::http`]; POST and
 //!   PATCH retried only with an `Idempotency-Key` (generated, the same on
-//!   every attempt, with [`idempotency_keys`](RetryMiddleware::idempotency_keys));
+//!   every attempt, with [`idempotency_keys`](Settings::idempotency_keys));
 //! - bodies replayed when reqwest can clone them and they are at most 1 MiB
 //!   (configurable); a stream or a larger body is sent once;
 //! - `x-retry-attempt`, `x-request-timeout-ms` (`grpc-timeout` for gRPC)
@@ -24,12 +24,13 @@
 //! ```no_run
 //! use reqwest_middleware::ClientBuilder;
 //! use stagger::http::RetryInfo;
+//! use stagger::http::Settings;
 //! use stagger::reqwest::RetryMiddleware;
 //! use stagger::Policy;
 //!
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = ClientBuilder::new(reqwest::Client::new())
-//!     .with(RetryMiddleware::new(Policy::default()).idempotency_keys(true))
+//!     .with(RetryMiddleware::new(Settings::new(Policy::default()).idempotency_keys(true)))
 //!     .build();
 //! let resp = client.get("http://127.0.0.1:8080/").send().await?;
 //! let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -37,83 +38,37 @@
 //! # Ok(()) }
 //! ```
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
 use crate::http::{
-    error_chain, error_failure, AttemptLog, AttemptTimedOut, Driver, NotRetried, RetryInfo,
-    Settings,
+    error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
 };
 use crate::outcome::StopReason;
 use crate::outcome::{Class, Decision, Failure};
-use crate::policy::Policy;
 
-/// Retries reqwest requests under a shared [`Policy`]; see the
+/// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
 #[derive(Debug, Clone)]
 pub struct RetryMiddleware {
-    settings: Settings,
+    settings: Arc<Settings>,
 }
 
 impl RetryMiddleware {
-    /// A middleware with `policy` and the default HTTP settings.
-    pub fn new(policy: Policy) -> Self {
-        Self::with_settings(Settings::new(policy))
-    }
-
-    /// A middleware with these settings.
-    pub fn with_settings(settings: Settings) -> Self {
-        RetryMiddleware { settings }
+    /// A middleware with these HTTP settings — or a [`Policy`](crate::Policy) with the
+    /// default ones (see [`Settings`]).
+    pub fn new(settings: impl Into<Settings>) -> Self {
+        RetryMiddleware {
+            settings: Arc::new(settings.into()),
+        }
     }
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
-    }
-
-    /// See [`Settings::retry_500`].
-    pub fn retry_500(mut self, on: bool) -> Self {
-        self.settings = self.settings.retry_500(on);
-        self
-    }
-
-    /// See [`Settings::idempotency_keys`].
-    pub fn idempotency_keys(mut self, on: bool) -> Self {
-        self.settings = self.settings.idempotency_keys(on);
-        self
-    }
-
-    /// See [`Settings::max_replay_bytes`].
-    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
-        self.settings = self.settings.max_replay_bytes(bytes);
-        self
-    }
-
-    /// See [`Settings::timeout`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.settings = self.settings.timeout(timeout);
-        self
-    }
-
-    /// See [`Settings::propagate_deadline`].
-    pub fn propagate_deadline(mut self, on: bool) -> Self {
-        self.settings = self.settings.propagate_deadline(on);
-        self
-    }
-
-    /// See [`Settings::one_layer`].
-    pub fn one_layer(mut self, on: bool) -> Self {
-        self.settings = self.settings.one_layer(on);
-        self
-    }
-
-    /// See [`Settings::on_attempt`].
-    pub fn on_attempt(mut self, hook: impl Fn(&AttemptLog) + Send + Sync + 'static) -> Self {
-        self.settings = self.settings.on_attempt(hook);
-        self
     }
 }
 
@@ -125,7 +80,9 @@ fn classify(e: &reqwest_middleware::Error) -> Failure {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
             if r.is_connect() {
-                Failure::new(Class::Transient).not_sent()
+                // Never sent; its cause decides the class (a refused
+                // connection is transient, a name that does not exist is not).
+                error_failure(r).not_sent()
             } else if r.is_timeout() {
                 Failure::timeout()
             } else if r.is_redirect() {
@@ -146,7 +103,12 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
-        let mut driver = Driver::new(&self.settings, req.method(), req.headers(), extensions);
+        let mut driver = Driver::new(
+            self.settings.clone(),
+            req.method(),
+            req.headers(),
+            extensions,
+        );
         let len = req.body().and_then(|b| b.as_bytes()).map(<[u8]>::len);
         let mut template = None;
         match (len, req.try_clone()) {

@@ -1,20 +1,22 @@
 //! Randomness seam.
-//!
-//! Jitter only works if calls that fail together draw *independent* delays.
-//! A policy therefore holds no random state: every call owns its own
-//! [`FastRng`], seeded from a per-thread stream when the call first needs a
-//! random number ([`FastRng::fresh`]), or from a seed the caller chooses
-//! ([`FastRng::seeded`]) so a schedule or a simulation replays exactly.
-//!
-//! Cloning a generator clones its stream — that is the defect that made
-//! tower's backoff maker hand identical jitter to every request — so
-//! [`FastRng`] is deliberately not `Clone`; use [`FastRng::fork`] to derive an
-//! independent child.
 
 use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
+/// Randomness seam.
+///
+/// Jitter only works if calls that fail together draw *independent* delays.
+/// A policy therefore holds no random state: every call owns its own
+/// [`FastRng`], seeded from a per-thread stream when the call first needs a
+/// random number ([`FastRng::fresh`]), or from a seed the caller chooses
+/// ([`FastRng::seeded`]) so a schedule or a simulation replays exactly.
+///
+/// Cloning a generator clones its stream — that is the defect that made
+/// tower's backoff maker hand identical jitter to every request — so
+/// [`FastRng`] is deliberately not `Clone`; use [`FastRng::fork`] to derive an
+/// independent child.
+///
 /// A source of uniformly distributed 64-bit values.
 pub trait RandomSource {
     /// The next 64 random bits.

@@ -1,52 +1,4 @@
-//! The retry-amplification SLI (SPEC §9).
-//!
-//! Retries ÷ logical requests over a sliding minute is the earliest sign of
-//! a retry storm: it climbs before the dependency falls over. Healthy is
-//! under 10 % (about what a retry budget lets through); alarm is above 20 %
-//! held for a whole minute, so one bad second does not page anyone; in
-//! between it is elevated.
-//!
-//! [`SliWindow`] is an [`Observer`]: attach it to a policy (or several) and
-//! read [`state`](SliWindow::state) or [`snapshot`](SliWindow::snapshot)
-//! from code, a health check or a metrics exporter. It reads time from the
-//! [`Clock`] it was built with, so tests drive it with a
-//! [`ManualClock`](crate::ManualClock). The minute is twelve 5 s buckets.
-//! The state is judged on the ratio so far in the minute; "held above 20 %"
-//! is judged once per bucket, on the complete buckets before it, so the
-//! order of events inside a bucket does not matter and an alarm is raised
-//! within one bucket (5 s) of the ratio having held for a minute.
-//!
-//! ```
-//! use stagger::{Event, ManualClock, Observer, SliState, SliWindow};
-//! use std::time::Duration;
-//!
-//! let clock = ManualClock::new();
-//! let sli = SliWindow::with_clock(clock.clone());
-//! let retry = Event::RetryScheduled {
-//!     attempt: 1,
-//!     delay: Duration::ZERO,
-//!     cause: stagger::Class::Transient,
-//!     elapsed: Duration::ZERO,
-//! };
-//! for _ in 0..10 {
-//!     sli.on_event(&Event::AttemptStarted { attempt: 1 });
-//! }
-//! assert_eq!(sli.state(), SliState::Healthy);
-//! for _ in 0..3 {
-//!     sli.on_event(&retry); // 30 %
-//! }
-//! assert_eq!(sli.state(), SliState::Elevated, "above 20 %, but not for a minute yet");
-//! for _ in 0..13 {
-//!     clock.advance(Duration::from_secs(5));
-//!     for _ in 0..10 {
-//!         sli.on_event(&Event::AttemptStarted { attempt: 1 });
-//!     }
-//!     for _ in 0..3 {
-//!         sli.on_event(&retry);
-//!     }
-//! }
-//! assert_eq!(sli.state(), SliState::Alarm);
-//! ```
+//! The retry-amplification SLI (docs/behaviour.md §9).
 
 use std::fmt;
 use std::time::Duration;
@@ -114,8 +66,57 @@ pub struct SliSnapshot {
     pub state: SliState,
 }
 
-/// The sliding-minute retry ratio, as an [`Observer`]. See the
-/// [module docs](self).
+/// The retry-amplification SLI (docs/behaviour.md §9).
+///
+/// Retries ÷ logical requests over a sliding minute is the earliest sign of
+/// a retry storm: it climbs before the dependency falls over. Healthy is
+/// under 10 % (about what a retry budget lets through); alarm is above 20 %
+/// held for a whole minute, so one bad second does not page anyone; in
+/// between it is elevated.
+///
+/// [`SliWindow`] is an [`Observer`]: attach it to a policy (or several) and
+/// read [`state`](SliWindow::state) or [`snapshot`](SliWindow::snapshot)
+/// from code, a health check or a metrics exporter. It reads time from the
+/// [`Clock`] it was built with, so tests drive it with a
+/// [`ManualClock`](crate::ManualClock). The minute is twelve 5 s buckets.
+/// The state is judged on the ratio so far in the minute; "held above 20 %"
+/// is judged once per bucket, on the complete buckets before it, so the
+/// order of events inside a bucket does not matter and an alarm is raised
+/// within one bucket (5 s) of the ratio having held for a minute.
+///
+/// ```
+/// use stagger::{Event, ManualClock, Observer, SliState, SliWindow};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let sli = SliWindow::with_clock(clock.clone());
+/// let retry = Event::RetryScheduled {
+///     attempt: 1,
+///     delay: Duration::ZERO,
+///     cause: stagger::Class::Transient,
+///     elapsed: Duration::ZERO,
+/// };
+/// for _ in 0..10 {
+///     sli.on_event(&Event::AttemptStarted { attempt: 1 });
+/// }
+/// assert_eq!(sli.state(), SliState::Healthy);
+/// for _ in 0..3 {
+///     sli.on_event(&retry); // 30 %
+/// }
+/// assert_eq!(sli.state(), SliState::Elevated, "above 20 %, but not for a minute yet");
+/// for _ in 0..13 {
+///     clock.advance(Duration::from_secs(5));
+///     for _ in 0..10 {
+///         sli.on_event(&Event::AttemptStarted { attempt: 1 });
+///     }
+///     for _ in 0..3 {
+///         sli.on_event(&retry);
+///     }
+/// }
+/// assert_eq!(sli.state(), SliState::Alarm);
+/// ```
+///
+/// The sliding-minute retry ratio, as an [`Observer`].
 ///
 /// ```
 /// use stagger::{Policy, SliState, SliWindow};

@@ -1,50 +1,4 @@
 //! Client-side adaptive throttling (Google SRE book, "Handling Overload").
-//!
-//! A budget limits retries; when a backend is overloaded even first
-//! attempts are too many, and a rejection still costs it work. Adaptive
-//! throttling has every client shed its own load: over a sliding window
-//! (2 minutes) the client counts the requests it attempted and the ones the
-//! backend accepted, and rejects a new request locally with probability
-//!
-//! ```text
-//! max(0, (requests − K · accepts) / (requests + 1))      K = 2
-//! ```
-//!
-//! While the backend accepts at least half of what is sent, nothing is
-//! rejected; past that, the client sends roughly `K · accepts` and drops the
-//! rest without a round trip. It applies to every attempt, first attempts
-//! included; the stop reason is `throttled`.
-//!
-//! The random draw comes from the caller's own stream (the engine passes the
-//! call's), never from a generator shared between calls; counts live in
-//! per-thread stripes of a bucketed window, and the arithmetic is in
-//! integers.
-//!
-//! ```
-//! use stagger::{Class, FastRng, Outcome, Throttle};
-//! use std::time::Instant;
-//!
-//! let throttle = Throttle::default();
-//! let mut rng = FastRng::seeded(7);
-//! let now = Instant::now();
-//! // The backend accepts everything: nothing is ever rejected.
-//! for _ in 0..100 {
-//!     assert!(throttle.admit(&mut rng, now));
-//!     throttle.record(&Outcome::Success, now);
-//! }
-//! // Now it rejects everything: the client starts shedding.
-//! let mut admitted = 0;
-//! for _ in 0..1_000 {
-//!     if throttle.admit(&mut rng, now) {
-//!         admitted += 1;
-//!         throttle.record(&Outcome::from(Class::Transient), now);
-//!     }
-//! }
-//! // The first 100 are free (2 × 100 accepts); after that it sheds more and
-//! // more: about 440 of the 1 000 go out, and now ~82 % are dropped.
-//! assert!((350..550).contains(&admitted), "{admitted}");
-//! assert!(throttle.reject_probability(now) > 0.8);
-//! ```
 
 use std::fmt;
 use std::sync::Arc;
@@ -61,7 +15,55 @@ const BUCKETS: usize = if cfg!(loom) { 2 } else { 12 };
 const REQUESTS: usize = 0;
 const ACCEPTS: usize = 1;
 
-/// Adaptive throttling (SPEC §7). Cheap to clone; clones share the counts.
+/// Client-side adaptive throttling (Google SRE book, "Handling Overload").
+///
+/// A budget limits retries; when a backend is overloaded even first
+/// attempts are too many, and a rejection still costs it work. Adaptive
+/// throttling has every client shed its own load: over a sliding window
+/// (2 minutes) the client counts the requests it attempted and the ones the
+/// backend accepted, and rejects a new request locally with probability
+///
+/// ```text
+/// max(0, (requests − K · accepts) / (requests + 1))      K = 2
+/// ```
+///
+/// While the backend accepts at least half of what is sent, nothing is
+/// rejected; past that, the client sends roughly `K · accepts` and drops the
+/// rest without a round trip. It applies to every attempt, first attempts
+/// included; the stop reason is `throttled`.
+///
+/// The random draw comes from the caller's own stream (the engine passes the
+/// call's), never from a generator shared between calls; counts live in
+/// per-thread stripes of a bucketed window, and the arithmetic is in
+/// integers.
+///
+/// ```
+/// use stagger::{Class, FastRng, Outcome, Throttle};
+/// use std::time::Instant;
+///
+/// let throttle = Throttle::default();
+/// let mut rng = FastRng::seeded(7);
+/// let now = Instant::now();
+/// // The backend accepts everything: nothing is ever rejected.
+/// for _ in 0..100 {
+///     assert!(throttle.admit(&mut rng, now));
+///     throttle.record(&Outcome::Success, now);
+/// }
+/// // Now it rejects everything: the client starts shedding.
+/// let mut admitted = 0;
+/// for _ in 0..1_000 {
+///     if throttle.admit(&mut rng, now) {
+///         admitted += 1;
+///         throttle.record(&Outcome::from(Class::Transient), now);
+///     }
+/// }
+/// // The first 100 are free (2 × 100 accepts); after that it sheds more and
+/// // more: about 440 of the 1 000 go out, and now ~82 % are dropped.
+/// assert!((350..550).contains(&admitted), "{admitted}");
+/// assert!(throttle.reject_probability(now) > 0.8);
+/// ```
+///
+/// Adaptive throttling (docs/behaviour.md §7). Cheap to clone; clones share the counts.
 ///
 /// ```
 /// use stagger::{FastRng, Throttle};

@@ -1,4 +1,4 @@
-//! SPEC §1 guarantees of the backoff schedule, as property tests.
+//! docs/behaviour.md §1 guarantees of the backoff schedule, as property tests.
 
 use std::time::Duration;
 

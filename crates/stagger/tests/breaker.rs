@@ -20,6 +20,12 @@ fn call(b: &Breaker, clock: &ManualClock, outcome: Outcome) -> bool {
     }
 }
 
+/// The rate rule alone (no run-of-failures trip below the minimum), to pin
+/// the rate's boundaries.
+fn rate_only() -> Breaker {
+    Breaker::builder().no_sparse_failures().build().unwrap()
+}
+
 fn no_jitter() -> stagger::BreakerBuilder {
     Breaker::builder().open_jitter(0.0).seed(7)
 }
@@ -43,7 +49,7 @@ fn logged(builder: stagger::BreakerBuilder) -> (Breaker, Log) {
 #[test]
 fn trips_at_50_percent_with_20_calls() {
     let clock = ManualClock::new();
-    let b = Breaker::default();
+    let b = rate_only();
     for _ in 0..10 {
         call(&b, &clock, Outcome::Success);
     }
@@ -59,7 +65,7 @@ fn trips_at_50_percent_with_20_calls() {
 #[test]
 fn does_not_trip_with_19_calls_even_all_failing() {
     let clock = ManualClock::new();
-    let b = Breaker::default();
+    let b = rate_only();
     for _ in 0..19 {
         call(&b, &clock, fail());
     }
@@ -72,7 +78,7 @@ fn does_not_trip_with_19_calls_even_all_failing() {
 #[test]
 fn does_not_trip_just_under_50_percent() {
     let clock = ManualClock::new();
-    let b = Breaker::default();
+    let b = rate_only();
     for _ in 0..11 {
         call(&b, &clock, Outcome::Success);
     }
@@ -89,9 +95,74 @@ fn does_not_trip_just_under_50_percent() {
 }
 
 #[test]
-fn the_time_window_forgets_failures_older_than_10_s() {
+fn a_thin_client_opens_after_5_failures_in_a_row() {
     let clock = ManualClock::new();
     let b = Breaker::default();
+    // Half a call per second: 5 calls per 10 s window, never the 20 the
+    // rate needs.
+    for _ in 0..40 {
+        call(&b, &clock, Outcome::Success);
+        clock.advance(Duration::from_secs(2));
+    }
+    assert!(b.counts(clock.now()).0 < 20);
+    for _ in 0..4 {
+        call(&b, &clock, fail());
+        clock.advance(Duration::from_secs(2));
+    }
+    assert_eq!(b.state(), BreakerState::Closed, "4 in a row is a blip");
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Open, "5 in a row: down");
+}
+
+#[test]
+fn a_success_ends_the_run_of_failures() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..10 {
+        for _ in 0..4 {
+            call(&b, &clock, fail());
+        }
+        call(&b, &clock, Outcome::Success);
+        clock.advance(Duration::from_secs(10));
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+    let b = Breaker::builder().sparse_failures(2).build().unwrap();
+    call(&b, &clock, fail());
+    call(&b, &clock, Outcome::Success);
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Closed);
+    call(&b, &clock, fail());
+    assert_eq!(b.state(), BreakerState::Open);
+}
+
+/// A busy client's window holds the minimum, so only the rate judges: a run
+/// of failures inside a 30 % failure rate never opens it.
+#[test]
+fn a_busy_client_is_judged_by_the_rate_alone() {
+    let clock = ManualClock::new();
+    let b = Breaker::default();
+    for _ in 0..20 {
+        call(&b, &clock, Outcome::Success);
+    }
+    for _ in 0..50 {
+        for _ in 0..6 {
+            call(&b, &clock, Outcome::Success);
+        }
+        for _ in 0..3 {
+            call(&b, &clock, fail()); // runs of 3, and of 9 below
+        }
+        clock.advance(Duration::from_millis(100));
+    }
+    for _ in 0..9 {
+        call(&b, &clock, fail());
+    }
+    assert_eq!(b.state(), BreakerState::Closed);
+}
+
+#[test]
+fn the_time_window_forgets_failures_older_than_10_s() {
+    let clock = ManualClock::new();
+    let b = rate_only();
     for _ in 0..19 {
         call(&b, &clock, fail());
     }
@@ -345,6 +416,7 @@ fn slow_calls_count_as_failures() {
     let clock = ManualClock::new();
     let b = Breaker::builder()
         .slow_call(Duration::from_millis(500))
+        .no_sparse_failures()
         .build()
         .unwrap();
     for _ in 0..10 {

@@ -117,7 +117,12 @@ fn tower_tps_budget_truncation_ratio_0_6_allows_at_most_6_of_10() {
 fn ratio_boundary_is_exact_for_every_count() {
     let clock = ManualClock::new();
     for requests in 0..40u64 {
-        let b = RatioBudget::builder().ratio(0.1).floor(2).build().unwrap();
+        let b = RatioBudget::builder()
+            .ratio(0.1)
+            .floor(2)
+            .fixed_floor()
+            .build()
+            .unwrap();
         for _ in 0..requests {
             b.on_request(clock.now());
         }
@@ -131,10 +136,40 @@ fn ratio_boundary_is_exact_for_every_count() {
     }
 }
 
+/// The default floor follows traffic: `clamp(0.1 · requests, 1, 10)`, on
+/// top of the 10 % ratio, checked exactly at every count.
 #[test]
-fn ratio_floor_allows_a_quiet_client_its_retries_per_window() {
+fn ratio_traffic_floor_is_exact_for_every_count() {
     let clock = ManualClock::new();
-    let b = RatioBudget::default(); // 10 %, floor 10, 10 s
+    for requests in 0..250u64 {
+        let b = RatioBudget::default();
+        for _ in 0..requests {
+            b.on_request(clock.now());
+        }
+        let floor = (requests * 100_000).clamp(1_000_000, 10_000_000);
+        let expected = (floor + requests * 100_000) / 1_000_000;
+        assert_eq!(
+            grants(&b, &clock, 100) as u64,
+            expected,
+            "requests {requests}"
+        );
+    }
+    // Busy clients keep the whole fixed floor.
+    let b = RatioBudget::default();
+    for _ in 0..100 {
+        b.on_request(clock.now());
+    }
+    assert_eq!(grants(&b, &clock, 100), 20);
+    // A floor of 0 stays 0.
+    let b = RatioBudget::builder().floor(0).build().unwrap();
+    b.on_request(clock.now());
+    assert_eq!(grants(&b, &clock, 10), 0);
+}
+
+#[test]
+fn ratio_fixed_floor_allows_a_quiet_client_its_retries_per_window() {
+    let clock = ManualClock::new();
+    let b = RatioBudget::builder().fixed_floor().build().unwrap(); // 10 %, floor 10, 10 s
     assert_eq!(grants(&b, &clock, 20), 10);
     clock.advance(Duration::from_millis(9_999));
     assert!(
@@ -166,7 +201,12 @@ fn ratio_window_slides_bucket_by_bucket() {
 #[test]
 fn ratio_available_reports_what_try_withdraw_grants() {
     let clock = ManualClock::new();
-    let b = RatioBudget::builder().ratio(0.25).floor(3).build().unwrap();
+    let b = RatioBudget::builder()
+        .ratio(0.25)
+        .floor(3)
+        .fixed_floor()
+        .build()
+        .unwrap();
     for _ in 0..17 {
         b.on_request(clock.now());
     }
@@ -246,6 +286,7 @@ fn check_then_withdraw_race_grants_exactly_the_allowance() {
     let ratio = RatioBudget::builder()
         .ratio(0.0)
         .floor(100)
+        .fixed_floor()
         .build()
         .unwrap();
     let quota = QuotaBudget::builder().capacity(500).build().unwrap();

@@ -1,4 +1,4 @@
-//! The decision engine's rules (SPEC §2–4, §9–10), pinned at their edges.
+//! The decision engine's rules (docs/behaviour.md §2–4, §9–10), pinned at their edges.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

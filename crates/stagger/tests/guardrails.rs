@@ -49,7 +49,14 @@ fn a_budget_stop_is_never_a_retry_and_never_sleeps() {
     let policy = Policy::builder()
         .max_attempts(10)
         .base(Duration::from_millis(10))
-        .budget(RatioBudget::builder().ratio(0.1).floor(3).build().unwrap())
+        .budget(
+            RatioBudget::builder()
+                .ratio(0.1)
+                .floor(3)
+                .fixed_floor()
+                .build()
+                .unwrap(),
+        )
         .observer(stats.clone())
         .build()
         .unwrap();
@@ -282,25 +289,26 @@ fn breaker_events_reach_the_policy_observer_in_order() {
 }
 
 #[test]
-fn guarded_preset_matches_the_seeds() {
+fn guarded_preset_schedule_and_guardrails() {
     let clock = ManualClock::new();
     let policy = Policy::guarded();
     assert_eq!(policy.max_attempts(), 5);
     assert_eq!(policy.backoff().get_base(), Duration::from_millis(100));
     assert_eq!(policy.backoff().get_cap(), Duration::from_secs(10));
     // After 30 good calls, call k that fails once may retry while
-    // k ≤ 10 + 0.1·(30 + k), that is for k ≤ 14; call 15 is refused. 15
-    // failures in 45 calls leave the breaker closed.
+    // k ≤ clamp(0.1·(30 + k), 1, 10) + 0.1·(30 + k), that is for k ≤ 7;
+    // call 8 is refused. Every failure is followed by a success, so the
+    // breaker sees no run of failures and stays closed.
     for seed in 100..130 {
         run(&policy, &clock, seed, &mut failing(0));
     }
     let mut retries = 0;
-    for seed in 0..14 {
+    for seed in 0..7 {
         let (reason, attempts, _) = run(&policy, &clock, seed, &mut failing(1));
         assert_eq!(reason, StopReason::Success);
         retries += attempts - 1;
     }
-    assert_eq!(retries, 14);
+    assert_eq!(retries, 7);
     let (reason, ..) = run(&policy, &clock, 99, &mut failing(1));
     assert_eq!(reason, StopReason::Budget);
     // Enough failures, and the breaker opens too.
@@ -309,6 +317,58 @@ fn guarded_preset_matches_the_seeds() {
     }
     let (reason, ..) = run(&policy, &clock, 98, &mut failing(0));
     assert_eq!(reason, StopReason::BreakerOpen);
+}
+
+/// A lone client — a request every 15 s against a healthy dependency —
+/// still gets its retry when a rare transient failure hits it, in every
+/// window, and even on its very first call.
+#[test]
+fn a_lone_client_with_a_rare_transient_failure_still_gets_its_retry() {
+    let clock = ManualClock::new();
+    let policy = Policy::guarded();
+    let (reason, attempts, _) = run(&policy, &clock, 1, &mut failing(1));
+    assert_eq!((reason, attempts), (StopReason::Success, 2), "first call");
+    for minute in 0..10u64 {
+        for k in 0..3 {
+            clock.advance(Duration::from_secs(15));
+            run(&policy, &clock, 100 + minute * 3 + k, &mut failing(0));
+        }
+        clock.advance(Duration::from_secs(15));
+        let (reason, attempts, _) = run(&policy, &clock, minute, &mut failing(1));
+        assert_eq!(
+            (reason, attempts),
+            (StopReason::Success, 2),
+            "minute {minute}"
+        );
+    }
+}
+
+/// The drill's shape for one process: half a request per second, then a
+/// stall. The first failing call gets one retry (it could be a blip); the
+/// next failing call in the same window fails fast; after five failures in
+/// a row the breaker opens and the dependency gets nothing from this client.
+#[test]
+fn a_thin_client_in_a_stall_retries_once_then_fails_fast() {
+    let clock = ManualClock::new();
+    let policy = Policy::guarded();
+    for seed in 0..20 {
+        run(&policy, &clock, seed, &mut failing(0));
+        clock.advance(Duration::from_secs(2));
+    }
+    let (reason, attempts, _) = run(&policy, &clock, 50, &mut failing(100));
+    assert_eq!((reason, attempts), (StopReason::Budget, 2));
+    clock.advance(Duration::from_secs(2));
+    let (reason, attempts, _) = run(&policy, &clock, 51, &mut failing(100));
+    assert_eq!((reason, attempts), (StopReason::Budget, 1));
+    clock.advance(Duration::from_secs(2));
+    let (reason, attempts, _) = run(&policy, &clock, 52, &mut failing(100));
+    assert_eq!((reason, attempts), (StopReason::Budget, 1));
+    clock.advance(Duration::from_secs(2));
+    // The fifth failure in a row opens the breaker.
+    let (reason, attempts, _) = run(&policy, &clock, 53, &mut failing(100));
+    assert_eq!((reason, attempts), (StopReason::BreakerOpen, 1));
+    let (reason, attempts, _) = run(&policy, &clock, 54, &mut failing(0));
+    assert_eq!((reason, attempts), (StopReason::BreakerOpen, 0));
 }
 
 #[test]
@@ -327,7 +387,7 @@ proptest! {
     #[test]
     fn budget_stops_follow_the_budget(classes in proptest::collection::vec(0u8..4, 0..12), seed in any::<u64>()) {
         let clock = ManualClock::new();
-        let budget = RatioBudget::builder().ratio(0.0).floor(2).build().unwrap();
+        let budget = RatioBudget::builder().ratio(0.0).floor(2).fixed_floor().build().unwrap();
         let policy = Policy::builder().max_attempts(8).budget(budget.clone()).build().unwrap();
         let mut failures = classes.iter().map(|c| match c {
             0 => Class::Transient,

@@ -129,9 +129,11 @@ fn the_layer_bounds_every_wait_whatever_the_header() {
             };
             let logs: Arc<Mutex<Vec<AttemptLog>>> = Arc::default();
             let sink = logs.clone();
-            let layer = RetryLayer::new(policy())
-                .timeout(DEADLINE)
-                .on_attempt(move |l| sink.lock().unwrap().push(l.clone()));
+            let layer = RetryLayer::new(
+                stagger::http::Settings::new(policy())
+                    .timeout(DEADLINE)
+                    .on_attempt(move |l| sink.lock().unwrap().push(l.clone())),
+            );
             let svc = tower::service_fn(move |_req: Request<_>| {
                 let mut resp = Response::new(());
                 *resp.status_mut() = status;

@@ -53,7 +53,9 @@ async fn post_needs_a_key_and_gets_the_same_one_each_attempt() {
         let plain = client(RetryMiddleware::new(policy(3)));
         let resp = plain.post(s.url("/")).body("a").send().await.unwrap();
         assert_eq!(info(&resp).not_retried, Some(NotRetried::NotIdempotent));
-        let keyed = client(RetryMiddleware::new(policy(3)).idempotency_keys(true));
+        let keyed = client(RetryMiddleware::new(
+            stagger::http::Settings::new(policy(3)).idempotency_keys(true),
+        ));
         let resp = keyed.post(s.url("/")).body("b").send().await.unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(info(&resp).attempts, 3);

@@ -1,5 +1,22 @@
-//! The tower client layer against a real server on 127.0.0.1 that scripts
-//! faults per request; attempts and waits are measured at the server.
+//! The tower client layer, driven under paused tokio time.
+//!
+//! Every test that waits or measures a wait runs in one process against
+//! [`Scripted`], a tower service that answers from a script of faults and
+//! records each request with tokio's clock: the layer's backoff sleeps and a
+//! slow reply's sleep are virtual, so the tests assert the exact waits the
+//! rules give and none sleeps for real.
+//!
+//! A few tests need a real transport for what they check — hyper's own
+//! errors for a refused connection and a failed DNS lookup, and bodies over
+//! the replay limit streamed through hyper to a server on 127.0.0.1. They
+//! too run under paused time and assert on attempts and what the server
+//! received, never on time. That is safe with sockets because no timer is
+//! armed while their I/O is pending: the legacy hyper client and the axum
+//! server are built without a hyper timer, these tests set no attempt
+//! timeout and are not wrapped in `bounded` (whose timer would let the
+//! paused clock jump ahead while a socket is still busy), so the layer's
+//! backoff sleep between attempts is the only timer, armed when no attempt
+//! is in flight.
 
 mod common;
 
@@ -7,9 +24,10 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use common::scripted::Scripted;
 use common::{bounded, status, with_header, Fault, Server};
 use http::{Method, Request, StatusCode};
 use http_body::{Body, Frame};
@@ -18,24 +36,45 @@ use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use stagger::http::{CallOptions, NotRetried, RetryInfo};
+use stagger::http::{CallOptions, RetryInfo};
 use stagger::tower::{ErrorKind, ReplayBody, RetryLayer, RetryService};
-use stagger::{Class, Failure, Guardrail, Hint, Outcome, Policy, Stats, StopReason, Ticket};
+use stagger::{
+    Class, Failure, Guardrail, Hint, NotRetried, Outcome, Policy, Stats, StopReason, Ticket,
+};
+use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
+/// A bound on each in-process test, in virtual time: a test that hangs
+/// with no timer left fails at once instead of hanging.
 const LIMIT: Duration = Duration::from_secs(20);
+
+/// `fast_policy`'s first backoff step: a first retry waits `U(0, STEP)`,
+/// a hinted one `hint + U(0, STEP)`.
+const STEP: Duration = Duration::from_millis(20);
 
 fn fast_policy(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
-        .base(Duration::from_millis(20))
+        .base(STEP)
         .cap(Duration::from_millis(100))
         .build()
         .unwrap()
 }
 
+/// tokio's timer fires on whole milliseconds: under paused time a sleep of
+/// `d` moves the clock by `d` rounded up to the next millisecond.
+fn on_tick(d: Duration) -> Duration {
+    Duration::from_millis(d.as_nanos().div_ceil(1_000_000) as u64)
+}
+
+/// The layer over an in-process scripted server.
+fn scripted(layer: RetryLayer, server: &Scripted) -> RetryService<Scripted> {
+    layer.layer(server.clone())
+}
+
 type Hyper<B> = Client<HttpConnector, ReplayBody<B>>;
 
+/// The layer over a real hyper client.
 fn client<B>(layer: RetryLayer) -> RetryService<Hyper<B>>
 where
     B: Body + Send + 'static,
@@ -59,23 +98,22 @@ fn info<B>(resp: &http::Response<B>) -> RetryInfo {
     *resp.extensions().get::<RetryInfo>().expect("RetryInfo")
 }
 
-async fn send<B>(
-    svc: &mut RetryService<Hyper<B>>,
-    req: Request<B>,
-) -> Result<http::Response<hyper::body::Incoming>, stagger::tower::Error>
+async fn send<S, Req>(svc: &mut S, req: Req) -> Result<S::Response, S::Error>
 where
-    B: Body + Send + 'static + Unpin,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: Service<Req>,
 {
     svc.ready().await?.call(req).await
 }
 
-#[tokio::test]
+fn timeout_ms(hit: &common::Hit) -> u64 {
+    hit.header("x-request-timeout-ms").unwrap().parse().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_503_then_200_is_retried_once_with_attempt_numbers() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![status(503)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let i = info(&resp);
@@ -84,48 +122,62 @@ async fn a_503_then_200_is_retried_once_with_attempt_numbers() {
         assert_eq!(hits.len(), 2);
         assert_eq!(hits[0].attempt(), Some(1));
         assert_eq!(hits[1].attempt(), Some(2));
+        // One full-jitter step, and the info says what was slept.
+        assert!(i.waited < STEP, "{i:?}");
+        assert_eq!(server.gaps()[0], on_tick(i.waited));
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retry_after_seconds_is_waited_at_least() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![with_header(429, "retry-after", "1")]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![with_header(429, "retry-after", "1")]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
-        let gap = server.gaps()[0];
-        // h + U(0, b_1): at least the hint, at most one backoff step more.
-        assert!(gap >= Duration::from_secs(1), "{gap:?}");
-        assert!(gap < Duration::from_millis(1000 + 20 + 400), "{gap:?}");
+        // h + U(0, b_1): at least the hint, less than one backoff step more.
+        let waited = info(&resp).waited;
+        assert!(waited >= Duration::from_secs(1), "{waited:?}");
+        assert!(waited < Duration::from_secs(1) + STEP, "{waited:?}");
+        assert_eq!(server.gaps()[0], on_tick(waited));
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn retry_after_http_date_is_waited_until() {
     bounded(LIMIT, async {
-        let at = SystemTime::now() + Duration::from_secs(2);
+        // The hint is read against the wall clock (a date is wall-clock
+        // time); only the wait itself is virtual.
+        let before = SystemTime::now();
+        let at = before + Duration::from_secs(2);
         let date = httpdate::fmt_http_date(at);
-        let server = Server::start(vec![with_header(429, "retry-after", date)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        // The date has whole seconds: the hint ends at `at` rounded down.
+        let until = httpdate::parse_http_date(&date).unwrap();
+        let server = Scripted::new(vec![with_header(429, "retry-after", date)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        let after = SystemTime::now();
         assert_eq!(resp.status(), StatusCode::OK);
-        let gap = server.gaps()[0];
-        // The date has whole seconds, so the wait is between 1 and 2 s (+ jitter).
-        assert!(gap >= Duration::from_millis(990), "{gap:?}");
-        assert!(gap < Duration::from_millis(2500), "{gap:?}");
+        // The wait is the time left until the date when the answer came,
+        // between 1 and 2 s, plus less than one backoff step.
+        let waited = info(&resp).waited;
+        let least = until.duration_since(after).unwrap();
+        let most = until.duration_since(before).unwrap() + STEP;
+        assert!(least > Duration::from_millis(990), "{least:?}");
+        assert!(most <= Duration::from_secs(2) + STEP, "{most:?}");
+        assert!(waited >= least && waited < most, "{waited:?}");
+        assert_eq!(server.gaps()[0], on_tick(waited));
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_retried_until_the_server_is_up() {
     bounded(LIMIT, async {
-        let probe = common::free_port().await;
-        let addr = probe.local_addr().unwrap();
-        drop(probe);
+        let up_after = Duration::from_millis(150);
+        let server = Scripted::new(vec![]).down_for(up_after);
         let policy = Policy::builder()
             .max_attempts(8)
             .base(Duration::from_millis(50))
@@ -133,69 +185,80 @@ async fn a_refused_connection_is_retried_until_the_server_is_up() {
             .jitter(stagger::Jitter::Equal)
             .build()
             .unwrap();
-        let mut svc = client(RetryLayer::new(policy));
-        let starter = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(150)).await;
-            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
-            Server::serve(listener, vec![])
-        });
-        let started = Instant::now();
-        let resp = send(&mut svc, get(&format!("http://{addr}/")))
-            .await
-            .unwrap();
-        let server = starter.await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let i = info(&resp);
-        assert!(i.attempts >= 2, "{i:?}");
-        assert_eq!(
-            server.hits().len(),
-            1,
-            "only the attempt after start-up arrives"
-        );
-        assert_eq!(server.hits()[0].attempt(), Some(i.attempts));
-        assert!(started.elapsed() >= Duration::from_millis(150));
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_slow_reply_is_cut_off_and_retried_when_idempotent() {
-    bounded(LIMIT, async {
-        let server = Server::start(vec![Fault::Slow(Duration::from_secs(2), 200)]).await;
-        let policy = Policy::builder()
-            .base(Duration::from_millis(10))
-            .attempt_timeout(Duration::from_millis(200))
-            .build()
-            .unwrap();
-        let mut svc = client(RetryLayer::new(policy));
+        let mut svc = scripted(RetryLayer::new(policy), &server);
         let started = Instant::now();
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(info(&resp).attempts, 2);
-        assert!(started.elapsed() < Duration::from_millis(1500));
-        let gap = server.gaps()[0];
-        assert!(gap >= Duration::from_millis(200), "{gap:?}");
-        // The attempt timeout travels as the remaining time.
-        let t: u64 = server.hits()[0]
-            .header("x-request-timeout-ms")
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!((150..=200).contains(&t), "{t}");
+        let i = info(&resp);
+        assert!(i.attempts >= 2, "{i:?}");
+        let hits = server.hits();
+        assert_eq!(hits.len(), 1, "only the attempt after start-up arrives");
+        assert_eq!(hits[0].attempt(), Some(i.attempts));
+        // Every attempt before start-up was refused; the first after it
+        // went through.
+        let up = started + up_after;
+        let refused = server.refusals();
+        assert_eq!(refused.len() as u32, i.attempts - 1);
+        assert!(refused.iter().all(|t| *t < up), "{refused:?}");
+        let served = Instant::from_std(hits[0].at);
+        assert!(served >= up);
+        assert!(started.elapsed() >= up_after);
+        assert_eq!(started.elapsed(), served - started);
+        // Equal jitter: the n-th wait is in [b_n / 2, b_n).
+        let arrivals: Vec<Instant> = refused.into_iter().chain([served]).collect();
+        for (n, w) in arrivals.windows(2).enumerate() {
+            let b = Duration::from_millis((50 << n).min(200));
+            let gap = w[1] - w[0];
+            assert!(gap >= b / 2 && gap <= b, "wait {n}: {gap:?}");
+        }
+        // What the info says was slept, each sleep on tokio's millisecond.
+        let slept = served - started;
+        let ticks = Duration::from_millis(u64::from(i.attempts - 1));
+        assert!(slept >= i.waited && slept - i.waited < ticks, "{i:?}");
     })
     .await;
 }
 
-#[tokio::test]
-async fn a_slow_post_is_not_retried_result_unknown() {
+#[tokio::test(start_paused = true)]
+async fn a_slow_reply_is_cut_off_and_retried_when_idempotent() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![Fault::Slow(Duration::from_secs(2), 200)]).await;
+        let server = Scripted::new(vec![Fault::Slow(Duration::from_secs(2), 200)]);
         let policy = Policy::builder()
             .base(Duration::from_millis(10))
             .attempt_timeout(Duration::from_millis(200))
             .build()
             .unwrap();
-        let mut svc = client(RetryLayer::new(policy));
+        let mut svc = scripted(RetryLayer::new(policy), &server);
+        let started = Instant::now();
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let i = info(&resp);
+        assert_eq!(i.attempts, 2);
+        // Cut off at exactly the attempt timeout, then one step U(0, 10 ms);
+        // the second attempt answers at once.
+        assert!(i.waited < Duration::from_millis(10), "{i:?}");
+        let gap = server.gaps()[0];
+        assert_eq!(gap, Duration::from_millis(200) + on_tick(i.waited));
+        assert_eq!(started.elapsed(), gap);
+        // The attempt timeout travels as the remaining time.
+        let hits = server.hits();
+        assert_eq!(timeout_ms(&hits[0]), 200);
+        assert_eq!(timeout_ms(&hits[1]), 200);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_post_is_not_retried_result_unknown() {
+    bounded(LIMIT, async {
+        let server = Scripted::new(vec![Fault::Slow(Duration::from_secs(2), 200)]);
+        let policy = Policy::builder()
+            .base(Duration::from_millis(10))
+            .attempt_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let mut svc = scripted(RetryLayer::new(policy), &server);
+        let started = Instant::now();
         let err = send(&mut svc, post(&server.url("/"), "x"))
             .await
             .unwrap_err();
@@ -203,29 +266,33 @@ async fn a_slow_post_is_not_retried_result_unknown() {
         assert_eq!(err.info().attempts, 1);
         assert_eq!(err.reason(), StopReason::NotRetryable);
         assert_eq!(err.info().not_retried, Some(NotRetried::NotIdempotent));
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_400_is_never_retried() {
-    bounded(LIMIT, async {
-        let server = Server::start(vec![status(400), status(400)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(4)));
-        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
-        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
-        let i = info(&resp);
-        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        // Given up when the attempt timed out, not when the reply came.
+        assert_eq!(started.elapsed(), Duration::from_millis(200));
         assert_eq!(server.hits().len(), 1);
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
+async fn a_400_is_never_retried() {
+    bounded(LIMIT, async {
+        let server = Scripted::new(vec![status(400), status(400)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(4)), &server);
+        let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(i.waited, Duration::ZERO);
+        assert_eq!(server.hits().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_500_is_retried_only_when_asked() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(500), status(500)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(4)));
+        let server = Scripted::new(vec![status(500), status(500)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(4)), &server);
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(info(&resp).attempts, 1);
@@ -241,11 +308,11 @@ async fn a_500_is_retried_only_when_asked() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_post_without_a_key_is_not_retried() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![status(503)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let resp = send(&mut svc, post(&server.url("/"), "charge"))
             .await
             .unwrap();
@@ -258,11 +325,14 @@ async fn a_post_without_a_key_is_not_retried() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_post_with_a_generated_key_sends_the_same_key_every_attempt() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503), status(502)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)).idempotency_keys(true));
+        let server = Scripted::new(vec![status(503), status(502)]);
+        let mut svc = scripted(
+            RetryLayer::new(stagger::http::Settings::new(fast_policy(3)).idempotency_keys(true)),
+            &server,
+        );
         let resp = send(&mut svc, post(&server.url("/"), "charge"))
             .await
             .unwrap();
@@ -286,11 +356,11 @@ async fn a_post_with_a_generated_key_sends_the_same_key_every_attempt() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_post_with_its_own_key_is_retried_with_that_key() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![status(503)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let mut req = post(&server.url("/"), "x");
         req.headers_mut()
             .insert("idempotency-key", "\"mine\"".parse().unwrap());
@@ -326,94 +396,99 @@ impl Body for Chunks {
     }
 }
 
-#[tokio::test]
+// The two tests below stream bodies through hyper to a real server, to see
+// the replay limit at work on a real transport (see the top of the file on
+// why paused time is safe here).
+
+#[tokio::test(start_paused = true)]
 async fn a_2_mib_stream_is_sent_once_and_not_retried() {
-    bounded(LIMIT, async {
-        let server = Server::start(vec![status(503), status(503)]).await;
-        let mut svc = client::<Chunks>(RetryLayer::new(fast_policy(3)));
-        let req = Request::put(server.url("/"))
-            .body(Chunks { left: 2 << 20 })
-            .unwrap();
-        let resp = send(&mut svc, req).await.unwrap();
-        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let i = info(&resp);
-        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
-        assert_eq!(i.not_retried, Some(NotRetried::BodyStream));
-        assert_eq!(server.hits()[0].body_len, 2 << 20);
-    })
-    .await;
+    let server = Server::start(vec![status(503), status(503)]).await;
+    let mut svc = client::<Chunks>(RetryLayer::new(fast_policy(3)));
+    let req = Request::put(server.url("/"))
+        .body(Chunks { left: 2 << 20 })
+        .unwrap();
+    let resp = send(&mut svc, req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let i = info(&resp);
+    assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+    assert_eq!(i.not_retried, Some(NotRetried::BodyStream));
+    assert_eq!(server.hits().len(), 1);
+    assert_eq!(server.hits()[0].body_len, 2 << 20);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_2_mib_buffer_is_over_the_limit_and_a_small_one_replays() {
-    bounded(LIMIT, async {
-        let server = Server::start(vec![status(503), status(503)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
-        let big = Request::put(server.url("/"))
-            .body(Full::new(Bytes::from(vec![b'y'; 2 << 20])))
-            .unwrap();
-        let resp = send(&mut svc, big).await.unwrap();
-        let i = info(&resp);
-        assert_eq!(i.attempts, 1);
-        assert_eq!(
-            i.not_retried,
-            Some(NotRetried::BodyTooLarge { limit: 1 << 20 })
-        );
-        assert_eq!(server.hits()[0].body_len, 2 << 20);
-        let small = Request::put(server.url("/"))
-            .body(Full::new(Bytes::from(vec![b'z'; 1000])))
-            .unwrap();
-        let resp = send(&mut svc, small).await.unwrap();
-        assert_eq!(info(&resp).attempts, 2);
-        assert!(server.hits()[1..].iter().all(|h| h.body_len == 1000));
-    })
-    .await;
+    let server = Server::start(vec![status(503), status(503)]).await;
+    let mut svc = client(RetryLayer::new(fast_policy(3)));
+    let big = Request::put(server.url("/"))
+        .body(Full::new(Bytes::from(vec![b'y'; 2 << 20])))
+        .unwrap();
+    let resp = send(&mut svc, big).await.unwrap();
+    let i = info(&resp);
+    assert_eq!(i.attempts, 1);
+    assert_eq!(
+        i.not_retried,
+        Some(NotRetried::BodyTooLarge { limit: 1 << 20 })
+    );
+    assert_eq!(server.hits()[0].body_len, 2 << 20);
+    let small = Request::put(server.url("/"))
+        .body(Full::new(Bytes::from(vec![b'z'; 1000])))
+        .unwrap();
+    let resp = send(&mut svc, small).await.unwrap();
+    assert_eq!(info(&resp).attempts, 2);
+    assert_eq!(server.hits().len(), 3);
+    assert!(server.hits()[1..].iter().all(|h| h.body_len == 1000));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_hint_past_the_deadline_stops_at_once() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![with_header(503, "retry-after", "30")]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)).timeout(Duration::from_secs(2)));
+        let server = Scripted::new(vec![with_header(503, "retry-after", "30")]);
+        let mut svc = scripted(
+            RetryLayer::new(
+                stagger::http::Settings::new(fast_policy(3)).timeout(Duration::from_secs(2)),
+            ),
+            &server,
+        );
         let started = Instant::now();
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
-        assert!(started.elapsed() < Duration::from_millis(500));
+        // No wait at all, not even part of one.
+        assert_eq!(started.elapsed(), Duration::ZERO);
         let i = info(&resp);
         assert_eq!((i.attempts, i.reason), (1, StopReason::Deadline));
-        let t: u64 = server.hits()[0]
-            .header("x-request-timeout-ms")
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!((1500..=2000).contains(&t), "{t}");
+        assert_eq!(i.waited, Duration::ZERO);
+        // The whole deadline travels with the first attempt.
+        assert_eq!(timeout_ms(&server.hits()[0]), 2000);
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_hint_over_max_retry_after_stops_at_once() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![with_header(429, "retry-after", "120")]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![with_header(429, "retry-after", "120")]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let started = Instant::now();
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
-        assert!(started.elapsed() < Duration::from_millis(500));
-        assert_eq!(info(&resp).reason, StopReason::HintTooLong);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::HintTooLong));
+        assert_eq!(server.hits().len(), 1);
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn per_request_policy_and_shared_observer_across_clones() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503), status(503), status(503)]).await;
+        let server = Scripted::new(vec![status(503), status(503), status(503)]);
         let stats = Arc::new(Stats::new());
         let policy = Policy::builder()
             .base(Duration::from_millis(5))
             .observer(stats.clone())
             .build()
             .unwrap();
-        let mut a = client(RetryLayer::new(policy));
+        let mut a = scripted(RetryLayer::new(policy), &server);
         let mut b = a.clone();
         let mut req = get(&server.url("/"));
         req.extensions_mut()
@@ -431,11 +506,11 @@ async fn per_request_policy_and_shared_observer_across_clones() {
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn methods_other_than_post_and_patch_are_retried() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503), status(504)]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![status(503), status(504)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
         let req = Request::builder()
             .method(Method::DELETE)
             .uri(server.url("/x"))
@@ -443,14 +518,18 @@ async fn methods_other_than_post_and_patch_are_retried() {
             .unwrap();
         let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(info(&resp).attempts, 3);
+        assert!(server.hits().iter().all(|h| h.method == "DELETE"));
+        // Two full-jitter waits: U(0, 20 ms), then U(0, 40 ms).
+        let gaps = server.gaps();
+        assert!(gaps[0] <= STEP && gaps[1] <= 2 * STEP, "{gaps:?}");
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn clones_share_the_budget() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503); 20]).await;
+        let server = Scripted::new(vec![status(503); 20]);
         let bucket = stagger::budget::TokenBucket::builder()
             .max_tokens(4.0)
             .token_ratio(0.1)
@@ -462,7 +541,7 @@ async fn clones_share_the_budget() {
             .budget(bucket.clone())
             .build()
             .unwrap();
-        let mut a = client(RetryLayer::new(policy));
+        let mut a = scripted(RetryLayer::new(policy), &server);
         let mut b = a.clone();
         let resp = send(&mut a, get(&server.url("/"))).await.unwrap();
         let first = info(&resp);
@@ -471,15 +550,16 @@ async fn clones_share_the_budget() {
         let resp = send(&mut b, get(&server.url("/"))).await.unwrap();
         let second = info(&resp);
         assert_eq!((second.attempts, second.reason), (1, StopReason::Budget));
+        assert_eq!(second.waited, Duration::ZERO);
         assert_eq!(server.hits().len() as u32, first.attempts + 1);
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn clones_share_the_breaker() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![status(503); 20]).await;
+        let server = Scripted::new(vec![status(503); 20]);
         let breaker = stagger::Breaker::builder()
             .consecutive_failures(3)
             .open_for(Duration::from_secs(30))
@@ -491,31 +571,37 @@ async fn clones_share_the_breaker() {
             .breaker(breaker.clone())
             .build()
             .unwrap();
-        let mut a = client(RetryLayer::new(policy));
+        let mut a = scripted(RetryLayer::new(policy), &server);
         let mut b = a.clone();
         let resp = send(&mut a, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(breaker.state(), stagger::BreakerState::Open);
         // The dependency is plainly down: the clone's call fails fast.
+        let started = Instant::now();
         let err = send(&mut b, get(&server.url("/"))).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Refused);
         assert_eq!(err.reason(), StopReason::BreakerOpen);
         assert_eq!(err.info().attempts, 0);
+        assert_eq!(started.elapsed(), Duration::ZERO);
         assert_eq!(server.hits().len(), 3);
     })
     .await;
 }
 
+/// When each gRPC attempt came, and the `grpc-timeout` it carried.
+type Seen = Arc<std::sync::Mutex<Vec<(Instant, Option<String>)>>>;
+
 /// A gRPC-shaped service: trailers-only answers with `grpc-status`, and it
-/// records the `grpc-timeout` it was sent.
+/// records when each attempt came (tokio's clock) and the `grpc-timeout` it
+/// was sent.
 fn grpc_service(
     statuses: Vec<&'static str>,
-    seen: Arc<std::sync::Mutex<Vec<Option<String>>>>,
+    seen: Seen,
 ) -> impl Service<
     Request<ReplayBody<Full<Bytes>>>,
     Response = http::Response<()>,
     Error = Infallible,
-    Future = impl Send,
+    Future = impl std::future::Future<Output = Result<http::Response<()>, Infallible>> + Send,
 > + Clone
        + Send
        + 'static {
@@ -535,7 +621,7 @@ fn grpc_service(
             .get("grpc-previous-rpc-attempts")
             .map(|v| v.to_str().unwrap().parse::<u32>().unwrap());
         assert_eq!(previous, (attempt > 1).then(|| attempt - 1));
-        seen.lock().unwrap().push(t);
+        seen.lock().unwrap().push((Instant::now(), t));
         let code = {
             let mut s = statuses.lock().unwrap();
             if s.is_empty() {
@@ -562,7 +648,7 @@ fn grpc_request() -> Request<Full<Bytes>> {
         .unwrap()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_timeout() {
     bounded(LIMIT, async {
         let json = r#"{"methodConfig":[{"name":[{"service":"shop.Cart"}],"timeout":"2s",
@@ -571,34 +657,79 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
         let config = stagger::config::ServiceConfig::from_json(json).unwrap();
         let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
         let seen = Arc::default();
-        let mut svc = RetryLayer::with_settings(settings)
-            .layer(grpc_service(vec!["13", "13"], Arc::clone(&seen)));
+        let mut svc =
+            RetryLayer::new(settings).layer(grpc_service(vec!["13", "13"], Arc::clone(&seen)));
         // gRPC calls are POSTs: declare this one idempotent.
         let mut req = grpc_request();
         req.extensions_mut()
             .insert(CallOptions::new().idempotent(true));
-        let resp = svc.ready().await.unwrap().call(req).await.unwrap();
+        let started = Instant::now();
+        let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(resp.headers()["grpc-status"], "0");
         assert_eq!(info(&resp).attempts, 3);
-        let timeouts = seen.lock().unwrap().clone();
-        assert!(
-            timeouts.iter().all(|t| t
-                .as_deref()
-                .is_some_and(|t| t.ends_with('u') || t.ends_with('m'))),
-            "{timeouts:?}"
-        );
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3);
+        for (n, (at, t)) in seen.iter().enumerate() {
+            let t = t.as_deref().expect("grpc-timeout");
+            assert!(t.ends_with('u') || t.ends_with('m'), "{t}");
+            // Exactly what is left of the 2 s deadline when the attempt left.
+            let left = stagger::deadline::parse_grpc_timeout(t).unwrap();
+            assert_eq!(
+                left,
+                Duration::from_secs(2) - (*at - started),
+                "attempt {n}"
+            );
+        }
+        // gRPC's jitter, b_n · U(0.8, 1.2): 10 ms, then 20 ms.
+        for (n, w) in seen.windows(2).enumerate() {
+            let b = Duration::from_millis(10 << n);
+            let gap = w[1].0 - w[0].0;
+            assert!(gap >= b * 4 / 5 && gap <= b * 6 / 5, "wait {n}: {gap:?}");
+        }
         // UNAVAILABLE is not in this config's list.
         let seen = Arc::default();
         let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
-        let mut svc = RetryLayer::with_settings(settings).layer(grpc_service(vec!["14"], seen));
+        let mut svc = RetryLayer::new(settings).layer(grpc_service(vec!["14"], seen));
         let mut req = grpc_request();
         req.extensions_mut()
             .insert(CallOptions::new().idempotent(true));
-        let resp = svc.ready().await.unwrap().call(req).await.unwrap();
+        let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(
             (info(&resp).attempts, info(&resp).reason),
             (1, StopReason::NotRetryable)
         );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn grpc_pushback_is_waited_exactly() {
+    bounded(LIMIT, async {
+        let seen = Arc::default();
+        let pushback = tower::service_fn({
+            let inner = grpc_service(vec![], Arc::clone(&seen));
+            let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+            move |req: Request<ReplayBody<Full<Bytes>>>| {
+                let mut inner = inner.clone();
+                let first = first.swap(false, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let mut resp = inner.call(req).await?;
+                    if first {
+                        let h = resp.headers_mut();
+                        h.insert("grpc-status", "8".parse().unwrap());
+                        h.insert("grpc-retry-pushback-ms", "750".parse().unwrap());
+                    }
+                    Ok::<_, Infallible>(resp)
+                }
+            }
+        });
+        let mut svc = RetryLayer::new(fast_policy(3)).layer(pushback);
+        let resp = send(&mut svc, grpc_request()).await.unwrap();
+        assert_eq!(resp.headers()["grpc-status"], "0");
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.waited), (2, Duration::from_millis(750)));
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen[1].0 - seen[0].0, Duration::from_millis(750));
     })
     .await;
 }
@@ -655,108 +786,123 @@ fn dns_client(
 const EAI_AGAIN: &str =
     "failed to lookup address information: Temporary failure in name resolution";
 
-#[tokio::test]
+// The DNS tests need hyper's connector to ask a resolver, and a real server
+// to reach once it answers (see the top of the file on paused time).
+
+#[tokio::test(start_paused = true)]
 async fn a_temporary_dns_failure_is_retried() {
-    bounded(LIMIT, async {
-        let server = Server::start(vec![]).await;
-        let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
-        // A name, not an address, so the connector asks the resolver.
-        let url = format!("http://stagger.test:{}/", server.addr.port());
-        let resp = svc.ready().await.unwrap().call(get(&url)).await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(info(&resp).attempts, 2);
-        let hits = server.hits();
-        assert_eq!(hits.len(), 1, "the failed lookup sent nothing");
-        assert_eq!(hits[0].attempt(), Some(2));
-        // The request never left, so even a POST without a key is repeated
-        // (on a new client: the first one would reuse its connection).
-        let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
-        let resp = svc
-            .ready()
-            .await
-            .unwrap()
-            .call(post(&url, "x"))
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(info(&resp).attempts, 2);
-        let hits = server.hits();
-        assert_eq!((hits.len(), hits[1].method.as_str()), (2, "POST"));
-        assert_eq!(hits[1].attempt(), Some(2));
-    })
-    .await;
+    let server = Server::start(vec![]).await;
+    let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
+    // A name, not an address, so the connector asks the resolver.
+    let url = format!("http://stagger.test:{}/", server.addr.port());
+    let resp = send(&mut svc, get(&url)).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(info(&resp).attempts, 2);
+    let hits = server.hits();
+    assert_eq!(hits.len(), 1, "the failed lookup sent nothing");
+    assert_eq!(hits[0].attempt(), Some(2));
+    // The request never left, so even a POST without a key is repeated
+    // (on a new client: the first one would reuse its connection).
+    let mut svc = dns_client(FlakyDns::new(1, EAI_AGAIN, server.addr));
+    let resp = send(&mut svc, post(&url, "x")).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(info(&resp).attempts, 2);
+    let hits = server.hits();
+    assert_eq!((hits.len(), hits[1].method.as_str()), (2, "POST"));
+    assert_eq!(hits[1].attempt(), Some(2));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_name_that_does_not_exist_is_not_retried() {
-    bounded(LIMIT, async {
-        let server = Server::start(vec![]).await;
-        let dns = FlakyDns::new(
-            1,
-            "failed to lookup address information: Name or service not known",
-            server.addr,
-        );
-        let mut svc = dns_client(dns);
-        let url = format!("http://stagger.test:{}/", server.addr.port());
-        let err = svc
-            .ready()
-            .await
-            .unwrap()
-            .call(get(&url))
-            .await
-            .unwrap_err();
-        assert_eq!(
-            (err.info().attempts, err.reason()),
-            (1, StopReason::NotRetryable)
-        );
-        assert!(server.hits().is_empty());
-    })
-    .await;
+    let server = Server::start(vec![]).await;
+    let dns = FlakyDns::new(
+        1,
+        "failed to lookup address information: Name or service not known",
+        server.addr,
+    );
+    let mut svc = dns_client(dns);
+    let url = format!("http://stagger.test:{}/", server.addr.port());
+    let err = send(&mut svc, get(&url)).await.unwrap_err();
+    assert_eq!(
+        (err.info().attempts, err.reason()),
+        (1, StopReason::NotRetryable)
+    );
+    assert!(server.hits().is_empty());
 }
 
-#[tokio::test]
+/// What hyper reports for a port nothing listens on is read as a request
+/// that never left: retried, even a POST without a key. (The in-process
+/// test above checks the waits; this one checks hyper's error.)
+#[tokio::test(start_paused = true)]
+async fn a_connection_refused_through_hyper_is_retried_even_for_a_post() {
+    let probe = common::free_port().await;
+    let addr = probe.local_addr().unwrap();
+    drop(probe);
+    let mut svc = client(RetryLayer::new(fast_policy(3)));
+    let err = send(&mut svc, post(&format!("http://{addr}/"), "x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Service);
+    assert_eq!(
+        (err.info().attempts, err.reason()),
+        (3, StopReason::AttemptsExhausted)
+    );
+    assert_eq!(err.info().not_retried, None);
+}
+
+#[tokio::test(start_paused = true)]
 async fn with_the_one_layer_rule_off_x_no_retry_keeps_the_retry_after() {
     bounded(LIMIT, async {
         let answer = Fault::Status(
             429,
             vec![("retry-after", "1".into()), ("x-no-retry", "1".into())],
         );
-        let server = Server::start(vec![answer.clone()]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)).one_layer(false));
+        let server = Scripted::new(vec![answer.clone()]);
+        let mut svc = scripted(
+            RetryLayer::new(stagger::http::Settings::new(fast_policy(3)).one_layer(false)),
+            &server,
+        );
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(info(&resp).attempts, 2);
-        let gap = server.gaps()[0];
-        assert!(gap >= Duration::from_secs(1), "{gap:?}");
-        assert!(gap < Duration::from_millis(1000 + 20 + 400), "{gap:?}");
+        let i = info(&resp);
+        assert_eq!(i.attempts, 2);
+        assert!(i.waited >= Duration::from_secs(1), "{i:?}");
+        assert!(i.waited < Duration::from_secs(1) + STEP, "{i:?}");
+        assert_eq!(server.gaps()[0], on_tick(i.waited));
         // With the rule on, the same answer is passed up at once.
-        let server = Server::start(vec![answer]).await;
-        let mut svc = client(RetryLayer::new(fast_policy(3)));
+        let server = Scripted::new(vec![answer]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
+        let started = Instant::now();
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
         let i = info(&resp);
         assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
         assert_eq!(i.not_retried, Some(NotRetried::ServerSaidNo));
+        assert_eq!(started.elapsed(), Duration::ZERO);
     })
     .await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_malformed_retry_after_is_counted_as_an_invalid_hint() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![with_header(503, "retry-after", "soon")]).await;
+        let server = Scripted::new(vec![with_header(503, "retry-after", "soon")]);
         let stats = Arc::new(Stats::new());
         let policy = Policy::builder()
             .base(Duration::from_millis(5))
             .observer(stats.clone())
             .build()
             .unwrap();
-        let mut svc = client(RetryLayer::new(policy));
+        let mut svc = scripted(RetryLayer::new(policy), &server);
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(info(&resp).attempts, 2);
+        let i = info(&resp);
+        assert_eq!(i.attempts, 2);
         let s = stats.snapshot();
         assert_eq!((s.hints_invalid, s.hints_used, s.retries), (1, 0, 1));
+        // Plain backoff, U(0, 5 ms), as if there were no hint.
+        assert!(i.waited < Duration::from_millis(5), "{i:?}");
+        assert_eq!(server.gaps()[0], on_tick(i.waited));
     })
     .await;
 }
@@ -772,7 +918,7 @@ impl Guardrail for Witness {
         _ticket: &mut Ticket,
         outcome: &Outcome,
         _latency: Option<Duration>,
-        _now: Instant,
+        _now: std::time::Instant,
     ) {
         if let Outcome::Failure(f) = outcome {
             self.0.lock().unwrap().push(*f);
@@ -780,24 +926,23 @@ impl Guardrail for Witness {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_invalid_hint_reaches_the_engine_when_the_front_end_holds_back() {
     bounded(LIMIT, async {
-        let server = Server::start(vec![
+        let server = Scripted::new(vec![
             with_header(503, "retry-after", "soon"),
             Fault::Status(
                 503,
                 vec![("retry-after", "soon".into()), ("x-no-retry", "1".into())],
             ),
-        ])
-        .await;
+        ]);
         let witness = Arc::new(Witness::default());
         let policy = Policy::builder()
             .base(Duration::from_millis(5))
             .guardrail(witness.clone())
             .build()
             .unwrap();
-        let mut svc = client(RetryLayer::new(policy));
+        let mut svc = scripted(RetryLayer::new(policy), &server);
         // Not retried: a POST without a key.
         let resp = send(&mut svc, post(&server.url("/"), "x")).await.unwrap();
         let i = info(&resp);
@@ -816,6 +961,8 @@ async fn an_invalid_hint_reaches_the_engine_when_the_front_end_holds_back() {
             assert_eq!(f.hint, Some(Hint::Invalid), "{f:?}");
             assert_ne!(f.class, Class::Permanent, "{f:?}");
         }
+        // The second failure came marked "do not retry" from below.
+        assert_eq!(server.hits().len(), 2);
     })
     .await;
 }

@@ -30,7 +30,7 @@ pub struct AttemptRecord {
 /// The final JSON report (field order is part of the format).
 #[derive(Debug, Serialize)]
 pub struct Report {
-    /// A stop reason of SPEC §10.
+    /// A stop reason of docs/behaviour.md §10.
     pub stop_reason: &'static str,
     /// The exit status of `stagger run` itself.
     pub exit_code: u8,

@@ -12,10 +12,11 @@ use crate::rng::{FastRng, RandomSource};
 use crate::sync::nanos;
 
 /// Configures a [`Breaker`]; [`build`](BreakerBuilder::build) names the
-/// first bad field. Defaults (SPEC §6): trip at 50 % failures over a 10 s
-/// window with at least 20 calls, open 5 s plus up to 20 % jitter, one
-/// probe, probe timeout 10 s, no count window, no consecutive-failure trip,
-/// no slow-call threshold.
+/// first bad field. Defaults: trip at 50 % failures over a 10 s window with
+/// at least 20 calls, or, while the window holds fewer calls, after 5
+/// failures in a row; open 5 s plus up to 20 % jitter, one probe, probe
+/// timeout 10 s, no count window, no consecutive-failure trip for busy
+/// clients, no slow-call threshold.
 ///
 /// ```
 /// use stagger::Breaker;
@@ -42,6 +43,7 @@ pub struct BreakerBuilder {
     window: Duration,
     count_window: Option<u32>,
     consecutive: Option<u32>,
+    sparse: Option<u32>,
     slow_call: Option<Duration>,
     open_for: Duration,
     open_jitter: f64,
@@ -59,6 +61,7 @@ impl fmt::Debug for BreakerBuilder {
             .field("window", &self.window)
             .field("count_window", &self.count_window)
             .field("consecutive", &self.consecutive)
+            .field("sparse", &self.sparse)
             .field("slow_call", &self.slow_call)
             .field("open_for", &self.open_for)
             .field("open_jitter", &self.open_jitter)
@@ -76,7 +79,7 @@ impl Default for BreakerBuilder {
 }
 
 impl BreakerBuilder {
-    /// The defaults of SPEC §6.
+    /// The defaults.
     pub fn new() -> Self {
         BreakerBuilder {
             failure_rate: 0.5,
@@ -84,6 +87,7 @@ impl BreakerBuilder {
             window: Duration::from_secs(10),
             count_window: None,
             consecutive: None,
+            sparse: Some(5),
             slow_call: None,
             open_for: Duration::from_secs(5),
             open_jitter: 0.2,
@@ -121,6 +125,41 @@ impl BreakerBuilder {
     /// Also trip after `n` failures in a row (≥ 1), whatever the rate.
     pub fn consecutive_failures(mut self, n: u32) -> Self {
         self.consecutive = Some(n);
+        self
+    }
+
+    /// While the window holds fewer than [`min_calls`](Self::min_calls)
+    /// calls, trip after `n` failures in a row (≥ 1; default 5). A thin
+    /// client — a few calls per window — never reaches the minimum, so
+    /// without this it could never open; a busy client is judged by the
+    /// rate alone. [`no_sparse_failures`](Self::no_sparse_failures) turns
+    /// it off.
+    ///
+    /// ```
+    /// use stagger::{Breaker, BreakerState, Class, Outcome};
+    /// use std::time::Instant;
+    ///
+    /// let breaker = Breaker::default(); // 5 in a row below 20 calls
+    /// let now = Instant::now();
+    /// let fail = Outcome::from(Class::Transient);
+    /// for _ in 0..4 {
+    ///     let p = breaker.acquire(now).unwrap();
+    ///     breaker.record(p, &fail, None, now);
+    /// }
+    /// assert_eq!(breaker.state(), BreakerState::Closed, "4 failures: a blip");
+    /// let p = breaker.acquire(now).unwrap();
+    /// breaker.record(p, &fail, None, now);
+    /// assert_eq!(breaker.state(), BreakerState::Open, "5 in a row: down");
+    /// ```
+    pub fn sparse_failures(mut self, n: u32) -> Self {
+        self.sparse = Some(n);
+        self
+    }
+
+    /// Judges only on the rate, however few the calls (a thin client's
+    /// breaker then never opens by the rate rule).
+    pub fn no_sparse_failures(mut self) -> Self {
+        self.sparse = None;
         self
     }
 
@@ -201,6 +240,9 @@ impl BreakerBuilder {
                 "must be at least 1",
             ));
         }
+        if self.sparse == Some(0) {
+            return Err(ConfigError::new("sparse_failures", "must be at least 1"));
+        }
         if self.slow_call == Some(Duration::ZERO) {
             return Err(ConfigError::new("slow_call", "must be above 0"));
         }
@@ -231,6 +273,7 @@ impl BreakerBuilder {
             window: self.window,
             count_window: self.count_window,
             consecutive: self.consecutive,
+            sparse: self.sparse.map(|n| n.max(1)),
             slow_call: self.slow_call,
             open_ns: nanos(self.open_for),
             jitter_ppm: scaled("", self.open_jitter, 0.0, 1.0, 1e6).unwrap_or(200_000),

@@ -21,16 +21,11 @@ fn fail() -> Outcome {
     Outcome::Failure(Failure::transient())
 }
 
-/// A breaker that opens on one failure, for one second, without jitter,
-/// counting its transitions.
-fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
+/// `builder` built with a seed and an observer counting its transitions.
+fn counting(builder: BreakerBuilder) -> (Breaker, std::sync::Arc<AtomicUsize>) {
     let events = std::sync::Arc::new(AtomicUsize::new(0));
     let seen = events.clone();
-    let b = Breaker::builder()
-        .min_calls(1)
-        .open_for(Duration::from_secs(1))
-        .open_jitter(0.0)
-        .probes(probes)
+    let b = builder
         .seed(1)
         .observer(Arc::new(move |_: &Event| {
             seen.fetch_add(1, StdOrdering::Relaxed);
@@ -38,6 +33,24 @@ fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
         .build()
         .unwrap();
     (b, events)
+}
+
+/// A breaker that opens on one failure, for one second, without jitter,
+/// counting its transitions.
+fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
+    counting(
+        Breaker::builder()
+            .min_calls(1)
+            .open_for(Duration::from_secs(1))
+            .open_jitter(0.0)
+            .probes(probes),
+    )
+}
+
+/// A thin client's breaker: the rate never judges (100 calls needed), two
+/// failures in a row open it.
+fn sparse() -> (Breaker, std::sync::Arc<AtomicUsize>) {
+    counting(Breaker::builder().min_calls(100).sparse_failures(2))
 }
 
 fn trip(b: &Breaker, t: Instant) {
@@ -125,5 +138,47 @@ fn loom_racing_probes_decide_once() {
             3,
             "one way out of half-open"
         );
+    });
+}
+
+/// A thin client's run of failures: two failures racing each other count
+/// both, and the breaker opens exactly once.
+#[test]
+fn loom_sparse_run_counts_every_failure_and_opens_once() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, events) = sparse();
+        let (b1, b2) = (b.clone(), b.clone());
+        let (p1, p2) = (b.acquire(t0).unwrap(), b.acquire(t0).unwrap());
+        let h1 = thread::spawn(move || b1.record(p1, &fail(), None, t0));
+        let h2 = thread::spawn(move || b2.record(p2, &fail(), None, t0));
+        h1.join().unwrap();
+        h2.join().unwrap();
+        assert_eq!(b.state(), BreakerState::Open);
+        assert_eq!(events.load(StdOrdering::Relaxed), 1);
+    });
+}
+
+/// A success racing a failure after one failure: the run is either broken
+/// or complete, and the state agrees with the events either way.
+#[test]
+fn loom_sparse_run_success_racing_a_failure() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, events) = sparse();
+        let p = b.acquire(t0).unwrap();
+        b.record(p, &fail(), None, t0);
+        let (b1, b2) = (b.clone(), b.clone());
+        let (p1, p2) = (b.acquire(t0).unwrap(), b.acquire(t0).unwrap());
+        let h1 = thread::spawn(move || b1.record(p1, &Outcome::Success, None, t0));
+        let h2 = thread::spawn(move || b2.record(p2, &fail(), None, t0));
+        h1.join().unwrap();
+        h2.join().unwrap();
+        let opened = events.load(StdOrdering::Relaxed);
+        assert!(opened <= 1);
+        assert_eq!(b.state() == BreakerState::Open, opened == 1);
+        if opened == 0 {
+            assert_eq!(b.counts(t0), (3, 2));
+        }
     });
 }

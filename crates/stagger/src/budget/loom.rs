@@ -75,6 +75,26 @@ fn loom_ratio_window_move_is_atomic() {
     });
 }
 
+/// The floor that follows traffic: a thin client's one retry per window
+/// goes to one thread, whether or not a racing request was counted first.
+#[test]
+fn loom_ratio_traffic_floor_grants_one_retry_to_racing_threads() {
+    let t0 = Instant::now();
+    model(move || {
+        let b = RatioBudget::default();
+        b.on_request(t0);
+        let (b1, b2) = (b.clone(), b.clone());
+        let d = thread::spawn(move || b1.on_request(t0));
+        let w = thread::spawn(move || granted(&b2, t0));
+        let mine = granted(&b, t0);
+        d.join().unwrap();
+        let total = mine + w.join().unwrap();
+        // 1 or 2 requests: clamp(0.1·r, 1, 10) + 0.1·r is below 2 either way.
+        assert_eq!(total, 1);
+        assert_eq!(b.counts(t0), (2, 1));
+    });
+}
+
 #[test]
 fn loom_token_bucket_loses_no_update() {
     let t0 = Instant::now();

@@ -8,13 +8,13 @@
 //! spent, a failed call stops at once with reason `budget` — no sleep, no
 //! retry — and the first attempt of a call is never blocked by a budget.
 //!
-//! Four kinds (SPEC §5), one file each:
+//! Four kinds, one file each:
 //!
 //! | kind | rule | defaults |
 //! |---|---|---|
-//! | [`RatioBudget`] (Google SRE, Finagle) | retry iff `retries_in_window + 1 ≤ floor + ratio · requests_in_window` | 10 %, 10 s, floor 10 |
+//! | [`RatioBudget`] (Google SRE, Finagle) | retry iff `retries_in_window + 1 ≤ floor + ratio · requests_in_window`; the floor follows the client's traffic | 10 %, 10 s, floor 0.1 per request, between 1 and 10 |
 //! | [`TokenBucket`] (gRPC A6 throttling) | −1 per failure, +ratio per success, retry iff tokens > max/2 | max 10, ratio 0.1 |
-//! | [`RefillBudget`] (seed 002) | a retry spends 1 token, a success adds `ratio`, empty ⇒ fail fast | capacity 10, ratio 0.1 |
+//! | [`RefillBudget`] | a retry spends 1 token, a success adds `ratio`, empty ⇒ fail fast | capacity 10, ratio 0.1 |
 //! | [`QuotaBudget`] (AWS standard) | a retry costs 5 (timeout 10); success refunds 1, or the last cost after retries | capacity 500 |
 //!
 //! Every kind is a cheap [`Clone`] handle to shared state (an `Arc` of

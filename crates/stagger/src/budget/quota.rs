@@ -16,7 +16,7 @@ use crate::error::ConfigError;
 use crate::outcome::{Class, Failure};
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
-/// AWS's standard retry quota (SPEC §5 `quota`). Cheap to clone; clones
+/// AWS's standard retry quota (docs/behaviour.md §5 `quota`). Cheap to clone; clones
 /// share the quota.
 ///
 /// ```

@@ -2,7 +2,11 @@
 //!
 //! A retry is allowed iff `retries_in_window + 1 ≤ floor + ratio ·
 //! requests_in_window`, over a sliding window (default 10 s in ten 1 s
-//! buckets). The ratio is kept in parts per million and the rule is checked
+//! buckets).
+//!
+//! The floor follows the client's own traffic; see [`RatioBudget`].
+//!
+//! The ratio is kept in parts per million and the rule is checked
 //! in integers, so 0.6 allows 6 retries in 10 requests — tower's
 //! `TpsBudget` turns 0.6 into "one withdrawal costs `(1/0.6) as isize` = 1
 //! deposit" and allows all 10.
@@ -30,10 +34,36 @@ const BUCKETS: usize = if cfg!(loom) { 2 } else { 10 };
 const PPM: u128 = 1_000_000;
 /// In a retry slot, the top bit of the count: the bucket is closed.
 const SEALED: u64 = 1 << 31;
+/// `floor_ppr` of a fixed floor.
+const FIXED: u64 = u64::MAX;
 
-/// The ratio budget of SPEC §5: retries may be at most `ratio` of the
-/// requests in a sliding window, plus a `floor` of retries per window so a
-/// quiet client can still retry. Cheap to clone; clones share the budget.
+/// The ratio budget: retries may be at most `ratio` of the requests in a
+/// sliding window, plus a floor of retries per window so a quiet client can
+/// still retry. Cheap to clone; clones share the budget.
+///
+/// **The floor follows the client's own traffic.** A fixed floor of 10
+/// retries per window is what lets a quiet client retry at all, but it is
+/// also what makes the budget inert when a service runs as many thin
+/// processes: 400 pods sending half a request per second each see about 5
+/// requests per window, so a floor of 10 lets every one of them retry every
+/// failure to the last attempt, and a fleet-wide stall gets the full retry
+/// storm. By default the floor is therefore `floor_per_request · requests`
+/// (0.1 per request), never below one retry per window and never above
+/// `floor`:
+///
+/// ```text
+/// allowance = clamp(0.1 · requests, 1, 10) + 0.1 · requests
+/// ```
+///
+/// A client making 100 or more requests per window gets exactly the fixed
+/// floor of 10, as before; a lone client still gets one retry per window, so
+/// a rare transient failure against a healthy dependency is still retried;
+/// a thin client gets one retry and then fails fast for the rest of the
+/// window. That is the trade-off: a client that sees one failure cannot tell
+/// a blip from a fleet-wide stall, so it spends its one retry on the blip
+/// and treats the next failure in the same window as the stall.
+/// [`fixed_floor`](RatioBudgetBuilder::fixed_floor) restores a floor that
+/// ignores traffic.
 ///
 /// ```
 /// use stagger::budget::{Budget, RatioBudget};
@@ -60,6 +90,9 @@ pub struct RatioBudget {
 struct Inner {
     ratio_ppm: u64,
     floor: u64,
+    /// Floor retries granted per request, in millionths; [`FIXED`] for a
+    /// floor that ignores traffic.
+    floor_ppr: u64,
     window: Duration,
     time: Timebase,
     requests: Window<BUCKETS, 1>,
@@ -75,20 +108,23 @@ impl fmt::Debug for RatioBudget {
         f.debug_struct("RatioBudget")
             .field("ratio_ppm", &self.inner.ratio_ppm)
             .field("floor", &self.inner.floor)
+            .field("floor_per_request_ppm", &self.floor_per_request_ppm())
             .field("window", &self.inner.window)
             .finish()
     }
 }
 
 impl Default for RatioBudget {
-    /// 10 % over 10 s with a floor of 10 retries per window.
+    /// 10 % over 10 s; a floor of 0.1 retries per request in the window,
+    /// at least 1 and at most 10.
     fn default() -> Self {
         RatioBudgetBuilder::new().build_unchecked()
     }
 }
 
 impl RatioBudget {
-    /// A builder starting from the defaults (10 %, 10 s, floor 10).
+    /// A builder starting from the defaults (10 %, 10 s, a floor of 0.1
+    /// per request between 1 and 10).
     pub fn builder() -> RatioBudgetBuilder {
         RatioBudgetBuilder::new()
     }
@@ -104,9 +140,16 @@ impl RatioBudget {
         self.inner.ratio_ppm
     }
 
-    /// Retries allowed per window whatever the traffic.
+    /// The most retries the floor grants per window (all of them with a
+    /// [fixed floor](RatioBudgetBuilder::fixed_floor)).
     pub fn floor(&self) -> u64 {
         self.inner.floor
+    }
+
+    /// Floor retries granted per request in the window, in millionths, or
+    /// `None` for a fixed floor.
+    pub fn floor_per_request_ppm(&self) -> Option<u64> {
+        (self.inner.floor_ppr != FIXED).then_some(self.inner.floor_ppr)
     }
 
     /// The window's length.
@@ -143,10 +186,17 @@ impl RatioBudget {
 }
 
 impl Inner {
-    /// `(floor + ratio · requests)` in millionths of a retry.
+    /// `(floor + ratio · requests)` in millionths of a retry, the floor
+    /// being `clamp(floor_per_request · requests, 1, floor)` unless fixed.
     #[inline]
     fn allowance(&self, requests: u64) -> u128 {
-        u128::from(self.floor) * PPM + u128::from(self.ratio_ppm) * u128::from(requests)
+        let fixed = u128::from(self.floor) * PPM;
+        let floor = if self.floor_ppr == FIXED {
+            fixed
+        } else {
+            (u128::from(self.floor_ppr) * u128::from(requests)).clamp(fixed.min(PPM), fixed)
+        };
+        floor + u128::from(self.ratio_ppm) * u128::from(requests)
     }
 
     #[inline]
@@ -289,6 +339,9 @@ impl Budget for RatioBudget {
 ///
 /// let b = RatioBudget::builder().ratio(0.2).floor(5).window(Duration::from_secs(30)).build()?;
 /// assert_eq!(b.ratio_ppm(), 200_000);
+/// assert_eq!(b.floor_per_request_ppm(), Some(100_000));
+/// let fixed = RatioBudget::builder().floor(5).fixed_floor().build()?;
+/// assert_eq!(fixed.floor_per_request_ppm(), None);
 /// assert_eq!(RatioBudget::builder().ratio(f64::NAN).build().unwrap_err().field(), "ratio");
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
@@ -296,6 +349,7 @@ impl Budget for RatioBudget {
 pub struct RatioBudgetBuilder {
     ratio: f64,
     floor: u32,
+    floor_per_request: Option<f64>,
     window: Duration,
 }
 
@@ -306,11 +360,13 @@ impl Default for RatioBudgetBuilder {
 }
 
 impl RatioBudgetBuilder {
-    /// The defaults: 10 %, floor 10, window 10 s.
+    /// The defaults: 10 %, a floor of 0.1 per request between 1 and 10,
+    /// window 10 s.
     pub const fn new() -> Self {
         RatioBudgetBuilder {
             ratio: 0.1,
             floor: 10,
+            floor_per_request: Some(0.1),
             window: Duration::from_secs(10),
         }
     }
@@ -322,9 +378,43 @@ impl RatioBudgetBuilder {
         self
     }
 
-    /// Retries allowed per window whatever the traffic (at most 10⁹).
+    /// The most retries the floor grants per window (at most 10⁹; default
+    /// 10). With a [fixed floor](Self::fixed_floor) it grants all of them
+    /// whatever the traffic; otherwise see
+    /// [`floor_per_request`](Self::floor_per_request).
     pub const fn floor(mut self, floor: u32) -> Self {
         self.floor = floor;
+        self
+    }
+
+    /// The floor grants this many retries per request in the window
+    /// (`[0, 1000]`, default 0.1), but never fewer than one retry per window
+    /// (unless `floor` is 0) nor more than `floor`. So a client sending 100
+    /// requests per window or more has the whole floor, and a thin one has
+    /// one retry per window to spend on a blip.
+    ///
+    /// ```
+    /// use stagger::budget::{Budget, RatioBudget};
+    /// use stagger::Failure;
+    /// use std::time::Instant;
+    ///
+    /// let budget = RatioBudget::default();
+    /// let now = Instant::now();
+    /// budget.on_request(now); // a lone request…
+    /// let f = Failure::transient();
+    /// assert!(budget.try_withdraw(&f, now).is_some(), "…gets its retry");
+    /// assert!(budget.try_withdraw(&f, now).is_none(), "but only one per window");
+    /// ```
+    pub const fn floor_per_request(mut self, retries: f64) -> Self {
+        self.floor_per_request = Some(retries);
+        self
+    }
+
+    /// A floor of `floor` retries per window whatever the traffic (the
+    /// classic rule; inert for a client sending fewer than `floor / ratio`
+    /// requests per window).
+    pub const fn fixed_floor(mut self) -> Self {
+        self.floor_per_request = None;
         self
     }
 
@@ -337,6 +427,9 @@ impl RatioBudgetBuilder {
     /// Validates and builds.
     pub fn build(self) -> Result<RatioBudget, ConfigError> {
         scaled("ratio", self.ratio, 0.0, 1000.0, 1e6)?;
+        if let Some(f) = self.floor_per_request {
+            scaled("floor_per_request", f, 0.0, 1000.0, 1e6)?;
+        }
         if self.floor > 1_000_000_000 {
             return Err(ConfigError::new("floor", "must be at most 1e9 retries"));
         }
@@ -353,6 +446,10 @@ impl RatioBudgetBuilder {
             inner: Arc::new(Inner {
                 ratio_ppm,
                 floor: u64::from(self.floor),
+                floor_ppr: match self.floor_per_request {
+                    Some(f) => scaled("", f, 0.0, 1000.0, 1e6).unwrap_or(100_000),
+                    None => FIXED,
+                },
                 window: self.window,
                 time: Timebase::new(width),
                 requests: Window::new(),

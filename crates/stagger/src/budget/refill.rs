@@ -1,4 +1,4 @@
-//! The refill budget of seed 002: a bucket of retry tokens that refills from
+//! The refill budget: a bucket of retry tokens that refills from
 //! successes.
 //!
 //! Each retry spends one token; each success adds `ratio` of a token (up to
@@ -17,7 +17,7 @@ use crate::error::ConfigError;
 use crate::outcome::Failure;
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
-/// A retry spends 1 token, a success adds `ratio`; starts full (SPEC §5
+/// A retry spends 1 token, a success adds `ratio`; starts full (docs/behaviour.md §5
 /// `refill`). Cheap to clone; clones share the bucket.
 ///
 /// ```

@@ -19,7 +19,7 @@ use crate::error::ConfigError;
 use crate::outcome::Failure;
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
-/// The gRPC A6 token bucket (SPEC §5 `token_bucket`). Cheap to clone; clones
+/// The gRPC A6 token bucket (docs/behaviour.md §5 `token_bucket`). Cheap to clone; clones
 /// share the bucket.
 ///
 /// ```

@@ -31,15 +31,16 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::call::Call;
+use crate::call::LazyRng;
 use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
-use crate::exec::sync::{judge, notice, DefaultSettings, Kept, Settings};
+use crate::exec::settings::{DefaultSettings, Settings};
+use crate::exec::sync::{judge, notice, Kept};
 use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
 use crate::policy::Policy;
-use crate::rng::FastRng;
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
@@ -92,10 +93,7 @@ pub type DefaultSleeper = NoSleeper;
 pub trait AsyncRetryExt<Fut>: FnMut() -> Fut + Sized {
     /// Runs this closure's futures under `policy`; finish with
     /// [`AsyncRetry::call`] or [`AsyncRetry::report`].
-    fn retry(
-        self,
-        policy: &Policy,
-    ) -> AsyncRetry<'_, Self, AllTransient, AcceptAll, Silent, DefaultSleeper, MonotonicClock> {
+    fn retry(self, policy: &Policy) -> AsyncRetry<'_, Self> {
         AsyncRetry {
             op: self,
             policy,
@@ -117,7 +115,16 @@ where
 }
 
 /// An asynchronous retried call being configured; see [`AsyncRetryExt::retry`].
-pub struct AsyncRetry<'p, F, W, K, N, S, C, P = DefaultSettings> {
+pub struct AsyncRetry<
+    'p,
+    F,
+    W = AllTransient,
+    K = AcceptAll,
+    N = Silent,
+    S = DefaultSleeper,
+    C = MonotonicClock,
+    P = DefaultSettings,
+> {
     op: F,
     policy: &'p Policy,
     when: W,
@@ -285,7 +292,7 @@ where
 /// attempt still in flight (a no-op once the attempt's outcome is recorded).
 struct InFlight<'a, 'p, C: Clock> {
     policy: &'p Policy,
-    call: Call<FastRng>,
+    call: Call<LazyRng>,
     clock: &'a C,
 }
 

@@ -30,8 +30,19 @@ use crate::error::RetryError;
 use crate::outcome::StopReason;
 use crate::outcome::{Class, Failure};
 
-pub mod future;
-pub mod sync;
+pub(crate) mod future;
+pub(crate) mod settings;
+pub(crate) mod sync;
+
+#[cfg(not(feature = "tokio"))]
+pub use future::NoSleeper;
+#[cfg(feature = "tokio")]
+pub use future::TokioSleep;
+pub use future::{AsyncRetry, AsyncRetryExt, DefaultSleeper, Sleeper};
+pub use sync::{
+    Attempt, BlockingSleeper, Operation, Plain, Retry, RetryAttemptExt, RetryExt, ThreadSleep,
+    WithAttempt,
+};
 
 /// The builder methods both executors share: each one replaces one part of
 /// the configured call and keeps the rest.
@@ -115,9 +126,9 @@ macro_rules! builder_methods {
             pub fn deadline(
                 self,
                 deadline: std::time::Instant,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.deadline = Some(deadline);
@@ -128,9 +139,9 @@ macro_rules! builder_methods {
             pub fn timeout(
                 self,
                 timeout: std::time::Duration,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.timeout = Some(timeout);
@@ -142,9 +153,9 @@ macro_rules! builder_methods {
             pub fn idempotent(
                 self,
                 idempotent: bool,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.idempotent = idempotent;
@@ -155,9 +166,9 @@ macro_rules! builder_methods {
             pub fn seed(
                 self,
                 seed: u64,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings>
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
             where
-                P: $crate::exec::sync::Settings,
+                P: $crate::exec::settings::Settings,
             {
                 let mut settings = self.settings.get();
                 settings.seed = Some(seed);
@@ -167,8 +178,8 @@ macro_rules! builder_methods {
             /// The same call with explicit per-call settings.
             fn with_settings(
                 self,
-                settings: $crate::exec::sync::CallSettings,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::sync::CallSettings> {
+                settings: $crate::exec::settings::CallSettings,
+            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings> {
                 $ty {
                     op: self.op,
                     policy: self.policy,

@@ -11,7 +11,7 @@
 //! ignored. The deadline bounds every wait either way.
 //!
 //! ```
-//! use stagger::exec::sync::Attempt;
+//! use stagger::Attempt;
 //! use stagger::{Policy, RetryAttemptExt, RetryExt};
 //! use std::time::Duration;
 //!
@@ -29,20 +29,20 @@
 //! assert_eq!(err.refused().unwrap().field(), "attempt_timeout");
 //! ```
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::call::Call;
 use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::ConfigError;
 use crate::error::RetryError;
+use crate::exec::settings::{DefaultSettings, Settings};
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
 use crate::policy::Policy;
-use crate::rng::FastRng;
 
 /// One attempt, as the blocking executor hands it to a closure that asks
 /// for it ([`RetryAttemptExt::retry_with_attempt`]).
@@ -111,8 +111,9 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
     }
 }
 
-/// Something that blocks the thread for a while.
-pub trait Sleep {
+/// Something that blocks the thread for a while (the blocking twin of
+/// [`Sleeper`](crate::Sleeper)).
+pub trait BlockingSleeper {
     /// Blocks for `d`.
     fn sleep(&mut self, d: Duration);
 }
@@ -121,86 +122,20 @@ pub trait Sleep {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ThreadSleep;
 
-impl Sleep for ThreadSleep {
+impl BlockingSleeper for ThreadSleep {
     fn sleep(&mut self, d: Duration) {
         std::thread::sleep(d)
     }
 }
 
-impl<F: FnMut(Duration)> Sleep for F {
+impl<F: FnMut(Duration)> BlockingSleeper for F {
     fn sleep(&mut self, d: Duration) {
         self(d)
     }
 }
 
-/// Per-call settings of an executor, set through its builder methods
-/// (`deadline`, `timeout`, `idempotent`, `seed`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CallSettings {
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) idempotent: bool,
-    pub(crate) seed: Option<u64>,
-}
-
-/// Where an executor's per-call settings come from: [`DefaultSettings`]
-/// until a builder method sets one, then [`CallSettings`]. Keeping the
-/// defaults a zero-sized type keeps them out of a successful call's work.
-pub trait Settings: Copy {
-    /// The settings.
-    fn get(&self) -> CallSettings;
-}
-
-/// No deadline, not idempotent, a fresh random stream.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DefaultSettings;
-
-impl Settings for DefaultSettings {
-    #[inline]
-    fn get(&self) -> CallSettings {
-        CallSettings::default()
-    }
-}
-
-impl Settings for CallSettings {
-    #[inline]
-    fn get(&self) -> CallSettings {
-        *self
-    }
-}
-
-impl CallSettings {
-    /// No deadline: nothing about the call itself needs the clock.
-    #[inline]
-    pub(crate) fn is_plain(&self) -> bool {
-        self.deadline.is_none() && self.timeout.is_none()
-    }
-
-    #[inline]
-    pub(crate) fn call<C: Clock>(&self, clock: &C) -> Call<FastRng> {
-        // Built only once a first attempt has failed (or the call needs
-        // the clock), so seeding a fresh stream here costs successes nothing.
-        let rng = match self.seed {
-            Some(s) => FastRng::seeded(s),
-            None => FastRng::fresh(),
-        };
-        let mut call = Call::with_rng(rng).idempotent(self.idempotent);
-        let deadline = match (self.deadline, self.timeout) {
-            (d, None) => d,
-            (d, Some(t)) => {
-                let by_timeout = clock.now().checked_add(t);
-                match (d, by_timeout) {
-                    (Some(d), Some(t)) => Some(d.min(t)),
-                    (d, t) => d.or(t),
-                }
-            }
-        };
-        if let Some(d) = deadline {
-            call = call.deadline(d);
-        }
-        call
-    }
-}
+/// A failed attempt: what it left behind and how it failed.
+type Failed<T, E> = (Kept<T, E>, Failure);
 
 /// What the last failed attempt left behind.
 pub(crate) enum Kept<T, E> {
@@ -241,7 +176,7 @@ impl<T, E, F: FnMut() -> Result<T, E>> RetryExt<T, E> for F {}
 
 /// Adds `.retry_with_attempt(&policy)` to every
 /// `FnMut(&Attempt) -> Result<T, E>`: the closure is shown each attempt's
-/// number and timeout (see the [module docs](self)).
+/// number and timeout (see [`Attempt`]).
 pub trait RetryAttemptExt<T, E>: FnMut(&Attempt) -> Result<T, E> + Sized {
     /// Runs this closure under `policy`, handing it each [`Attempt`].
     fn retry_with_attempt(self, policy: &Policy) -> Retry<'_, WithAttempt<Self>> {
@@ -304,20 +239,64 @@ where
     W: Classifier<E>,
     K: OkCheck<T>,
     N: Notify<T, E>,
-    S: Sleep,
+    S: BlockingSleeper,
     C: Clock,
     P: Settings,
 {
     /// Runs the call; the error keeps the stop reason, the attempt count and
     /// the last underlying error.
     #[inline]
-    pub fn call(self) -> Result<T, RetryError<E>> {
-        self.report().result
+    pub fn call(mut self) -> Result<T, RetryError<E>> {
+        match self.first_attempt() {
+            Ok(v) => Ok(v),
+            Err(first) => self.call_slow(first),
+        }
     }
 
     /// Runs the call and reports attempts and stop reason, success or not.
     #[inline]
     pub fn report(mut self) -> Report<T, E> {
+        match self.first_attempt() {
+            Ok(v) => Report::success(v, 1),
+            Err(first) => self.report_slow(first),
+        }
+    }
+
+    /// Fast path: with nothing that needs the clock or a shared guardrail,
+    /// the first attempt runs before any per-call state exists, so a call
+    /// that succeeds costs one branch over a plain call. `Err` carries the
+    /// failed first attempt, or `None` when the slow path must run it.
+    #[inline(always)]
+    fn first_attempt(&mut self) -> Result<T, Option<Failed<T, E>>> {
+        let refused = !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some();
+        if refused
+            || !self.policy.is_passive()
+            || !self.settings.get().is_plain()
+            || self.notify.wants()
+        {
+            return Err(None);
+        }
+        let first = Attempt {
+            number: 1,
+            timeout: self.policy.attempt_timeout(),
+        };
+        judge(self.op.run(&first), &mut self.when, &mut self.ok).map_err(Some)
+    }
+
+    /// The slow path for [`call`](Retry::call): only the result leaves it,
+    /// small enough to come back in registers.
+    #[inline(never)]
+    fn call_slow(self, first: Option<Failed<T, E>>) -> Result<T, RetryError<E>> {
+        self.drive(first).result
+    }
+
+    #[inline(never)]
+    fn report_slow(self, first: Option<Failed<T, E>>) -> Report<T, E> {
+        self.drive(first)
+    }
+
+    #[inline(always)]
+    fn drive(mut self, mut first: Option<Failed<T, E>>) -> Report<T, E> {
         if !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some() {
             return Report::refused(ConfigError::new(
                 "attempt_timeout",
@@ -325,27 +304,6 @@ where
                  timeout: use `retry_with_attempt` and apply `Attempt::timeout`, or drop the setting",
             ));
         }
-        // Fast path: with nothing that needs the clock or a shared guardrail,
-        // the first attempt runs before any per-call state exists, so a call
-        // that succeeds costs one branch over a plain call.
-        let first =
-            if self.policy.is_passive() && self.settings.get().is_plain() && !self.notify.wants() {
-                let first = Attempt {
-                    number: 1,
-                    timeout: self.policy.attempt_timeout(),
-                };
-                match judge(self.op.run(&first), &mut self.when, &mut self.ok) {
-                    Ok(v) => return Report::success(v, 1),
-                    Err(failed) => Some(failed),
-                }
-            } else {
-                None
-            };
-        self.report_slow(first)
-    }
-
-    #[inline(never)]
-    fn report_slow(mut self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
         let policy = self.policy;
         let mut call = self.settings.get().call(&self.clock);
         let mut last: Kept<T, E> = Kept::Nothing;

@@ -1,45 +1,4 @@
 //! The shared guardrails and the seam that wires them into the decision
-//! engine: the [`Guardrail`] trait, its per-call [`Ticket`], a
-//! [`Refusal`], and [`Guardrails`], the ready implementation.
-//!
-//! [`Guardrails`] combines an optional retry budget, circuit breaker and
-//! adaptive throttle into the engine's one [`Guardrail`] seam, in this
-//! order:
-//!
-//! - **before every attempt**: the breaker (an open breaker stops the call
-//!   with `breaker_open`), then the throttle (`throttled`, first attempts
-//!   included); a first attempt that passes counts as a request for the
-//!   budget. A first attempt is never blocked by a budget.
-//! - **before every retry**: the breaker again (a retry that would wake up
-//!   while the breaker is still open stops now, so a dependency that is
-//!   plainly down gets zero retries), then the budget (`budget`). Both stop
-//!   the call at once, without sleeping.
-//! - **after every attempt**: the breaker, the throttle and the budget are
-//!   told the outcome (a success refunds what the call's last retry cost,
-//!   for budgets that refund).
-//!
-//! Per-call state (the breaker permit, the last retry's cost) rides in the
-//! call's [`Ticket`], so the shared parts keep no per-call memory.
-//!
-//! ```
-//! use stagger::budget::RatioBudget;
-//! use stagger::{Breaker, Call, Class, Decision, Policy, StopReason};
-//! use std::time::Instant;
-//!
-//! let policy = Policy::builder()
-//!     .max_attempts(5)
-//!     .budget(RatioBudget::builder().ratio(0.1).floor(1).build()?)
-//!     .breaker(Breaker::default())
-//!     .build()?;
-//! let now = Instant::now();
-//! let mut call = Call::seeded(1);
-//! policy.start_attempt(&mut call, now).unwrap();
-//! assert!(matches!(policy.decide(&mut call, Class::Transient, now), Decision::Retry { .. }));
-//! policy.start_attempt(&mut call, now).unwrap();
-//! // The floor of one retry is spent and 10 % of one request is not a retry.
-//! assert_eq!(policy.decide(&mut call, Class::Transient, now), Decision::Stop(StopReason::Budget));
-//! # Ok::<(), stagger::ConfigError>(())
-//! ```
 
 use std::fmt;
 use std::sync::Arc;
@@ -63,7 +22,7 @@ pub struct Refusal {
 
 /// One word of per-call state that the guardrails keep between their hooks
 /// (which breaker period admitted the attempt, whether it is a half-open
-/// probe, what the last retry cost the budget). It lives in the [`Call`],
+/// probe, what the last retry cost the budget). It lives in the [`Call`](crate::Call),
 /// so the shared guardrails stay free of per-call memory; the engine never
 /// reads it.
 ///
@@ -101,7 +60,7 @@ impl Ticket {
 /// told every outcome. Implementations are shared by all calls of a client,
 /// so they must be `Send + Sync` and cheap. Per-call state goes in the
 /// call's [`Ticket`], which every hook of the same call sees.
-/// [`Guardrails`](crate::Guardrails) is the ready implementation.
+/// [`Guardrails`] is the ready implementation.
 pub trait Guardrail: Send + Sync {
     /// Before attempt `attempt` (1-based) starts. Refusing stops the call
     /// without running the attempt. `rng` is the call's own random stream
@@ -147,7 +106,7 @@ pub trait Guardrail: Send + Sync {
 
     /// Attempt `attempt` was admitted but will never report an outcome (the
     /// front-end dropped it): give back whatever it holds, such as a
-    /// half-open probe slot. See [`Policy::abandon`].
+    /// half-open probe slot. See [`Policy::abandon`](crate::Policy::abandon).
     fn abandon(&self, attempt: u32, ticket: &mut Ticket, now: Instant) {
         let _ = (attempt, ticket, now);
     }
@@ -160,8 +119,51 @@ const PERMIT_SHIFT: u32 = 32;
 const HAS_PERMIT: u64 = 1 << 48;
 const BREAKER_BITS: u64 = HAS_PERMIT | (0xffff << PERMIT_SHIFT);
 
+/// The shared guardrails and the seam that wires them into the decision
+/// engine: the [`Guardrail`] trait, its per-call [`Ticket`], a
+/// [`Refusal`], and [`Guardrails`], the ready implementation.
+///
+/// [`Guardrails`] combines an optional retry budget, circuit breaker and
+/// adaptive throttle into the engine's one [`Guardrail`] seam, in this
+/// order:
+///
+/// - **before every attempt**: the breaker (an open breaker stops the call
+///   with `breaker_open`), then the throttle (`throttled`, first attempts
+///   included); a first attempt that passes counts as a request for the
+///   budget. A first attempt is never blocked by a budget.
+/// - **before every retry**: the breaker again (a retry that would wake up
+///   while the breaker is still open stops now, so a dependency that is
+///   plainly down gets zero retries), then the budget (`budget`). Both stop
+///   the call at once, without sleeping.
+/// - **after every attempt**: the breaker, the throttle and the budget are
+///   told the outcome (a success refunds what the call's last retry cost,
+///   for budgets that refund).
+///
+/// Per-call state (the breaker permit, the last retry's cost) rides in the
+/// call's [`Ticket`], so the shared parts keep no per-call memory.
+///
+/// ```
+/// use stagger::budget::RatioBudget;
+/// use stagger::{Breaker, Call, Class, Decision, Policy, StopReason};
+/// use std::time::Instant;
+///
+/// let policy = Policy::builder()
+///     .max_attempts(5)
+///     .budget(RatioBudget::builder().ratio(0.1).floor(1).build()?)
+///     .breaker(Breaker::default())
+///     .build()?;
+/// let now = Instant::now();
+/// let mut call = Call::seeded(1);
+/// policy.start_attempt(&mut call, now).unwrap();
+/// assert!(matches!(policy.decide(&mut call, Class::Transient, now), Decision::Retry { .. }));
+/// policy.start_attempt(&mut call, now).unwrap();
+/// // The floor of one retry is spent and 10 % of one request is not a retry.
+/// assert_eq!(policy.decide(&mut call, Class::Transient, now), Decision::Stop(StopReason::Budget));
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+///
 /// A budget, a breaker and a throttle (each optional) behind the engine's
-/// [`Guardrail`] seam. See the [module docs](self) for the order of checks.
+/// [`Guardrail`] seam, checked in the order above.
 ///
 /// ```
 /// use stagger::{Breaker, Guardrails, Policy, Throttle};
@@ -219,7 +221,7 @@ impl Guardrails {
     }
 
     /// Also sends the breaker's state changes to `observer` (a policy built
-    /// with [`PolicyBuilder::breaker`] passes its own observer here).
+    /// with [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) passes its own observer here).
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self

@@ -124,7 +124,7 @@ impl Settings {
     }
 
     /// The gRPC status codes to retry, as a service config's
-    /// `retryableStatusCodes` lists them (default: SPEC §2's table —
+    /// `retryableStatusCodes` lists them (default: the table of docs/behaviour.md §2 —
     /// UNAVAILABLE, RESOURCE_EXHAUSTED with pushback, DEADLINE_EXCEEDED when
     /// idempotent).
     pub fn grpc_retryable_codes(mut self, codes: impl Into<Vec<u32>>) -> Self {
@@ -194,6 +194,13 @@ impl Settings {
     /// The shared policy.
     pub fn policy(&self) -> &Policy {
         &self.policy
+    }
+}
+
+impl From<Policy> for Settings {
+    /// The policy with the default HTTP settings.
+    fn from(policy: Policy) -> Self {
+        Settings::new(policy)
     }
 }
 
@@ -269,14 +276,18 @@ impl Drop for Driver {
     /// A call dropped mid-attempt (its future was cancelled) gives back what
     /// the attempt holds, such as a half-open breaker's probe slot.
     fn drop(&mut self) {
-        self.policy.abandon(&mut self.call, TokioClock);
+        let (policy, call) = self.engine();
+        policy.abandon(call, TokioClock);
     }
 }
 
 /// The per-call state machine shared by the front-ends.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) struct Driver {
-    policy: Policy,
+    /// The client's settings, shared: nothing of them is copied per call.
+    settings: Arc<Settings>,
+    /// A per-request policy from [`CallOptions`], if any.
+    policy: Option<Policy>,
     call: Call,
     retry_500: bool,
     propagate: bool,
@@ -284,8 +295,6 @@ pub(crate) struct Driver {
     grpc: bool,
     pub(crate) key: Option<HeaderValue>,
     inbound: Option<Inbound>,
-    hook: Option<AttemptHook>,
-    grpc_retryable: Option<Arc<[u32]>>,
     waited: Duration,
     last_class: Option<Class>,
 }
@@ -293,11 +302,12 @@ pub(crate) struct Driver {
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 impl Driver {
     pub(crate) fn new(
-        settings: &Settings,
+        shared: Arc<Settings>,
         method: &Method,
         headers: &HeaderMap,
         extensions: &Extensions,
     ) -> Self {
+        let settings = &*shared;
         let options = extensions.get::<CallOptions>();
         let inbound = if settings.one_layer || settings.propagate_deadline {
             extensions
@@ -307,9 +317,7 @@ impl Driver {
         } else {
             None
         };
-        let policy = options
-            .and_then(|o| o.policy.clone())
-            .unwrap_or_else(|| settings.policy.clone());
+        let policy = options.and_then(|o| o.policy.clone());
         let mut key = None;
         if settings.idempotency_keys && needs_key(method) && !headers.contains_key(IDEMPOTENCY_KEY)
         {
@@ -346,22 +354,29 @@ impl Driver {
         if let Some(d) = deadline {
             call = call.deadline(d);
         }
+        let retry_500 = options
+            .and_then(|o| o.retry_500)
+            .unwrap_or(settings.retry_500);
+        let (propagate, one_layer) = (settings.propagate_deadline, settings.one_layer);
         Driver {
+            settings: shared,
             policy,
             call,
-            retry_500: options
-                .and_then(|o| o.retry_500)
-                .unwrap_or(settings.retry_500),
-            propagate: settings.propagate_deadline,
-            one_layer: settings.one_layer,
+            retry_500,
+            propagate,
+            one_layer,
             grpc,
             key,
             inbound,
-            hook: settings.on_attempt.clone(),
-            grpc_retryable: settings.grpc_retryable.clone(),
             waited: Duration::ZERO,
             last_class: None,
         }
+    }
+
+    /// The engine and the call's state, borrowed together.
+    fn engine(&mut self) -> (&Policy, &mut Call) {
+        let policy = self.policy.as_ref().unwrap_or(&self.settings.policy);
+        (policy, &mut self.call)
     }
 
     /// Tells the engine the call cannot be repeated (its body cannot be
@@ -372,7 +387,8 @@ impl Driver {
 
     /// Admits the next attempt: its timeout, or why the call stops.
     pub(crate) fn start(&mut self) -> Result<Option<Duration>, StopReason> {
-        self.policy.start_attempt(&mut self.call, TokioClock)
+        let (policy, call) = self.engine();
+        policy.start_attempt(call, TokioClock)
     }
 
     /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
@@ -401,7 +417,9 @@ impl Driver {
         match raw_response_failure(status, headers, self.retry_500, SystemTime::now()) {
             None => self.success(Some(status.as_u16())),
             Some(mut f) => {
-                if let (Some(codes), Some(code)) = (&self.grpc_retryable, grpc_status(headers)) {
+                if let (Some(codes), Some(code)) =
+                    (&self.settings.grpc_retryable, grpc_status(headers))
+                {
                     f.class = crate::classify::grpc_code_listed(code, codes);
                 }
                 // `x-no-retry` belongs to the one-layer rule: with the rule
@@ -421,8 +439,8 @@ impl Driver {
     }
 
     fn success(&mut self, status: Option<u16>) -> Decision {
-        self.policy
-            .decide(&mut self.call, Outcome::Success, TokioClock);
+        let (policy, call) = self.engine();
+        policy.decide(call, Outcome::Success, TokioClock);
         self.log(status, None, None, None, Some(StopReason::Success));
         Decision::Stop(StopReason::Success)
     }
@@ -433,7 +451,8 @@ impl Driver {
             Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
             _ => None,
         };
-        let decision = self.policy.decide(&mut self.call, f, TokioClock);
+        let (policy, call) = self.engine();
+        let decision = policy.decide(call, f, TokioClock);
         match decision {
             Decision::Retry { after } => {
                 self.waited = self.waited.saturating_add(after);
@@ -452,7 +471,7 @@ impl Driver {
         delay: Option<Duration>,
         stop: Option<StopReason>,
     ) {
-        if let Some(hook) = &self.hook {
+        if let Some(hook) = &self.settings.on_attempt {
             hook(&AttemptLog {
                 attempt: self.call.attempts(),
                 status,

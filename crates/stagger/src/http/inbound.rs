@@ -2,7 +2,7 @@
 //! it is a retry.
 //!
 //! Retries multiply across layers: three layers of four attempts each send
-//! 64 attempts to the bottom one. The one-layer rule (SPEC §8) stops that:
+//! 64 attempts to the bottom one. The one-layer rule (docs/behaviour.md §8) stops that:
 //! a server layer ([`DeadlineLayer`](crate::tower::DeadlineLayer)) reads
 //! `x-request-timeout-ms` / `grpc-timeout` and `x-retry-attempt` from each
 //! request and runs the handler inside an [`Inbound`] scope. A client layer

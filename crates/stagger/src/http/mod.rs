@@ -133,7 +133,7 @@ pub fn new_idempotency_key() -> HeaderValue {
 }
 
 /// Formats `x-retry-attempt` (without allocating for attempts 1 to 9).
-pub fn attempt_value(attempt: u32) -> HeaderValue {
+pub(crate) fn attempt_value(attempt: u32) -> HeaderValue {
     const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
     match SMALL.get(attempt as usize) {
         Some(s) => HeaderValue::from_static(s),
@@ -205,7 +205,7 @@ pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
 ///
 /// - A `grpc-status` header (a trailers-only gRPC answer) is classified by
 ///   gRPC's rules, with `grpc-retry-pushback-ms` as its hint.
-/// - Otherwise the status is classified by SPEC §2 (`retry_500` opts 500
+/// - Otherwise the status is classified by docs/behaviour.md §2 (`retry_500` opts 500
 ///   in), with `Retry-After` as its hint (relative to `now` for a date; a
 ///   malformed value is [`Hint::Invalid`]).
 /// - [`NO_RETRY`] on a failure makes it [`Hint::DoNotRetry`].
@@ -296,7 +296,7 @@ pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
 const LOOKUP_FAILED: &str = "failed to lookup address information";
 
 /// Whether a transport error is a DNS lookup that failed for now and may
-/// work on the next try (SPEC §2: "DNS temporary failure: retry").
+/// work on the next try (docs/behaviour.md §2: "DNS temporary failure: retry").
 ///
 /// Neither std nor hyper-util gives such failures an error kind of their
 /// own, so the check reads the words of the `source()` chain:
@@ -356,7 +356,7 @@ fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
 /// clock in a normal runtime and the virtual one in a paused test runtime,
 /// so the engine's deadlines and the front-end's sleeps share one time.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TokioClock;
+pub(crate) struct TokioClock;
 
 impl crate::clock::Clock for TokioClock {
     #[inline]

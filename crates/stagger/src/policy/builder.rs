@@ -57,7 +57,7 @@ impl Default for PolicyBuilder {
 }
 
 impl PolicyBuilder {
-    /// The defaults of SPEC §1.
+    /// The defaults of docs/behaviour.md §1.
     pub fn new() -> Self {
         PolicyBuilder {
             backoff: Backoff::new(),
@@ -236,12 +236,15 @@ impl PolicyBuilder {
 }
 
 impl Policy {
-    /// The seeds' guarded preset: [`Policy::seed`]'s schedule (5 attempts,
-    /// full jitter, base 100 ms ×2, cap 10 s) with a 10 % ratio budget (10 s
-    /// window, floor 10) and a breaker that opens at 50 % failures over
-    /// 10 s with at least 20 calls, for 5 s (+ up to 20 %), then lets one
-    /// probe through. Each call to `guarded` makes a new budget and breaker:
-    /// build one policy per dependency and share it.
+    /// The guarded preset: [`Policy::aggressive`]'s schedule (5 attempts,
+    /// full jitter, base 100 ms ×2, cap 10 s) with the default
+    /// [`RatioBudget`] (10 % over 10 s, plus a floor of 0.1 retries per
+    /// request, between 1 and 10) and the default [`Breaker`] (opens at
+    /// 50 % failures over 10 s with at least 20 calls, or after 5 failures in
+    /// a row while it sees fewer, for 5 s (+ up to 20 %), then lets one probe
+    /// through). Both follow the client's own traffic, so they engage for a
+    /// thin client as well as a busy one. Each call to `guarded` makes a new
+    /// budget and breaker: build one policy per dependency and share it.
     ///
     /// ```
     /// use stagger::Policy;

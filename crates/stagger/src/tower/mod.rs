@@ -9,7 +9,7 @@
 //! - **what**: statuses, methods and transport errors are classified by
 //!   [`crate::http`]; POST and PATCH are retried only with an
 //!   `Idempotency-Key`, which the layer can add (the same one on every
-//!   attempt) with [`idempotency_keys`](RetryLayer::idempotency_keys);
+//!   attempt) with [`idempotency_keys`](crate::http::Settings::idempotency_keys);
 //! - **when**: the policy's jittered backoff, never sooner than
 //!   `Retry-After` or gRPC pushback, never past the deadline or
 //!   `max_retry_after`;

@@ -100,9 +100,10 @@ where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let mut driver = Driver::new(&settings, req.method(), req.headers(), req.extensions());
+    let limit = settings.max_replay_bytes;
+    let mut driver = Driver::new(settings, req.method(), req.headers(), req.extensions());
     let (parts, body) = req.into_parts();
-    let mut body = match prepare(body, settings.max_replay_bytes).await {
+    let mut body = match prepare(body, limit).await {
         Ok(b) => b,
         Err(e) => {
             let info = driver.finish(StopReason::NotRetryable);
@@ -157,7 +158,9 @@ where
             }
         };
         match step {
-            Decision::Retry { after } => tokio::time::sleep(after).await,
+            // Boxed: a timer is large, and keeping it out of this future's
+            // state keeps every call (retried or not) cheap to move.
+            Decision::Retry { after } => Box::pin(tokio::time::sleep(after)).await,
             Decision::Stop(reason) => return conclude(last, driver.finish(reason)),
         }
     }
@@ -175,7 +178,8 @@ where
 {
     let fut = inner.call(req);
     let result = match timeout {
-        Some(t) => tokio::time::timeout(t, fut).await.ok()?,
+        // Boxed for the same reason as the retry sleep.
+        Some(t) => Box::pin(tokio::time::timeout(t, fut)).await.ok()?,
         None => fut.await,
     };
     Some(result.map_err(Into::into))

@@ -1,6 +1,9 @@
 //! A scriptable HTTP server on 127.0.0.1 for the HTTP front-ends' tests:
 //! each request takes the next fault from a script (a plain 200 when the
-//! script is empty), and the server records what it saw and when.
+//! script is empty), and the server records what it saw and when (on
+//! tokio's clock, so gaps are virtual under paused time).
+//! [`scripted::Scripted`] is the same server in process, for tests that
+//! assert on waits under paused time.
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
@@ -13,6 +16,8 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, Response, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt;
+
+pub mod scripted;
 
 /// What the server does with one request.
 #[derive(Clone, Debug)]
@@ -110,7 +115,8 @@ impl Server {
 }
 
 async fn handle(state: State, req: Request) -> Response<Body> {
-    let at = Instant::now();
+    // tokio's clock, so a test under paused time measures virtual gaps.
+    let at = tokio::time::Instant::now().into_std();
     let method = req.method().to_string();
     let headers = req.headers().clone();
     let fault = state.script.lock().unwrap().pop_front();

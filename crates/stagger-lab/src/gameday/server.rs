@@ -9,6 +9,17 @@
 //! work after the client has given up — the queue of dead work that keeps
 //! a metastable failure going.
 //!
+//! Two of the library's server layers can be switched on: the `ShedLayer`
+//! (`--shed-retries`) bounds what waits and turns retries away first,
+//! reading the attempt header; the `DeadlineLayer` (`--drop-expired`) reads
+//! `x-request-timeout-ms`, answers 504 once the caller's deadline has
+//! passed, and the job of such a request is skipped unstarted when a worker
+//! frees up, so the queue of dead work drains at once instead of being
+//! served. A shed place is held from arrival until the caller hangs up (as
+//! in any server whose handler future is dropped with the connection), so
+//! `--shed-retries` alone still lets dead work pile up behind the workers;
+//! with `--drop-expired` as well, that dead work is skipped.
+//!
 //! Writes are POSTs whose body names the order; the server applies the
 //! order's side effect once per `Idempotency-Key` and counts orders applied
 //! more than once (`duplicates`), which stays 0 as long as every attempt of
@@ -30,7 +41,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use hyper_util::rt::TokioIo;
-use stagger::http::{parse_attempt, IDEMPOTENCY_KEY, REQUEST_TIMEOUT, RETRY_ATTEMPT};
+use stagger::http::{parse_attempt, Inbound, IDEMPOTENCY_KEY, REQUEST_TIMEOUT, RETRY_ATTEMPT};
+use stagger::tower::{DeadlineLayer, ShedLayer};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
@@ -113,6 +125,11 @@ pub struct Config {
     pub fault_start: Duration,
     /// When it ends.
     pub fault_end: Duration,
+    /// Retries are shed first (the library's `ShedLayer`).
+    pub shed_retries: bool,
+    /// Expired work is dropped (the library's `DeadlineLayer`, and jobs
+    /// skipped unstarted once their caller's deadline has passed).
+    pub drop_expired: bool,
     /// The least time the ledger remembers a key: longer than the last
     /// attempt of a call can take to be applied (its deadline, then the
     /// queue and a slow or stalled worker).
@@ -141,6 +158,9 @@ pub struct Stats {
     pub rejected: Bins,
     /// Orders whose side effect was applied more than once.
     pub duplicates: AtomicU64,
+    /// Jobs skipped unstarted because their caller's deadline had passed
+    /// (`drop_expired`).
+    pub skipped_expired: AtomicU64,
     /// Jobs whose key had already been applied (a deduplicated retry).
     pub deduplicated: AtomicU64,
 }
@@ -262,6 +282,7 @@ impl Server {
             abandoned: line.series(),
             rejected: line.series(),
             duplicates: AtomicU64::new(0),
+            skipped_expired: AtomicU64::new(0),
             deduplicated: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared {
@@ -273,9 +294,16 @@ impl Server {
             ledger: Mutex::new(Ledger::new(line.start, cfg.remember)),
             resets: AtomicU64::new(0),
         });
-        let router = Router::new()
+        let mut router = Router::new()
             .route("/work", post(work))
             .with_state(shared.clone());
+        if cfg.drop_expired {
+            router = router.layer(DeadlineLayer::new());
+        }
+        if cfg.shed_retries {
+            // Outermost: a shed request costs no more than reading its headers.
+            router = router.layer(ShedLayer::builder(cfg.workers, cfg.queue).build());
+        }
         let (kill, _) = watch::channel(0u64);
         let accept = tokio::spawn(accept_loop(listener, addr, router, shared, kill.clone()));
         Ok(Server {
@@ -362,6 +390,7 @@ async fn connection(stream: tokio::net::TcpStream, router: Router, mut kill: wat
 /// `POST /work`: one write.
 async fn work(
     State(s): State<Arc<Shared>>,
+    inbound: Option<Extension<Inbound>>,
     reset: Option<Extension<ResetHandle>>,
     headers: HeaderMap,
     body: Bytes,
@@ -415,10 +444,12 @@ async fn work(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let order = String::from_utf8_lossy(&body).into_owned();
+    // Set by the DeadlineLayer (`drop_expired`) from the same header.
+    let expires = inbound.and_then(|Extension(i)| i.deadline());
     let (tx, rx) = oneshot::channel();
     // The job runs on its own: dropping this handler (the client hung up)
     // does not cancel the work.
-    tokio::spawn(job(s, now, waits, key, order, tx));
+    tokio::spawn(job(s, now, waits, expires, key, order, tx));
     match rx.await {
         Ok(()) => (StatusCode::OK, "applied").into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
@@ -429,6 +460,7 @@ async fn job(
     s: Arc<Shared>,
     arrived: Instant,
     waits: Option<Duration>,
+    expires: Option<Instant>,
     key: Option<String>,
     order: String,
     done: oneshot::Sender<()>,
@@ -438,6 +470,13 @@ async fn job(
         return;
     };
     s.wait_out_stall().await;
+    if expires.is_some_and(|d| Instant::now() >= d) {
+        // Nobody waits for this answer any more: skip it unstarted.
+        drop(permit);
+        s.depth.fetch_sub(1, Relaxed);
+        s.stats.skipped_expired.fetch_add(1, Relaxed);
+        return;
+    }
     let mut service = s.cfg.service;
     if s.faulty(Fault::Slow, Instant::now()) {
         service *= 10;
@@ -470,6 +509,8 @@ mod tests {
                 fault,
                 fault_start: Duration::from_secs(1),
                 fault_end: Duration::from_secs(2),
+                shed_retries: false,
+                drop_expired: false,
                 remember: Duration::from_secs(60),
             },
             start,
@@ -480,6 +521,7 @@ mod tests {
                 abandoned: line.series(),
                 rejected: line.series(),
                 duplicates: AtomicU64::new(0),
+                skipped_expired: AtomicU64::new(0),
                 deduplicated: AtomicU64::new(0),
             }),
             workers: Semaphore::new(1),
@@ -521,6 +563,74 @@ mod tests {
         assert!(l.first_use("k"));
         assert_eq!(l.apply("o"), 1);
         assert!(l.keys[1].is_empty() || l.keys[0].is_empty());
+    }
+
+    #[test]
+    fn a_job_whose_caller_gave_up_is_skipped_unstarted() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let s = Arc::new(shared(Fault::None));
+        s.depth.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let past = Instant::now();
+        rt.block_on(job(s.clone(), past, None, Some(past), None, "o".into(), tx));
+        assert!(rt.block_on(rx).is_err(), "no answer: nobody waits for it");
+        assert_eq!(s.stats.skipped_expired.load(Relaxed), 1);
+        assert_eq!(s.depth.load(Relaxed), 0);
+        assert!(
+            s.ledger
+                .lock()
+                .unwrap()
+                .orders
+                .iter()
+                .all(HashMap::is_empty),
+            "never applied"
+        );
+    }
+
+    /// With `shed_retries` the library's ShedLayer answers a retry that does
+    /// not fit with 503 and a Retry-After, while the one worker is busy.
+    #[test]
+    fn the_shed_layer_turns_a_waiting_retry_away_with_retry_after() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let line = Timeline::new(Instant::now(), Duration::from_secs(10));
+            let cfg = Config {
+                workers: 1,
+                service: Duration::from_millis(500),
+                queue: 1,
+                fault: Fault::None,
+                fault_start: Duration::ZERO,
+                fault_end: Duration::ZERO,
+                shed_retries: true,
+                drop_expired: true,
+                remember: Duration::from_secs(60),
+            };
+            let srv = Server::start(cfg, line).await.unwrap();
+            let url = format!("http://{}/work", srv.addr);
+            let http = reqwest::Client::new();
+            let first = tokio::spawn(http.post(&url).body("a").send());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            // One place waits, none of it for retries (half of a queue of 1).
+            let retry = http
+                .post(&url)
+                .header("x-retry-attempt", "2")
+                .body("b")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(retry.status(), 503);
+            assert!(retry.headers().contains_key("retry-after"));
+            let first = first.await.unwrap().unwrap();
+            assert_eq!(first.status(), 200);
+            srv.stop();
+        });
     }
 
     #[test]

@@ -18,13 +18,14 @@ use http::Extensions;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::http::RetryInfo;
 use stagger::reqwest::RetryMiddleware;
-use stagger::{Stats, StopReason};
+use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
 use super::bins::{Bins, Timeline};
 use super::soak::Reservoir;
-use super::strategy::{GamedayStrategy, Schedule, Strategy};
-use crate::args::UsageError;
+use stagger_sim::{Schedule, Strategy};
+
+use crate::{Error, ErrorKind};
 
 /// The fleet's shape and traffic.
 #[derive(Debug, Clone, Copy)]
@@ -45,6 +46,10 @@ pub struct Config {
     pub strategy: Strategy,
     /// Hard cap on logical requests.
     pub max_requests: u64,
+    /// Seeds the pods' breakers.
+    pub seed: u64,
+    /// Also report to the `metrics` facade (`--metrics-addr`).
+    pub metrics: bool,
     /// Whether each POST carries an `Idempotency-Key` (what makes it
     /// retryable after an unknown outcome).
     pub keys: bool,
@@ -96,6 +101,7 @@ impl Counters {
 struct Pod {
     http: reqwest::Client,
     stats: Arc<Stats>,
+    observer: Arc<dyn Observer>,
     guard: Option<Arc<stagger::Guardrails>>,
 }
 
@@ -108,7 +114,7 @@ pub async fn run(
     addr: SocketAddr,
     line: Timeline,
     grace: Duration,
-) -> Result<Outcome, UsageError> {
+) -> Result<Outcome, Error> {
     let counters = Arc::new(Counters {
         sent: line.series(),
         successes: line.series(),
@@ -124,10 +130,20 @@ pub async fn run(
             .tcp_nodelay(true)
             .connect_timeout(Duration::from_secs(1))
             .build()
-            .map_err(|e| UsageError(format!("cannot build an HTTP client: {e}")))?;
+            .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
-        let guard = cfg.strategy.pod_guardrails(stats.clone());
-        pods.push(Pod { http, stats, guard });
+        let strategy = cfg.strategy.to_string();
+        let observer = super::exporter::pod_observer(&stats, cfg.metrics, pods.len(), &strategy);
+        let guard = cfg
+            .strategy
+            .guardrails(cfg.seed, pods.len() as u64, Some(observer.clone()))?
+            .map(Arc::new);
+        pods.push(Pod {
+            http,
+            stats,
+            observer,
+            guard,
+        });
     }
     let url: Arc<str> = format!("http://{addr}/work").into();
     let period = Duration::from_secs_f64(cfg.clients as f64 / cfg.rate);
@@ -135,15 +151,15 @@ pub async fn run(
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {
         let pod = &pods[i % cfg.pods];
-        let policy = cfg
-            .strategy
-            .client_policy(&cfg.schedule, pod.guard.as_ref(), &pod.stats)?;
+        let policy =
+            cfg.strategy
+                .policy(&cfg.schedule, pod.guard.clone(), Some(pod.observer.clone()))?;
         let client = ClientBuilder::new(pod.http.clone())
-            .with(
-                RetryMiddleware::new(policy)
+            .with(RetryMiddleware::new(
+                stagger::http::Settings::new(policy)
                     .idempotency_keys(cfg.keys)
                     .timeout(cfg.deadline),
-            )
+            ))
             .build();
         // Phases spread evenly: the fleet as a whole sends every 1/rate s.
         let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);

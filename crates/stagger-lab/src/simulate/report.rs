@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
-use stagger_sim::{Model, Params, Results, RetryKind, Row, Strategy};
+use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
 use super::charts::{self, color, Frame, Line};
 use super::table;
+use crate::{Error, ErrorKind};
 
 /// Seconds of history in the retry-ratio chart.
 const RATIO_WINDOW_S: f64 = 10.0;
@@ -21,8 +21,10 @@ fn esc(s: &str) -> String {
 }
 
 /// Writes the three files into `dir` (created if needed).
-pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> Result<(), Error> {
+    let io =
+        |what: &str, p: &Path, e| Error::with(ErrorKind::Io, format!("{what} {}", p.display()), e);
+    std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
     let html = html(p, r);
     for (name, body) in [
         ("report.html", html.as_str()),
@@ -30,7 +32,7 @@ pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> anyhow::
         ("series.csv", csv(r).as_str()),
     ] {
         let path = dir.join(name);
-        std::fs::write(&path, body).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, body).map_err(|e| io("writing", &path, e))?;
     }
     Ok(())
 }
@@ -380,7 +382,8 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     }
     h.push_str("<h2>Backoff schedule</h2><p>What the library's full-jitter schedule for these flags draws from before each retry: the tile is the jitter range, the bar the capped backoff, the dots sampled delays.</p>");
     let full = Strategy::plain(RetryKind::Full);
-    let retries = full.max_attempts(p).saturating_sub(1).clamp(1, 12);
+    let schedule = Schedule::from(p);
+    let retries = full.max_attempts(&schedule).saturating_sub(1).clamp(1, 12);
     let title = format!(
         "full jitter: base {}, ×2, cap {}",
         table::dur(p.base),
@@ -388,7 +391,7 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     );
     h.push_str(&svg_or_note(charts::schedule_tiles(
         &title,
-        &full.backoff(p),
+        &full.backoff(&schedule),
         retries,
         24,
     )));

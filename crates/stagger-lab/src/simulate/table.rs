@@ -37,9 +37,10 @@ pub(super) fn describe(p: &Params) -> String {
     let backoff = format!("base {}, ×2, cap {}", dur(p.base), dur(p.cap));
     let body = match p.model {
         Model::Failover => format!(
-            "{} in ticks of {}, {} new requests/tick, capacity {}/tick ({}), outage {}–{}, burst {}, {} client processes, {attempts} attempts, {backoff}",
+            "{} in ticks of {}, {} new requests/tick, capacity {}/tick ({}), outage {}–{}, burst {}, {} client processes, {attempts} attempts, {backoff}{}",
             dur(p.duration), dur(p.tick), p.arrivals, p.capacity, p.success_model.as_str(),
-            dur(p.outage_start), dur(p.outage_end), p.burst, p.clients
+            dur(p.outage_start), dur(p.outage_end), p.burst, p.clients,
+            if p.server_sheds_retries { ", server sheds retries first" } else { "" }
         ),
         Model::Contention => format!(
             "{} clients, hops |N({}, {})|, {attempts} attempts, {backoff}",

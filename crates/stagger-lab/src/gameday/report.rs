@@ -42,6 +42,12 @@ pub struct Params {
     pub outage_start_s: f64,
     /// Fault end, seconds (`null`: it never ends).
     pub outage_end_s: Option<f64>,
+    /// Seed of the pods' breakers.
+    pub seed: u64,
+    /// Whether the server shed retries first (`ShedLayer`).
+    pub shed_retries: bool,
+    /// Whether the server dropped expired work (`DeadlineLayer`).
+    pub drop_expired: bool,
 }
 
 /// The whole result, the `--format json` document.
@@ -137,8 +143,8 @@ success: requests that succeeded within their deadline. ampl: attempts arriving 
 tries/req: attempts the clients made ÷ requests (refused connections included). retries/req: retries \
 arriving ÷ requests. peak/cap: largest 1 s load ÷ capacity; after/cap: the same after the fault cleared; \
 >cap after: seconds after the fault with the 1 s load over capacity. recovery: from the fault clearing \
-until load is back at baseline (≤ 1.25 × rate) with ≥ 90 % of the rate succeeding, two 1 s windows in a \
-row. tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
+until every 1 s window to the end of the traffic has ≥ 95 % of its new requests succeeding and at \
+most 1.25 attempts per new request (the simulator's definition). tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
 budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server.";
 
 /// A short description of the run for the report and `--help` readers.
@@ -146,10 +152,16 @@ pub fn legend(p: &Params) -> String {
     let end = p
         .outage_end_s
         .map_or("the end of the run".to_string(), |e| format!("{e:.1} s"));
+    let layers = match (p.shed_retries, p.drop_expired) {
+        (false, false) => "",
+        (true, false) => ", sheds retries first",
+        (false, true) => ", drops expired work",
+        (true, true) => ", sheds retries first, drops expired work",
+    };
     format!(
         "fault {} from {:.1} s to {end}; {} new requests/s from {} clients in {} pods; server \
-         capacity {:.0}/s ({} workers × {:.0} ms, queue {}); attempt timeout {:.0} ms, deadline \
-         {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
+         capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}); attempt timeout {:.0} ms, \
+         deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
         p.fault,
         p.outage_start_s,
         p.rate,

@@ -5,29 +5,29 @@
 //! lucky or unlucky bin does not decide anything.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Serialize;
+use stagger_sim::recovery::{self, window_bins, Observed, PACED_WINDOW};
+
+use super::bins::BIN;
 
 /// Bins per 1 s window.
 const WINDOW: usize = 10;
-/// Load within this factor of the arrival rate counts as baseline.
-pub const BASELINE_SLACK: f64 = 1.25;
-/// Successes at this share of the arrival rate count as serving normally.
-pub const SERVING_SHARE: f64 = 0.9;
 
 /// Everything one strategy's run measured.
 #[derive(Debug, Clone, Default)]
 pub struct Raw {
     /// The strategy's name.
     pub strategy: String,
-    /// New requests per second.
-    pub rate: f64,
     /// Server capacity, jobs per second.
     pub capacity: f64,
     /// Bins of traffic (the run's duration); later bins are the drain.
     pub traffic_bins: usize,
     /// Bin where the fault ends, if it ends inside the run.
     pub fault_end_bin: Option<usize>,
+    /// When the fault ends, if it ends inside the run.
+    pub fault_end: Option<Duration>,
     /// Server: first attempts arriving, per bin.
     pub first: Vec<u32>,
     /// Server: retries arriving, per bin.
@@ -124,9 +124,10 @@ pub struct Row {
     /// Seconds after the fault cleared during which the 1 s load exceeded
     /// capacity.
     pub overloaded_after_fault_s: Option<f64>,
-    /// Seconds from the fault clearing until two consecutive 1 s windows
-    /// (or one that ends the traffic) have load at baseline (≤ 1.25 × rate)
-    /// and successes ≥ 90 % of the rate; `null` if that never happened.
+    /// Seconds from the fault clearing until every 1 s window to the end of
+    /// the traffic has at least 95 % of its new requests succeeding and at
+    /// most 1.25 attempts per new request arriving at the server
+    /// ([`stagger_sim::recovery`]); `null` if that never happened.
     pub recovery_s: Option<f64>,
     /// Whether it happened (`null` when the fault never clears).
     pub recovered: Option<bool>,
@@ -202,9 +203,15 @@ pub fn summarize(raw: &Raw) -> Row {
             .count();
         over as f64 / WINDOW as f64
     });
-    let recovery_s = raw
-        .fault_end_bin
-        .and_then(|end| recovery(raw, &load[..n], end, n));
+    let recovery_s = raw.fault_end.and_then(|end| {
+        let seen = Observed {
+            bin: BIN,
+            demand: &raw.sent[..n.min(raw.sent.len())],
+            load: &load[..n],
+            goodput: &raw.successes[..n.min(raw.successes.len())],
+        };
+        recovery::recovery_s(&seen, window_bins(BIN, PACED_WINDOW), end)
+    });
     let tail_from = n - n / 4;
     let tail_retry_ratio = ratio(
         sum(&raw.retries[tail_from..n]),
@@ -229,7 +236,7 @@ pub fn summarize(raw: &Raw) -> Row {
         post_outage_peak_over_capacity: post_peak,
         overloaded_after_fault_s: overloaded,
         recovery_s,
-        recovered: raw.fault_end_bin.map(|_| recovery_s.is_some()),
+        recovered: raw.fault_end.map(|_| recovery_s.is_some()),
         budget_refusals: raw.budget_refusals,
         breaker_opens: raw.breaker_opens,
         duplicates: raw.duplicates,
@@ -255,21 +262,6 @@ pub fn summarize(raw: &Raw) -> Row {
     }
 }
 
-/// Seconds from bin `end` until two consecutive 1 s windows are healthy.
-fn recovery(raw: &Raw, load: &[u32], end: usize, n: usize) -> Option<f64> {
-    let per_window = raw.rate;
-    let healthy = |i: usize| {
-        window(load, i) as f64 <= BASELINE_SLACK * per_window
-            && window(&raw.successes[..n.min(raw.successes.len())], i) as f64
-                >= SERVING_SHARE * per_window
-    };
-    // Two healthy windows in a row, or one that reaches the end of traffic.
-    let last = n.saturating_sub(WINDOW);
-    (end..=last)
-        .find(|&i| healthy(i) && (i + WINDOW > last || healthy(i + WINDOW)))
-        .map(|i| (i - end) as f64 / WINDOW as f64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,10 +280,10 @@ mod tests {
         }
         Raw {
             strategy: "x".into(),
-            rate: 100.0,
             capacity: 200.0,
             traffic_bins: n,
             fault_end_bin: Some(40),
+            fault_end: Some(Duration::from_secs(4)),
             first: vec![10; n],
             retries,
             completed: vec![10; n],
@@ -318,11 +310,11 @@ mod tests {
     }
 
     #[test]
-    fn a_storm_that_ends_recovers_when_load_and_successes_are_back() {
+    fn a_storm_that_ends_recovers_when_successes_are_back_for_good() {
         let row = summarize(&raw(40, 20, 55));
         assert_eq!(row.recovered, Some(true));
-        // Retries stop at bin 55, the fault ended at bin 40; the first
-        // window [55, 65) is clean on load and successes.
+        // Successes come back at bin 55, the fault ended at bin 40; every
+        // 1 s window from [55, 65) on serves all its new requests.
         assert_eq!(row.recovery_s, Some(1.5));
         assert_eq!(row.tail_retry_ratio, 0.0);
         assert!((row.request_success - 0.8).abs() < 1e-9);
@@ -332,6 +324,7 @@ mod tests {
     fn a_fault_that_never_clears_has_no_recovery() {
         let mut r = raw(0, 0, 0);
         r.fault_end_bin = None;
+        r.fault_end = None;
         let row = summarize(&r);
         assert_eq!(row.recovered, None);
         assert_eq!(row.post_outage_peak_over_capacity, None);

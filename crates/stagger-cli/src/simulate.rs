@@ -11,14 +11,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel};
+use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel, DRILL_STRATEGIES};
 
-use crate::args::{duration, UsageError};
-
-mod charts;
-mod progress;
-mod report;
-mod table;
+use crate::args::{duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
+use crate::progress;
 
 /// Simulate a fleet of clients retrying against a dependency that stumbles,
 /// with the library's own policies in virtual time, and report what their
@@ -34,6 +30,12 @@ mod table;
 ///   stagger simulate --model failover --outage-end 60s --strategy full,full+breaker
 #[derive(Debug, clap::Args)]
 #[command(
+    mut_arg("attempts", |a| a.help(
+        "Max attempts, the first included, or `unlimited` (failover 5, metastable 2, \
+         layers 4 per layer, contention unlimited)")),
+    mut_arg("base", |a| a.help("First backoff (default 100ms; contention 10ms)")),
+    mut_arg("cap", |a| a.help("Largest backoff (default 10s; contention 2s)")),
+    mut_arg("seed", |a| a.help("First seed: run i uses seed+i (default 1)")),
     after_help = "Without flags: the failover comparison of none, immediate, exponential and full \
 jitter and their +budget+breaker variants, with the report in ./stagger-report/.
 
@@ -42,9 +44,20 @@ Examples:
   stagger simulate --model contention --clients 1..100 --format json
   stagger simulate --model metastable --server-skips-expired
   stagger simulate --outage-end 60s --strategy full,full+breaker
-  stagger simulate --base 1s --capacity 20 --out report-headroom"
+  stagger simulate --base 1s --capacity 20 --out report-headroom
+  stagger simulate --drill                 (400 thin processes, a 2 s stall)
+  stagger simulate --drill --clients 10    (the same load from 10 busy processes)
+  stagger simulate --drill --server-sheds-retries"
 )]
 pub struct Args {
+    /// The drill: 400 client processes send 200 requests/s in all to a
+    /// dependency with twice that capacity that stalls for 2 s at 10 s —
+    /// the failover model in 500 ms ticks, 100 requests and capacity 200
+    /// per tick, outage 10s–12s, burst 20, 20s, comparing
+    /// none,immediate,full,full+budget+breaker. Other flags override it
+    /// (e.g. `--drill --clients 10`). The same shape as `stagger gameday --drill`.
+    #[arg(long)]
+    drill: bool,
     /// Model: failover | contention | metastable | layers (e.g. `--model contention`).
     #[arg(long, default_value = "failover", value_name = "M")]
     model: String,
@@ -77,6 +90,11 @@ pub struct Args {
     /// starting it (deadline propagation).
     #[arg(long)]
     server_skips_expired: bool,
+    /// Failover: an overloaded server sheds retries before first attempts,
+    /// answering them at once with 503 and a Retry-After of 1 to 5 s (what
+    /// the library's ShedLayer does).
+    #[arg(long)]
+    server_sheds_retries: bool,
     /// Outage start (failover 2s, metastable 10s).
     #[arg(long, value_parser = duration, value_name = "D")]
     outage_start: Option<Duration>,
@@ -91,16 +109,8 @@ pub struct Args {
     /// contention the racing clients, a number or a range (default 1..100).
     #[arg(long, value_name = "N|A..B")]
     clients: Option<String>,
-    /// Max attempts, the first included, or `unlimited` (failover 5,
-    /// metastable 2, layers 4 per layer, contention unlimited).
-    #[arg(long, value_name = "N")]
-    attempts: Option<String>,
-    /// First backoff (default 100ms; contention 10ms).
-    #[arg(long, value_parser = duration, value_name = "D")]
-    base: Option<Duration>,
-    /// Largest backoff (default 10s; contention 2s).
-    #[arg(long, value_parser = duration, value_name = "D")]
-    cap: Option<Duration>,
+    #[command(flatten)]
+    schedule: ScheduleArgs,
     /// Failover success above capacity: square = (C/L)², linear = C/L (default square).
     #[arg(long, value_name = "S")]
     success_model: Option<String>,
@@ -116,15 +126,13 @@ pub struct Args {
     /// Explicit run seeds, comma-separated (replaces --seed and --runs) (e.g. `--seeds 1,2,3`).
     #[arg(long, value_name = "LIST")]
     seeds: Option<String>,
-    /// First seed: run i uses seed+i (default 1).
-    #[arg(long, value_name = "N")]
-    seed: Option<u64>,
+    #[command(flatten)]
+    seed: SeedArgs,
     /// Worker threads (default: every core); never changes a result.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// Output on stdout: table | json.
-    #[arg(long, default_value = "table", value_name = "F")]
-    format: String,
+    #[command(flatten)]
+    format: FormatArgs,
     /// Report directory (report.html, results.json, series.csv). Default
     /// ./stagger-report with the table format, none with json; `none` disables it.
     #[arg(long, value_name = "DIR")]
@@ -154,7 +162,17 @@ impl Args {
     /// The parameters the flags describe, validated.
     fn params(&self) -> anyhow::Result<(Params, Vec<Strategy>)> {
         let model: Model = self.model.parse().map_err(usage)?;
-        let mut p = Params::defaults(model);
+        if self.drill && model != Model::Failover {
+            return Err(bad(
+                "drill",
+                format!("is a failover scenario; drop --model {model}"),
+            ));
+        }
+        let mut p = if self.drill {
+            Params::drill()
+        } else {
+            Params::defaults(model)
+        };
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = self.$field.clone() { p.$field = v; } )* };
         }
@@ -168,21 +186,29 @@ impl Args {
             outage_start,
             outage_end
         );
-        set!(burst, base, cap, layers, runs, seed);
+        set!(burst, layers, runs);
+        if let Some(v) = self.schedule.base {
+            p.base = v;
+        }
+        if let Some(v) = self.schedule.cap {
+            p.cap = v;
+        }
+        if let Some(v) = self.seed.seed {
+            p.seed = v;
+        }
         p.server_skips_expired = self.server_skips_expired;
+        if self.server_sheds_retries && model != Model::Failover {
+            return Err(bad(
+                "server-sheds-retries",
+                "is for --model failover (metastable has --server-skips-expired)".into(),
+            ));
+        }
+        p.server_sheds_retries = self.server_sheds_retries;
         if let Some(c) = &self.clients {
             p.clients = c.parse::<ClientRange>().map_err(usage)?;
         }
-        if let Some(a) = &self.attempts {
-            p.attempts = match a.trim() {
-                "unlimited" => None,
-                t => Some(t.parse().map_err(|_| {
-                    bad(
-                        "attempts",
-                        format!("`{t}` is not a whole number or `unlimited`"),
-                    )
-                })?),
-            };
+        if let Some(Attempts(a)) = self.schedule.attempts {
+            p.attempts = a;
         }
         if let Some(s) = &self.success_model {
             p.success_model = s.parse::<SuccessModel>().map_err(usage)?;
@@ -202,6 +228,7 @@ impl Args {
         }
         let strategies = match &self.strategy {
             Some(s) => Strategy::parse_list(s).map_err(usage)?,
+            None if self.drill => Strategy::parse_list(DRILL_STRATEGIES).map_err(usage)?,
             None => Strategy::defaults(model),
         };
         p.validate().map_err(usage)?;
@@ -212,16 +239,7 @@ impl Args {
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let (p, strategies) = a.params()?;
-    let json = match a.format.as_str() {
-        "json" => true,
-        "table" => false,
-        other => {
-            return Err(bad(
-                "format",
-                format!("unknown format `{other}` (expected table or json)"),
-            ))
-        }
-    };
+    let json = a.format.json();
     let out_dir: Option<PathBuf> = match a.out.as_deref() {
         Some("none") => None,
         Some(d) if d.trim().is_empty() => return Err(bad("out", "is empty".into())),
@@ -252,11 +270,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if json {
         writeln!(out, "{doc}")?;
     } else {
-        table::print(&mut out, &p, &results)?;
+        stagger_lab::simulate::print_table(&mut out, &p, &results)?;
     }
     out.flush()?;
     if let Some(dir) = &out_dir {
-        report::write(dir, &p, &results, &doc)?;
+        stagger_lab::simulate::write_report(dir, &p, &results, &doc).map_err(lab_error)?;
     }
     if !json {
         eprintln!(

@@ -1,0 +1,240 @@
+//! The metrics contract: what a Prometheus exporter renders from a policy's
+//! `MetricsObserver` is exactly the set of names `docs/metrics.md` documents,
+//! with the documented labels, so the shipped rules and dashboard query
+//! names that exist.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusBuilder;
+use stagger::budget::RatioBudget;
+use stagger::export::MetricsObserver;
+use stagger::{
+    Breaker, Call, Class, Decision, Failure, Guardrails, Hint, ManualClock, Observer, Outcome,
+    Policy, SliWindow,
+};
+
+/// The documented contract: `name -> (kind, label keys)`, read from the
+/// table of `docs/metrics.md` (rows that start with "| `stagger_").
+fn documented() -> BTreeMap<String, (String, BTreeSet<String>)> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/metrics.md");
+    let doc = std::fs::read_to_string(path).expect("docs/metrics.md");
+    let mut out = BTreeMap::new();
+    for line in doc.lines().filter(|l| l.starts_with("| `stagger_")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        // | name | kind | unit | labels | meaning |
+        let name = cells[1].trim_matches('`').to_string();
+        let kind = cells[2].to_string();
+        let labels = backticked(cells[4]);
+        let dup = out.insert(name.clone(), (kind, labels));
+        assert!(dup.is_none(), "{name} documented twice");
+    }
+    assert!(!out.is_empty(), "no metric rows in docs/metrics.md");
+    out
+}
+
+/// The `code` spans of a table cell.
+fn backticked(cell: &str) -> BTreeSet<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// A rendered exposition: `family -> (TYPE, label keys seen)`.
+fn families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+    let mut out: BTreeMap<String, (String, BTreeSet<String>)> = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE line");
+            out.insert(name.to_string(), (kind.to_string(), BTreeSet::new()));
+        }
+    }
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name_end = line.find(['{', ' ']).expect("sample line");
+        let sample = &line[..name_end];
+        let family = out
+            .keys()
+            .find(|f| {
+                sample == f.as_str()
+                    || ["_sum", "_count", "_bucket"]
+                        .iter()
+                        .any(|s| sample.strip_suffix(s) == Some(f.as_str()))
+            })
+            .unwrap_or_else(|| panic!("sample {sample} has no # TYPE line"))
+            .clone();
+        if let Some(labels) = line[name_end..].strip_prefix('{') {
+            let labels = &labels[..labels.rfind('}').expect("closing brace")];
+            let keys = labels
+                .split(',')
+                .filter_map(|kv| kv.split_once('=').map(|(k, _)| k.trim().to_string()))
+                .filter(|k| k != "quantile" && k != "le");
+            out.get_mut(&family).unwrap().1.extend(keys);
+        }
+    }
+    out
+}
+
+/// Drives calls through a policy whose observer is `observer` so that every
+/// kind of event happens at least once: retries, every stop reason the
+/// setup can reach, a budget refusal, breaker transitions, hints.
+fn drive(observer: Arc<MetricsObserver>) {
+    let clock = ManualClock::new();
+    let guard = Arc::new(
+        Guardrails::new()
+            .budget(RatioBudget::builder().ratio(0.0).floor(3).build().unwrap())
+            .breaker(Breaker::default())
+            .observer(observer.clone()),
+    );
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .base(Duration::from_millis(10))
+        .observer(observer.clone() as Arc<dyn Observer>)
+        .guardrail(guard)
+        .build()
+        .unwrap();
+    let mut seed = 0;
+    let mut call = |outcomes: &mut dyn Iterator<Item = Outcome>| {
+        seed += 1;
+        let mut call = Call::seeded(seed).idempotent(true);
+        loop {
+            if policy.start_attempt(&mut call, &clock).is_err() {
+                return;
+            }
+            let outcome = outcomes.next().unwrap_or(Outcome::Success);
+            match policy.decide(&mut call, outcome, &clock) {
+                Decision::Retry { after } => clock.advance(after),
+                Decision::Stop(_) => return,
+            }
+        }
+    };
+    // A retry with a hint used, then success.
+    call(
+        &mut [Failure::transient()
+            .with_hint(Hint::RetryAfter(Duration::from_millis(5)))
+            .into()]
+        .into_iter(),
+    );
+    // A retry after an invalid hint, then a permanent failure.
+    call(
+        &mut [
+            Failure::transient().with_hint(Hint::Invalid).into(),
+            Class::Permanent.into(),
+        ]
+        .into_iter(),
+    );
+    // Failures until the budget's floor is spent and it refuses; then
+    // enough failures to open the breaker.
+    for _ in 0..30 {
+        call(&mut std::iter::repeat_n(Outcome::from(Class::Transient), 3));
+    }
+    // The breaker's open period passes; a probe succeeds and closes it.
+    clock.advance(Duration::from_secs(10));
+    call(&mut std::iter::empty());
+
+    let sli = SliWindow::with_clock(clock.clone());
+    sli.on_event(&stagger::Event::AttemptStarted { attempt: 1 });
+    observer.record_sli(&sli.snapshot());
+}
+
+#[test]
+fn the_exposition_holds_exactly_the_documented_metrics() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        MetricsObserver::describe();
+        drive(Arc::new(MetricsObserver::for_dependency("payments")));
+    });
+    let text = handle.render();
+    let seen = families(&text);
+    let doc = documented();
+
+    let seen_names: BTreeSet<_> = seen.keys().collect();
+    let doc_names: BTreeSet<_> = doc.keys().collect();
+    assert_eq!(
+        seen_names, doc_names,
+        "rendered vs documented metric names\n{text}"
+    );
+    for (name, (kind, labels)) in &doc {
+        let (seen_kind, seen_labels) = &seen[name];
+        // The exporter renders a histogram as a summary unless buckets are
+        // configured; the contract names the histogram.
+        let expected_kind = if kind == "histogram" { "summary" } else { kind };
+        assert_eq!(seen_kind, expected_kind, "{name}: kind");
+        let mut want = labels.clone();
+        want.insert("dependency".to_string());
+        assert_eq!(seen_labels, &want, "{name}: label keys");
+    }
+    assert!(
+        text.contains("stagger_retry_delay_seconds_sum{dependency=\"payments\"}"),
+        "time slept is the histogram's sum\n{text}"
+    );
+    assert!(
+        text.contains("# HELP stagger_retries_total"),
+        "describe() gives help texts"
+    );
+}
+
+#[test]
+fn the_observer_and_the_docs_list_the_same_names() {
+    let from_code: BTreeSet<String> = MetricsObserver::metric_names().map(String::from).collect();
+    let from_docs: BTreeSet<String> = documented().into_keys().collect();
+    assert_eq!(from_code, from_docs);
+}
+
+#[test]
+fn counters_add_up_to_the_amplification() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        let o = Arc::new(MetricsObserver::for_dependency("db"));
+        let policy = Policy::builder()
+            .max_attempts(4)
+            .base(Duration::ZERO)
+            .observer(o as Arc<dyn Observer>)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new();
+        // 10 calls, each failing twice then succeeding: 30 attempts, 20 retries.
+        for seed in 0..10 {
+            let mut call = Call::seeded(seed);
+            let mut failures = 2;
+            loop {
+                policy.start_attempt(&mut call, &clock).unwrap();
+                let outcome = if failures > 0 {
+                    failures -= 1;
+                    Outcome::from(Class::Transient)
+                } else {
+                    Outcome::Success
+                };
+                if let Decision::Stop(_) = policy.decide(&mut call, outcome, &clock) {
+                    break;
+                }
+            }
+        }
+    });
+    let text = handle.render();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} missing\n{text}"))
+    };
+    assert_eq!(
+        value("stagger_logical_requests_total{dependency=\"db\"}"),
+        10.0
+    );
+    assert_eq!(value("stagger_attempts_total{dependency=\"db\"}"), 30.0);
+    assert_eq!(
+        value("stagger_retries_total{dependency=\"db\",cause=\"transient\"}"),
+        20.0
+    );
+    assert_eq!(
+        value("stagger_stops_total{dependency=\"db\",reason=\"success\"}"),
+        10.0
+    );
+}
