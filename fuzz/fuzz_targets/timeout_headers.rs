@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 use stagger::deadline::{
     format_grpc_timeout, format_timeout_ms, parse_grpc_timeout, parse_timeout_ms,
 };
-use stagger::http::{attempt_value, parse_attempt, Inbound};
+use stagger::http::{parse_attempt, Inbound};
 
 /// 12 digits of milliseconds.
 const MAX_HTTP: Duration = Duration::from_millis(999_999_999_999);
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(h) = http::HeaderValue::from_bytes(v) {
             if let Some(n) = parse_attempt(&h) {
                 assert!(n >= 1 && digits(s), "{s:?}");
-                assert_eq!(parse_attempt(&attempt_value(n)), Some(n));
+                assert_eq!(parse_attempt(&http::HeaderValue::from(n)), Some(n));
             }
         }
     }
