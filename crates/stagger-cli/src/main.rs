@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod args;
+mod audit;
 mod gameday;
 mod http;
 mod jitter;
@@ -40,6 +41,8 @@ enum Command {
     Http(http::Args),
     /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
     Gameday(gameday::Args),
+    /// Check retry configs (gRPC service configs, policy files) against the production checklist.
+    Audit(audit::Args),
 }
 
 fn main() -> ExitCode {
@@ -66,5 +69,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate(a) => simulate::run(&a),
         Command::Http(a) => http::run(&a),
         Command::Gameday(a) => gameday::run(&a),
+        Command::Audit(a) => audit::run(&a),
     }
 }

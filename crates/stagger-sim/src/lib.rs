@@ -46,6 +46,7 @@
 
 use std::fmt;
 
+pub mod audit;
 pub mod contention;
 mod engine;
 pub mod failover;

@@ -1,4 +1,5 @@
-//! Configuration import (feature `serde`): gRPC service config.
+//! Configuration import (feature `serde`): gRPC service config, and
+//! stagger's own policy file ([`PolicyFile`], TOML or JSON).
 //!
 //! gRPC's retry design (A6) is configured per method in a JSON service
 //! config — a `retryPolicy` per method and one `retryThrottling` for the
@@ -58,6 +59,10 @@ use crate::classify::grpc_code_listed;
 use crate::error::ConfigError;
 use crate::outcome::Class;
 use crate::policy::{Policy, PolicyBuilder};
+
+mod policy_file;
+
+pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_ATTEMPTS};
 
 /// A6's ceiling on `maxAttempts`: larger values are treated as this.
 pub const MAX_ATTEMPTS_CEILING: u32 = 5;

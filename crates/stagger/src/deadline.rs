@@ -90,6 +90,7 @@ impl LatencyEstimate {
 
 /// The header that carries the remaining time of an HTTP call, in whole
 /// milliseconds.
+#[cfg(feature = "http")]
 pub(crate) const REQUEST_TIMEOUT_HEADER: &str = "x-request-timeout-ms";
 
 /// Formats a remaining time for `x-request-timeout-ms` (whole milliseconds,

@@ -180,16 +180,7 @@ impl<T, E, F: FnMut() -> Result<T, E>> RetryExt<T, E> for F {}
 pub trait RetryAttemptExt<T, E>: FnMut(&Attempt) -> Result<T, E> + Sized {
     /// Runs this closure under `policy`, handing it each [`Attempt`].
     fn retry_with_attempt(self, policy: &Policy) -> Retry<'_, WithAttempt<Self>> {
-        Retry {
-            op: WithAttempt(self),
-            policy,
-            when: AllTransient,
-            ok: AcceptAll,
-            notify: Silent,
-            sleep: ThreadSleep,
-            clock: MonotonicClock,
-            settings: DefaultSettings,
-        }
+        Retry::start(WithAttempt(self), policy)
     }
 }
 
@@ -220,6 +211,22 @@ pub struct Retry<
 }
 
 crate::exec::builder_methods!(Retry);
+
+impl<'p, F> Retry<'p, F> {
+    /// `op` under `policy` with every other part at its default.
+    const fn start(op: F, policy: &'p Policy) -> Self {
+        Retry {
+            op,
+            policy,
+            when: AllTransient,
+            ok: AcceptAll,
+            notify: Silent,
+            sleep: ThreadSleep,
+            clock: MonotonicClock,
+            settings: DefaultSettings,
+        }
+    }
+}
 
 impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
     /// Classifies errors by their [`Classify`] implementation (for example
