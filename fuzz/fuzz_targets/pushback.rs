@@ -15,7 +15,10 @@ fuzz_target!(|data: &[u8]| {
     match parse_pushback(s) {
         Hint::Pushback(_) => {
             let t = s.trim_matches(|c| c == ' ' || c == '\t');
-            assert!(!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()), "{s:?}");
+            assert!(
+                !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()),
+                "{s:?}"
+            );
         }
         Hint::DoNotRetry => {}
         other => panic!("unexpected hint {other:?} for {s:?}"),
@@ -33,7 +36,12 @@ fuzz_target!(|data: &[u8]| {
         h.insert("grpc-status", http::HeaderValue::from_static("8"));
         let inbound = stagger::http::Inbound::from_headers(&h, std::time::Instant::now());
         assert!(inbound.attempt() >= 1);
-        let f = stagger::http::response_failure(http::StatusCode::OK, &h, false, std::time::SystemTime::now());
+        let f = stagger::http::response_failure(
+            http::StatusCode::OK,
+            &h,
+            false,
+            std::time::SystemTime::now(),
+        );
         assert!(f.is_some());
     }
 });

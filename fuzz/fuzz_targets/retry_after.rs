@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
     match parse_retry_after(s) {
         Ok(RetryAfter::Delay(_)) => {
             let t = s.trim_matches(|c| c == ' ' || c == '\t');
-            assert!(!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()), "{s:?}");
+            assert!(
+                !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()),
+                "{s:?}"
+            );
         }
         Ok(RetryAfter::At(at)) => {
             assert!(s.is_ascii(), "{s:?}");
@@ -35,7 +38,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(v) = http::HeaderValue::from_bytes(data) {
         let mut h = http::HeaderMap::new();
         h.insert(http::header::RETRY_AFTER, v);
-        let f = stagger::http::response_failure(http::StatusCode::SERVICE_UNAVAILABLE, &h, false, now);
+        let f =
+            stagger::http::response_failure(http::StatusCode::SERVICE_UNAVAILABLE, &h, false, now);
         assert!(f.is_some());
     }
 });

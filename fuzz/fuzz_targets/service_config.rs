@@ -1,15 +1,19 @@
 //! gRPC service configs: any JSON (or not-JSON) is either accepted and
 //! within A6's limits, or rejected with an error naming a field; never a
-//! panic.
+//! panic. Protobuf durations (`"0.1s"`) are also parsed on their own.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stagger::config::ServiceConfig;
+use stagger::config::{parse_proto_duration, ServiceConfig};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {
         return;
     };
+    // The durations inside a config, on their own: decimal seconds and an `s`.
+    if let Some(d) = parse_proto_duration(s) {
+        assert!(s.ends_with('s') && d.as_secs() < 1_000_000_000_000, "{s:?}");
+    }
     match ServiceConfig::from_json(s) {
         Ok(c) => {
             for m in &c.methods {

@@ -6,7 +6,8 @@
 //! `stagger_lab::gameday`.
 //!
 //! Exit codes: 0 the game-day ran (whatever it showed); 1 it could not run
-//! (say the port could not be bound); 2 bad usage, naming the flag.
+//! (say the port could not be bound); 2 bad usage, naming the flag; 3 a
+//! `--soak` whose memory or file descriptors grew after the warm-up.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use stagger_lab::gameday::{self, exporter, Config, Fault};
+use stagger_lab::gameday::{self, exporter, soak, Config, Fault};
 use stagger_sim::Strategy;
 
 use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
@@ -51,8 +52,9 @@ pub struct Args {
     pub drill: bool,
     /// The fault: stall (every worker frozen 2 s) | failover (connections
     /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
-    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | none
-    /// (default stall).
+    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | reset
+    /// (each request read, then its connection reset with RST, for 3 s;
+    /// every other one applied first) | none (default stall).
     #[arg(long, value_parser = fault, value_name = "F")]
     pub fault: Option<Fault>,
     /// Strategies to compare, run one after the other: none, immediate,
@@ -111,6 +113,15 @@ pub struct Args {
     pub seed: SeedArgs,
     #[command(flatten)]
     pub format: FormatArgs,
+    /// Send the POSTs without an Idempotency-Key: the middleware then
+    /// never repeats one whose outcome is unknown (a reset, a timeout).
+    #[arg(long)]
+    pub no_keys: bool,
+    /// A soak: one strategy for up to 60 min, the process's resident memory
+    /// and open file descriptors sampled from /proc/self; exits 3 if either
+    /// grew after the warm-up (e.g. `--soak --fault none --duration 10m`).
+    #[arg(long)]
+    pub soak: bool,
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -126,7 +137,9 @@ fn fault(s: &str) -> Result<Fault, String> {
         .into_iter()
         .find(|f| f.as_str() == s)
         .ok_or_else(|| {
-            format!("unknown fault `{s}` (expected stall, failover, dead, throttle, slow or none)")
+            format!(
+                "unknown fault `{s}` (expected stall, failover, dead, throttle, slow, reset or none)"
+            )
         })
 }
 
@@ -165,6 +178,8 @@ impl Args {
             metrics: self.metrics_addr.is_some(),
             shed_retries: self.shed_retries,
             drop_expired: self.drop_expired,
+            keys: !self.no_keys,
+            soak: self.soak,
         })
     }
 }
@@ -185,6 +200,10 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if let Some(e) = &exporter {
         eprintln!("stagger gameday: metrics at http://{}/metrics", e.addr);
     }
+    let duration = Duration::from_secs_f64(plan.params().duration_s);
+    let sampler = a
+        .soak
+        .then(|| soak::Sampler::start(soak::interval(duration)));
     let total = plan.strategies().len();
     let mut rows = Vec::with_capacity(total);
     for (i, s) in plan.strategies().iter().enumerate() {
@@ -206,13 +225,31 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     drop(exporter);
     let results = plan.results(rows);
-    let json = serde_json::to_string_pretty(&results)?;
+    let verdict = match sampler {
+        Some(s) => Some(
+            soak::verdict(s.finish(), duration)
+                .context("--soak: no sample of /proc/self after the warm-up")?,
+        ),
+        None => None,
+    };
+    let json = match &verdict {
+        // A soak's JSON is the game-day's with the samples and the verdict.
+        Some(v) => {
+            let mut value = serde_json::to_value(&results)?;
+            value["soak"] = serde_json::to_value(v)?;
+            serde_json::to_string_pretty(&value)?
+        }
+        None => serde_json::to_string_pretty(&results)?,
+    };
     if a.format.json() {
         println!("{json}");
     } else {
         println!("{}", gameday::legend(&results.params));
         print!("{}", gameday::table(&results));
         println!("\n{}", gameday::KEY);
+        if let Some(v) = &verdict {
+            println!("\n{}", soak::text(v));
+        }
     }
     if let Some(dir) = &a.out {
         gameday::write_report(dir, &results, &json).map_err(lab_error)?;
@@ -220,6 +257,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             "stagger gameday: report in {}",
             dir.join("report.html").display()
         );
+    }
+    if verdict.is_some_and(|v| !v.flat) {
+        return Ok(ExitCode::from(3));
     }
     Ok(ExitCode::SUCCESS)
 }

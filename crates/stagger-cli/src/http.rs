@@ -3,8 +3,13 @@
 //!
 //! Exit codes (as curl users expect): 0 when the final response is 2xx or
 //! 3xx; 22 when it is an HTTP error; 28 when the call stopped on its
-//! deadline or the last attempt timed out; 7 when no connection could be
-//! made; 2 for bad usage; 1 for any other transport failure.
+//! deadline, the last attempt timed out, or the body was still arriving at
+//! the deadline; 7 when no connection could be made; 2 for bad usage; 1 for
+//! any other transport failure (the body's included).
+//!
+//! The body is passed to stdout as it arrives (`--format json` counts and
+//! drops it), so memory stays flat however much a server sends, and reading
+//! it counts against `--deadline` like the attempts and waits before it.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -85,6 +90,65 @@ struct Summary {
     elapsed_ms: u64,
     idempotency_key: Option<String>,
     attempts: Vec<AttemptJson>,
+    /// Why the final response's body could not be read in full (absent when
+    /// it was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body_error: Option<String>,
+}
+
+/// Why the final response's body was not read in full.
+enum BodyError {
+    /// Still arriving when the deadline passed.
+    Deadline { read: u64 },
+    /// The connection failed mid-body.
+    Transport { read: u64, error: String },
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::Deadline { read } => {
+                write!(
+                    f,
+                    "body: still arriving at the deadline ({read} bytes read)"
+                )
+            }
+            BodyError::Transport { read, error } => {
+                write!(f, "body: failed after {read} bytes read: {error}")
+            }
+        }
+    }
+}
+
+/// Reads the body chunk by chunk, handing each to `sink` (stdout, or
+/// nowhere), until it ends, fails, or `deadline` passes. Never holds more
+/// than one chunk.
+async fn read_body(
+    mut resp: reqwest::Response,
+    deadline: Option<tokio::time::Instant>,
+    mut sink: impl FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<Result<(), BodyError>> {
+    let mut read = 0u64;
+    loop {
+        let next = match deadline {
+            Some(d) => match tokio::time::timeout_at(d, resp.chunk()).await {
+                Ok(next) => next,
+                Err(_) => return Ok(Err(BodyError::Deadline { read })),
+            },
+            None => resp.chunk().await,
+        };
+        match next {
+            Ok(Some(chunk)) => {
+                read += chunk.len() as u64;
+                sink(&chunk)?;
+            }
+            Ok(None) => return Ok(Ok(())),
+            Err(e) => {
+                let error = stagger::http::error_chain(&e);
+                return Ok(Err(BodyError::Transport { read, error }));
+            }
+        }
+    }
 }
 
 fn ms(d: Duration) -> u64 {
@@ -238,7 +302,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let started = Instant::now();
-    let (result, info, body_bytes) = rt.block_on(async {
+    let text = a.format == "text";
+    let (result, info, body) = rt.block_on(async {
+        let deadline = a
+            .deadline
+            .and_then(|d| tokio::time::Instant::now().checked_add(d));
         let mut req = client.request(method, url).headers(headers);
         if let Some(b) = body {
             req = req.body(b);
@@ -249,15 +317,23 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let mut ext = http::Extensions::new();
         let result = client.execute_with_extensions(req, &mut ext).await;
         let info = ext.get::<RetryInfo>().copied();
-        let (result, bytes) = match result {
+        let (result, body) = match result {
             Ok(resp) => {
                 let status = resp.status();
-                let bytes = resp.bytes().await.unwrap_or_default();
-                (Ok(status), bytes)
+                let mut out = std::io::stdout().lock();
+                let body = read_body(resp, deadline, |chunk| {
+                    if text {
+                        out.write_all(chunk)?;
+                        out.flush()?;
+                    }
+                    Ok(())
+                })
+                .await?;
+                (Ok(status), body)
             }
-            Err(e) => (Err(e), Default::default()),
+            Err(e) => (Err(e), Ok(())),
         };
-        Ok::<_, anyhow::Error>((result, info, bytes))
+        Ok::<_, anyhow::Error>((result, info, body))
     })?;
     let elapsed = started.elapsed();
     let logs = logs.lock().map(|l| l.clone()).unwrap_or_default();
@@ -266,15 +342,18 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .last()
         .is_some_and(|l| l.status.is_none() && l.error.as_deref() == Some("attempt timed out"));
 
-    let code = match &result {
+    let code = match (&result, &body) {
         _ if reason == StopReason::Deadline => 28,
-        Ok(s) if s.is_success() || s.is_redirection() || s.is_informational() => 0,
-        Ok(_) => 22,
-        Err(_) if timed_out => 28,
-        Err(reqwest_middleware::Error::Reqwest(e)) if e.is_timeout() => 28,
-        Err(reqwest_middleware::Error::Reqwest(e)) if e.is_connect() => 7,
-        Err(_) => 1,
+        (_, Err(BodyError::Deadline { .. })) => 28,
+        (_, Err(BodyError::Transport { .. })) => 1,
+        (Ok(s), _) if s.is_success() || s.is_redirection() || s.is_informational() => 0,
+        (Ok(_), _) => 22,
+        (Err(_), _) if timed_out => 28,
+        (Err(reqwest_middleware::Error::Reqwest(e)), _) if e.is_timeout() => 28,
+        (Err(reqwest_middleware::Error::Reqwest(e)), _) if e.is_connect() => 7,
+        (Err(_), _) => 1,
     };
+    let body_error = body.as_ref().err().map(ToString::to_string);
 
     if a.format == "json" {
         let summary = Summary {
@@ -292,18 +371,16 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                     delay_ms: l.delay.map_or(0, ms),
                 })
                 .collect(),
+            body_error: body_error.clone(),
         };
         let mut out = std::io::stdout().lock();
         serde_json::to_writer(&mut out, &summary)?;
         writeln!(out)?;
     } else {
-        let mut out = std::io::stdout().lock();
-        out.write_all(&body_bytes)?;
-        out.flush()?;
         if let Err(e) = &result {
             eprintln!("stagger: {}", stagger::http::error_chain(e));
         }
-        if a.verbose {
+        if body_error.is_none() && (a.verbose || code != 0) {
             eprintln!(
                 "stagger: {} after {} attempt(s) in {} ms",
                 reason,
@@ -311,6 +388,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 ms(elapsed)
             );
         }
+    }
+    if let Some(e) = &body_error {
+        eprintln!("stagger: {e}");
     }
     Ok(ExitCode::from(code))
 }

@@ -48,7 +48,7 @@ use crate::http::{
     error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
 };
 use crate::outcome::StopReason;
-use crate::outcome::{Decision, Failure};
+use crate::outcome::{Class, Decision, Failure};
 
 /// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
@@ -73,8 +73,9 @@ impl RetryMiddleware {
 }
 
 /// Classifies a reqwest-middleware error: a connect error is transient and
-/// surely unsent, a timeout is "result unknown", other errors by their I/O
-/// cause.
+/// surely unsent, a timeout is "result unknown", a redirect loop (or more
+/// redirects than the client follows) is permanent — the same request meets
+/// the same loop — and other errors go by their I/O cause.
 fn classify(e: &reqwest_middleware::Error) -> Failure {
     match e {
         reqwest_middleware::Error::Reqwest(r) => {
@@ -84,6 +85,8 @@ fn classify(e: &reqwest_middleware::Error) -> Failure {
                 error_failure(r).not_sent()
             } else if r.is_timeout() {
                 Failure::timeout()
+            } else if r.is_redirect() {
+                Failure::new(Class::Permanent)
             } else {
                 error_failure(r)
             }

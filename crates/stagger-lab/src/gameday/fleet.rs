@@ -22,6 +22,7 @@ use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
 use super::bins::{Bins, Timeline};
+use super::soak::Reservoir;
 use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
@@ -49,6 +50,9 @@ pub struct Config {
     pub seed: u64,
     /// Also report to the `metrics` facade (`--metrics-addr`).
     pub metrics: bool,
+    /// Whether each POST carries an `Idempotency-Key` (what makes it
+    /// retryable after an unknown outcome).
+    pub keys: bool,
 }
 
 /// What the clients saw.
@@ -81,7 +85,7 @@ struct Counters {
     issued: AtomicU64,
     attempts: AtomicU64,
     stops: [AtomicU64; StopReason::ALL.len() + 1],
-    latencies_ms: Mutex<Vec<u32>>,
+    latencies_ms: Mutex<Reservoir>,
 }
 
 impl Counters {
@@ -117,7 +121,7 @@ pub async fn run(
         issued: AtomicU64::new(0),
         attempts: AtomicU64::new(0),
         stops: std::array::from_fn(|_| AtomicU64::new(0)),
-        latencies_ms: Mutex::new(Vec::new()),
+        latencies_ms: Mutex::new(Reservoir::default()),
     });
     let mut pods = Vec::with_capacity(cfg.pods);
     for _ in 0..cfg.pods {
@@ -153,7 +157,7 @@ pub async fn run(
         let client = ClientBuilder::new(pod.http.clone())
             .with(RetryMiddleware::new(
                 stagger::http::Settings::new(policy)
-                    .idempotency_keys(true)
+                    .idempotency_keys(cfg.keys)
                     .timeout(cfg.deadline),
             ))
             .build();
@@ -189,7 +193,8 @@ pub async fn run(
             .latencies_ms
             .lock()
             .unwrap_or_else(|e| e.into_inner()),
-    );
+    )
+    .into_vec();
     Ok(Outcome {
         sent: counters.sent.snapshot(),
         successes: counters.successes.snapshot(),
@@ -267,7 +272,7 @@ async fn call(client: ClientWithMiddleware, url: Arc<str>, order: String, c: Arc
         c.latencies_ms
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(u32::try_from(ms).unwrap_or(u32::MAX));
+            .add(u32::try_from(ms).unwrap_or(u32::MAX));
         c.stop(Some(StopReason::Success));
     } else {
         // A failed call whose last answer was a success status cannot

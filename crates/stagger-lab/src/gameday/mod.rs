@@ -29,7 +29,9 @@ pub mod exporter;
 mod fleet;
 mod measure;
 mod report;
+mod reset;
 mod server;
+pub mod soak;
 
 use bins::{Timeline, BIN};
 pub use measure::{Latency, Row, Series};
@@ -42,6 +44,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(120);
 pub const MAX_TOTAL: Duration = Duration::from_secs(600);
 /// Most logical requests one strategy's run may make.
 pub const MAX_REQUESTS: u64 = 100_000;
+/// Longest traffic period of a soak ([`Config::soak`]).
+pub const MAX_SOAK_DURATION: Duration = Duration::from_secs(3600);
+/// Most logical requests of a soak.
+pub const MAX_SOAK_REQUESTS: u64 = 10_000_000;
 
 /// What a game-day should do; [`plan`] checks it. Each field is the
 /// command-line flag of the same name (`--service-time` is `service_time`).
@@ -89,6 +95,12 @@ pub struct Config {
     /// The server drops expired work (the library's `DeadlineLayer`, and
     /// queued jobs whose caller's deadline passed are skipped unstarted).
     pub drop_expired: bool,
+    /// Whether the POSTs carry an `Idempotency-Key` (`--no-keys` turns it
+    /// off: the middleware then never repeats one whose outcome is unknown).
+    pub keys: bool,
+    /// A soak ([`soak`]): one strategy, up to [`MAX_SOAK_DURATION`] and
+    /// [`MAX_SOAK_REQUESTS`].
+    pub soak: bool,
 }
 
 fn usage(msg: String) -> Error {
@@ -105,6 +117,17 @@ fn default_fault_at(duration: Duration, len: Duration) -> Duration {
         .min(duration / 2)
         .min(room)
         .max(Duration::from_secs(1))
+}
+
+/// How long the server's ledger must remember a key to catch every
+/// duplicate: a call's last attempt is sent before its deadline, then may
+/// wait for the whole queue at ten times the service time (a slow fault)
+/// and a 2 s stall. At least 10 s.
+fn ledger_memory(a: &Config) -> Duration {
+    let rounds = (a.queue / a.workers.max(1) + 1) as u32;
+    (a.deadline + a.service_time.saturating_mul(10).saturating_mul(rounds))
+        .saturating_add(Duration::from_secs(3))
+        .max(Duration::from_secs(10))
 }
 
 /// A checked game-day, ready to run strategy by strategy.
@@ -132,17 +155,25 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
     if strategies.is_empty() {
         return Err(usage("--strategy: no strategy given".into()));
     }
-    if a.duration < Duration::from_secs(1) || a.duration > MAX_DURATION {
+    let (max_duration, max_requests) = if a.soak {
+        (MAX_SOAK_DURATION, MAX_SOAK_REQUESTS)
+    } else {
+        (MAX_DURATION, MAX_REQUESTS)
+    };
+    if a.duration < Duration::from_secs(1) || a.duration > max_duration {
         return Err(usage(format!(
             "--duration: must be between 1s and {}s",
-            MAX_DURATION.as_secs()
+            max_duration.as_secs()
         )));
+    }
+    if a.soak && strategies.len() != 1 {
+        return Err(usage("--strategy: a soak runs one strategy".into()));
     }
     if !a.rate.is_finite() || a.rate <= 0.0 || a.rate > 2000.0 {
         return Err(usage("--rate: must be more than 0 and at most 2000".into()));
     }
     let total = a.duration.as_secs_f64() * strategies.len() as f64;
-    if total > MAX_TOTAL.as_secs_f64() {
+    if !a.soak && total > MAX_TOTAL.as_secs_f64() {
         return Err(usage(format!(
             "--strategy: {} strategies × {}s of traffic is more than {}s in all; run fewer at a time",
             strategies.len(),
@@ -151,9 +182,9 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         )));
     }
     let requests = a.rate * a.duration.as_secs_f64();
-    if requests > MAX_REQUESTS as f64 {
+    if requests > max_requests as f64 {
         return Err(usage(format!(
-            "--rate: {requests:.0} requests in {}s is more than the cap of {MAX_REQUESTS}",
+            "--rate: {requests:.0} requests in {}s is more than the cap of {max_requests}",
             a.duration.as_secs_f64()
         )));
     }
@@ -233,6 +264,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         fault_end: fault_end.unwrap_or(MAX_DURATION * 2),
         shed_retries: a.shed_retries,
         drop_expired: a.drop_expired,
+        remember: ledger_memory(a),
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -268,9 +300,10 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         deadline: a.deadline,
         schedule,
         strategy: strategies[0],
-        max_requests: MAX_REQUESTS,
+        max_requests,
         seed: a.seed,
         metrics: a.metrics,
+        keys: a.keys,
     };
     Ok(Plan {
         strategies,
@@ -421,6 +454,8 @@ mod tests {
             metrics: false,
             shed_retries: false,
             drop_expired: false,
+            keys: true,
+            soak: false,
         }
     }
 

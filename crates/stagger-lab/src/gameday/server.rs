@@ -23,7 +23,9 @@
 //! Writes are POSTs whose body names the order; the server applies the
 //! order's side effect once per `Idempotency-Key` and counts orders applied
 //! more than once (`duplicates`), which stays 0 as long as every attempt of
-//! a call carries the same key.
+//! a call carries the same key. The ledger remembers a key for one to two
+//! times [`Config::remember`] (longer than any attempt of a call can reach
+//! the ledger), so its memory stays flat however long the server runs.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -47,6 +49,7 @@ use tokio::task::JoinHandle;
 use tower_service::Service;
 
 use super::bins::{Bins, Timeline};
+use super::reset::{ResetHandle, Resettable};
 
 /// A scripted fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,16 +66,20 @@ pub enum Fault {
     Throttle,
     /// Service time ×10 for jobs that start meanwhile.
     Slow,
+    /// Each request is read, then its connection reset (RST, no answer);
+    /// every other one is applied first, so the client cannot know which.
+    Reset,
 }
 
 impl Fault {
     /// Every fault, in the order of `--help`.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 7] = [
         Fault::Stall,
         Fault::Failover,
         Fault::Dead,
         Fault::Throttle,
         Fault::Slow,
+        Fault::Reset,
         Fault::None,
     ];
 
@@ -85,6 +92,7 @@ impl Fault {
             Fault::Dead => "dead",
             Fault::Throttle => "throttle",
             Fault::Slow => "slow",
+            Fault::Reset => "reset",
         }
     }
 
@@ -96,6 +104,7 @@ impl Fault {
             Fault::Failover => Some(Duration::from_secs(3)),
             Fault::Dead => None,
             Fault::Throttle | Fault::Slow => Some(Duration::from_secs(5)),
+            Fault::Reset => Some(Duration::from_secs(3)),
         }
     }
 }
@@ -121,6 +130,10 @@ pub struct Config {
     /// Expired work is dropped (the library's `DeadlineLayer`, and jobs
     /// skipped unstarted once their caller's deadline has passed).
     pub drop_expired: bool,
+    /// The least time the ledger remembers a key: longer than the last
+    /// attempt of a call can take to be applied (its deadline, then the
+    /// queue and a slow or stalled worker).
+    pub remember: Duration,
 }
 
 impl Config {
@@ -152,10 +165,54 @@ pub struct Stats {
     pub deduplicated: AtomicU64,
 }
 
-#[derive(Debug, Default)]
+/// Applied keys and orders, in two generations: the current one and the
+/// one before; the older is forgotten every `memory`, so an entry is
+/// remembered for one to two times `memory`.
+#[derive(Debug)]
 struct Ledger {
-    keys: HashSet<Box<str>>,
-    orders: HashMap<Box<str>, u32>,
+    keys: [HashSet<Box<str>>; 2],
+    orders: [HashMap<Box<str>, u32>; 2],
+    turned: Instant,
+    memory: Duration,
+}
+
+impl Ledger {
+    fn new(now: Instant, memory: Duration) -> Self {
+        Ledger {
+            keys: Default::default(),
+            orders: Default::default(),
+            turned: now,
+            memory,
+        }
+    }
+
+    /// Forgets the older generation once the current one is old enough.
+    fn turn(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.turned) >= self.memory {
+            self.keys.swap(0, 1);
+            self.orders.swap(0, 1);
+            self.keys[0] = HashSet::new();
+            self.orders[0] = HashMap::new();
+            self.turned = now;
+        }
+    }
+
+    /// Records `key`; false if it was already applied.
+    fn first_use(&mut self, key: &str) -> bool {
+        if self.keys.iter().any(|g| g.contains(key)) {
+            return false;
+        }
+        self.keys[0].insert(key.into());
+        true
+    }
+
+    /// Counts one application of `order`; returns how many there were.
+    fn apply(&mut self, order: &str) -> u32 {
+        let before = self.orders[1].remove(order).unwrap_or(0);
+        let n = self.orders[0].entry(order.into()).or_insert(before);
+        *n += 1;
+        *n
+    }
 }
 
 struct Shared {
@@ -165,6 +222,8 @@ struct Shared {
     workers: Semaphore,
     depth: AtomicUsize,
     ledger: Mutex<Ledger>,
+    /// Requests seen during a reset fault (every other one is applied).
+    resets: AtomicU64,
 }
 
 impl Shared {
@@ -187,15 +246,14 @@ impl Shared {
 
     fn apply(&self, key: Option<&str>, order: &str) {
         let mut l = self.ledger.lock().unwrap_or_else(|e| e.into_inner());
+        l.turn(Instant::now());
         if let Some(k) = key {
-            if !l.keys.insert(k.into()) {
+            if !l.first_use(k) {
                 self.stats.deduplicated.fetch_add(1, Relaxed);
                 return;
             }
         }
-        let n = l.orders.entry(order.into()).or_insert(0);
-        *n += 1;
-        if *n == 2 {
+        if l.apply(order) == 2 {
             self.stats.duplicates.fetch_add(1, Relaxed);
         }
     }
@@ -233,7 +291,8 @@ impl Server {
             stats: stats.clone(),
             workers: Semaphore::new(cfg.workers),
             depth: AtomicUsize::new(0),
-            ledger: Mutex::new(Ledger::default()),
+            ledger: Mutex::new(Ledger::new(line.start, cfg.remember)),
+            resets: AtomicU64::new(0),
         });
         let mut router = Router::new()
             .route("/work", post(work))
@@ -309,9 +368,13 @@ async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
     None
 }
 
-/// Serves one connection until it closes or the server drops it.
+/// Serves one connection until it closes or the server drops it. A
+/// handler may ask for the connection to be reset ([`Resettable`]).
 async fn connection(stream: tokio::net::TcpStream, router: Router, mut kill: watch::Receiver<u64>) {
-    let svc = hyper::service::service_fn(move |req| {
+    let stream = Resettable::new(stream);
+    let handle = stream.handle();
+    let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(handle.clone());
         let mut r = router.clone();
         async move { r.call(req).await }
     });
@@ -328,6 +391,7 @@ async fn connection(stream: tokio::net::TcpStream, router: Router, mut kill: wat
 async fn work(
     State(s): State<Arc<Shared>>,
     inbound: Option<Extension<Inbound>>,
+    reset: Option<Extension<ResetHandle>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -340,6 +404,17 @@ async fn work(
         s.stats.retries.add(now);
     } else {
         s.stats.first.add(now);
+    }
+    if let (true, Some(Extension(reset))) = (s.faulty(Fault::Reset, now), reset) {
+        s.stats.rejected.add(now);
+        // Every other request is applied before the reset: its answer is
+        // lost, and the client cannot tell it from one never applied.
+        if s.resets.fetch_add(1, Relaxed) % 2 == 0 {
+            let key = headers.get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok());
+            s.apply(key, &String::from_utf8_lossy(&body));
+        }
+        reset.reset();
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
     if s.faulty(Fault::Dead, now) {
         s.stats.rejected.add(now);
@@ -436,6 +511,7 @@ mod tests {
                 fault_end: Duration::from_secs(2),
                 shed_retries: false,
                 drop_expired: false,
+                remember: Duration::from_secs(60),
             },
             start,
             stats: Arc::new(Stats {
@@ -450,7 +526,8 @@ mod tests {
             }),
             workers: Semaphore::new(1),
             depth: AtomicUsize::new(0),
-            ledger: Mutex::new(Ledger::default()),
+            ledger: Mutex::new(Ledger::new(start, Duration::from_secs(60))),
+            resets: AtomicU64::new(0),
         }
     }
 
@@ -471,6 +548,24 @@ mod tests {
     }
 
     #[test]
+    fn the_ledger_forgets_after_one_to_two_generations() {
+        let t0 = Instant::now();
+        const LEDGER_MEMORY: Duration = Duration::from_secs(60);
+        let mut l = Ledger::new(t0, LEDGER_MEMORY);
+        assert!(l.first_use("k"));
+        assert_eq!(l.apply("o"), 1);
+        l.turn(t0 + LEDGER_MEMORY);
+        // One generation on: still remembered, and counted on.
+        assert!(!l.first_use("k"));
+        assert_eq!(l.apply("o"), 2);
+        l.turn(t0 + LEDGER_MEMORY * 2);
+        l.turn(t0 + LEDGER_MEMORY * 3);
+        assert!(l.first_use("k"));
+        assert_eq!(l.apply("o"), 1);
+        assert!(l.keys[1].is_empty() || l.keys[0].is_empty());
+    }
+
+    #[test]
     fn a_job_whose_caller_gave_up_is_skipped_unstarted() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -484,7 +579,15 @@ mod tests {
         assert!(rt.block_on(rx).is_err(), "no answer: nobody waits for it");
         assert_eq!(s.stats.skipped_expired.load(Relaxed), 1);
         assert_eq!(s.depth.load(Relaxed), 0);
-        assert!(s.ledger.lock().unwrap().orders.is_empty(), "never applied");
+        assert!(
+            s.ledger
+                .lock()
+                .unwrap()
+                .orders
+                .iter()
+                .all(HashMap::is_empty),
+            "never applied"
+        );
     }
 
     /// With `shed_retries` the library's ShedLayer answers a retry that does
@@ -507,6 +610,7 @@ mod tests {
                 fault_end: Duration::ZERO,
                 shed_retries: true,
                 drop_expired: true,
+                remember: Duration::from_secs(60),
             };
             let srv = Server::start(cfg, line).await.unwrap();
             let url = format!("http://{}/work", srv.addr);
