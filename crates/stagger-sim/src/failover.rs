@@ -1,4 +1,4 @@
-//! The seeds' failover model, in discrete ticks.
+//! The classic failover model (a burst of clients meets an outage), in discrete ticks.
 //!
 //! Every tick `arrivals` new requests make their first attempt; ticks that
 //! start inside the outage fail every attempt, and in the first of them a

@@ -9,9 +9,9 @@
 //!   64 at f = 1);
 //! - `one_layer`: only the layer closest to the dependency retries; a failure
 //!   that was already retried below comes back marked (the attempt header of
-//!   SPEC §8 travelling with the error), the upper layers treat it as not
+//!   docs/behaviour.md §8 travelling with the error), the upper layers treat it as not
 //!   worth retrying and pass it up — 4 at f = 1;
-//! - `hop_rule`: SPEC §8's rule applied hop by hop and nothing more: a layer
+//! - `hop_rule`: docs/behaviour.md §8's rule applied hop by hop and nothing more: a layer
 //!   serving an inbound retry (`x-retry-attempt` > 1) does not retry, but a
 //!   layer serving a first attempt still does — 19 at f = 1 for 3 layers.
 //!
@@ -42,7 +42,7 @@ pub enum RetryAt {
     EveryLayer,
     /// Only the layer closest to the dependency retries.
     OneLayer,
-    /// SPEC §8's per-hop rule alone.
+    /// docs/behaviour.md §8's per-hop rule alone.
     HopRule,
 }
 

@@ -205,7 +205,7 @@ fn layers_multiply_64_per_layer_and_4_at_one_layer() {
         get(RetryAt::OneLayer).bottom_attempts_per_request,
         Some(4.0)
     );
-    // SPEC §8's rule alone, hop by hop: 4 (first attempt) + 3 × 4 + 3.
+    // docs/behaviour.md §8's rule alone, hop by hop: 4 (first attempt) + 3 × 4 + 3.
     assert_eq!(
         get(RetryAt::HopRule).bottom_attempts_per_request,
         Some(19.0)

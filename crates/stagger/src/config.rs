@@ -141,7 +141,7 @@ pub struct Throttling {
 }
 
 impl Throttling {
-    /// The shared `token_bucket` budget this describes (SPEC §5).
+    /// The shared `token_bucket` budget this describes (docs/behaviour.md §5).
     pub fn token_bucket(&self) -> Result<TokenBucket, ConfigError> {
         TokenBucket::builder()
             .max_tokens(self.max_tokens)
@@ -165,7 +165,7 @@ impl RetryPolicy {
 
     /// The class of `code` under this policy: listed codes are retried
     /// (RESOURCE_EXHAUSTED still only with pushback, DEADLINE_EXCEEDED only
-    /// for idempotent calls, as SPEC §2 says), others are permanent.
+    /// for idempotent calls, as docs/behaviour.md §2 says), others are permanent.
     pub fn class_of(&self, code: u32) -> Class {
         grpc_code_listed(code, &self.retryable)
     }
