@@ -412,3 +412,27 @@ fn when_the_deadline_ends_an_attempt_the_reason_is_deadline_whatever_the_class()
         Decision::Stop(StopReason::Deadline)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn work_whose_caller_has_no_time_left_is_dropped_unstarted() {
+    let started = Arc::new(AtomicU32::new(0));
+    let s = Arc::clone(&started);
+    let handler = tower::service_fn(move |_req: Request<()>| {
+        s.fetch_add(1, SeqCst);
+        async { Ok::<_, Infallible>(Response::new(())) }
+    });
+    let svc = DeadlineLayer::new().layer(handler);
+    let expired = Request::get("/")
+        .header("x-request-timeout-ms", "0")
+        .body(())
+        .unwrap();
+    let resp = svc.clone().oneshot(expired).await.unwrap();
+    assert_eq!(resp.status(), 504);
+    assert_eq!(started.load(SeqCst), 0, "the handler never ran");
+    let live = Request::get("/")
+        .header("x-request-timeout-ms", "100")
+        .body(())
+        .unwrap();
+    assert_eq!(svc.oneshot(live).await.unwrap().status(), 200);
+    assert_eq!(started.load(SeqCst), 1);
+}

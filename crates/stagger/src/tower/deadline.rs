@@ -23,7 +23,9 @@ use crate::http::{
 /// It also:
 /// - answers `504 Gateway Timeout` (gRPC: `DEADLINE_EXCEEDED`) when the
 ///   caller's deadline passes first (the caller has given up; the work is
-///   dropped), unless [`enforce(false)`](DeadlineLayer::enforce);
+///   dropped), and without calling the service at all when it has already
+///   passed on arrival (`x-request-timeout-ms: 0`), unless
+///   [`enforce(false)`](DeadlineLayer::enforce);
 /// - marks a failure response with [`NO_RETRY`] when a client call made
 ///   while serving the request already retried and gave up, so the caller
 ///   passes the failure up instead of retrying it again: an HTTP failure
@@ -142,8 +144,13 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
-        let inbound = Inbound::from_headers(req.headers(), TokioClock.now());
+        let now = TokioClock.now();
+        let inbound = Inbound::from_headers(req.headers(), now);
         let grpc = is_grpc(req.headers());
+        if self.layer.enforce && inbound.deadline().is_some_and(|d| d <= now) {
+            // The caller has no time left: the work is dropped unstarted.
+            return Box::pin(async move { Ok(deadline_response(grpc)) });
+        }
         req.extensions_mut().insert(inbound.clone());
         let inner = &mut self.inner;
         let fut = inbound.clone().sync_scope(|| inner.call(req));
