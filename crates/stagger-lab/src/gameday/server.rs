@@ -165,6 +165,22 @@ pub struct Stats {
     pub deduplicated: AtomicU64,
 }
 
+impl Stats {
+    /// Empty counters, binned on `line`.
+    fn new(line: &Timeline) -> Stats {
+        Stats {
+            first: line.series(),
+            retries: line.series(),
+            completed: line.series(),
+            abandoned: line.series(),
+            rejected: line.series(),
+            duplicates: AtomicU64::new(0),
+            skipped_expired: AtomicU64::new(0),
+            deduplicated: AtomicU64::new(0),
+        }
+    }
+}
+
 /// Applied keys and orders, in two generations: the current one and the
 /// one before; the older is forgotten every `memory`, so an entry is
 /// remembered for one to two times `memory`.
@@ -275,16 +291,7 @@ impl Server {
     pub async fn start(cfg: Config, line: Timeline) -> io::Result<Server> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
-        let stats = Arc::new(Stats {
-            first: line.series(),
-            retries: line.series(),
-            completed: line.series(),
-            abandoned: line.series(),
-            rejected: line.series(),
-            duplicates: AtomicU64::new(0),
-            skipped_expired: AtomicU64::new(0),
-            deduplicated: AtomicU64::new(0),
-        });
+        let stats = Arc::new(Stats::new(&line));
         let shared = Arc::new(Shared {
             cfg,
             start: line.start,
@@ -514,16 +521,7 @@ mod tests {
                 remember: Duration::from_secs(60),
             },
             start,
-            stats: Arc::new(Stats {
-                first: line.series(),
-                retries: line.series(),
-                completed: line.series(),
-                abandoned: line.series(),
-                rejected: line.series(),
-                duplicates: AtomicU64::new(0),
-                skipped_expired: AtomicU64::new(0),
-                deduplicated: AtomicU64::new(0),
-            }),
+            stats: Arc::new(Stats::new(&line)),
             workers: Semaphore::new(1),
             depth: AtomicUsize::new(0),
             ledger: Mutex::new(Ledger::new(start, Duration::from_secs(60))),

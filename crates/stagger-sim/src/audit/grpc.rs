@@ -98,6 +98,15 @@ fn code_names(codes: &[u32]) -> String {
         .join(", ")
 }
 
+/// The codes of `codes` that are not worth retrying or hedging on.
+fn non_transient(codes: &[u32]) -> Vec<u32> {
+    codes
+        .iter()
+        .copied()
+        .filter(|c| !transient_grpc(*c))
+        .collect()
+}
+
 fn raw_codes(v: Option<&Value>) -> Vec<u32> {
     let mut out: Vec<u32> = v
         .and_then(Value::as_array)
@@ -167,11 +176,7 @@ fn method(
             .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|x| x as u64)))
             .unwrap_or(u64::from(r.max_attempts));
         let listed = raw_codes(p.get("retryableStatusCodes"));
-        let bad: Vec<u32> = listed
-            .iter()
-            .copied()
-            .filter(|c| !transient_grpc(*c))
-            .collect();
+        let bad = non_transient(&listed);
         if !bad.is_empty() {
             push(
                 "non_transient_codes",
@@ -274,11 +279,7 @@ fn method(
             }
         }
         let nonfatal = raw_codes(nonfatal_json);
-        let bad: Vec<u32> = nonfatal
-            .iter()
-            .copied()
-            .filter(|c| !transient_grpc(*c))
-            .collect();
+        let bad = non_transient(&nonfatal);
         if !bad.is_empty() {
             push(
                 "non_transient_codes",
