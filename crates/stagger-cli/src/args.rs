@@ -5,14 +5,37 @@ use std::time::Duration;
 use clap::Args;
 use stagger::{Backoff, Jitter, Policy};
 
-/// Parses a duration with units: `250ms`, `5s`, `1m30s`, `0`.
+/// Parses a duration as sleep(1) and timeout(1) take it, bare seconds
+/// (`30`, `1.5`), or with units as people write it (`250ms`, `5s`, `1m30s`).
+///
+/// clap puts the flag's name in front of the message. A negative value
+/// reaches this parser (rather than being read as a flag) because `main`
+/// lets every `D` option take values that start with `-`.
 pub fn duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
+    if s.starts_with('-') {
+        return Err(format!(
+            "`{s}` is negative; a duration is 0 or more (e.g. 30, 250ms, 5s)"
+        ));
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("`{s}` is not a duration ({e}); write e.g. 250ms, 5s, 1m"))
+    if s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && s.chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        return s
+            .parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("`{s}` is not a number of seconds; write e.g. 30, 1.5, 250ms"));
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        format!("`{s}` is not a duration ({e}); write seconds (30) or with a unit (250ms, 5s, 1m)")
+    })
+}
+
+/// A duration where 0 means "no limit", as in curl's `--max-time 0` and
+/// `timeout 0 CMD`.
+pub fn limit(d: Option<Duration>) -> Option<Duration> {
+    d.filter(|d| !d.is_zero())
 }
 
 /// Parses a jitter name: none, full, equal, decorrelated, proportional:F.
@@ -138,20 +161,21 @@ impl SeedArgs {
     }
 }
 
-/// Output on stdout as a table or as one JSON document.
+/// Output on stdout for people or for programs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned columns for a terminal.
-    Table,
+    /// For people: a table, a body, lines (`table` is accepted too).
+    #[value(alias = "table")]
+    Text,
     /// One JSON document.
     Json,
 }
 
-/// `--format table|json`, for the subcommands that print a table.
+/// `--format text|json`, the same on every subcommand that prints.
 #[derive(Debug, Clone, Args)]
 pub struct FormatArgs {
-    /// Output on stdout: table | json (e.g. `--format json`).
-    #[arg(long, value_enum, default_value_t = Format::Table, value_name = "F")]
+    /// Output on stdout: text | json (e.g. `--format json`).
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "F")]
     pub format: Format,
 }
 
@@ -160,6 +184,40 @@ impl FormatArgs {
     pub fn json(&self) -> bool {
         self.format == Format::Json
     }
+}
+
+/// `-v`/`-q`: how much stagger says on stderr, the same on every
+/// subcommand that talks. Errors are printed whatever these say.
+#[derive(Debug, Clone, Args)]
+pub struct Verbosity {
+    /// Say more on stderr: each attempt, wait and decision (e.g. `-v`).
+    #[arg(short, long, conflicts_with = "quiet")]
+    pub verbose: bool,
+    /// Say nothing of stagger's own on stderr but errors (e.g. `-q` in a crontab).
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// Makes every option whose value is a duration (`D`) take a value that
+/// starts with `-`, so `--deadline -1s` reaches the parser and gets a
+/// message naming the flag, instead of clap's "unexpected argument".
+pub fn negative_durations_reach_the_parser(cmd: clap::Command) -> clap::Command {
+    let cmd = cmd.mut_args(|a| {
+        if a.get_value_names()
+            .is_some_and(|v| v.len() == 1 && v[0] == "D")
+        {
+            a.allow_hyphen_values(true)
+        } else {
+            a
+        }
+    });
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    names.into_iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, negative_durations_reach_the_parser)
+    })
 }
 
 /// A bad flag value: the binary exits 2 with this message.

@@ -19,7 +19,7 @@ use crate::args::{FormatArgs, UsageError};
   stagger audit examples/audit/service-config-bad.json
   stagger audit edge.json cart.toml --format json   (layers of one path, outermost first)
 
-Exit codes: 0 no finding, 1 findings, 2 bad usage or an unreadable file.")]
+Exit status: 0 no finding, 1 findings, 2 bad usage or an unreadable file.")]
 pub struct Args {
     /// gRPC service configs (JSON) or stagger policy files (`.toml`, or JSON
     /// with the policy keys); several files are the layers of one call path,

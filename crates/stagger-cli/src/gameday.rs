@@ -19,7 +19,7 @@ use anyhow::Context as _;
 use stagger_lab::gameday::{self, exporter, soak, Config, Fault};
 use stagger_sim::Strategy;
 
-use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
+use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError, Verbosity};
 
 /// Reproduce a retry storm over loopback HTTP and compare strategies.
 ///
@@ -29,7 +29,12 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s
   stagger gameday --drill                      (400 thin pods, a 2 s stall)
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
-  stagger gameday --drill --shed-retries --drop-expired")]
+  stagger gameday --drill --shed-retries --drop-expired
+  stagger gameday --fault throttle --duration 20 --format json > result.json
+
+Exit status: 0 the game-day ran (whatever it showed); 1 it could not run
+(say a port could not be bound); 2 bad usage (the message names the flag);
+3 a --soak whose memory or file descriptors grew after the warm-up.")]
 #[command(
     mut_arg("attempts", |a| a
         .default_value("5")
@@ -113,6 +118,8 @@ pub struct Args {
     pub seed: SeedArgs,
     #[command(flatten)]
     pub format: FormatArgs,
+    #[command(flatten)]
+    pub talk: Verbosity,
     /// Send the POSTs without an Idempotency-Key: the middleware then
     /// never repeats one whose outcome is unknown (a reset, a timeout).
     #[arg(long)]
@@ -197,7 +204,8 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .map(exporter::Exporter::start)
         .transpose()
         .map_err(lab_error)?;
-    if let Some(e) = &exporter {
+    let talk = !a.talk.quiet;
+    if let Some(e) = exporter.as_ref().filter(|_| talk) {
         eprintln!("stagger gameday: metrics at http://{}/metrics", e.addr);
     }
     let duration = Duration::from_secs_f64(plan.params().duration_s);
@@ -207,13 +215,15 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let total = plan.strategies().len();
     let mut rows = Vec::with_capacity(total);
     for (i, s) in plan.strategies().iter().enumerate() {
-        eprintln!(
-            "stagger gameday: {} × {} ({}/{total}), {:.0}s of traffic…",
-            plan.params().fault,
-            s,
-            i + 1,
-            plan.params().duration_s
-        );
+        if talk {
+            eprintln!(
+                "stagger gameday: {} × {} ({}/{total}), {:.0}s of traffic…",
+                plan.params().fault,
+                s,
+                i + 1,
+                plan.params().duration_s
+            );
+        }
         let run = plan.run_one(*s).map_err(lab_error)?;
         if run.cut_off > 0 {
             eprintln!(
@@ -253,10 +263,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(dir) = &a.out {
         gameday::write_report(dir, &results, &json).map_err(lab_error)?;
-        eprintln!(
-            "stagger gameday: report in {}",
-            dir.join("report.html").display()
-        );
+        if talk {
+            eprintln!(
+                "stagger gameday: report in {}",
+                dir.join("report.html").display()
+            );
+        }
     }
     if verdict.is_some_and(|v| !v.flat) {
         return Ok(ExitCode::from(3));

@@ -23,7 +23,18 @@ use stagger::http::{new_idempotency_key, AttemptLog, RetryInfo, Settings, IDEMPO
 use stagger::reqwest::RetryMiddleware;
 use stagger::StopReason;
 
-use crate::args::{duration, flag_error, PolicyArgs, UsageError};
+use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageError, Verbosity};
+
+const EXAMPLES: &str = "\
+Examples:
+  stagger http -m 10 https://api.example.com/health
+  stagger http -X POST 127.0.0.1:8080/pay -d '{\"cents\":5}' --idempotency-key auto -v
+  stagger http --format json http://127.0.0.1:8080/ | jq .stop_reason
+
+Exit status: as curl's, 0 the final response is 1xx-3xx; 22 it is an HTTP
+error (one line on stderr, the body discarded); 28 the deadline (-m) or the
+last attempt's timeout passed; 7 no connection could be made; 2 bad usage
+(the message names the flag); 1 any other failure.";
 
 /// Send an HTTP request, retrying what is worth retrying: 502/503/504 and
 /// 429 (never sooner than Retry-After), refused connections, timeouts of
@@ -34,6 +45,7 @@ use crate::args::{duration, flag_error, PolicyArgs, UsageError};
 ///
 /// Plain http:// only (no TLS in this build).
 #[derive(Debug, clap::Args)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     /// The URL to request (e.g. `http://127.0.0.1:8080/health`).
     url: String,
@@ -48,10 +60,11 @@ pub struct Args {
     data: Option<String>,
     #[command(flatten)]
     policy: PolicyArgs,
-    /// A deadline over every attempt and wait (e.g. `--deadline 5s`).
-    #[arg(long, value_parser = duration, value_name = "D")]
+    /// A deadline over every attempt and wait, the body's reading included
+    /// (e.g. `-m 5`; 0 = no limit, as in curl).
+    #[arg(short = 'm', long = "max-time", visible_alias = "deadline", value_parser = duration, value_name = "D")]
     deadline: Option<Duration>,
-    /// A timeout for each attempt (e.g. `--attempt-timeout 800ms`).
+    /// A timeout for each attempt (e.g. `--attempt-timeout 800ms`; 0 = none).
     #[arg(long, value_parser = duration, value_name = "D")]
     attempt_timeout: Option<Duration>,
     /// The longest Retry-After honoured; a longer one stops the call (e.g. `--max-retry-after 30s`).
@@ -64,12 +77,12 @@ pub struct Args {
     /// else is sent as the key (e.g. `--idempotency-key auto`).
     #[arg(long, value_name = "auto|KEY")]
     idempotency_key: Option<String>,
-    /// Print each attempt and wait to stderr.
-    #[arg(short = 'v', long)]
-    verbose: bool,
-    /// Output: text (the final body) | json (only a summary of the call).
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    format: String,
+    /// `-v` prints each attempt and wait on stderr; `-q` only errors.
+    #[command(flatten)]
+    talk: Verbosity,
+    /// `text` writes the final body; `json` only a summary of the call.
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 /// One attempt, as printed by `--format json`.
@@ -264,7 +277,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         )));
     }
     let mut builder = a.policy.policy()?.max_retry_after(a.max_retry_after);
-    if let Some(t) = a.attempt_timeout {
+    if let Some(t) = limit(a.attempt_timeout) {
         builder = builder.attempt_timeout(t);
     }
     let policy = builder.build().map_err(flag_error)?;
@@ -277,7 +290,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
 
     let logs: Arc<Mutex<Vec<AttemptLog>>> = Arc::default();
     let sink = logs.clone();
-    let verbose = a.verbose;
+    let verbose = a.talk.verbose;
     let mut settings = Settings::new(policy)
         .retry_500(a.retry_500)
         .on_attempt(move |log| {
@@ -288,7 +301,8 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 l.push(log.clone());
             }
         });
-    if let Some(d) = a.deadline {
+    let deadline = limit(a.deadline);
+    if let Some(d) = deadline {
         settings = settings.timeout(d);
     }
     let client = reqwest::Client::builder()
@@ -302,11 +316,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     let started = Instant::now();
-    let text = a.format == "text";
+    let text = !a.format.json();
     let (result, info, body) = rt.block_on(async {
-        let deadline = a
-            .deadline
-            .and_then(|d| tokio::time::Instant::now().checked_add(d));
+        let deadline = deadline.and_then(|d| tokio::time::Instant::now().checked_add(d));
         let mut req = client.request(method, url).headers(headers);
         if let Some(b) = body {
             req = req.body(b);
@@ -355,7 +367,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     };
     let body_error = body.as_ref().err().map(ToString::to_string);
 
-    if a.format == "json" {
+    if a.format.json() {
         let summary = Summary {
             final_status: result.as_ref().ok().map(|s| s.as_u16()),
             stop_reason: reason.as_str().to_string(),
@@ -380,7 +392,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         if let Err(e) = &result {
             eprintln!("stagger: {}", stagger::http::error_chain(e));
         }
-        if body_error.is_none() && (a.verbose || code != 0) {
+        if body_error.is_none() && (a.talk.verbose || (code != 0 && !a.talk.quiet)) {
             eprintln!(
                 "stagger: {} after {} attempt(s) in {} ms",
                 reason,

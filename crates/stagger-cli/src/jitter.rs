@@ -16,21 +16,27 @@ use std::time::Duration;
 
 use stagger::{FastRng, RandomSource};
 
-use crate::args::{duration, SeedArgs, UsageError};
+use crate::args::{duration, SeedArgs, UsageError, Verbosity};
 
 const SLEEP_EXAMPLES: &str = "\
 Examples:
   stagger sleep 0..5m && backup.sh        # crontab: start within 5 minutes
   stagger sleep 10m --key \"$(hostname)\"   # the same offset on every run of a host
-  stagger sleep 30s --spread 20%          # 24 to 36 seconds
-Windows are half-open: `5m` is [0, 5m), `A..B` is [A, B), `D --spread S` is [D-S, D+S).";
+  stagger sleep 30 --spread 20%           # 24 to 36 seconds (bare numbers are seconds)
+  stagger sleep 0..5m --key \"$(hostname)\" --print   # show this host's delay, do not sleep
+Windows are half-open: `5m` is [0, 5m), `A..B` is [A, B), `D --spread S` is [D-S, D+S).
+
+Exit status: 0 slept (or printed); 2 bad usage (the message names the flag).
+Interrupted, it ends by the signal, as sleep(1) does.";
 
 const JITTER_EXAMPLES: &str = "\
 Examples:
   sleep \"$(stagger jitter 30s --spread 10%)\"   # 27 to 33 seconds
   stagger jitter 0..5m --unit ms               # e.g. 183412
   stagger jitter 1h --spread 5m --seed 7       # the same value every time
-Windows are half-open: `5m` is [0, 5m), `A..B` is [A, B), `D --spread S` is [D-S, D+S).";
+Windows are half-open: `5m` is [0, 5m), `A..B` is [A, B), `D --spread S` is [D-S, D+S).
+
+Exit status: 0 printed; 2 bad usage (the message names the flag).";
 
 /// How far around D a `--spread` reaches.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,9 +93,14 @@ pub struct WindowArgs {
 pub struct SleepArgs {
     #[command(flatten)]
     window: WindowArgs,
-    /// Say on stderr how long it sleeps (e.g. `--verbose`).
-    #[arg(long, short)]
-    verbose: bool,
+    /// Print the drawn delay on stdout in seconds (e.g. 183.412) and exit
+    /// at once instead of sleeping (e.g. `--print`).
+    #[arg(long)]
+    print: bool,
+    /// `-v` says on stderr how long it sleeps; `-q` is accepted for
+    /// symmetry (sleep says nothing else).
+    #[command(flatten)]
+    talk: Verbosity,
 }
 
 /// Print a uniformly random duration from a window, for scripts.
@@ -195,7 +206,11 @@ fn draw(w: Window, rng: &mut impl RandomSource) -> Duration {
 
 pub fn sleep(a: &SleepArgs) -> anyhow::Result<ExitCode> {
     let d = a.window.draw()?;
-    if a.verbose {
+    if a.print {
+        println!("{}", format_in(d, "s"));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.talk.verbose {
         eprintln!("stagger: sleeping {}", crate::run::human(d));
     }
     std::thread::sleep(d);

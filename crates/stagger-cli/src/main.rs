@@ -5,7 +5,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod args;
 mod audit;
@@ -17,9 +17,21 @@ mod run;
 mod schedule;
 mod simulate;
 
+const EXAMPLES: &str = "\
+Examples:
+  stagger http -m 10 --retry 4 https://api.example.com/health
+  stagger run --deadline 5m -- ./deploy.sh
+  stagger sleep 0..5m && backup.sh                 (a crontab line)
+  stagger schedule --jitter full --attempts 6
+  stagger simulate --model failover --format json
+
+Exit status:
+  0 success; 2 bad usage (the message names the flag); every other code is
+  documented in the subcommand's help (`stagger help http`, `stagger help run`).";
+
 /// Retries that help a recovering dependency instead of burying it.
 #[derive(Debug, Parser)]
-#[command(name = "stagger", version, about, long_about = None)]
+#[command(name = "stagger", version, about, long_about = None, after_help = EXAMPLES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,7 +58,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cmd = args::negative_durations_reach_the_parser(Cli::command());
+    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

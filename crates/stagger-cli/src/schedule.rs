@@ -14,6 +14,13 @@ use crate::args::{FormatArgs, PolicyArgs, SeedArgs, UsageError};
 ///
 /// Example: `stagger schedule --jitter decorrelated --attempts 6 --samples 5`
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  stagger schedule                                  (the defaults: 3 attempts, full jitter)
+  stagger schedule --attempts 6 --base 1 --cap 30   (bare numbers are seconds)
+  stagger schedule --jitter decorrelated --samples 20 --seed 7
+  stagger schedule --jitter equal --format json | jq '.retries[].max_ms'
+
+Exit status: 0 printed; 2 bad usage (the message names the flag).")]
 #[command(mut_arg("seed", |a| a
     .default_value("1")
     .help("Seed for the samples; the same seed prints the same samples (e.g. `--seed 7`)")))]
@@ -142,10 +149,14 @@ fn print_table(
         "retry", "b_n (ms)", "delay range (ms)", "mean (ms)"
     )?;
     for r in &s.retries {
+        // Without samples there is no mean to show (`--samples 0`).
         let mean = if r.samples_ms.is_empty() {
-            f64::NAN
+            "-".to_string()
         } else {
-            r.samples_ms.iter().sum::<f64>() / r.samples_ms.len() as f64
+            format!(
+                "{:.1}",
+                r.samples_ms.iter().sum::<f64>() / r.samples_ms.len() as f64
+            )
         };
         let shown: Vec<String> = r
             .samples_ms
@@ -156,7 +167,7 @@ fn print_table(
         let more = if r.samples_ms.len() > 6 { " …" } else { "" };
         writeln!(
             out,
-            "{:>5}  {:>11.1}  {:>25}  {:>11.1}  {}{}",
+            "{:>5}  {:>11.1}  {:>25}  {:>11}  {}{}",
             r.retry,
             r.backoff_ms,
             format!("[{:.1}, {:.1})", r.min_ms, r.max_ms),

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel, DRILL_STRATEGIES};
 
-use crate::args::{duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError};
+use crate::args::{
+    duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError, Verbosity,
+};
 use crate::progress;
 
 /// Simulate a fleet of clients retrying against a dependency that stumbles,
@@ -47,7 +49,10 @@ Examples:
   stagger simulate --base 1s --capacity 20 --out report-headroom
   stagger simulate --drill                 (400 thin processes, a 2 s stall)
   stagger simulate --drill --clients 10    (the same load from 10 busy processes)
-  stagger simulate --drill --server-sheds-retries"
+  stagger simulate --drill --server-sheds-retries
+
+Exit status: 0 simulated (and the report written); 1 the report could not be
+written; 2 bad usage (the message names the flag)."
 )]
 pub struct Args {
     /// The drill: 400 client processes send 200 requests/s in all to a
@@ -133,6 +138,8 @@ pub struct Args {
     threads: Option<usize>,
     #[command(flatten)]
     format: FormatArgs,
+    #[command(flatten)]
+    talk: Verbosity,
     /// Report directory (report.html, results.json, series.csv). Default
     /// ./stagger-report with the table format, none with json; `none` disables it.
     #[arg(long, value_name = "DIR")]
@@ -253,7 +260,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     let items = stagger_sim::work_items(&p, &strategies);
-    let bar = progress::Progress::new(items, std::io::stderr().is_terminal());
+    let bar = progress::Progress::new(items, !a.talk.quiet && std::io::stderr().is_terminal());
     let tick = || bar.tick();
     let opts = Options {
         threads,
@@ -276,7 +283,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &out_dir {
         stagger_lab::simulate::write_report(dir, &p, &results, &doc).map_err(lab_error)?;
     }
-    if !json {
+    if a.talk.verbose || (!json && !a.talk.quiet) {
         eprintln!(
             "{items} runs, {} simulated events in {:.2}s on {threads} thread{}{}",
             outcome.events,

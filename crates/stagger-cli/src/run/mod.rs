@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use stagger::{Call, Class, Decision, Failure, MonotonicClock, Outcome, Policy, StopReason};
 
-use crate::args::{duration, flag_error, PolicyArgs, UsageError};
+use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, Verbosity};
 
 mod child;
 mod codes;
@@ -53,12 +53,13 @@ terminal therefore cannot be run interactively under stagger.";
 ///
 /// Example: `stagger run --attempts 4 --deadline 5m -- ./flaky-upload.sh`
 #[derive(Debug, clap::Args)]
-#[command(after_long_help = EXAMPLES)]
+#[command(after_help = EXAMPLES)]
 pub struct Args {
     #[command(flatten)]
     policy: PolicyArgs,
 
-    /// Bound the whole run, attempts and waits included (e.g. `--deadline 10m`).
+    /// Bound the whole run, attempts and waits included (e.g. `--deadline 10m`;
+    /// 0 = no limit, as for timeout(1)).
     ///
     /// A wait that would leave no time for another attempt ends the run at
     /// once, and an attempt still running at the deadline is cut off as by
@@ -67,7 +68,8 @@ pub struct Args {
     #[arg(long, value_parser = duration, value_name = "D")]
     deadline: Option<Duration>,
 
-    /// Cut off an attempt that runs longer than D (e.g. `--attempt-timeout 30s`).
+    /// Cut off an attempt that runs longer than D (e.g. `--attempt-timeout 30s`;
+    /// 0 = no limit).
     ///
     /// The attempt's process group gets SIGTERM, then SIGKILL after
     /// `--kill-after`. A timeout counts as a failure and is retried (the
@@ -92,22 +94,19 @@ pub struct Args {
     #[arg(long, value_parser = codes::parse_codes, value_name = "CODES")]
     stop_on: Option<CodeSet>,
 
-    /// Print nothing of stagger's own on stderr (e.g. `--quiet` in a crontab).
-    ///
-    /// Silences the retry and give-up lines; a command that cannot be
-    /// started at all is still reported.
-    #[arg(long, short)]
-    quiet: bool,
+    /// `-q` silences the retry and give-up lines (a command that cannot be
+    /// started is still reported); `-v` also says when an attempt starts
+    /// and how the run ended.
+    #[command(flatten)]
+    talk: Verbosity,
 
-    /// `text` or `json`: with `json`, a final report on stdout after the command's output
-    /// (e.g. `--format json`).
-    ///
+    /// With `json`, a final report on stdout after the command's output:
     /// `{"stop_reason":…,"exit_code":…,"elapsed_ms":…,"attempts":[{"attempt":1,
     /// "exit_code":1,"timed_out":false,"duration_ms":…,"delay_ms":…}]}`;
     /// `exit_code` is stagger's own status, `delay_ms` the wait after each
     /// attempt (`null` after the last one).
-    #[arg(long, default_value = "text", value_parser = ["text", "json"], value_name = "FORMAT")]
-    format: String,
+    #[command(flatten)]
+    format: FormatArgs,
 
     /// Buffer stdin and give all of it to every attempt (e.g. `dump | stagger run --stdin-each -- psql`).
     ///
@@ -155,13 +154,10 @@ impl Run {
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let mut builder = a.policy.policy()?;
-    if let Some(t) = a.attempt_timeout {
+    if let Some(t) = limit(a.attempt_timeout) {
         builder = builder.attempt_timeout(t);
     }
     let policy = builder.build().map_err(flag_error)?;
-    if a.deadline == Some(Duration::ZERO) {
-        anyhow::bail!(UsageError("--deadline: must be greater than zero".into()));
-    }
     let rule = RetryRule::new(a.retry_on.clone(), a.stop_on.clone());
     let first_stdin = if a.stdin_each {
         Stdin::buffer_all().context("--stdin-each: reading stdin")?
@@ -173,10 +169,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     drop(supervisor);
 
     let exit = run.exit_code();
-    if !a.quiet && run.reason != StopReason::Success && !run.not_started {
+    if !a.talk.quiet && run.reason != StopReason::Success && !run.not_started {
         report::give_up_line(run.reason, run.attempts.len() as u32, exit);
+    } else if a.talk.verbose && run.reason == StopReason::Success {
+        report::success_line(run.attempts.len() as u32, run.elapsed);
     }
-    if a.format == "json" {
+    if a.format.json() {
         let r = Report {
             stop_reason: run.reason.as_str(),
             exit_code: exit,
@@ -204,7 +202,7 @@ fn drive(
     let clock = MonotonicClock;
     let start = Instant::now();
     let mut call = Call::new().idempotent(true);
-    if let Some(end) = a.deadline.and_then(|d| start.checked_add(d)) {
+    if let Some(end) = limit(a.deadline).and_then(|d| start.checked_add(d)) {
         call = call.deadline(end);
     }
     call.start_clock(start);
@@ -225,6 +223,9 @@ fn drive(
         } else {
             &later_stdin
         };
+        if a.talk.verbose {
+            report::start_line(call.attempts(), policy.max_attempts(), timeout);
+        }
         let t0 = Instant::now();
         let ending = supervisor.attempt(&a.command, stdin, timeout);
         let mut record = AttemptRecord {
@@ -269,7 +270,7 @@ fn drive(
                 let Some(last) = attempts.last_mut() else {
                     break StopReason::Cancelled;
                 };
-                if !a.quiet {
+                if !a.talk.quiet {
                     report::retry_line(last, policy.max_attempts(), timeout, after);
                 }
                 let waited = Instant::now();

@@ -93,6 +93,21 @@ pub fn retry_line(record: &AttemptRecord, max: u32, timeout: Option<Duration>, w
     );
 }
 
+/// With `-v`, the line printed as an attempt starts.
+pub fn start_line(attempt: u32, max: u32, timeout: Option<Duration>) {
+    let limit = timeout.map_or_else(String::new, |t| format!(", at most {}", human(t)));
+    eprintln!("stagger: attempt {attempt}/{max} starting{limit}");
+}
+
+/// With `-v`, the line printed when an attempt succeeded.
+pub fn success_line(attempts: u32, elapsed: Duration) {
+    let plural = if attempts == 1 { "" } else { "s" };
+    eprintln!(
+        "stagger: succeeded after {attempts} attempt{plural} in {}",
+        human(elapsed)
+    );
+}
+
 /// The line printed when the run ends without success.
 pub fn give_up_line(reason: StopReason, attempts: u32, exit: u8) {
     let plural = if attempts == 1 { "" } else { "s" };

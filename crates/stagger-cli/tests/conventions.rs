@@ -1,0 +1,228 @@
+//! The conventions every subcommand shares, as a user of sleep(1),
+//! timeout(1) and curl expects them: bare seconds, 0 = no limit, one
+//! `--format text|json`, `-v`/`-q`, help with examples and exit status.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+const SUBCOMMANDS: [&str; 8] = [
+    "schedule", "run", "sleep", "jitter", "simulate", "http", "gameday", "audit",
+];
+
+#[test]
+fn top_level_help_lists_every_subcommand() {
+    let dir = TempDir::new("top-help");
+    let d = stagger(&["--help"], &dir);
+    assert_eq!(code(&d), Some(0));
+    let commands: Vec<&str> = d
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    for s in SUBCOMMANDS {
+        assert!(commands.contains(&s), "{s} missing from {commands:?}");
+    }
+    // The one-line description names them too, sleep and jitter included.
+    let about = d.stdout.lines().next().unwrap_or_default();
+    for s in ["sleep", "jitter", "run", "http"] {
+        assert!(about.contains(s), "{s} missing from {about:?}");
+    }
+}
+
+#[test]
+fn every_subcommand_help_has_examples_and_exit_status() {
+    let dir = TempDir::new("help");
+    for s in SUBCOMMANDS {
+        for flag in ["-h", "--help"] {
+            let d = stagger(&[s, flag], &dir);
+            assert_eq!(code(&d), Some(0), "{s} {flag}");
+            let examples = d.stdout.find("Examples:");
+            let exit = d.stdout.find("Exit status:");
+            assert!(examples.is_some(), "{s} {flag} has no examples");
+            assert!(exit.is_some(), "{s} {flag} has no exit status");
+            let start = examples.unwrap_or_default();
+            let first = d.stdout[start..].lines().nth(1).unwrap_or_default();
+            assert!(
+                first.trim_start().starts_with("stagger ")
+                    || first.trim_start().starts_with("sleep "),
+                "{s} {flag}: first example is {first:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bare_numbers_are_seconds() {
+    let dir = TempDir::new("bare");
+    let d = stagger(&["jitter", "2..3", "--seed", "4"], &dir);
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    let v: f64 = d.stdout.trim().parse().unwrap();
+    assert!((2.0..3.0).contains(&v), "{v}");
+    let d = stagger(
+        &[
+            "schedule",
+            "--base",
+            "1.5",
+            "--cap",
+            "30",
+            "--attempts",
+            "3",
+            "--format",
+            "json",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    let j = json(&d);
+    assert_eq!(j["retries"][0]["backoff_ms"], 1500.0);
+    assert_eq!(j["retries"][1]["backoff_ms"], 3000.0);
+    for bad in ["1.2.3", "inf", "1e999", "ten"] {
+        let d = stagger(&["schedule", "--base", bad], &dir);
+        assert_eq!(code(&d), Some(2), "{bad}");
+        assert!(d.stderr.contains("--base"), "{bad}: {}", d.stderr);
+    }
+}
+
+/// `--deadline -1s` used to be read as a flag `-1` ("use -- -1").
+#[test]
+fn negative_durations_are_refused_naming_the_flag() {
+    let dir = TempDir::new("negative");
+    let cases: &[&[&str]] = &[
+        &["run", "--deadline", "-1s", "--", "true"],
+        &["run", "--kill-after", "-2", "--", "true"],
+        &["http", "--max-time", "-1s", "127.0.0.1:9"],
+        &["schedule", "--base", "-100ms"],
+        &["gameday", "--deadline", "-1s"],
+        &["simulate", "--duration", "-5s"],
+    ];
+    for args in cases {
+        let d = stagger(args, &dir);
+        assert_eq!(code(&d), Some(2), "{args:?}: {}", d.stderr);
+        assert!(d.stderr.contains(args[1]), "{args:?}: {}", d.stderr);
+        assert!(d.stderr.contains("negative"), "{args:?}: {}", d.stderr);
+        assert!(!d.stderr.contains("-- -1"), "{args:?}: {}", d.stderr);
+    }
+}
+
+/// 0 means "no limit", as in timeout(1) and curl.
+#[test]
+fn zero_deadline_and_attempt_timeout_mean_no_limit() {
+    let dir = TempDir::new("zero");
+    let d = stagger(
+        &[
+            "run",
+            "--deadline",
+            "0",
+            "--attempt-timeout",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "sleep 0.3",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    assert!(d.elapsed >= Duration::from_millis(300));
+}
+
+#[test]
+fn one_format_flag_text_or_json_with_table_kept_as_a_hidden_alias() {
+    let dir = TempDir::new("format");
+    for s in ["schedule", "run", "simulate", "http", "gameday", "audit"] {
+        let d = stagger(&[s, "--help"], &dir);
+        assert!(d.stdout.contains("--format <F>"), "{s}: {}", d.stdout);
+        assert!(
+            d.stdout.contains("text") && d.stdout.contains("json"),
+            "{s}"
+        );
+        assert!(!d.stdout.contains("table | json"), "{s}");
+        assert!(!d.stdout.contains("table|json"), "{s}");
+    }
+    let text = stagger(&["schedule", "--format", "text", "--seed", "2"], &dir);
+    let table = stagger(&["schedule", "--format", "table", "--seed", "2"], &dir);
+    assert_eq!(code(&text), Some(0));
+    assert_eq!(text.stdout, table.stdout);
+    let d = stagger(&["run", "--format", "json", "--", "true"], &dir);
+    assert_eq!(json(&d)["stop_reason"], "success");
+    let d = stagger(&["schedule", "--format", "xml"], &dir);
+    assert_eq!(code(&d), Some(2));
+    assert!(d.stderr.contains("--format"));
+}
+
+#[test]
+fn every_command_that_talks_has_verbose_and_quiet() {
+    let dir = TempDir::new("talk");
+    for s in ["run", "http", "sleep", "simulate", "gameday"] {
+        let d = stagger(&[s, "--help"], &dir);
+        assert!(d.stdout.contains("-v, --verbose"), "{s}");
+        assert!(d.stdout.contains("-q, --quiet"), "{s}");
+    }
+    // run: -q silences the retry lines, -v adds start and success lines.
+    let d = stagger(&["run", "-q", "--base", "1ms", "--", "false"], &dir);
+    assert_eq!(code(&d), Some(1));
+    assert_eq!(d.stderr, "");
+    let d = stagger(&["run", "--base", "1ms", "--", "false"], &dir);
+    assert!(d.stderr.contains("retrying"), "{}", d.stderr);
+    let d = stagger(&["run", "-v", "--", "true"], &dir);
+    assert!(d.stderr.contains("attempt 1/3 starting"), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("succeeded after 1 attempt"),
+        "{}",
+        d.stderr
+    );
+    let d = stagger(&["run", "-v", "-q", "--", "true"], &dir);
+    assert_eq!(code(&d), Some(2));
+    // sleep: -v says how long.
+    let d = stagger(&["sleep", "-v", "10ms"], &dir);
+    assert!(d.stderr.starts_with("stagger: sleeping "), "{}", d.stderr);
+    // simulate: -q drops the summary line.
+    let small = [
+        "simulate",
+        "--runs",
+        "2",
+        "--duration",
+        "5",
+        "--strategy",
+        "full",
+        "--out",
+        "none",
+    ];
+    let d = stagger(&small, &dir);
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    assert!(d.stderr.contains("simulated events"), "{}", d.stderr);
+    let mut quiet = small.to_vec();
+    quiet.push("-q");
+    let d = stagger(&quiet, &dir);
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    assert_eq!(d.stderr, "");
+}
+
+#[test]
+fn sleep_print_prints_the_delay_and_does_not_sleep() {
+    let dir = TempDir::new("print");
+    let d = stagger(&["sleep", "5..6", "--print", "--seed", "3"], &dir);
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    let v: f64 = d.stdout.trim().parse().unwrap();
+    assert!((5.0..6.0).contains(&v), "{v}");
+    assert!(d.elapsed < Duration::from_secs(5), "{:?}", d.elapsed);
+    // The same key prints the same delay: what this host will sleep.
+    let a = stagger(&["sleep", "0..5m", "--key", "web-1", "--print"], &dir);
+    let b = stagger(&["sleep", "0..5m", "--key", "web-1", "--print"], &dir);
+    assert_eq!(a.stdout, b.stdout);
+}
+
+/// `schedule --samples 0` printed NaN as the mean.
+#[test]
+fn schedule_without_samples_prints_no_nan() {
+    let dir = TempDir::new("nan");
+    let d = stagger(&["schedule", "--samples", "0"], &dir);
+    assert_eq!(code(&d), Some(0));
+    assert!(!d.stdout.to_lowercase().contains("nan"), "{}", d.stdout);
+}
