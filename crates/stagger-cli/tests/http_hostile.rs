@@ -317,6 +317,9 @@ async fn a_redirect_loop_is_cut_and_not_retried() {
     let r = stagger(
         &[
             &url,
+            "-L",
+            "--max-redirs",
+            "10",
             "--deadline",
             "2s",
             "--base",
@@ -328,7 +331,8 @@ async fn a_redirect_loop_is_cut_and_not_retried() {
     )
     .await;
     assert_bounded(&r);
-    assert_eq!(r.code(), Some(1), "{}", r.stderr());
+    // curl's "too many redirects".
+    assert_eq!(r.code(), Some(47), "{}", r.stderr());
     let v = r.json();
     assert_eq!(v["stop_reason"], "not_retryable");
     let attempts = v["attempts"].as_array().unwrap();
@@ -337,8 +341,14 @@ async fn a_redirect_loop_is_cut_and_not_retried() {
         attempts[0]["error"].as_str().unwrap().contains("redirect"),
         "{v}"
     );
-    // reqwest follows ten redirects, then gives up.
+    // Ten redirects followed, then it gives up.
     assert!(seen.load(std::sync::atomic::Ordering::Relaxed) <= 11);
+    // Without -L, as in curl, the 302 itself is the answer.
+    let before = seen.load(std::sync::atomic::Ordering::Relaxed);
+    let r = stagger(&[&url, "--deadline", "2s", "--format", "json"], true).await;
+    assert_eq!(r.code(), Some(0), "{}", r.stderr());
+    assert_eq!(r.json()["final_status"], 302);
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), before + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,219 @@
+//! The request `stagger http`'s flags describe: URL, method, headers, body
+//! and Idempotency-Key, with curl's rules for the body flags.
+//!
+//! - `-d DATA` sends DATA; `-d @FILE` the file with every CR and LF
+//!   removed (curl's `-d` is meant for form data); `-d @-` reads stdin the
+//!   same way. Several `-d` are joined with `&`.
+//! - `--data-binary` is the same with the bytes kept exactly.
+//! - Both send `Content-Type: application/x-www-form-urlencoded` unless a
+//!   `-H Content-Type:` says otherwise.
+//! - `--json DATA` (or `@FILE`, `@-`) sends the bytes as they are, with
+//!   `Content-Type` and `Accept: application/json`; several are joined
+//!   as they are.
+//! - A body makes the method POST unless `-X` names another.
+
+use std::io::Read;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::Method;
+use stagger::http::{new_idempotency_key, IDEMPOTENCY_KEY};
+
+use super::{usage, Args};
+
+/// The request the flags describe.
+pub struct Parts {
+    pub url: reqwest::Url,
+    pub method: Method,
+    pub headers: HeaderMap,
+    pub body: Option<Vec<u8>>,
+    /// The `Idempotency-Key` sent, as the user would write it (unquoted).
+    pub key: Option<String>,
+}
+
+/// The URL of the request: one without a scheme is http, as in curl.
+pub fn url(raw: &str) -> anyhow::Result<reqwest::Url> {
+    let full = if raw.contains("://") {
+        raw.to_string()
+    } else {
+        format!("http://{raw}")
+    };
+    let url = reqwest::Url::parse(&full).map_err(|e| usage(format!("URL `{raw}`: {e}")))?;
+    match url.scheme() {
+        "http" => Ok(url),
+        "https" if cfg!(feature = "tls") => Ok(url),
+        "https" => Err(usage(format!(
+            "URL `{raw}`: this build has no TLS (built without the `tls` feature)"
+        ))),
+        other => Err(usage(format!(
+            "URL `{raw}`: `{other}://` is not supported; use http:// or https://"
+        ))),
+    }
+}
+
+/// How a body flag treats its data.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `-d`: a file's or stdin's CR and LF are removed.
+    Data,
+    /// `--data-binary`, `--json`: bytes as they are.
+    Binary,
+}
+
+/// Reads one body argument: `@FILE`, `@-` (stdin) or the text itself.
+fn body_part(flag: &str, value: &str, kind: Kind) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = match value.strip_prefix('@') {
+        Some("-") => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut buf)
+                .map_err(|e| usage(format!("{flag} @-: cannot read stdin: {e}")))?;
+            buf
+        }
+        Some(path) => {
+            std::fs::read(path).map_err(|e| usage(format!("{flag}: cannot read `{path}`: {e}")))?
+        }
+        // Text typed on the command line is sent as typed.
+        None => return Ok(value.as_bytes().to_vec()),
+    };
+    if kind == Kind::Data {
+        bytes.retain(|b| *b != b'\r' && *b != b'\n');
+    }
+    Ok(bytes)
+}
+
+fn join(parts: Vec<Vec<u8>>, sep: &[u8]) -> Option<Vec<u8>> {
+    if parts.is_empty() {
+        return None;
+    }
+    Some(parts.join(sep))
+}
+
+/// Headers a body flag implies unless `-H` sets them.
+type Implied = Vec<(HeaderName, &'static str)>;
+
+/// The body and the Content-Type (and Accept) its flags imply.
+fn body(a: &Args) -> anyhow::Result<(Option<Vec<u8>>, Implied)> {
+    const FORM: &str = "application/x-www-form-urlencoded";
+    const JSON: &str = "application/json";
+    if !a.json.is_empty() {
+        let parts = a
+            .json
+            .iter()
+            .map(|v| body_part("--json", v, Kind::Binary))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        return Ok((join(parts, b""), vec![(CONTENT_TYPE, JSON), (ACCEPT, JSON)]));
+    }
+    let mut parts = Vec::new();
+    for v in &a.data {
+        parts.push(body_part("-d", v, Kind::Data)?);
+    }
+    for v in &a.data_binary {
+        parts.push(body_part("--data-binary", v, Kind::Binary)?);
+    }
+    let body = join(parts, b"&");
+    let implied = if body.is_some() {
+        vec![(CONTENT_TYPE, FORM)]
+    } else {
+        Vec::new()
+    };
+    Ok((body, implied))
+}
+
+/// The request these flags describe.
+pub fn parts(a: &Args) -> anyhow::Result<Parts> {
+    let url = url(&a.url)?;
+    let (body, implied) = body(a)?;
+    let method = match &a.method {
+        Some(m) => Method::from_bytes(m.to_ascii_uppercase().as_bytes())
+            .map_err(|_| usage(format!("-X: `{m}` is not an HTTP method")))?,
+        None if body.is_some() => Method::POST,
+        None => Method::GET,
+    };
+    let mut headers = HeaderMap::new();
+    for h in &a.headers {
+        let (k, v) = h
+            .split_once(':')
+            .ok_or_else(|| usage(format!("-H: `{h}` is not `Name: value`")))?;
+        let name = HeaderName::from_bytes(k.trim().as_bytes())
+            .map_err(|_| usage(format!("-H: `{}` is not a header name", k.trim())))?;
+        let value = HeaderValue::from_str(v.trim()).map_err(|_| {
+            usage(format!(
+                "-H: the value of `{name}` is not a valid header value"
+            ))
+        })?;
+        headers.append(name, value);
+    }
+    for (name, value) in implied {
+        if !headers.contains_key(&name) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    let key = match a.idempotency_key.as_deref() {
+        None => None,
+        Some("auto") => {
+            (method == Method::POST || method == Method::PATCH).then(new_idempotency_key)
+        }
+        Some(k) => {
+            let bare = k.trim().trim_matches('"');
+            if bare.is_empty() {
+                return Err(usage(
+                    "--idempotency-key: the key is empty; give one, or `auto`".into(),
+                ));
+            }
+            Some(HeaderValue::from_str(&format!("\"{bare}\"")).map_err(|_| {
+                usage("--idempotency-key: the key must be visible ASCII".to_string())
+            })?)
+        }
+    };
+    if let Some(k) = &key {
+        headers.insert(IDEMPOTENCY_KEY, k.clone());
+    }
+    // The key as people write it: the header's quotes are syntax.
+    let key = headers
+        .get(IDEMPOTENCY_KEY)
+        .and_then(|v| v.to_str().ok())
+        .map(|k| k.trim().trim_matches('"').to_string());
+    Ok(Parts {
+        url,
+        method,
+        headers,
+        body,
+        key,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_without_a_scheme_is_http() {
+        assert_eq!(
+            url("127.0.0.1:8080/x").unwrap().as_str(),
+            "http://127.0.0.1:8080/x"
+        );
+        assert_eq!(url("localhost").unwrap().scheme(), "http");
+        assert!(url("ftp://example.com/").is_err());
+        assert!(url("http://exa mple.com/").is_err());
+    }
+
+    #[test]
+    fn data_files_lose_their_newlines_binary_ones_keep_them() {
+        let dir = std::env::temp_dir().join(format!("stagger-body-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("b.txt");
+        std::fs::write(&f, "a=1\r\nb=2\n").unwrap();
+        let at = format!("@{}", f.display());
+        assert_eq!(body_part("-d", &at, Kind::Data).unwrap(), b"a=1b=2");
+        assert_eq!(
+            body_part("--data-binary", &at, Kind::Binary).unwrap(),
+            b"a=1\r\nb=2\n"
+        );
+        // Typed text is sent as typed.
+        assert_eq!(body_part("-d", "x\ny", Kind::Data).unwrap(), b"x\ny");
+        let missing = body_part("-d", "@/nonexistent/stagger", Kind::Data).unwrap_err();
+        assert!(missing.to_string().starts_with("-d: cannot read"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
