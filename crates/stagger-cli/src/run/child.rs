@@ -3,13 +3,21 @@
 //! Every attempt runs in a process group of its own, so a signal meant for
 //! it reaches everything it started (a shell script's `sleep`, a build's
 //! compilers), not only its first process. A terminal's Ctrl-C therefore no
-//! longer reaches the command directly: `stagger run` catches SIGINT and
-//! SIGTERM and forwards them to the group itself.
+//! longer reaches the command directly: `stagger run` catches SIGHUP,
+//! SIGINT, SIGQUIT and SIGTERM (which end the run) and SIGUSR1 and SIGUSR2
+//! (which do not) and forwards them to the group itself.
+//!
+//! A group of its own is not the terminal's foreground group, so a command
+//! that reads the terminal is stopped by SIGTTIN (SIGTTOU for some writes).
+//! The waiter sees such a stop and the run ends with a message naming
+//! `--foreground`, instead of waiting forever on a stopped command. With
+//! `--foreground` (as in timeout(1)) the command stays in stagger's group:
+//! it may read the terminal, and signals reach only its first process.
 //!
 //! One channel carries everything the supervisor waits for (the child's
-//! exit, from a thread blocked in `wait`, and caught signals, from
-//! signal-hook's thread), so waiting is a single `recv_timeout` armed with
-//! the next timer: no polling.
+//! exit or stop, from a thread blocked in `waitpid`, and caught signals,
+//! from signal-hook's thread), so waiting is a single `recv_timeout` armed
+//! with the next timer: no polling.
 
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -19,14 +27,27 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{killpg, Signal};
+use nix::errno::Errno;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2};
 use signal_hook::iterator::{Handle, Signals};
+
+/// The signals `stagger run` catches and forwards to the command.
+pub const FORWARDED: [i32; 6] = [SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2];
+
+/// Whether a caught signal only passes through (the run goes on) rather
+/// than asking the run to end.
+pub fn passes_through(signal: i32) -> bool {
+    signal == SIGUSR1 || signal == SIGUSR2
+}
 
 /// What the supervisor hears about.
 enum Event {
     Exited(io::Result<ExitStatus>),
+    /// The command was stopped by this signal.
+    Stopped(i32),
     Signal(i32),
 }
 
@@ -61,6 +82,12 @@ pub enum Ending {
         timed_out: bool,
         /// The signal stagger caught and forwarded while it ran, if any.
         interrupted: Option<i32>,
+        /// Whether stagger had to send SIGKILL (a timeout or an interrupt
+        /// that the command outlived by the grace period).
+        killed: bool,
+        /// The terminal stop (SIGTTIN or SIGTTOU) that made stagger end the
+        /// command, if one did.
+        tty_stop: Option<i32>,
     },
     /// The command could not be started at all.
     NotStarted(io::Error),
@@ -76,13 +103,43 @@ pub fn exit_code(status: ExitStatus) -> u8 {
     }
 }
 
-/// Runs attempts and waits, hearing SIGINT and SIGTERM meanwhile.
+/// How attempts are run and stopped.
+#[derive(Debug, Clone, Copy)]
+pub struct Control {
+    /// Grace period between the timeout signal and SIGKILL.
+    pub kill_after: Duration,
+    /// The signal sent when an attempt times out (SIGTERM by default).
+    pub timeout_signal: Signal,
+    /// Keep the command in stagger's process group (`--foreground`).
+    pub foreground: bool,
+}
+
+/// Runs attempts and waits, hearing the forwarded signals meanwhile.
 pub struct Supervisor {
     tx: Sender<Event>,
     rx: Receiver<Event>,
     signals: Handle,
-    /// Grace period between SIGTERM and SIGKILL.
-    kill_after: Duration,
+    control: Control,
+}
+
+/// Where signals for the command go: its group, or (with `--foreground`)
+/// its first process only.
+#[derive(Clone, Copy)]
+struct Target {
+    pid: Pid,
+    group: bool,
+}
+
+impl Target {
+    /// Sends `signal`. The command may already be gone (it exited just
+    /// now): that is not an error.
+    fn send(self, signal: Signal) {
+        let _ = if self.group {
+            killpg(self.pid, signal)
+        } else {
+            kill(self.pid, signal)
+        };
+    }
 }
 
 impl Drop for Supervisor {
@@ -92,10 +149,10 @@ impl Drop for Supervisor {
 }
 
 impl Supervisor {
-    /// Starts listening for SIGINT and SIGTERM.
-    pub fn new(kill_after: Duration) -> io::Result<Self> {
+    /// Starts listening for the forwarded signals.
+    pub fn new(control: Control) -> io::Result<Self> {
         let (tx, rx) = mpsc::channel();
-        let mut signals = Signals::new([SIGINT, SIGTERM])?;
+        let mut signals = Signals::new(FORWARDED)?;
         let handle = signals.handle();
         let to_main = tx.clone();
         thread::Builder::new()
@@ -111,11 +168,12 @@ impl Supervisor {
             tx,
             rx,
             signals: handle,
-            kill_after,
+            control,
         })
     }
 
-    /// Waits `d`, or less if SIGINT or SIGTERM arrives: then returns it.
+    /// Waits `d`, or less if a signal that ends the run arrives: then
+    /// returns it. SIGUSR1 and SIGUSR2 have no command to go to here.
     pub fn wait(&self, d: Duration) -> Option<i32> {
         let until = Instant::now().checked_add(d);
         loop {
@@ -129,15 +187,17 @@ impl Supervisor {
                 },
                 None => self.rx.recv().ok()?,
             };
-            if let Event::Signal(s) = event {
-                return Some(s);
+            match event {
+                Event::Signal(s) if !passes_through(s) => return Some(s),
+                _ => {}
             }
         }
     }
 
     /// Runs one attempt of `command` with `stdin`, cutting it off after
-    /// `timeout`: SIGTERM to its process group, then SIGKILL once the grace
-    /// period has passed. A caught signal is forwarded the same way.
+    /// `timeout`: the timeout signal to its process group, then SIGKILL
+    /// once the grace period has passed. A caught signal is forwarded the
+    /// same way.
     pub fn attempt(
         &self,
         command: &[std::ffi::OsString],
@@ -148,7 +208,10 @@ impl Supervisor {
             return Ending::NotStarted(io::Error::new(io::ErrorKind::NotFound, "no command"));
         };
         let mut cmd = Command::new(program);
-        cmd.args(args).process_group(0).stdin(match stdin {
+        if !self.control.foreground {
+            cmd.process_group(0);
+        }
+        cmd.args(args).stdin(match stdin {
             Stdin::Inherit => Stdio::inherit(),
             Stdin::Null => Stdio::null(),
             Stdin::Bytes(_) => Stdio::piped(),
@@ -158,7 +221,11 @@ impl Supervisor {
             Ok(c) => c,
             Err(e) => return Ending::NotStarted(e),
         };
-        let group = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let target = Target {
+            pid,
+            group: !self.control.foreground,
+        };
         if let (Stdin::Bytes(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
             let bytes = Arc::clone(bytes);
             // A command that never reads its input must not block stagger:
@@ -167,23 +234,28 @@ impl Supervisor {
                 let _ = pipe.write_all(&bytes);
             });
         }
+        // The waiter reaps the child itself (std's `Child` is dropped
+        // unwaited) so that it hears stops as well as the exit.
+        drop(child);
         let to_main = self.tx.clone();
-        let waiter = thread::Builder::new().name("wait".into()).spawn(move || {
-            let _ = to_main.send(Event::Exited(child.wait()));
-        });
+        let waiter = thread::Builder::new()
+            .name("wait".into())
+            .spawn(move || wait_for(pid, &to_main));
         if let Err(e) = waiter {
             // Without a waiter nothing would reap the child: stop it here.
-            let _ = killpg(group, Signal::SIGKILL);
+            target.send(Signal::SIGKILL);
             return Ending::NotStarted(e);
         }
-        self.supervise(group, start, timeout)
+        self.supervise(target, start, timeout)
     }
 
-    fn supervise(&self, group: Pid, start: Instant, timeout: Option<Duration>) -> Ending {
+    fn supervise(&self, target: Target, start: Instant, timeout: Option<Duration>) -> Ending {
         let mut term_at = timeout.and_then(|t| start.checked_add(t));
         let mut kill_at: Option<Instant> = None;
         let mut timed_out = false;
         let mut interrupted = None;
+        let mut killed = false;
+        let mut tty_stop = None;
         loop {
             let next = match (term_at, kill_at) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -202,40 +274,64 @@ impl Supervisor {
                             status,
                             timed_out,
                             interrupted,
+                            killed: killed && status.signal() == Some(Signal::SIGKILL as i32),
+                            tty_stop,
                         },
                         Err(e) => Ending::NotStarted(e),
                     };
+                }
+                Ok(Event::Signal(s)) if passes_through(s) => {
+                    target.send(Signal::try_from(s).unwrap_or(Signal::SIGUSR1));
                 }
                 Ok(Event::Signal(s)) => {
                     let first = interrupted.is_none();
                     interrupted.get_or_insert(s);
                     term_at = None;
                     if first {
-                        signal_group(group, Signal::try_from(s).unwrap_or(Signal::SIGTERM));
+                        target.send(Signal::try_from(s).unwrap_or(Signal::SIGTERM));
                         // A grace period already running (after a timeout) is kept.
                         kill_at = kill_at.or_else(|| self.grace_end());
                     } else {
                         // Asked twice: stop waiting for a clean exit.
-                        signal_group(group, Signal::SIGKILL);
+                        target.send(Signal::SIGKILL);
+                        killed = true;
                     }
                 }
+                Ok(Event::Stopped(s))
+                    if !self.control.foreground && (s == SIGTTIN || s == SIGTTOU) =>
+                {
+                    // Stopped for wanting the terminal, it would wait
+                    // forever: end it (SIGKILL works on a stopped process).
+                    if tty_stop.is_none() {
+                        tty_stop = Some(s);
+                        term_at = None;
+                        kill_at = None;
+                        target.send(Signal::SIGKILL);
+                    }
+                }
+                // Stopped by someone else (SIGSTOP, SIGTSTP): they will
+                // continue it.
+                Ok(Event::Stopped(_)) => {}
                 Err(RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
                     if kill_at.is_some_and(|k| now >= k) {
-                        signal_group(group, Signal::SIGKILL);
+                        target.send(Signal::SIGKILL);
+                        killed = true;
                         kill_at = None;
                     }
                     if term_at.is_some_and(|t| now >= t) {
                         timed_out = true;
                         term_at = None;
-                        signal_group(group, Signal::SIGTERM);
+                        target.send(self.control.timeout_signal);
+                        // A stopped command would never act on it.
+                        target.send(Signal::SIGCONT);
                         kill_at = self.grace_end();
                     }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     // Every sender is gone, including our own: cannot happen
                     // while `self` lives. Stop the group rather than hang.
-                    signal_group(group, Signal::SIGKILL);
+                    target.send(Signal::SIGKILL);
                     return Ending::NotStarted(io::Error::other("lost track of the command"));
                 }
             }
@@ -243,15 +339,32 @@ impl Supervisor {
     }
 
     fn grace_end(&self) -> Option<Instant> {
-        if self.kill_after.is_zero() {
+        let kill_after = self.control.kill_after;
+        if kill_after.is_zero() {
             return Some(Instant::now());
         }
-        Instant::now().checked_add(self.kill_after)
+        Instant::now().checked_add(kill_after)
     }
 }
 
-/// Sends `signal` to every process of the group. The group may already be
-/// gone (the command exited just now): that is not an error.
-fn signal_group(group: Pid, signal: Signal) {
-    let _ = killpg(group, signal);
+/// The waiter thread: reports each stop of `pid` and, last, its exit.
+fn wait_for(pid: Pid, to_main: &Sender<Event>) {
+    loop {
+        let event = match waitpid(pid, Some(WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                Event::Exited(Ok(ExitStatus::from_raw((code & 0xff) << 8)))
+            }
+            Ok(WaitStatus::Signaled(_, sig, core)) => {
+                let raw = sig as i32 | if core { 0x80 } else { 0 };
+                Event::Exited(Ok(ExitStatus::from_raw(raw)))
+            }
+            Ok(WaitStatus::Stopped(_, sig)) => Event::Stopped(sig as i32),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(e) => Event::Exited(Err(io::Error::from(e))),
+        };
+        let last = matches!(event, Event::Exited(_));
+        if to_main.send(event).is_err() || last {
+            return;
+        }
+    }
 }

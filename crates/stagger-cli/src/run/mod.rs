@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use nix::sys::signal::Signal;
 use stagger::{Call, Class, Decision, Failure, MonotonicClock, Outcome, Policy, StopReason};
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, Verbosity};
@@ -23,7 +24,7 @@ mod child;
 mod codes;
 mod report;
 
-use child::{exit_code, Ending, Stdin, Supervisor};
+use child::{exit_code, Control, Ending, Stdin, Supervisor};
 use codes::{CodeSet, RetryRule};
 pub(crate) use report::human;
 use report::{AttemptRecord, Report};
@@ -31,23 +32,36 @@ use report::{AttemptRecord, Report};
 const EXAMPLES: &str = "\
 Examples:
   stagger run -- curl -fsS https://example.com/health
-  stagger run --attempts 5 --base 1s --cap 30s --deadline 2m -- ./deploy.sh
-  stagger run --attempt-timeout 30s --stop-on 2 -- make integration-test
+  stagger run --attempts 5 --base 1 --cap 30 --deadline 2m -- ./deploy.sh
+  stagger run --attempt-timeout 30 -s INT -k 10 --stop-on 2 -- make integration-test
   stagger run --retry-on 75 --format json -- rsync -a src/ host:dst/
-  stagger sleep 0..5m && stagger run --attempts 4 --quiet -- backup.sh   (crontab)
+  stagger run --foreground -- ./login.sh          (a command that asks for a password)
+  stagger sleep 0..5m && stagger run --attempts 4 -q -- backup.sh   (crontab)
 
 Exit status: 0 when an attempt succeeded; otherwise the last attempt's
-status (128+N if a signal N killed it), except: 124 when the deadline or an
-attempt timeout ended the run (as timeout(1) does); 127 if the command was
-not found and 126 if it could not be run (both at once, without retries);
-2 for a bad flag. Interrupted by SIGINT or SIGTERM, stagger forwards the
-signal to the command, makes no further attempt, and then ends by that same
-signal (a shell reports 130 or 143), unless the interrupted attempt
-succeeded.
+status (128+N if signal N killed it), except, as timeout(1) has them:
+  124  the deadline or an attempt timeout ended the run
+  137  ... and the command had to be killed with SIGKILL (see --kill-after)
+  125  stagger itself failed (signals, stdin, or a command stopped for
+       reading the terminal without --foreground)
+  126  the command could not be run (not executable), without retries
+  127  the command was not found (or, for a path, no such file), without retries
+  2    a bad flag
+With --preserve-status, a timed-out run exits with the command's own status.
+
+Signals: SIGHUP, SIGINT, SIGQUIT and SIGTERM sent to stagger are forwarded
+to the command; no further attempt is made, and stagger then ends by that
+same signal (a shell reports 129, 130, 131 or 143) unless the interrupted
+attempt succeeded. SIGUSR1 and SIGUSR2 are forwarded and the run goes on.
+Ctrl-C: the command gets SIGINT, then SIGKILL if it is still running after
+--kill-after (2 s by default); a second Ctrl-C kills it at once.
 
 The command runs in a process group of its own, so timeouts and forwarded
-signals reach everything it started. A command that reads from the
-terminal therefore cannot be run interactively under stagger.";
+signals reach everything it started. Such a command cannot read the
+terminal: if it tries, it is stopped by the system (SIGTTIN), and stagger
+ends it and says so. --foreground runs it in stagger's group instead, as
+timeout(1) does: it may read the terminal, and signals reach only the
+command itself, not the processes it started.";
 
 /// Run a command; when it fails, wait a jittered backoff and run it again.
 ///
@@ -78,9 +92,35 @@ pub struct Args {
     #[arg(long, value_parser = duration, value_name = "D")]
     attempt_timeout: Option<Duration>,
 
-    /// Grace period between SIGTERM and SIGKILL (e.g. `--kill-after 10s`; 0 kills at once).
-    #[arg(long, default_value = "2s", value_parser = duration, value_name = "D")]
+    /// Grace period between the timeout signal (or a forwarded Ctrl-C) and
+    /// SIGKILL (e.g. `-k 10s`; 0 kills at once).
+    ///
+    /// After a timeout, a command still running D after the signal is
+    /// killed, and the exit status is 137. After Ctrl-C (SIGINT) or another
+    /// ending signal, likewise: SIGKILL once D has passed; a second Ctrl-C
+    /// kills at once.
+    #[arg(short = 'k', long, default_value = "2s", value_parser = duration, value_name = "D")]
     kill_after: Duration,
+
+    /// The signal sent when an attempt times out, a name or a number
+    /// (e.g. `-s INT`, `--signal HUP`, `-s 9`; default TERM).
+    #[arg(short = 's', long = "signal", default_value = "TERM", value_parser = signal_name, value_name = "SIG")]
+    signal: Signal,
+
+    /// Run the command in stagger's own process group, as timeout(1)
+    /// `--foreground` does (e.g. `--foreground`).
+    ///
+    /// The command may then read the terminal (a password prompt, a
+    /// `[Y/n]`) and gets the terminal's Ctrl-C and Ctrl-Z itself; timeouts
+    /// and forwarded signals reach only the command, not the processes it
+    /// started.
+    #[arg(long)]
+    foreground: bool,
+
+    /// After a timeout, exit with the command's own status (e.g. 143 for
+    /// SIGTERM) instead of 124 (e.g. `--preserve-status`).
+    #[arg(long)]
+    preserve_status: bool,
 
     /// Retry only these exit codes (e.g. `--retry-on 1,75` or `--retry-on 64-78`).
     ///
@@ -121,6 +161,25 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
+/// Parses `--signal`: TERM, SIGTERM, term, or a number.
+fn signal_name(s: &str) -> Result<Signal, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<i32>() {
+        return Signal::try_from(n).map_err(|_| format!("`{t}` is not a signal number"));
+    }
+    let upper = t.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<Signal>()
+        .map_err(|_| format!("`{t}` is not a signal; write e.g. TERM, INT, HUP, KILL or 9"))
+}
+
+/// stagger's own failure (timeout(1)'s 125).
+const OWN_FAILURE: u8 = 125;
+
 /// How the run went, before it is reported.
 struct Run {
     reason: StopReason,
@@ -129,22 +188,36 @@ struct Run {
     interrupted: Option<i32>,
     /// The command could not be started.
     not_started: bool,
+    /// The command was stopped for reading (or writing) the terminal.
+    tty_stop: Option<i32>,
     elapsed: Duration,
 }
 
 impl Run {
     /// stagger's exit status (see `EXAMPLES` for the contract).
-    fn exit_code(&self) -> u8 {
+    fn exit_code(&self, preserve_status: bool) -> u8 {
         let last = self.attempts.last();
+        // After a timeout: the command's status, 137 if it had to be
+        // killed, or else 124.
+        let timed_out = |a: Option<&AttemptRecord>| match a {
+            Some(a) if preserve_status => a.exit_code,
+            Some(a) if a.killed => 137,
+            _ => 124,
+        };
         match self.reason {
             StopReason::Success => 0,
+            _ if self.tty_stop.is_some() => OWN_FAILURE,
             StopReason::Cancelled => match self.interrupted {
                 Some(s) => 128u8.saturating_add(u8::try_from(s).unwrap_or(0)),
                 None => last.map_or(1, |a| a.exit_code),
             },
-            StopReason::Deadline => 124,
+            StopReason::Deadline => match last {
+                Some(a) if a.timed_out => timed_out(Some(a)),
+                Some(a) if preserve_status => a.exit_code,
+                _ => 124,
+            },
             _ => match last {
-                Some(a) if a.timed_out => 124,
+                Some(a) if a.timed_out => timed_out(Some(a)),
                 Some(a) => a.exit_code,
                 None => 1,
             },
@@ -159,17 +232,45 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     let policy = builder.build().map_err(flag_error)?;
     let rule = RetryRule::new(a.retry_on.clone(), a.stop_on.clone());
+    // From here on a failure is stagger's own, not the command's: 125.
+    let own = |e: anyhow::Error| {
+        eprintln!("stagger: {e:#}");
+        Ok(ExitCode::from(OWN_FAILURE))
+    };
     let first_stdin = if a.stdin_each {
-        Stdin::buffer_all().context("--stdin-each: reading stdin")?
+        match Stdin::buffer_all().context("--stdin-each: reading stdin") {
+            Ok(s) => s,
+            Err(e) => return own(e),
+        }
     } else {
         Stdin::Inherit
     };
-    let supervisor = Supervisor::new(a.kill_after).context("listening for signals")?;
+    let control = Control {
+        kill_after: a.kill_after,
+        timeout_signal: a.signal,
+        foreground: a.foreground,
+    };
+    let supervisor = match Supervisor::new(control).context("listening for signals") {
+        Ok(s) => s,
+        Err(e) => return own(e),
+    };
     let run = drive(a, &policy, &rule, &supervisor, first_stdin);
     drop(supervisor);
 
-    let exit = run.exit_code();
-    if !a.talk.quiet && run.reason != StopReason::Success && !run.not_started {
+    let exit = run.exit_code(a.preserve_status);
+    if let Some(sig) = run.tty_stop {
+        let name = Signal::try_from(sig).map_or("a terminal stop", |s| s.as_str());
+        eprintln!(
+            "stagger: the command was stopped ({name}) for using the terminal, which it \
+             cannot do in a process group of its own; ended it. Use --foreground to let \
+             it read the terminal"
+        );
+    }
+    if !a.talk.quiet
+        && run.reason != StopReason::Success
+        && !run.not_started
+        && run.tty_stop.is_none()
+    {
         report::give_up_line(run.reason, run.attempts.len() as u32, exit);
     } else if a.talk.verbose && run.reason == StopReason::Success {
         report::success_line(run.attempts.len() as u32, run.elapsed);
@@ -181,7 +282,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             elapsed_ms: report::millis(run.elapsed),
             attempts: run.attempts,
         };
-        report::print_json(&r).context("writing the report")?;
+        if let Err(e) = report::print_json(&r).context("writing the report") {
+            return own(e);
+        }
     }
     if let (StopReason::Cancelled, Some(sig)) = (run.reason, run.interrupted) {
         // End the way an interrupted program should, so that a calling
@@ -213,6 +316,7 @@ fn drive(
     let mut attempts: Vec<AttemptRecord> = Vec::new();
     let mut interrupted = None;
     let mut not_started = false;
+    let mut tty_stop = None;
     let reason = loop {
         let timeout = match policy.start_attempt(&mut call, clock) {
             Ok(t) => t,
@@ -235,6 +339,7 @@ fn drive(
             duration_ms: report::millis(t0.elapsed()),
             delay_ms: None,
             signal: None,
+            killed: false,
         };
         let outcome: Outcome = match ending {
             Ending::NotStarted(e) => {
@@ -246,11 +351,18 @@ fn drive(
                 status,
                 timed_out,
                 interrupted: caught,
+                killed,
+                tty_stop: stopped,
             } => {
                 record.exit_code = exit_code(status);
                 record.timed_out = timed_out;
+                record.killed = killed;
                 record.signal = std::os::unix::process::ExitStatusExt::signal(&status);
-                if caught.is_some() {
+                if stopped.is_some() {
+                    // Another attempt would stop the same way.
+                    tty_stop = stopped;
+                    Failure::permanent().into()
+                } else if caught.is_some() {
                     interrupted = caught;
                     match record.exit_code {
                         0 => Outcome::Success,
@@ -291,6 +403,7 @@ fn drive(
         attempts,
         interrupted,
         not_started,
+        tty_stop,
         elapsed: start.elapsed(),
     }
 }
@@ -302,7 +415,12 @@ fn not_started_message(command: &[OsString], e: &std::io::Error) -> u8 {
         .first()
         .map_or_else(String::new, |c| c.to_string_lossy().into_owned());
     if e.kind() == std::io::ErrorKind::NotFound {
-        eprintln!("stagger: {name}: command not found");
+        // A path was looked up as given, not on PATH.
+        if name.contains('/') {
+            eprintln!("stagger: {name}: no such file or directory");
+        } else {
+            eprintln!("stagger: {name}: command not found");
+        }
         127
     } else {
         eprintln!("stagger: {name}: cannot run: {e}");

@@ -25,6 +25,10 @@ pub struct AttemptRecord {
     /// `exit_code` already says 128 + n).
     #[serde(skip)]
     pub signal: Option<i32>,
+    /// Whether stagger had to kill the command with SIGKILL (not in the
+    /// JSON: `exit_code` says 137).
+    #[serde(skip)]
+    pub killed: bool,
 }
 
 /// The final JSON report (field order is part of the format).
@@ -153,6 +157,7 @@ mod tests {
                 duration_ms: 3,
                 delay_ms: None,
                 signal: None,
+                killed: false,
             }],
         };
         assert_eq!(
@@ -170,6 +175,7 @@ mod tests {
             duration_ms: 0,
             delay_ms: None,
             signal: None,
+            killed: false,
         };
         assert_eq!(why(&r, None), "exit 1");
         r.exit_code = 137;
