@@ -220,6 +220,69 @@ pub fn negative_durations_reach_the_parser(cmd: clap::Command) -> clap::Command 
     })
 }
 
+/// Exits with clap's message for a bad value, naming the flag as the user
+/// typed it (`-m`, `--deadline`) rather than its canonical name
+/// (`--max-time`), so the message points at what is on the command line.
+pub fn exit_naming_the_flag_typed(e: clap::Error, argv: &[std::ffi::OsString]) -> ! {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let renamed = match (
+        e.kind(),
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) {
+        (
+            ErrorKind::ValueValidation | ErrorKind::InvalidValue,
+            Some(ContextValue::String(arg)),
+            Some(ContextValue::String(value)),
+        ) => {
+            let canonical = arg.split(' ').next().unwrap_or(arg);
+            typed_flag(argv, value)
+                .filter(|typed| typed != canonical)
+                .map(|typed| {
+                    e.render().to_string().replacen(
+                        &format!("'{canonical}"),
+                        &format!("'{typed}"),
+                        1,
+                    )
+                })
+        }
+        _ => None,
+    };
+    match renamed {
+        Some(msg) => {
+            eprint!("{msg}");
+            std::process::exit(e.exit_code())
+        }
+        None => e.exit(),
+    }
+}
+
+/// The flag that carried `value` on the command line: `-m 5`, `-m5`,
+/// `--deadline 5` or `--deadline=5`.
+fn typed_flag(argv: &[std::ffi::OsString], value: &str) -> Option<String> {
+    let args: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    for (i, a) in args.iter().enumerate().skip(1) {
+        if a == "--" {
+            break;
+        }
+        if let Some((flag, v)) = a.split_once('=') {
+            if flag.starts_with("--") && v == value {
+                return Some(flag.to_string());
+            }
+        }
+        if a == value && args[i - 1].starts_with('-') && args[i - 1].len() > 1 {
+            return Some(args[i - 1].clone());
+        }
+        if a.len() > 2 && a.starts_with('-') && !a.starts_with("--") && a[2..] == *value {
+            return Some(a[..2].to_string());
+        }
+    }
+    None
+}
+
 /// A bad flag value: the binary exits 2 with this message.
 #[derive(Debug)]
 pub struct UsageError(pub String);

@@ -58,8 +58,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cmd = args::negative_durations_reach_the_parser(Cli::command());
-    let cli = Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit());
+    let cli = cmd
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| args::exit_naming_the_flag_typed(e, &argv));
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

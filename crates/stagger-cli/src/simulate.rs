@@ -243,6 +243,19 @@ impl Args {
     }
 }
 
+/// Fails at once, before a long simulation, if the report directory
+/// cannot be made or written to.
+fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
+    let shown = dir.display();
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("--out: cannot create {shown}: {e}"))?;
+    let probe = dir.join(".stagger-write-test");
+    std::fs::File::create(&probe)
+        .map_err(|e| anyhow::anyhow!("--out: cannot write in {shown}: {e}"))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let (p, strategies) = a.params()?;
@@ -254,6 +267,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         None if json => None,
         None => Some(PathBuf::from("stagger-report")),
     };
+    if let Some(dir) = &out_dir {
+        writable(dir)?;
+    }
     let threads = match a.threads {
         Some(0) => return Err(bad("threads", "must be at least 1".into())),
         Some(n) => n.min(1024),

@@ -226,3 +226,56 @@ fn schedule_without_samples_prints_no_nan() {
     assert_eq!(code(&d), Some(0));
     assert!(!d.stdout.to_lowercase().contains("nan"), "{}", d.stdout);
 }
+
+/// `-m x` and `--deadline x` are named as typed, not as `--max-time`.
+#[test]
+fn errors_name_the_flag_as_typed() {
+    let dir = TempDir::new("typed");
+    for (args, typed) in [
+        (
+            &["http", "--deadline", "soon", "127.0.0.1:9"][..],
+            "'--deadline",
+        ),
+        (&["http", "-m", "-1", "127.0.0.1:9"], "'-m"),
+        (&["http", "--deadline=x", "127.0.0.1:9"], "'--deadline"),
+        (&["http", "--max-time", "x", "127.0.0.1:9"], "'--max-time"),
+    ] {
+        let d = stagger(args, &dir);
+        assert_eq!(code(&d), Some(2), "{args:?}");
+        assert!(d.stderr.contains(typed), "{args:?}: {}", d.stderr);
+    }
+}
+
+/// The small bugs of the first CLI: each named after what it did.
+#[test]
+fn strategy_lists_with_empty_entries_or_typos_are_refused_as_written() {
+    let dir = TempDir::new("strategy");
+    let d = stagger(&["simulate", "--strategy", "full,,none"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+    assert!(d.stderr.contains("--strategy"), "{}", d.stderr);
+    let d = stagger(&["gameday", "--strategy", "full+budgett"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+    assert!(d.stderr.contains("`full+budgett`"), "{}", d.stderr);
+    assert!(!d.stderr.contains("none+"), "{}", d.stderr);
+}
+
+#[test]
+fn gameday_too_short_for_its_fault_blames_duration_not_fault_at() {
+    let dir = TempDir::new("short-gameday");
+    let d = stagger(&["gameday", "--duration", "1s"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+    assert!(d.stderr.contains("--duration"), "{}", d.stderr);
+    assert!(!d.stderr.contains("--fault-at"), "{}", d.stderr);
+}
+
+#[test]
+fn simulate_fails_on_an_unwritable_out_before_simulating() {
+    let dir = TempDir::new("unwritable");
+    let d = stagger(
+        &["simulate", "--runs", "100000", "--out", "/proc/stagger-x"],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    assert!(d.stderr.contains("--out"), "{}", d.stderr);
+    assert!(d.elapsed < Duration::from_secs(2), "{:?}", d.elapsed);
+}

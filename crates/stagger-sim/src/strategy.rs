@@ -169,9 +169,26 @@ impl Strategy {
     /// and `all+budget` to every kind with a budget.
     pub fn parse_list(s: &str) -> Result<Vec<Strategy>, SimError> {
         let mut out = Vec::new();
-        for item in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let items: Vec<&str> = s.split(',').map(str::trim).collect();
+        if items.len() > 1 && items.iter().any(|t| t.is_empty()) {
+            return Err(SimError::new(
+                "strategy",
+                format!("`{s}` has an empty entry; separate strategies with single commas"),
+            ));
+        }
+        for item in items.into_iter().filter(|t| !t.is_empty()) {
             let (head, tail) = item.split_once('+').unwrap_or((item, ""));
-            let guards: Strategy = format!("none+{tail}").trim_end_matches('+').parse()?;
+            // The guardrails are checked on their own; an error names the
+            // entry as written.
+            let guards: Strategy = format!("none+{tail}")
+                .trim_end_matches('+')
+                .parse()
+                .map_err(|e: SimError| {
+                    SimError::new(
+                        "strategy",
+                        e.problem().replace("`none+", &format!("`{head}+")),
+                    )
+                })?;
             let kinds: Vec<RetryKind> = if head == "all" {
                 RetryKind::ALL.to_vec()
             } else {
@@ -426,8 +443,22 @@ mod tests {
     }
 
     #[test]
+    fn a_misspelt_guardrail_names_the_entry_as_written() {
+        let e = Strategy::parse_list("none,full+budgett").unwrap_err();
+        assert!(e.problem().contains("`full+budgett`"), "{}", e.problem());
+    }
+
+    #[test]
     fn bad_names_name_the_flag() {
-        for s in ["", "fast", "full+cache", "full,,+"] {
+        for s in [
+            "",
+            "fast",
+            "full+cache",
+            "full,,+",
+            "full,,none",
+            ",full",
+            "full,",
+        ] {
             assert_eq!(
                 Strategy::parse_list(s).unwrap_err().flag(),
                 "strategy",

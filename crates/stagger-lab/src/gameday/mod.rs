@@ -231,7 +231,9 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             (at, Some(at.saturating_add(len)))
         }
     };
-    if fault_start >= a.duration {
+    // Only a --fault-at the user gave is named here; a default start that
+    // does not fit is a --duration too short, reported just below.
+    if fault_start >= a.duration && a.fault_at.is_some() {
         return Err(usage(
             "--fault-at: must be before the end of --duration".into(),
         ));
@@ -457,6 +459,31 @@ mod tests {
             keys: true,
             soak: false,
         }
+    }
+
+    /// `--fault none` described a fault "from 0.0 s to 0.0 s".
+    #[test]
+    fn a_baseline_is_described_as_no_fault() {
+        let c = Config {
+            fault: Fault::None,
+            ..config()
+        };
+        let legend = report::legend(plan(&c).unwrap().params());
+        assert!(legend.starts_with("no fault"), "{legend}");
+        assert!(!legend.contains("from 0.0 s"), "{legend}");
+        let legend = report::legend(plan(&config()).unwrap().params());
+        assert!(legend.starts_with("fault stall from 10.0 s"), "{legend}");
+    }
+
+    /// `--duration 1s` blamed `--fault-at`, a flag nobody typed.
+    #[test]
+    fn a_run_too_short_for_the_default_fault_start_names_duration() {
+        let c = Config {
+            duration: Duration::from_secs(1),
+            ..config()
+        };
+        let e = plan(&c).err().expect("too short").to_string();
+        assert!(e.contains("--duration") && !e.contains("--fault-at"), "{e}");
     }
 
     #[test]

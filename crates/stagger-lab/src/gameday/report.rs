@@ -158,12 +158,16 @@ pub fn legend(p: &Params) -> String {
         (false, true) => ", drops expired work",
         (true, true) => ", sheds retries first, drops expired work",
     };
+    // A baseline has no fault window to describe.
+    let fault = if p.fault == "none" {
+        "no fault (a baseline; recovery counts from the start)".to_string()
+    } else {
+        format!("fault {} from {:.1} s to {end}", p.fault, p.outage_start_s)
+    };
     format!(
-        "fault {} from {:.1} s to {end}; {} new requests/s from {} clients in {} pods; server \
+        "{fault}; {} new requests/s from {} clients in {} pods; server \
          capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}); attempt timeout {:.0} ms, \
          deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
-        p.fault,
-        p.outage_start_s,
         p.rate,
         p.clients,
         p.pods,
