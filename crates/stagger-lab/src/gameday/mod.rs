@@ -482,7 +482,10 @@ mod tests {
             duration: Duration::from_secs(1),
             ..config()
         };
-        let e = plan(&c).err().expect("too short").to_string();
+        let Err(e) = plan(&c) else {
+            panic!("a 1 s game-day was accepted")
+        };
+        let e = e.to_string();
         assert!(e.contains("--duration") && !e.contains("--fault-at"), "{e}");
     }
 
