@@ -265,9 +265,17 @@ impl Args {
                 )));
             }
             // As curl's --cacert: these certificates instead of the system's.
-            b = b.tls_built_in_root_certs(false);
             for c in certs {
                 b = b.add_root_certificate(c);
+            }
+        } else if !self.insecure {
+            // The system's roots. Unreadable ones are skipped: a server
+            // they would have vouched for then fails with exit 60.
+            let found = rustls_native_certs::load_native_certs();
+            for der in found.certs {
+                if let Ok(c) = reqwest::Certificate::from_der(der.as_ref()) {
+                    b = b.add_root_certificate(c);
+                }
             }
         }
         Ok(b.danger_accept_invalid_certs(self.insecure))
