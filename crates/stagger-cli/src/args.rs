@@ -225,6 +225,20 @@ pub fn negative_durations_reach_the_parser(cmd: clap::Command) -> clap::Command 
 /// (`--max-time`), so the message points at what is on the command line.
 pub fn exit_naming_the_flag_typed(e: clap::Error, argv: &[std::ffi::OsString]) -> ! {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if let (ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) =
+        (e.kind(), e.get(ContextKind::InvalidArg))
+    {
+        let name = arg.split('=').next().unwrap_or(arg);
+        if let Some(tip) = habit(name) {
+            let msg = e.render().to_string();
+            let msg = match msg.find("\nFor more information") {
+                Some(i) => format!("{}\n  tip: {tip}{}", &msg[..i], &msg[i..]),
+                None => format!("{msg}  tip: {tip}\n"),
+            };
+            eprint!("{msg}");
+            std::process::exit(e.exit_code());
+        }
+    }
     let renamed = match (
         e.kind(),
         e.get(ContextKind::InvalidArg),
@@ -255,6 +269,31 @@ pub fn exit_naming_the_flag_typed(e: clap::Error, argv: &[std::ffi::OsString]) -
         }
         None => e.exit(),
     }
+}
+
+/// What stagger calls a flag that curl or timeout(1) users reach for
+/// where its meaning differs from any of ours (the same meaning is an
+/// alias instead).
+fn habit(flag: &str) -> Option<&'static str> {
+    Some(match flag {
+        "--timeout" => {
+            "a limit on one attempt is --attempt-timeout D; on the whole run, --deadline D"
+        }
+        "--retry-max-time" => {
+            "-m/--max-time D (also --deadline) bounds the whole call, waits included"
+        }
+        "--retry-delay" => {
+            "--base D is the first wait; later ones grow by --multiplier up to --cap"
+        }
+        "--retry-connrefused" => "refused connections are always retried",
+        "--retry-all-errors" => "stagger retries what is safe to retry; --retry-500 adds HTTP 500",
+        "--data-raw" | "--data-ascii" => {
+            "-d sends text as typed; --data-binary sends a file byte for byte"
+        }
+        "--user" => "send credentials with -H 'Authorization: …'",
+        "--compressed" => "responses are passed on as the server sends them",
+        _ => return None,
+    })
 }
 
 /// The flag that carried `value` on the command line: `-m 5`, `-m5`,

@@ -279,3 +279,24 @@ fn simulate_fails_on_an_unwritable_out_before_simulating() {
     assert!(d.stderr.contains("--out"), "{}", d.stderr);
     assert!(d.elapsed < Duration::from_secs(2), "{:?}", d.elapsed);
 }
+
+/// A curl or timeout(1) flag whose meaning stagger spells differently gets
+/// a tip naming ours.
+#[test]
+fn curl_and_timeout_habits_get_a_tip() {
+    let dir = TempDir::new("habits");
+    for (args, ours) in [
+        (
+            &["run", "--timeout", "30", "--", "true"][..],
+            "--attempt-timeout",
+        ),
+        (&["http", "--retry-max-time", "30", "x"], "--max-time"),
+        (&["http", "--retry-delay", "1", "x"], "--base"),
+        (&["http", "--data-raw", "a", "x"], "-d"),
+    ] {
+        let d = stagger(args, &dir);
+        assert_eq!(code(&d), Some(2), "{args:?}");
+        assert!(d.stderr.contains("tip: "), "{args:?}: {}", d.stderr);
+        assert!(d.stderr.contains(ours), "{args:?}: {}", d.stderr);
+    }
+}

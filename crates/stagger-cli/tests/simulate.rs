@@ -32,7 +32,7 @@ fn bad_flags_exit_2_naming_the_flag() {
         (&["--format", "xml"], "--format"),
         (&["--threads", "0"], "--threads"),
         (&["--seeds", "1,x"], "--seeds"),
-        (&["--duration", "5"], "--duration"),
+        (&["--duration", "5 parsecs"], "--duration"),
         (&["--tick", "0"], "--tick"),
         (&["--cap", "10ms"], "--cap"),
         (&["--success-model", "cubic"], "--success-model"),
