@@ -263,6 +263,7 @@ fn err(o: &Output) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn https_with_the_servers_certificate_in_cacert() {
     let (acceptor, pem) = certificate();
     let s = serve(Arc::new(|_: &Seen, _| ok("secret")), Some(acceptor)).await;
@@ -280,6 +281,7 @@ async fn https_with_the_servers_certificate_in_cacert() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn an_untrusted_certificate_exits_60_unless_insecure() {
     let (acceptor, _) = certificate();
     let s = serve(Arc::new(|_: &Seen, _| ok("secret")), Some(acceptor)).await;
@@ -301,6 +303,7 @@ async fn an_untrusted_certificate_exits_60_unless_insecure() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn a_bad_cacert_is_bad_usage_naming_the_flag() {
     let dir = Dir::new("bad-ca");
     std::fs::write(dir.file("empty.pem"), "not a certificate\n").unwrap();
@@ -313,6 +316,7 @@ async fn a_bad_cacert_is_bad_usage_naming_the_flag() {
 
 /// A TLS handshake that never comes counts against `--connect-timeout`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn connect_timeout_bounds_a_silent_handshake_with_28() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
