@@ -305,3 +305,29 @@ fn foreground_still_times_out() {
     assert_eq!(code(&d), Some(124), "{}", d.stderr);
     assert_eq!(dir.read("got").trim(), "TERM");
 }
+
+/// `-k 0` disables the SIGKILL, as a 0 duration does in timeout(1): a
+/// command that ignores SIGTERM runs to its own end, and the run exits 124.
+#[test]
+fn kill_after_zero_never_sends_sigkill() {
+    let dir = TempDir::new("kill-after-0");
+    let d = stagger(
+        &[
+            "run",
+            "--attempts",
+            "1",
+            "--attempt-timeout",
+            "100ms",
+            "-k",
+            "0",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 0.6; echo done > finished",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(124), "{}", d.stderr);
+    assert!(d.elapsed >= Duration::from_millis(600), "{:?}", d.elapsed);
+    assert_eq!(dir.read("finished").trim(), "done");
+}

@@ -106,7 +106,7 @@ pub fn exit_code(status: ExitStatus) -> u8 {
 /// How attempts are run and stopped.
 #[derive(Debug, Clone, Copy)]
 pub struct Control {
-    /// Grace period between the timeout signal and SIGKILL.
+    /// Grace period between the timeout signal and SIGKILL (0: no SIGKILL).
     pub kill_after: Duration,
     /// The signal sent when an attempt times out (SIGTERM by default).
     pub timeout_signal: Signal,
@@ -338,10 +338,12 @@ impl Supervisor {
         }
     }
 
+    /// When SIGKILL follows a signal sent now: never with a grace period
+    /// of 0 (timeout(1)'s "0 disables").
     fn grace_end(&self) -> Option<Instant> {
         let kill_after = self.control.kill_after;
         if kill_after.is_zero() {
-            return Some(Instant::now());
+            return None;
         }
         Instant::now().checked_add(kill_after)
     }

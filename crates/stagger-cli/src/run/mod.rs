@@ -78,7 +78,7 @@ pub struct Args {
     /// A wait that would leave no time for another attempt ends the run at
     /// once, and an attempt still running at the deadline is cut off as by
     /// `--attempt-timeout` (so a command that ignores SIGTERM can hold the
-    /// run up to `--kill-after` past the deadline). Exit status 124.
+    /// run up to `--kill-after` past the deadline; with `-k 0`, until it exits). Exit status 124.
     #[arg(long, value_parser = duration, value_name = "D")]
     deadline: Option<Duration>,
 
@@ -93,7 +93,7 @@ pub struct Args {
     attempt_timeout: Option<Duration>,
 
     /// Grace period between the timeout signal (or a forwarded Ctrl-C) and
-    /// SIGKILL (e.g. `-k 10s`; 0 kills at once).
+    /// SIGKILL (e.g. `-k 10s`; 0 = never SIGKILL, as in timeout(1)).
     ///
     /// After a timeout, a command still running D after the signal is
     /// killed, and the exit status is 137. After Ctrl-C (SIGINT) or another
