@@ -87,9 +87,11 @@ mod event;
 pub mod exec;
 pub mod export;
 mod guard;
+mod hedge;
 pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
+mod latency;
 mod outcome;
 mod policy;
 #[cfg(feature = "reqwest")]
@@ -115,6 +117,9 @@ pub use exec::{
     RetryExt, Sleeper,
 };
 pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
+pub use hedge::{
+    HedgeDelay, HedgePolicy, HedgePolicyBuilder, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS,
+};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
 pub use policy::{Policy, PolicyBuilder};
 pub use rng::{FastRng, RandomSource};
