@@ -436,6 +436,11 @@ impl HedgePolicy {
         }
     }
 
+    /// Successful latencies in the window at `now`.
+    pub fn latency_samples(&self, now: Instant) -> u64 {
+        self.window.samples(now)
+    }
+
     /// Records a successful latency in the window without a call (a
     /// simulator or a front-end that measures elsewhere).
     pub fn observe(&self, latency: Duration, now: Instant) {
