@@ -16,6 +16,7 @@ mod progress;
 mod run;
 mod schedule;
 mod simulate;
+mod simulate_hedging;
 
 /// Retries that help a recovering dependency instead of burying it.
 #[derive(Debug, Parser)]

@@ -14,8 +14,9 @@
 //! allocation after construction, and a fixed size whatever the traffic.
 //!
 //! Reading a percentile sums the live buckets bin by bin, so it costs one
-//! pass over the histogram; the answer is cached once per bucket epoch (a
-//! tenth of the window), which keeps the per-call cost at one load.
+//! pass over the histogram; once the window holds 1,000 samples the answer
+//! is cached for the rest of the bucket (a tenth of the window), which keeps
+//! a busy client's per-call cost at one load.
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,9 @@ const SUB_BITS: u32 = SUB.trailing_zeros();
 const MAX_EXP: u32 = if cfg!(loom) { 4 } else { 27 };
 /// Bins per bucket.
 pub(crate) const BINS: usize = ((MAX_EXP - SUB_BITS + 2) as u64 * SUB) as usize;
+/// Samples the window must hold before a percentile is cached for the rest
+/// of its bucket; below that every read recomputes it.
+const CACHE_FROM: u64 = 1_000;
 /// The cache word's value when no percentile is cached.
 const NONE: u64 = (1 << 32) - 1;
 
@@ -118,7 +122,7 @@ impl LatencyWindow {
 
     /// The `permille`/1000 quantile of the window ending at `now`, read as
     /// the upper edge of its bin; `None` with fewer than `min_samples`
-    /// samples. Cached per bucket epoch once enough samples are in.
+    /// samples. Cached for the rest of the bucket once 1,000 samples are in.
     pub(crate) fn percentile(
         &self,
         permille: u32,
@@ -154,7 +158,9 @@ impl LatencyWindow {
             }
         }
         let us = upper(at);
-        if us < (1 << 22) {
+        // A percentile of a few samples moves with every new one: it is
+        // cached only once the window holds enough for it to settle.
+        if us < (1 << 22) && total >= CACHE_FROM {
             self.cache.store(pack(e, key | us), Relaxed);
         }
         Some(Duration::from_micros(us))
