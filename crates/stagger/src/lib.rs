@@ -66,7 +66,7 @@
 //! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
 //!   headers, the inbound-request context of the one-layer rule.
-//! - `tower` (feature `tower`): the client `RetryLayer` and the server
+//! - `tower` (feature `tower`): the client `RetryLayer` and `HedgeLayer`, the server
 //!   `DeadlineLayer` and `ShedLayer`.
 //! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
 //! - `config` (feature `serde`): gRPC service-config import.
