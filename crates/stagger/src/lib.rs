@@ -51,7 +51,8 @@
 //!   [`Outcome`], [`StopReason`], [`NotRetried`], [`Idempotency`]), the
 //!   schedule ([`Backoff`], [`Jitter`]), the shared guardrails ([`Breaker`],
 //!   [`Throttle`], [`Guardrails`], [`Policy::guarded`]), signals
-//!   ([`Observer`], [`Event`], [`Stats`], [`SliWindow`]), the executors
+//!   ([`Observer`], [`Event`], [`Stats`], [`SliWindow`]), hedged requests
+//!   ([`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]), the executors
 //!   ([`RetryExt`], [`RetryAttemptExt`], [`AsyncRetryExt`]) and the time and
 //!   randomness seams ([`Clock`], [`ManualClock`], [`RandomSource`],
 //!   [`FastRng`]).
