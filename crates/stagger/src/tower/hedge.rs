@@ -122,6 +122,14 @@ pub struct HedgeService<S> {
 }
 
 impl<S> HedgeService<S> {
+    /// Wraps `inner` to hedge under `policy` (no `Idempotency-Key` added).
+    pub fn new(inner: S, policy: HedgePolicy) -> Self {
+        HedgeService {
+            inner,
+            layer: HedgeLayer::new(policy),
+        }
+    }
+
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
