@@ -20,8 +20,8 @@ pub struct Run<'a> {
 
 /// Runs the hedging game-day and prints its table or JSON.
 pub fn run(r: &Run<'_>) -> anyhow::Result<ExitCode> {
-    let strategies =
-        HedgeStrategy::parse_list(r.strategies).map_err(|e| UsageError(format!("--hedging: {}", e.problem())))?;
+    let strategies = HedgeStrategy::parse_list(r.strategies)
+        .map_err(|e| UsageError(format!("--hedging: {}", e.problem())))?;
     let rate = r.rate.unwrap_or(500.0);
     let duration = r.duration.unwrap_or(Duration::from_secs(4));
     if duration.is_zero() || duration > Duration::from_secs(60) {

@@ -247,9 +247,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             strategy: a.strategy.as_deref(),
             capacity: a.capacity,
             seed: a.seed.seed,
-            threads: a.threads.unwrap_or_else(|| {
-                std::thread::available_parallelism().map_or(1, |n| n.get())
-            }),
+            threads: a
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             json: a.format.json(),
             out: a.out.as_deref(),
         });

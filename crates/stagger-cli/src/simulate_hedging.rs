@@ -92,19 +92,21 @@ pub fn params(r: &Run<'_>) -> anyhow::Result<(HedgingParams, Vec<HedgeStrategy>)
     if let Some(s) = r.seed {
         p.seed = s;
     }
-    p.capacity = match r.capacity {
-        None => None,
-        Some(c) if c.is_infinite() && c > 0.0 => None,
-        Some(c) if c >= 1.0 && c.fract() == 0.0 && c <= f64::from(hedging::MAX_SERVERS) => {
-            Some(c as u32)
-        }
-        Some(c) => {
-            return Err(bad(
+    p.capacity =
+        match r.capacity {
+            None => None,
+            Some(c) if c.is_infinite() && c > 0.0 => None,
+            Some(c) if c >= 1.0 && c.fract() == 0.0 && c <= f64::from(hedging::MAX_SERVERS) => {
+                Some(c as u32)
+            }
+            Some(c) => return Err(bad(
                 "capacity",
-                format!("the hedging model takes `inf` or a whole number of servers (1 to {}), got {c}", hedging::MAX_SERVERS),
-            ))
-        }
-    };
+                format!(
+                    "the hedging model takes `inf` or a whole number of servers (1 to {}), got {c}",
+                    hedging::MAX_SERVERS
+                ),
+            )),
+        };
     p.validate().map_err(usage)?;
     let strategies =
         HedgeStrategy::parse_list(r.strategy.unwrap_or(HedgeStrategy::DEFAULTS)).map_err(usage)?;
@@ -137,8 +139,8 @@ pub fn run(r: &Run<'_>) -> anyhow::Result<ExitCode> {
     out.flush()?;
     if let Some(dir) = &out_dir {
         // A quarter of the requests per point keeps the sweep to seconds.
-        let points = hedging::sweep(&p, &strategies, (p.requests / 4).max(1_000), &opts)
-            .map_err(usage)?;
+        let points =
+            hedging::sweep(&p, &strategies, (p.requests / 4).max(1_000), &opts).map_err(usage)?;
         stagger_lab::simulate::hedging::write_report(dir, &p, &results, &points, &doc)
             .map_err(lab_error)?;
         if !r.json {

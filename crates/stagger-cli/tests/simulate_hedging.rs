@@ -12,8 +12,19 @@ fn stagger(args: &[&str]) -> Output {
 
 #[test]
 fn json_has_the_documented_shape() {
-    let out = stagger(&["--format", "json", "--requests", "20000", "--strategy", "none,20ms,p95+budget"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = stagger(&[
+        "--format",
+        "json",
+        "--requests",
+        "20000",
+        "--strategy",
+        "none,20ms,p95+budget",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["model"], "hedging");
     let p = &doc["params"];
@@ -23,7 +34,10 @@ fn json_has_the_documented_shape() {
     assert_eq!(p["cancel"], "queued");
     assert_eq!(p["hedge_attempts"], 2);
     let rows = doc["strategies"].as_array().unwrap();
-    let names: Vec<&str> = rows.iter().map(|r| r["strategy"].as_str().unwrap()).collect();
+    let names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["none", "20ms", "p95+budget"]);
     for r in rows {
         for k in ["p50_ms", "p99_ms", "p999_ms", "extra_load"] {
@@ -40,10 +54,24 @@ fn json_has_the_documented_shape() {
 fn the_report_is_written_with_the_sweep() {
     let dir = std::env::temp_dir().join(format!("stagger-hedging-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = stagger(&["--requests", "4000", "--capacity", "4", "--out", dir.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = stagger(&[
+        "--requests",
+        "4000",
+        "--capacity",
+        "4",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8(out.stdout).unwrap();
-    assert!(table.contains("4 FIFO servers at utilisation 0.7"), "{table}");
+    assert!(
+        table.contains("4 FIFO servers at utilisation 0.7"),
+        "{table}"
+    );
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("cancel running") && html.contains("cancel queued"));
     assert!(dir.join("results.json").exists());

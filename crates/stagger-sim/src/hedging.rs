@@ -35,7 +35,9 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stagger::{Call, FastRng, HedgeDelay, HedgePolicy, HedgeStep, HedgedCall, Outcome, RandomSource};
+use stagger::{
+    Call, FastRng, HedgeDelay, HedgePolicy, HedgeStep, HedgedCall, Outcome, RandomSource,
+};
 
 use crate::engine::{exponential_ns, mix, ns, par_map};
 use crate::{Options, SimError};
@@ -134,29 +136,48 @@ impl HedgingParams {
             return bad("latency-median", "must be above zero".into());
         }
         if !(self.latency_sigma.is_finite() && (0.0..=5.0).contains(&self.latency_sigma)) {
-            return bad("latency-sigma", format!("must be between 0 and 5, got {}", self.latency_sigma));
+            return bad(
+                "latency-sigma",
+                format!("must be between 0 and 5, got {}", self.latency_sigma),
+            );
         }
         if !(self.stall_prob.is_finite() && (0.0..=1.0).contains(&self.stall_prob)) {
-            return bad("stall-prob", format!("must be between 0 and 1, got {}", self.stall_prob));
+            return bad(
+                "stall-prob",
+                format!("must be between 0 and 1, got {}", self.stall_prob),
+            );
         }
         if self.stall > Duration::from_secs(3600) {
             return bad("stall", "must be at most 1h".into());
         }
         if let Some(n) = self.capacity {
             if n == 0 || n > MAX_SERVERS {
-                return bad("capacity", format!("must be `inf` or 1 to {MAX_SERVERS} servers, got {n}"));
+                return bad(
+                    "capacity",
+                    format!("must be `inf` or 1 to {MAX_SERVERS} servers, got {n}"),
+                );
             }
         }
         if !(self.utilisation.is_finite() && self.utilisation > 0.0 && self.utilisation < 1.0) {
-            return bad("utilisation", format!("must be above 0 and below 1, got {}", self.utilisation));
+            return bad(
+                "utilisation",
+                format!("must be above 0 and below 1, got {}", self.utilisation),
+            );
         }
         if self.requests == 0 || self.requests > MAX_REQUESTS {
-            return bad("requests", format!("must be 1 to {MAX_REQUESTS}, got {}", self.requests));
+            return bad(
+                "requests",
+                format!("must be 1 to {MAX_REQUESTS}, got {}", self.requests),
+            );
         }
         if self.hedge_attempts == 0 || self.hedge_attempts > stagger::MAX_HEDGE_ATTEMPTS {
             return bad(
                 "hedge-attempts",
-                format!("must be 1 to {}, got {}", stagger::MAX_HEDGE_ATTEMPTS, self.hedge_attempts),
+                format!(
+                    "must be 1 to {}, got {}",
+                    stagger::MAX_HEDGE_ATTEMPTS,
+                    self.hedge_attempts
+                ),
             );
         }
         Ok(())
@@ -206,7 +227,11 @@ impl HedgeStrategy {
             None => b.max_attempts(1),
             Some(d) => b.max_attempts(p.hedge_attempts).delay(d),
         };
-        let b = if self.budget { b.max_extra_load(0.05) } else { b.unbudgeted() };
+        let b = if self.budget {
+            b.max_extra_load(0.05)
+        } else {
+            b.unbudgeted()
+        };
         b.build()
             .map_err(|e| SimError::new("strategy", format!("{self}: {e}")))
     }
@@ -451,7 +476,11 @@ fn row(name: &str, out: &mut RunOut) -> HedgingRow {
         p50_ms: q(0.5),
         p99_ms: q(0.99),
         p999_ms: q(0.999),
-        extra_load: round3(if n > 0.0 { out.attempts as f64 / n - 1.0 } else { 0.0 }),
+        extra_load: round3(if n > 0.0 {
+            out.attempts as f64 / n - 1.0
+        } else {
+            0.0
+        }),
     }
 }
 
@@ -480,10 +509,19 @@ fn service_ns(p: &HedgingParams, rng: &mut FastRng) -> u64 {
 enum Ev {
     Arrival,
     /// A hedge timer of the call in `slot` with `uid`.
-    Timer { slot: u32, uid: u64 },
+    Timer {
+        slot: u32,
+        uid: u64,
+    },
     /// An attempt finished: on `server` (`u32::MAX` with unlimited
     /// capacity) whose assignment was number `gen`.
-    Done { slot: u32, uid: u64, attempt: u32, server: u32, gen: u64 },
+    Done {
+        slot: u32,
+        uid: u64,
+        attempt: u32,
+        server: u32,
+        gen: u64,
+    },
 }
 
 struct Live {
@@ -531,7 +569,12 @@ pub(crate) fn run(p: &HedgingParams, policy: &HedgePolicy, seed: u64) -> RunOut 
         seq: 0,
         calls: Vec::new(),
         free: Vec::new(),
-        servers: (0..servers).map(|_| Server { gen: 0, busy: false }).collect(),
+        servers: (0..servers)
+            .map(|_| Server {
+                gen: 0,
+                busy: false,
+            })
+            .collect(),
         idle: (0..servers).rev().collect(),
         queue: VecDeque::new(),
         service_rng: FastRng::seeded(mix(seed, 11)),
@@ -559,7 +602,13 @@ pub(crate) fn run(p: &HedgingParams, policy: &HedgePolicy, seed: u64) -> RunOut 
                     sim.drive(slot, t);
                 }
             }
-            Ev::Done { slot, uid, attempt, server, gen } => {
+            Ev::Done {
+                slot,
+                uid,
+                attempt,
+                server,
+                gen,
+            } => {
                 if server != u32::MAX && sim.servers[server as usize].gen != gen {
                     continue; // cancelled while running
                 }
@@ -621,7 +670,9 @@ impl Sim<'_> {
     fn drive(&mut self, slot: u32, t: u64) {
         let at = self.at(t);
         loop {
-            let Some(c) = self.calls[slot as usize].as_mut() else { return };
+            let Some(c) = self.calls[slot as usize].as_mut() else {
+                return;
+            };
             match self.policy.poll(&mut c.h, at) {
                 HedgeStep::Send { attempt, .. } => {
                     let uid = c.uid;
@@ -650,7 +701,16 @@ impl Sim<'_> {
         let s = service_ns(self.p, &mut self.service_rng);
         if self.servers.is_empty() {
             let server = u32::MAX;
-            self.push(t + s, Ev::Done { slot, uid, attempt, server, gen: 0 });
+            self.push(
+                t + s,
+                Ev::Done {
+                    slot,
+                    uid,
+                    attempt,
+                    server,
+                    gen: 0,
+                },
+            );
             return;
         }
         self.queue.push_back((slot, uid, attempt, s));
@@ -660,7 +720,9 @@ impl Sim<'_> {
     /// Starts queued attempts of live calls on idle servers.
     fn pull(&mut self, t: u64) {
         while let Some(&server) = self.idle.last() {
-            let Some((slot, uid, attempt, s)) = self.queue.pop_front() else { return };
+            let Some((slot, uid, attempt, s)) = self.queue.pop_front() else {
+                return;
+            };
             if !self.alive(slot, uid) {
                 continue; // its call ended: it left the queue
             }
@@ -672,7 +734,16 @@ impl Sim<'_> {
             if let Some(c) = self.calls[slot as usize].as_mut() {
                 c.servers[attempt as usize - 1] = server;
             }
-            self.push(t + s, Ev::Done { slot, uid, attempt, server, gen });
+            self.push(
+                t + s,
+                Ev::Done {
+                    slot,
+                    uid,
+                    attempt,
+                    server,
+                    gen,
+                },
+            );
         }
     }
 
@@ -685,7 +756,9 @@ impl Sim<'_> {
     }
 
     fn finish(&mut self, slot: u32, t: u64) {
-        let Some(c) = self.calls[slot as usize].take() else { return };
+        let Some(c) = self.calls[slot as usize].take() else {
+            return;
+        };
         self.free.push(slot);
         self.out.latencies.push(t - c.arrived);
         if self.p.cancel == Cancel::Running {
@@ -728,15 +801,17 @@ pub fn survival(p: &HedgingParams, k: u32, delay: Duration, t: Duration) -> f64 
 fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-        .exp();
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
     if x >= 0.0 {
         r
     } else {

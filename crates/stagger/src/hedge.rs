@@ -259,7 +259,10 @@ impl HedgePolicyBuilder {
         if self.max_attempts == 0 || self.max_attempts > MAX_HEDGE_ATTEMPTS {
             return Err(ConfigError::new(
                 "max_attempts",
-                format!("must be between 1 and {MAX_HEDGE_ATTEMPTS}, got {}", self.max_attempts),
+                format!(
+                    "must be between 1 and {MAX_HEDGE_ATTEMPTS}, got {}",
+                    self.max_attempts
+                ),
             ));
         }
         let permille = match self.delay {
@@ -563,7 +566,11 @@ impl HedgePolicy {
                 Decision::Retry { after } => {
                     // Non-fatal: the next attempt goes out now, or after the
                     // server's hint (the backoff is not a hedge's business).
-                    let wait = if f.hint.is_some() { after } else { Duration::ZERO };
+                    let wait = if f.hint.is_some() {
+                        after
+                    } else {
+                        Duration::ZERO
+                    };
                     h.next_at = now.checked_add(wait);
                     h.follow_up = true;
                 }

@@ -78,9 +78,7 @@ pub(crate) struct LatencyWindow {
 impl LatencyWindow {
     /// A window `window` long (moving in tenths).
     pub(crate) fn new(window: Duration) -> Self {
-        let width = Duration::from_nanos(
-            (crate::sync::nanos(window) / BUCKETS as u64).max(1),
-        );
+        let width = Duration::from_nanos((crate::sync::nanos(window) / BUCKETS as u64).max(1));
         LatencyWindow {
             time: Timebase::new(width),
             bins: Box::new(std::array::from_fn(|_| {
@@ -132,8 +130,7 @@ impl LatencyWindow {
         let e = self.time.epoch(now);
         let key = (u64::from(permille.min(1000)) << 22) & ((1 << 32) - 1);
         let cached = self.cache.load(Relaxed);
-        if is_epoch(cached, e) && count(cached) != NONE && count(cached) & !((1 << 22) - 1) == key
-        {
+        if is_epoch(cached, e) && count(cached) != NONE && count(cached) & !((1 << 22) - 1) == key {
             return Some(Duration::from_micros(count(cached) & ((1 << 22) - 1)));
         }
         let mut hist = [0u64; BINS];
@@ -186,7 +183,11 @@ mod tests {
                 assert!(us > upper(b - 1), "{us} fits the bin below");
             }
             // Within one eighth above.
-            assert!(upper(b) as f64 <= us as f64 * 1.125 + 1.0, "{us} → {}", upper(b));
+            assert!(
+                upper(b) as f64 <= us as f64 * 1.125 + 1.0,
+                "{us} → {}",
+                upper(b)
+            );
         }
         assert_eq!(bin(u64::MAX), BINS - 1);
     }
@@ -205,7 +206,11 @@ mod tests {
         assert!((95.0..=95.0 * 1.125).contains(&p95), "{p95}");
         let p50 = w.percentile(500, 20, t0).unwrap().as_secs_f64() * 1e3;
         assert!((50.0..=50.0 * 1.125).contains(&p50), "{p50}");
-        assert_eq!(w.percentile(950, 101, t0), None, "below the minimum sample count");
+        assert_eq!(
+            w.percentile(950, 101, t0),
+            None,
+            "below the minimum sample count"
+        );
     }
 
     #[test]
@@ -220,7 +225,10 @@ mod tests {
             w.observe(Duration::from_millis(10), later);
         }
         let p = w.percentile(900, 1, later).unwrap();
-        assert!(p >= Duration::from_millis(200), "both halves in the window: {p:?}");
+        assert!(
+            p >= Duration::from_millis(200),
+            "both halves in the window: {p:?}"
+        );
         let gone = t0 + Duration::from_secs(11);
         assert_eq!(w.samples(gone), 50);
         let p = w.percentile(900, 1, gone).unwrap();

@@ -114,8 +114,8 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
 pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
 pub use exec::{
-    AsyncRetry, AsyncRetryExt, Attempt, BlockingSleeper, HedgeExt, Notice, Report, Retry, RetryAttemptExt,
-    RetryExt, Sleeper,
+    AsyncRetry, AsyncRetryExt, Attempt, BlockingSleeper, HedgeExt, Notice, Report, Retry,
+    RetryAttemptExt, RetryExt, Sleeper,
 };
 pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
 pub use hedge::{

@@ -82,7 +82,13 @@ fn a_slow_get_is_hedged_and_every_attempt_carries_its_number_and_the_same_key() 
             .idempotency_keys(true)
             .layer(svc);
         let start = tokio::time::Instant::now();
-        let resp = client.ready().await.unwrap().call(req(Method::POST)).await.unwrap();
+        let resp = client
+            .ready()
+            .await
+            .unwrap()
+            .call(req(Method::POST))
+            .await
+            .unwrap();
         assert_eq!(resp.body(), "2");
         assert_eq!(start.elapsed(), Duration::from_millis(25));
         let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -99,7 +105,13 @@ fn a_post_without_a_key_is_never_hedged() {
     rt().block_on(async {
         let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
-        let resp = client.ready().await.unwrap().call(req(Method::POST)).await.unwrap();
+        let resp = client
+            .ready()
+            .await
+            .unwrap()
+            .call(req(Method::POST))
+            .await
+            .unwrap();
         assert_eq!(resp.body(), "1");
         assert_eq!(seen.lock().unwrap().len(), 1);
     });
@@ -111,9 +123,19 @@ fn a_503_sends_the_next_attempt_at_once_and_a_404_ends_the_call() {
         let (svc, seen) = server(&[(5, 503), (5, 404), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(3, 1_000)).layer(svc);
         let start = tokio::time::Instant::now();
-        let resp = client.ready().await.unwrap().call(req(Method::GET)).await.unwrap();
+        let resp = client
+            .ready()
+            .await
+            .unwrap()
+            .call(req(Method::GET))
+            .await
+            .unwrap();
         assert_eq!(resp.status(), StatusCode::NOT_FOUND);
-        assert_eq!(start.elapsed(), Duration::from_millis(10), "no hedge delay waited");
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(10),
+            "no hedge delay waited"
+        );
         let info = resp.extensions().get::<RetryInfo>().unwrap();
         assert_eq!((info.attempts, info.reason), (2, StopReason::NotRetryable));
         assert_eq!(seen.lock().unwrap().len(), 2);
@@ -132,7 +154,13 @@ fn the_budget_limits_hedges_across_calls() {
         let (svc, seen) = server(&[(50, 200)]);
         let mut client = HedgeLayer::new(policy).layer(svc);
         for _ in 0..100 {
-            let _ = client.ready().await.unwrap().call(req(Method::GET)).await.unwrap();
+            let _ = client
+                .ready()
+                .await
+                .unwrap()
+                .call(req(Method::GET))
+                .await
+                .unwrap();
         }
         // 100 requests, 5 % plus one per window.
         assert_eq!(seen.lock().unwrap().len(), 106);

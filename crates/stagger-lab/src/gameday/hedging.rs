@@ -57,16 +57,21 @@ pub fn run(
     let usage = Error::usage;
     p.validate().map_err(|e| usage(e.to_string()))?;
     if requests == 0 || requests > MAX_REQUESTS {
-        return Err(usage(format!("--requests: must be 1 to {MAX_REQUESTS}, got {requests}")));
+        return Err(usage(format!(
+            "--requests: must be 1 to {MAX_REQUESTS}, got {requests}"
+        )));
     }
     if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
-        return Err(usage(format!("--rate: must be above 0 and at most {MAX_RATE}, got {rate}")));
+        return Err(usage(format!(
+            "--rate: must be above 0 and at most {MAX_RATE}, got {rate}"
+        )));
     }
     let mut sim = p.clone();
     sim.capacity = None;
-    let predicted = stagger_sim::hedging::simulate(&sim, strategies, &stagger_sim::Options::default())
-        .map_err(|e| usage(e.to_string()))?
-        .strategies;
+    let predicted =
+        stagger_sim::hedging::simulate(&sim, strategies, &stagger_sim::Options::default())
+            .map_err(|e| usage(e.to_string()))?
+            .strategies;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -74,9 +79,7 @@ pub fn run(
         .map_err(|e| Error::with(ErrorKind::Run, "building the runtime", e))?;
     let mut out = Vec::new();
     for (s, predicted) in strategies.iter().zip(predicted) {
-        let policy = s
-            .policy(p)
-            .map_err(|e| usage(e.to_string()))?;
+        let policy = s.policy(p).map_err(|e| usage(e.to_string()))?;
         let (mut measured, errors) = rt.block_on(one(p, policy, requests, rate))?;
         measured.strategy = s.to_string();
         out.push(HedgingRun {
@@ -118,7 +121,9 @@ async fn one(
         let uri = format!("http://{addr}/");
         calls.spawn(async move {
             let t0 = Instant::now();
-            let req = http::Request::get(uri).body(String::new()).expect("a valid request");
+            let req = http::Request::get(uri)
+                .body(String::new())
+                .expect("a valid request");
             let done = tokio::time::timeout(Duration::from_secs(5), async {
                 std::future::poll_fn(|cx| svc.poll_ready(cx)).await.ok()?;
                 let resp = svc.call(req).await.ok()?;
@@ -162,18 +167,21 @@ async fn one(
 async fn serve(listener: TcpListener, p: HedgingParams, received: Arc<AtomicU64>) {
     let seeds = Arc::new(AtomicU64::new(p.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)));
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let (p, received, seeds) = (p.clone(), received.clone(), seeds.clone());
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |_req: hyper::Request<hyper::body::Incoming>| {
-                received.fetch_add(1, Relaxed);
-                let mut rng = FastRng::seeded(seeds.fetch_add(1, Relaxed));
-                let took = service_time(&p, &mut rng);
-                async move {
-                    tokio::time::sleep(took).await;
-                    Ok::<_, Infallible>(hyper::Response::new(String::from("ok")))
-                }
-            });
+            let svc =
+                hyper::service::service_fn(move |_req: hyper::Request<hyper::body::Incoming>| {
+                    received.fetch_add(1, Relaxed);
+                    let mut rng = FastRng::seeded(seeds.fetch_add(1, Relaxed));
+                    let took = service_time(&p, &mut rng);
+                    async move {
+                        tokio::time::sleep(took).await;
+                        Ok::<_, Infallible>(hyper::Response::new(String::from("ok")))
+                    }
+                });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
@@ -231,13 +239,18 @@ mod tests {
         };
         let s = HedgeStrategy::parse_list("none,20ms").unwrap();
         let runs = run(&p, &s, 300, 300.0).unwrap();
-        let [none, hedged] = &runs[..] else { unreachable!() };
+        let [none, hedged] = &runs[..] else {
+            unreachable!()
+        };
         assert_eq!(none.errors + hedged.errors, 0);
         assert_eq!(none.measured.extra_load, 0.0);
         // One stall in ten: none's p99 is a stall, the hedged one's is not.
         assert!(none.measured.p99_ms > 200.0, "{none:?}");
         assert!(hedged.measured.p99_ms < 150.0, "{hedged:?}");
-        assert!(hedged.measured.extra_load > 0.05 && hedged.measured.extra_load < 0.4, "{hedged:?}");
+        assert!(
+            hedged.measured.extra_load > 0.05 && hedged.measured.extra_load < 0.4,
+            "{hedged:?}"
+        );
         let t = table(&p, &runs, 300, 300.0);
         assert_eq!(t.lines().count(), 4);
     }

@@ -71,7 +71,10 @@ pub fn write_report(
     let io =
         |what: &str, p: &Path, e| Error::with(ErrorKind::Io, format!("{what} {}", p.display()), e);
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
-    for (name, body) in [("report.html", html(p, r, sweep)), ("results.json", json.to_owned())] {
+    for (name, body) in [
+        ("report.html", html(p, r, sweep)),
+        ("results.json", json.to_owned()),
+    ] {
         let path = dir.join(name);
         std::fs::write(&path, body).map_err(|e| io("writing", &path, e))?;
     }
@@ -145,7 +148,12 @@ pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> Stri
         let picks: [(&str, &str, Pick, bool); 3] = [
             ("p99 latency", "ms (log)", |pt| pt.row.p99_ms, true),
             ("p50 latency", "ms (log)", |pt| pt.row.p50_ms, true),
-            ("extra load", "attempts ÷ requests − 1", |pt| pt.row.extra_load, false),
+            (
+                "extra load",
+                "attempts ÷ requests − 1",
+                |pt| pt.row.extra_load,
+                false,
+            ),
         ];
         for cancel in [Cancel::Queued, Cancel::Running] {
             let _ = write!(h, "<h3>cancel {}</h3>", cancel.as_str());

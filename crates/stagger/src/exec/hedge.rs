@@ -192,7 +192,10 @@ where
                             policy.report(&mut h, attempt, f, now);
                         }
                     }
-                } else if limit.as_mut().is_some_and(|l| l.as_mut().poll(cx).is_ready()) {
+                } else if limit
+                    .as_mut()
+                    .is_some_and(|l| l.as_mut().poll(cx).is_ready())
+                {
                     *slot = None;
                     answered = true;
                     timed_out = true;
@@ -339,7 +342,11 @@ mod tests {
             let err = r.result.unwrap_err();
             assert_eq!(err.reason(), StopReason::AttemptsExhausted);
             assert_eq!(r.attempts, 3);
-            assert_eq!(took, Duration::from_millis(21), "5 + 7 + 9, no delay waited");
+            assert_eq!(
+                took,
+                Duration::from_millis(21),
+                "5 + 7 + 9, no delay waited"
+            );
         });
     }
 }

@@ -29,7 +29,10 @@ fn a_call_not_declared_idempotent_never_hedges() {
         assert_eq!(sent(h.poll(&mut c, t0)), 1);
         assert_eq!(h.poll(&mut c, t0 + ms(500)), HedgeStep::Wait);
         h.report(&mut c, 1, Outcome::Success, t0 + ms(600));
-        assert_eq!(h.poll(&mut c, t0 + ms(600)), HedgeStep::Stop(StopReason::Success));
+        assert_eq!(
+            h.poll(&mut c, t0 + ms(600)),
+            HedgeStep::Stop(StopReason::Success)
+        );
         assert_eq!(c.call().attempts(), 1);
     }
 }
@@ -40,19 +43,35 @@ fn hedges_go_out_one_delay_apart_up_to_max_attempts() {
     let t0 = Instant::now();
     let mut c = h.call(Call::seeded(1).idempotent(true));
     assert_eq!(sent(h.poll(&mut c, t0)), 1);
-    assert_eq!(h.poll(&mut c, t0 + ms(9)), HedgeStep::WaitUntil(t0 + ms(10)));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(9)),
+        HedgeStep::WaitUntil(t0 + ms(10))
+    );
     assert_eq!(sent(h.poll(&mut c, t0 + ms(10))), 2);
-    assert_eq!(h.poll(&mut c, t0 + ms(10)), HedgeStep::WaitUntil(t0 + ms(20)));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(10)),
+        HedgeStep::WaitUntil(t0 + ms(20))
+    );
     assert_eq!(sent(h.poll(&mut c, t0 + ms(25))), 3);
-    assert_eq!(h.poll(&mut c, t0 + ms(100)), HedgeStep::Wait, "no attempt left");
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(100)),
+        HedgeStep::Wait,
+        "no attempt left"
+    );
     assert_eq!(c.in_flight(), 3);
     assert_eq!(c.hedges(), 2);
     h.report(&mut c, 1, Outcome::Success, t0 + ms(101));
-    assert_eq!(h.poll(&mut c, t0 + ms(101)), HedgeStep::Stop(StopReason::Success));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(101)),
+        HedgeStep::Stop(StopReason::Success)
+    );
     assert_eq!(c.winner(), Some(1));
     // Late answers of cancelled attempts are ignored.
     h.report(&mut c, 2, Class::Permanent, t0 + ms(102));
-    assert_eq!(h.poll(&mut c, t0 + ms(102)), HedgeStep::Stop(StopReason::Success));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(102)),
+        HedgeStep::Stop(StopReason::Success)
+    );
 }
 
 #[test]
@@ -62,7 +81,11 @@ fn a_non_fatal_failure_sends_the_next_attempt_at_once() {
     let mut c = h.call(Call::seeded(1).idempotent(true));
     assert_eq!(sent(h.poll(&mut c, t0)), 1);
     h.report(&mut c, 1, Class::Transient, t0 + ms(3));
-    assert_eq!(sent(h.poll(&mut c, t0 + ms(3))), 2, "not after the 1 s delay");
+    assert_eq!(
+        sent(h.poll(&mut c, t0 + ms(3))),
+        2,
+        "not after the 1 s delay"
+    );
     h.report(&mut c, 2, Class::Transient, t0 + ms(4));
     assert_eq!(sent(h.poll(&mut c, t0 + ms(4))), 3);
     h.report(&mut c, 3, Class::Transient, t0 + ms(5));
@@ -84,7 +107,11 @@ fn a_fatal_failure_ends_the_call_while_a_hedge_runs() {
         h.poll(&mut c, t0 + ms(12)),
         HedgeStep::Stop(StopReason::NotRetryable)
     );
-    assert_eq!(c.in_flight(), 1, "attempt 1 is left for the front-end to cancel");
+    assert_eq!(
+        c.in_flight(),
+        1,
+        "attempt 1 is left for the front-end to cancel"
+    );
 }
 
 #[test]
@@ -97,7 +124,10 @@ fn a_failure_of_the_last_attempt_waits_for_the_others() {
     h.report(&mut c, 2, Class::Transient, t0 + ms(11));
     assert_eq!(h.poll(&mut c, t0 + ms(11)), HedgeStep::Wait);
     h.report(&mut c, 1, Outcome::Success, t0 + ms(30));
-    assert_eq!(h.poll(&mut c, t0 + ms(30)), HedgeStep::Stop(StopReason::Success));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(30)),
+        HedgeStep::Stop(StopReason::Success)
+    );
 }
 
 #[test]
@@ -113,7 +143,11 @@ fn an_adaptive_delay_waits_for_the_minimum_samples_and_keeps_the_floor() {
     assert_eq!(h.current_delay(t0), None);
     let mut c = h.call(Call::seeded(1).idempotent(true));
     sent(h.poll(&mut c, t0));
-    assert_eq!(h.poll(&mut c, t0 + ms(500)), HedgeStep::Wait, "no samples: no hedge");
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(500)),
+        HedgeStep::Wait,
+        "no samples: no hedge"
+    );
     h.report(&mut c, 1, Outcome::Success, t0 + ms(500));
     for _ in 0..9 {
         h.observe(ms(1), t0);
@@ -177,7 +211,10 @@ fn hedges_and_retries_can_share_one_budget() {
     h.report(&mut c, 2, Class::Transient, t0 + ms(11));
     assert_eq!(h.poll(&mut c, t0 + ms(11)), HedgeStep::Wait);
     h.report(&mut c, 1, Class::Transient, t0 + ms(12));
-    assert_eq!(h.poll(&mut c, t0 + ms(12)), HedgeStep::Stop(StopReason::Budget));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(12)),
+        HedgeStep::Stop(StopReason::Budget)
+    );
 }
 
 #[test]
@@ -185,9 +222,18 @@ fn bad_settings_name_their_field() {
     let cases = [
         (HedgePolicy::builder().max_attempts(0), "max_attempts"),
         (HedgePolicy::builder().max_attempts(9), "max_attempts"),
-        (HedgePolicy::builder().delay(HedgeDelay::Percentile(0.0)), "delay"),
-        (HedgePolicy::builder().delay(HedgeDelay::Percentile(f64::NAN)), "delay"),
-        (HedgePolicy::builder().max_extra_load(f64::INFINITY), "max_extra_load"),
+        (
+            HedgePolicy::builder().delay(HedgeDelay::Percentile(0.0)),
+            "delay",
+        ),
+        (
+            HedgePolicy::builder().delay(HedgeDelay::Percentile(f64::NAN)),
+            "delay",
+        ),
+        (
+            HedgePolicy::builder().max_extra_load(f64::INFINITY),
+            "max_extra_load",
+        ),
         (HedgePolicy::builder().window(ms(10)), "window"),
     ];
     for (b, field) in cases {

@@ -62,8 +62,8 @@ use crate::call::Call;
 use crate::clock::Clock;
 use crate::hedge::{HedgePolicy, HedgeStep, MAX_HEDGE_ATTEMPTS};
 use crate::http::{
-    attempt_value, error_failure, is_idempotent, needs_key, new_idempotency_key,
-    response_failure, timeout_header, RetryInfo, TokioClock, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
+    attempt_value, error_failure, is_idempotent, needs_key, new_idempotency_key, response_failure,
+    timeout_header, RetryInfo, TokioClock, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
 };
 use crate::outcome::{Failure, Idempotency, Outcome, StopReason};
 
@@ -168,7 +168,11 @@ where
 type Attempt<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
 type Running<T> = Option<(Attempt<T>, Option<Pin<Box<tokio::time::Sleep>>>)>;
 
-async fn run<S, B, ResB>(mut inner: S, layer: HedgeLayer, req: Request<B>) -> Result<Response<ResB>, Error>
+async fn run<S, B, ResB>(
+    mut inner: S,
+    layer: HedgeLayer,
+    req: Request<B>,
+) -> Result<Response<ResB>, Error>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
@@ -193,7 +197,13 @@ where
     };
     let mut body = match prepare(body, MAX_REPLAY_BYTES).await {
         Ok(b) => b,
-        Err(e) => return Err(Error::new(ErrorKind::Body, info(0, StopReason::NotRetryable, None), Some(e.into()))),
+        Err(e) => {
+            return Err(Error::new(
+                ErrorKind::Body,
+                info(0, StopReason::NotRetryable, None),
+                Some(e.into()),
+            ))
+        }
     };
     let mut call = Call::new();
     if let Prepared::Once(_, why) = &body {
@@ -251,7 +261,12 @@ where
                 let now = TokioClock.now();
                 match result {
                     Ok(resp) => {
-                        match response_failure(resp.status(), resp.headers(), false, SystemTime::now()) {
+                        match response_failure(
+                            resp.status(),
+                            resp.headers(),
+                            false,
+                            SystemTime::now(),
+                        ) {
                             None => {
                                 policy.report(&mut h, attempt, Outcome::Success, now);
                                 winner = Some(resp);
@@ -267,7 +282,10 @@ where
                         last = Some(Err((ErrorKind::Service, e)));
                     }
                 }
-            } else if limit.as_mut().is_some_and(|l| l.as_mut().poll(cx).is_ready()) {
+            } else if limit
+                .as_mut()
+                .is_some_and(|l| l.as_mut().poll(cx).is_ready())
+            {
                 *slot = None;
                 answered = true;
                 policy.report(&mut h, attempt, Failure::timeout(), TokioClock.now());
@@ -306,7 +324,11 @@ where
     }
 }
 
-fn info(attempts: u32, reason: StopReason, not_retried: Option<crate::outcome::NotRetried>) -> RetryInfo {
+fn info(
+    attempts: u32,
+    reason: StopReason,
+    not_retried: Option<crate::outcome::NotRetried>,
+) -> RetryInfo {
     RetryInfo {
         attempts,
         reason,
