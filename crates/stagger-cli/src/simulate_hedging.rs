@@ -92,21 +92,22 @@ pub fn params(r: &Run<'_>) -> anyhow::Result<(HedgingParams, Vec<HedgeStrategy>)
     if let Some(s) = r.seed {
         p.seed = s;
     }
-    p.capacity =
-        match r.capacity {
-            None => None,
-            Some(c) if c.is_infinite() && c > 0.0 => None,
-            Some(c) if c >= 1.0 && c.fract() == 0.0 && c <= f64::from(hedging::MAX_SERVERS) => {
-                Some(c as u32)
-            }
-            Some(c) => return Err(bad(
+    p.capacity = match r.capacity {
+        None => None,
+        Some(c) if c.is_infinite() && c > 0.0 => None,
+        Some(c) if c >= 1.0 && c.fract() == 0.0 && c <= f64::from(hedging::MAX_SERVERS) => {
+            Some(c as u32)
+        }
+        Some(c) => {
+            return Err(bad(
                 "capacity",
                 format!(
                     "the hedging model takes `inf` or a whole number of servers (1 to {}), got {c}",
                     hedging::MAX_SERVERS
                 ),
-            )),
-        };
+            ))
+        }
+    };
     p.validate().map_err(usage)?;
     let strategies =
         HedgeStrategy::parse_list(r.strategy.unwrap_or(HedgeStrategy::DEFAULTS)).map_err(usage)?;

@@ -1,49 +1,4 @@
 //! The client [`HedgeLayer`]: hedged HTTP requests under a [`HedgePolicy`].
-//!
-//! tower's own `hedge` sends one backup at a latency percentile with no cap
-//! on the extra load, for any request. This layer hedges only idempotent
-//! requests (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or a request carrying
-//! an `Idempotency-Key`, which the layer can add), caps extra load with the
-//! policy's budget, and treats answers by the same rules as the
-//! [`RetryLayer`](super::RetryLayer): a retryable status (503, a reset
-//! connection) sends the next attempt at once, a final one (404) ends the
-//! call, the first success wins and the other attempts are dropped.
-//!
-//! Every attempt carries `x-retry-attempt: N`, the call's one
-//! `Idempotency-Key` and, when the attempt has a timeout, the time it has
-//! left as `x-request-timeout-ms`. The body is buffered (up to 1 MiB) so it
-//! can be sent more than once; a larger body or a stream is sent once and
-//! the request is not hedged. The final response carries a
-//! [`RetryInfo`] in its extensions.
-//!
-//! ```
-//! use bytes::Bytes;
-//! use http::{Request, Response};
-//! use http_body_util::Full;
-//! use stagger::http::RetryInfo;
-//! use stagger::tower::HedgeLayer;
-//! use stagger::{HedgeDelay, HedgePolicy};
-//! use std::time::Duration;
-//! use tower::{Layer, Service, ServiceExt};
-//!
-//! # let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
-//! # rt.block_on(async {
-//! // The first attempt stalls; the hedge sent 20 ms later answers at once.
-//! let svc = tower::service_fn(|req: Request<_>| async move {
-//!     let attempt = req.headers()["x-retry-attempt"].to_str().unwrap().to_owned();
-//!     if attempt == "1" {
-//!         tokio::time::sleep(Duration::from_secs(1)).await;
-//!     }
-//!     Ok::<_, std::convert::Infallible>(Response::new(attempt))
-//! });
-//! let hedging = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(20))).build().unwrap();
-//! let mut client = HedgeLayer::new(hedging).layer(svc);
-//! let req = Request::get("http://example.invalid/").body(Full::<Bytes>::default()).unwrap();
-//! let resp = client.ready().await.unwrap().call(req).await.unwrap();
-//! assert_eq!(resp.body(), "2");
-//! assert_eq!(resp.extensions().get::<RetryInfo>().unwrap().attempts, 2);
-//! # });
-//! ```
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -72,7 +27,52 @@ const MAX_REPLAY_BYTES: usize = 1 << 20;
 
 /// Wraps a client service so idempotent requests are hedged under one
 /// shared [`HedgePolicy`] (its latency window and budget are shared by every
-/// clone); see the [module docs](self).
+/// clone).
+///
+/// tower's own `hedge` sends one backup at a latency percentile with no cap
+/// on the extra load, for any request. This layer hedges only idempotent
+/// requests (GET, HEAD, OPTIONS, TRACE, PUT, DELETE, or a request carrying
+/// an `Idempotency-Key`, which the layer can add), caps extra load with the
+/// policy's budget, and treats answers by the same rules as the
+/// [`RetryLayer`](super::RetryLayer): a retryable status (503, a reset
+/// connection) sends the next attempt at once, a final one (404) ends the
+/// call, the first success wins and the other attempts are dropped.
+///
+/// Every attempt carries `x-retry-attempt: N`, the call's one
+/// `Idempotency-Key` and, when the attempt has a timeout, the time it has
+/// left as `x-request-timeout-ms`. The body is buffered (up to 1 MiB) so it
+/// can be sent more than once; a larger body or a stream is sent once and
+/// the request is not hedged. The final response carries a
+/// [`RetryInfo`] in its extensions.
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::{Request, Response};
+/// use http_body_util::Full;
+/// use stagger::http::RetryInfo;
+/// use stagger::tower::HedgeLayer;
+/// use stagger::{HedgeDelay, HedgePolicy};
+/// use std::time::Duration;
+/// use tower::{Layer, Service, ServiceExt};
+///
+/// # let rt = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+/// # rt.block_on(async {
+/// // The first attempt stalls; the hedge sent 20 ms later answers at once.
+/// let svc = tower::service_fn(|req: Request<_>| async move {
+///     let attempt = req.headers()["x-retry-attempt"].to_str().unwrap().to_owned();
+///     if attempt == "1" {
+///         tokio::time::sleep(Duration::from_secs(1)).await;
+///     }
+///     Ok::<_, std::convert::Infallible>(Response::new(attempt))
+/// });
+/// let hedging = HedgePolicy::builder().delay(HedgeDelay::Fixed(Duration::from_millis(20))).build().unwrap();
+/// let mut client = HedgeLayer::new(hedging).layer(svc);
+/// let req = Request::get("http://example.invalid/").body(Full::<Bytes>::default()).unwrap();
+/// let resp = client.ready().await.unwrap().call(req).await.unwrap();
+/// assert_eq!(resp.body(), "2");
+/// assert_eq!(resp.extensions().get::<RetryInfo>().unwrap().attempts, 2);
+/// # });
+/// ```
 #[derive(Debug, Clone)]
 pub struct HedgeLayer {
     policy: HedgePolicy,

@@ -28,6 +28,9 @@
 //!   stop reason, why not retried, time waited) in its extensions; an
 //!   [`Error`] carries the same.
 //!
+//! [`HedgeLayer`] hedges idempotent requests instead: a second attempt
+//! while the first is slow, under a [`HedgePolicy`](crate::HedgePolicy).
+//!
 //! On the server side, [`DeadlineLayer`] makes the caller's deadline and
 //! attempt number those of the work done for the request (so the client
 //! layer, called while serving it, follows the one-layer rule), and
