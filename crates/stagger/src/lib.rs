@@ -69,7 +69,8 @@
 //!   headers, the inbound-request context of the one-layer rule.
 //! - `tower` (feature `tower`): the client `RetryLayer` and `HedgeLayer`, the server
 //!   `DeadlineLayer` and `ShedLayer`.
-//! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
+//! - `reqwest` (feature `reqwest`): reqwest-middleware's `RetryMiddleware` and
+//!   `HedgeMiddleware`.
 //! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
