@@ -486,7 +486,8 @@ impl HedgePolicy {
                 }
             }
         }
-        if h.in_flight == 0 {
+        if h.in_flight == 0 && (h.no_more || h.next_at.is_none()) {
+            // Nothing running and nothing due: the call is over.
             let r = h.last_stop.unwrap_or(StopReason::AttemptsExhausted);
             h.done = Some(r);
             return HedgeStep::Stop(r);

@@ -240,3 +240,40 @@ fn bad_settings_name_their_field() {
         assert_eq!(b.build().unwrap_err().field(), field);
     }
 }
+
+#[test]
+fn a_server_hint_delays_the_next_attempt_after_a_failure() {
+    use crate::outcome::Hint;
+    let h = fixed(2, 1_000).build().unwrap();
+    let t0 = Instant::now();
+    let mut c = h.call(Call::seeded(1).idempotent(true));
+    sent(h.poll(&mut c, t0));
+    let busy = Failure::transient().with_hint(Hint::RetryAfter(ms(50)));
+    h.report(&mut c, 1, busy, t0 + ms(5));
+    let HedgeStep::WaitUntil(at) = h.poll(&mut c, t0 + ms(5)) else {
+        panic!("expected a wait")
+    };
+    assert!(at >= t0 + ms(55), "never sooner than the server asked");
+    assert_eq!(h.poll(&mut c, t0 + ms(30)), HedgeStep::WaitUntil(at));
+    assert_eq!(sent(h.poll(&mut c, at)), 2);
+}
+
+#[test]
+fn a_call_past_its_deadline_sends_nothing() {
+    let h = fixed(2, 10).build().unwrap();
+    let t0 = Instant::now();
+    let mut c = h.call(Call::seeded(1).idempotent(true).deadline(t0));
+    assert_eq!(h.poll(&mut c, t0), HedgeStep::Stop(StopReason::Deadline));
+    assert_eq!(c.call().attempts(), 0);
+}
+
+#[test]
+fn a_hedge_past_the_deadline_is_not_sent_but_the_running_attempt_may_still_win() {
+    let h = fixed(2, 10).build().unwrap();
+    let t0 = Instant::now();
+    let mut c = h.call(Call::seeded(1).idempotent(true).deadline(t0 + ms(8)));
+    sent(h.poll(&mut c, t0));
+    assert_eq!(h.poll(&mut c, t0 + ms(10)), HedgeStep::Wait);
+    h.report(&mut c, 1, Outcome::Success, t0 + ms(7));
+    assert_eq!(h.poll(&mut c, t0 + ms(7)), HedgeStep::Stop(StopReason::Success));
+}

@@ -14,7 +14,7 @@ use crate::call::Call;
 use crate::clock::Clock;
 use crate::hedge::{HedgePolicy, HedgeStep, MAX_HEDGE_ATTEMPTS};
 use crate::http::{
-    attempt_value, is_idempotent, needs_key, new_idempotency_key, response_failure, RetryInfo,
+    attempt_value, is_idempotent, AttemptTimedOut, needs_key, new_idempotency_key, response_failure, RetryInfo,
     TokioClock, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
 };
 use crate::outcome::{Idempotency, NotRetried, Outcome, StopReason};
@@ -25,7 +25,9 @@ use crate::outcome::{Idempotency, NotRetried, Outcome, StopReason};
 /// the middleware can add) hedge; a retryable failure sends the next attempt
 /// at once, a final one ends the call; the first success wins and the other
 /// attempts are dropped. Each attempt carries `x-retry-attempt: N` and the
-/// call's one key. A body that cannot be cloned (a stream) is sent once.
+/// call's one key, and is bounded by the retry policy's attempt timeout
+/// (a timed-out attempt is a result unknown). A body that cannot be cloned
+/// (a stream) is sent once.
 /// The response and the request's extensions get a [`RetryInfo`].
 ///
 /// ```no_run
@@ -100,7 +102,7 @@ impl Middleware for HedgeMiddleware {
         let reason = poll_fn(|cx| loop {
             let now = TokioClock.now();
             match policy.poll(&mut h, now) {
-                HedgeStep::Send { attempt, .. } => {
+                HedgeStep::Send { attempt, timeout } => {
                     let req = first
                         .take()
                         .or_else(|| template.as_ref().and_then(Request::try_clone));
@@ -110,7 +112,15 @@ impl Middleware for HedgeMiddleware {
                     };
                     req.headers_mut()
                         .insert(RETRY_ATTEMPT, attempt_value(attempt));
-                    running[attempt as usize - 1] = Some(Box::pin(next.clone().run(req, ext)));
+                    let run = next.clone().run(req, ext);
+                    running[attempt as usize - 1] = Some(match timeout {
+                        None => Box::pin(run),
+                        Some(t) => Box::pin(async move {
+                            tokio::time::timeout(t, run).await.unwrap_or_else(|_| {
+                                Err(reqwest_middleware::Error::middleware(AttemptTimedOut))
+                            })
+                        }),
+                    });
                     continue;
                 }
                 HedgeStep::Stop(r) => return Poll::Ready(r),
