@@ -98,3 +98,35 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_hedging_game_day_runs_short_and_bounded_on_loopback() {
+    let out = Command::new(env!("CARGO_BIN_EXE_stagger"))
+        .args([
+            "gameday",
+            "--fault",
+            "slow",
+            "--hedging",
+            "none,20ms",
+            "--rate",
+            "200",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(table.lines().count(), 4, "{table}");
+    assert!(table.contains("200 GET requests"), "{table}");
+    let wrong = Command::new(env!("CARGO_BIN_EXE_stagger"))
+        .args(["gameday", "--fault", "stall", "--hedging", "p95"])
+        .output()
+        .expect("the binary runs");
+    assert_eq!(wrong.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("--hedging"));
+}

@@ -275,5 +275,8 @@ fn a_hedge_past_the_deadline_is_not_sent_but_the_running_attempt_may_still_win()
     sent(h.poll(&mut c, t0));
     assert_eq!(h.poll(&mut c, t0 + ms(10)), HedgeStep::Wait);
     h.report(&mut c, 1, Outcome::Success, t0 + ms(7));
-    assert_eq!(h.poll(&mut c, t0 + ms(7)), HedgeStep::Stop(StopReason::Success));
+    assert_eq!(
+        h.poll(&mut c, t0 + ms(7)),
+        HedgeStep::Stop(StopReason::Success)
+    );
 }

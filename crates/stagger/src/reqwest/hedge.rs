@@ -14,8 +14,8 @@ use crate::call::Call;
 use crate::clock::Clock;
 use crate::hedge::{HedgePolicy, HedgeStep, MAX_HEDGE_ATTEMPTS};
 use crate::http::{
-    attempt_value, is_idempotent, AttemptTimedOut, needs_key, new_idempotency_key, response_failure, RetryInfo,
-    TokioClock, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
+    attempt_value, is_idempotent, needs_key, new_idempotency_key, response_failure,
+    AttemptTimedOut, RetryInfo, TokioClock, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
 };
 use crate::outcome::{Idempotency, NotRetried, Outcome, StopReason};
 
