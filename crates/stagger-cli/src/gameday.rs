@@ -137,6 +137,13 @@ pub struct Args {
     /// (a loopback address, e.g. `--metrics-addr 127.0.0.1:9464`).
     #[arg(long, value_parser = exporter::addr, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// With `--fault slow`: the hedging game-day instead — attempts stall
+    /// 200 ms with probability 0.02 (service LogNormal, median 10 ms), and
+    /// these hedging strategies are compared beside the simulator's
+    /// prediction (`--rate`, default 500/s, for `--duration`, default 4s)
+    /// (e.g. `--hedging none,20ms,p95,p95+budget`).
+    #[arg(long, value_name = "S,…")]
+    pub hedging: Option<String>,
 }
 
 fn fault(s: &str) -> Result<Fault, String> {
@@ -193,6 +200,18 @@ impl Args {
 
 /// Runs `stagger gameday`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(h) = &a.hedging {
+        if a.fault.is_some_and(|f| f != Fault::Slow) {
+            return Err(UsageError("--hedging: runs with --fault slow".into()).into());
+        }
+        return crate::gameday_hedging::run(&crate::gameday_hedging::Run {
+            strategies: h,
+            rate: a.rate,
+            duration: a.duration,
+            seed: a.seed.get(),
+            json: a.format.json(),
+        });
+    }
     let plan = gameday::plan(&a.config()?).map_err(lab_error)?;
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir)

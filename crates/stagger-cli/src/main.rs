@@ -10,12 +10,14 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod args;
 mod audit;
 mod gameday;
+mod gameday_hedging;
 mod http;
 mod jitter;
 mod progress;
 mod run;
 mod schedule;
 mod simulate;
+mod simulate_hedging;
 
 const EXAMPLES: &str = "\
 Examples:

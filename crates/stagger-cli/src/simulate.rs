@@ -45,6 +45,7 @@ Examples:
   stagger simulate
   stagger simulate --model contention --clients 1..100 --format json
   stagger simulate --model metastable --server-skips-expired
+  stagger simulate --model hedging --capacity 10 --utilisation 0.9 --cancel running
   stagger simulate --outage-end 60s --strategy full,full+breaker
   stagger simulate --base 1s --capacity 20 --out report-headroom
   stagger simulate --drill                 (400 thin processes, a 2 s stall)
@@ -63,7 +64,7 @@ pub struct Args {
     /// (e.g. `--drill --clients 10`). The same shape as `stagger gameday --drill`.
     #[arg(long)]
     drill: bool,
-    /// Model: failover | contention | metastable | layers (e.g. `--model contention`).
+    /// Model: failover | contention | metastable | layers | hedging (e.g. `--model contention`).
     #[arg(long, default_value = "failover", value_name = "M")]
     model: String,
     /// Strategies, comma-separated: none, immediate, exponential, full, equal,
@@ -140,6 +141,8 @@ pub struct Args {
     format: FormatArgs,
     #[command(flatten)]
     talk: Verbosity,
+    #[command(flatten)]
+    hedging: crate::simulate_hedging::HedgingArgs,
     /// Report directory (report.html, results.json, series.csv). Default
     /// ./stagger-report with the table format, none with json; `none` disables it.
     #[arg(long, value_name = "DIR")]
@@ -258,6 +261,19 @@ fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
 
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    if a.model == "hedging" {
+        return crate::simulate_hedging::run(&crate::simulate_hedging::Run {
+            hedging: &a.hedging,
+            strategy: a.strategy.as_deref(),
+            capacity: a.capacity,
+            seed: a.seed.seed,
+            threads: a
+                .threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            json: a.format.json(),
+            out: a.out.as_deref(),
+        });
+    }
     let (p, strategies) = a.params()?;
     let json = a.format.json();
     let out_dir: Option<PathBuf> = match a.out.as_deref() {

@@ -51,6 +51,7 @@ pub mod contention;
 mod engine;
 pub mod failover;
 mod guard;
+pub mod hedging;
 pub mod layers;
 pub mod metastable;
 mod params;

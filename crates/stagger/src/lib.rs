@@ -51,7 +51,8 @@
 //!   [`Outcome`], [`StopReason`], [`NotRetried`], [`Idempotency`]), the
 //!   schedule ([`Backoff`], [`Jitter`]), the shared guardrails ([`Breaker`],
 //!   [`Throttle`], [`Guardrails`], [`Policy::guarded`]), signals
-//!   ([`Observer`], [`Event`], [`Stats`], [`SliWindow`]), the executors
+//!   ([`Observer`], [`Event`], [`Stats`], [`SliWindow`]), hedged requests
+//!   ([`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]), the executors
 //!   ([`RetryExt`], [`RetryAttemptExt`], [`AsyncRetryExt`]) and the time and
 //!   randomness seams ([`Clock`], [`ManualClock`], [`RandomSource`],
 //!   [`FastRng`]).
@@ -66,9 +67,10 @@
 //! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
 //! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
 //!   headers, the inbound-request context of the one-layer rule.
-//! - `tower` (feature `tower`): the client `RetryLayer` and the server
+//! - `tower` (feature `tower`): the client `RetryLayer` and `HedgeLayer`, the server
 //!   `DeadlineLayer` and `ShedLayer`.
-//! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
+//! - `reqwest` (feature `reqwest`): reqwest-middleware's `RetryMiddleware` and
+//!   `HedgeMiddleware`.
 //! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -87,9 +89,11 @@ mod event;
 pub mod exec;
 pub mod export;
 mod guard;
+mod hedge;
 pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
+mod latency;
 mod outcome;
 mod policy;
 #[cfg(feature = "reqwest")]
@@ -111,10 +115,13 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use error::{ConfigError, RetryError};
 pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
 pub use exec::{
-    AsyncRetry, AsyncRetryExt, Attempt, BlockingSleeper, Notice, Report, Retry, RetryAttemptExt,
-    RetryExt, Sleeper,
+    AsyncRetry, AsyncRetryExt, Attempt, BlockingSleeper, HedgeExt, Notice, Report, Retry,
+    RetryAttemptExt, RetryExt, Sleeper,
 };
 pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
+pub use hedge::{
+    HedgeDelay, HedgePolicy, HedgePolicyBuilder, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS,
+};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
 pub use policy::{Policy, PolicyBuilder};
 pub use rng::{FastRng, RandomSource};

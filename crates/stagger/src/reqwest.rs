@@ -50,6 +50,10 @@ use crate::http::{
 use crate::outcome::StopReason;
 use crate::outcome::{Class, Decision, Failure};
 
+mod hedge;
+
+pub use hedge::HedgeMiddleware;
+
 /// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
 #[derive(Debug, Clone)]

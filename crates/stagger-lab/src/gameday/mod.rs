@@ -27,6 +27,7 @@ use crate::{Error, ErrorKind};
 mod bins;
 pub mod exporter;
 mod fleet;
+pub mod hedging;
 mod measure;
 mod report;
 mod reset;

@@ -10,6 +10,7 @@ use stagger_sim::{Params, Results};
 use crate::Error;
 
 mod charts;
+pub mod hedging;
 mod report;
 mod table;
 

@@ -31,6 +31,7 @@ use crate::outcome::StopReason;
 use crate::outcome::{Class, Failure};
 
 pub(crate) mod future;
+pub(crate) mod hedge;
 pub(crate) mod settings;
 pub(crate) mod sync;
 
@@ -39,6 +40,7 @@ pub use future::NoSleeper;
 #[cfg(feature = "tokio")]
 pub use future::TokioSleep;
 pub use future::{AsyncRetry, AsyncRetryExt, DefaultSleeper, Sleeper};
+pub use hedge::{HedgeExt, Hedged};
 pub use sync::{
     Attempt, BlockingSleeper, Operation, Plain, Retry, RetryAttemptExt, RetryExt, ThreadSleep,
     WithAttempt,

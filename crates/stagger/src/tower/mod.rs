@@ -28,6 +28,9 @@
 //!   stop reason, why not retried, time waited) in its extensions; an
 //!   [`Error`] carries the same.
 //!
+//! [`HedgeLayer`] hedges idempotent requests instead: a second attempt
+//! while the first is slow, under a [`HedgePolicy`](crate::HedgePolicy).
+//!
 //! On the server side, [`DeadlineLayer`] makes the caller's deadline and
 //! attempt number those of the work done for the request (so the client
 //! layer, called while serving it, follows the one-layer rule), and
@@ -77,6 +80,7 @@ mod body;
 mod deadline;
 mod error;
 mod future;
+mod hedge;
 mod layer;
 mod service;
 mod shed;
@@ -85,6 +89,7 @@ pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
+pub use hedge::{HedgeLayer, HedgeService};
 pub use layer::RetryLayer;
 pub use service::RetryService;
 pub use shed::{ShedBuilder, ShedLayer, ShedService, ShedStats};

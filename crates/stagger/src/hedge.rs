@@ -1,0 +1,610 @@
+//! Hedged requests: cut the tail without starting a storm.
+//!
+//! A retry waits for a failure; a *hedge* does not. When an idempotent call
+//! has not answered after a short delay, a second attempt goes out while the
+//! first is still running, and whichever answers first wins. Most of a slow
+//! tail is one unlucky attempt (a stall, a GC pause, a slow disk), so a
+//! hedge sent at the client's 95th percentile cuts the 99.9th percentile for
+//! a few percent more requests.
+//!
+//! Hedging is also a retry storm waiting to happen: near saturation every
+//! answer is slow, every call hedges, and the hedges make every answer
+//! slower. So a [`HedgePolicy`] caps the extra load with a budget (hedges at
+//! most `max_extra_load`, default 5 %, of the requests in a sliding window),
+//! which can be the very budget the retry policy spends, so hedges and
+//! retries together stay under one cap.
+//!
+//! The rules (see `docs/behaviour.md`, "Hedging"):
+//! - only [`Idempotency::Idempotent`] calls hedge; others make one attempt at
+//!   a time, as the retry policy says;
+//! - attempt k+1 goes out `delay` after attempt k while none has answered;
+//!   `delay` is fixed or a percentile of this client's recent successful
+//!   latencies ([`HedgeDelay`]), with a minimum sample count before any
+//!   hedge and a floor;
+//! - a non-fatal failure (one the retry policy would retry) sends the next
+//!   attempt at once (or after the server's hint); a fatal one ends the
+//!   call; the first success ends the call; the front-end then cancels every
+//!   attempt still running;
+//! - every attempt is admitted by the retry [`Policy`] (deadline, breaker,
+//!   throttle) and its outcome told to it, so guardrails and observers see
+//!   hedges like any attempt.
+//!
+//! Like [`Policy`], a [`HedgePolicy`] is sans-IO: a front-end drives a
+//! [`HedgedCall`] with [`HedgePolicy::poll`] and [`HedgePolicy::report`]
+//! and owns the sending, the timers and the cancelling.
+//!
+//! ```
+//! use stagger::{Call, HedgeDelay, HedgePolicy, HedgeStep, StopReason};
+//! use std::time::{Duration, Instant};
+//!
+//! let hedging = HedgePolicy::builder()
+//!     .max_attempts(2)
+//!     .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
+//!     .build()?;
+//! let t0 = Instant::now();
+//! let mut call = hedging.call(Call::seeded(7).idempotent(true));
+//!
+//! // Attempt 1 goes out at once; the hedge is due 20 ms later.
+//! assert!(matches!(hedging.poll(&mut call, t0), HedgeStep::Send { attempt: 1, .. }));
+//! assert_eq!(hedging.poll(&mut call, t0), HedgeStep::WaitUntil(t0 + Duration::from_millis(20)));
+//! // No answer by then: attempt 2 goes out while 1 is still running.
+//! let t20 = t0 + Duration::from_millis(20);
+//! assert!(matches!(hedging.poll(&mut call, t20), HedgeStep::Send { attempt: 2, .. }));
+//! // Attempt 2 answers first: the call is over, attempt 1 is cancelled.
+//! hedging.report(&mut call, 2, stagger::Outcome::Success, t20 + Duration::from_millis(8));
+//! assert_eq!(hedging.poll(&mut call, t20), HedgeStep::Stop(StopReason::Success));
+//! assert_eq!(call.winner(), Some(2));
+//! # Ok::<(), stagger::ConfigError>(())
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::budget::{Budget, RatioBudget};
+use crate::call::{Call, LazyRng};
+use crate::error::ConfigError;
+use crate::latency::LatencyWindow;
+use crate::outcome::{Decision, Failure, Idempotency, Outcome, StopReason};
+use crate::policy::Policy;
+use crate::rng::RandomSource;
+
+/// The most attempts one hedged call may make (gRPC allows 5).
+pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
+
+/// When the next hedge goes out after the previous attempt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HedgeDelay {
+    /// A fixed delay.
+    Fixed(Duration),
+    /// A percentile (in `(0, 100]`, for example `95.0`) of this client's
+    /// successful attempts' latencies over the window, never below the
+    /// floor; no hedge until the window holds the minimum sample count.
+    Percentile(f64),
+}
+
+impl Default for HedgeDelay {
+    /// The 95th percentile.
+    fn default() -> Self {
+        HedgeDelay::Percentile(95.0)
+    }
+}
+
+impl fmt::Display for HedgeDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HedgeDelay::Fixed(d) => write!(f, "{}ms", d.as_secs_f64() * 1e3),
+            HedgeDelay::Percentile(p) => write!(f, "p{p}"),
+        }
+    }
+}
+
+/// A hedging policy: how many attempts, when each hedge goes out, and how
+/// much extra load hedges may add. Cheap to clone; clones share the latency
+/// window and the budget, so build one per client (per dependency) and
+/// share it by every call.
+#[derive(Clone)]
+pub struct HedgePolicy {
+    policy: Policy,
+    max_attempts: u32,
+    delay: HedgeDelay,
+    permille: u32,
+    min_samples: u64,
+    floor: Duration,
+    window: Arc<LatencyWindow>,
+    budget: Option<Arc<dyn Budget>>,
+    counts_requests: bool,
+}
+
+impl fmt::Debug for HedgePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HedgePolicy")
+            .field("max_attempts", &self.max_attempts)
+            .field("delay", &self.delay)
+            .field("min_samples", &self.min_samples)
+            .field("floor", &self.floor)
+            .field("budget", &self.budget)
+            .field("policy", &self.policy)
+            .finish()
+    }
+}
+
+/// Configures a [`HedgePolicy`]; [`build`](HedgePolicyBuilder::build)
+/// names the first bad field.
+///
+/// ```
+/// use stagger::budget::RatioBudget;
+/// use stagger::{HedgeDelay, HedgePolicy, Policy};
+/// use std::time::Duration;
+///
+/// // Hedges and retries share one 10 % budget (Finagle's rule): the retry
+/// // policy counts the requests, both spend from it.
+/// let shared = RatioBudget::new(0.1)?;
+/// let retries = Policy::builder().max_attempts(3).budget(shared.clone()).build()?;
+/// let hedging = HedgePolicy::builder()
+///     .max_attempts(3)
+///     .delay(HedgeDelay::Percentile(99.0))
+///     .min_samples(50)
+///     .floor(Duration::from_millis(2))
+///     .shared_budget(shared)
+///     .policy(retries)
+///     .build()?;
+/// assert_eq!(hedging.max_attempts(), 3);
+///
+/// let err = HedgePolicy::builder().max_extra_load(-0.5).build().unwrap_err();
+/// assert_eq!(err.field(), "max_extra_load");
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct HedgePolicyBuilder {
+    policy: Option<Policy>,
+    max_attempts: u32,
+    delay: HedgeDelay,
+    min_samples: u32,
+    floor: Duration,
+    window: Duration,
+    max_extra_load: Option<f64>,
+    shared: Option<Arc<dyn Budget>>,
+}
+
+impl Default for HedgePolicyBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HedgePolicyBuilder {
+    /// The defaults: 2 attempts, the 95th percentile over 10 s with at least
+    /// 20 samples and a floor of 1 ms, extra load at most 5 %.
+    pub fn new() -> Self {
+        HedgePolicyBuilder {
+            policy: None,
+            max_attempts: 2,
+            delay: HedgeDelay::default(),
+            min_samples: 20,
+            floor: Duration::from_millis(1),
+            window: Duration::from_secs(10),
+            max_extra_load: Some(0.05),
+            shared: None,
+        }
+    }
+
+    /// Attempts per call, the first included (`1..=8`; 1 never hedges).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// When each hedge goes out.
+    pub fn delay(mut self, delay: HedgeDelay) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Successful latencies the window must hold before an adaptive delay
+    /// sends any hedge (default 20).
+    pub fn min_samples(mut self, n: u32) -> Self {
+        self.min_samples = n;
+        self
+    }
+
+    /// The shortest adaptive delay (default 1 ms).
+    pub fn floor(mut self, floor: Duration) -> Self {
+        self.floor = floor;
+        self
+    }
+
+    /// The sliding window of latencies and of the own budget (1 s to 1 hour,
+    /// default 10 s).
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// Hedges may be at most this share of the requests in the window (plus
+    /// one per window, so a quiet client can hedge); `[0, 10]`, default 0.05.
+    pub fn max_extra_load(mut self, share: f64) -> Self {
+        self.max_extra_load = Some(share);
+        self.shared = None;
+        self
+    }
+
+    /// No cap on extra load (as tower's `hedge`): every slow call hedges.
+    pub fn unbudgeted(mut self) -> Self {
+        self.max_extra_load = None;
+        self.shared = None;
+        self
+    }
+
+    /// Hedges spend from `budget`, the budget the retry [`policy`](Self::policy)
+    /// also holds: the policy counts the requests, and hedges and retries
+    /// share one cap.
+    pub fn shared_budget(mut self, budget: impl Budget + 'static) -> Self {
+        self.shared = Some(Arc::new(budget));
+        self.max_extra_load = None;
+        self
+    }
+
+    /// The retry policy that admits every attempt and judges every failure
+    /// (fatal or not), with its deadline, guardrails and observers. Default:
+    /// the default policy with `max_attempts` set to this builder's. Both
+    /// attempt limits apply.
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Validates and builds.
+    pub fn build(self) -> Result<HedgePolicy, ConfigError> {
+        if self.max_attempts == 0 || self.max_attempts > MAX_HEDGE_ATTEMPTS {
+            return Err(ConfigError::new(
+                "max_attempts",
+                format!(
+                    "must be between 1 and {MAX_HEDGE_ATTEMPTS}, got {}",
+                    self.max_attempts
+                ),
+            ));
+        }
+        let permille = match self.delay {
+            HedgeDelay::Fixed(_) => 0,
+            HedgeDelay::Percentile(p) => {
+                if !(p.is_finite() && p > 0.0 && p <= 100.0) {
+                    return Err(ConfigError::new(
+                        "delay",
+                        format!("a percentile must be in (0, 100], got {p}"),
+                    ));
+                }
+                ((p * 10.0).round() as u32).max(1)
+            }
+        };
+        if self.window < Duration::from_secs(1) || self.window > Duration::from_secs(3600) {
+            return Err(ConfigError::new("window", "must be between 1 s and 1 hour"));
+        }
+        let (budget, counts_requests): (Option<Arc<dyn Budget>>, bool) =
+            match (self.shared, self.max_extra_load) {
+                (Some(b), _) => (Some(b), false),
+                (None, Some(share)) => {
+                    if !(share.is_finite() && (0.0..=10.0).contains(&share)) {
+                        return Err(ConfigError::new(
+                            "max_extra_load",
+                            format!("must be between 0 and 10, got {share}"),
+                        ));
+                    }
+                    let b = RatioBudget::builder()
+                        .ratio(share)
+                        .floor(1)
+                        .floor_per_request(0.0)
+                        .window(self.window)
+                        .build()?;
+                    (Some(Arc::new(b)), true)
+                }
+                (None, None) => (None, false),
+            };
+        let policy = match self.policy {
+            Some(p) => p,
+            None => Policy::builder()
+                .max_attempts(self.max_attempts)
+                .base(Duration::ZERO)
+                .build()?,
+        };
+        Ok(HedgePolicy {
+            policy,
+            max_attempts: self.max_attempts,
+            delay: self.delay,
+            permille,
+            min_samples: u64::from(self.min_samples),
+            floor: self.floor,
+            window: Arc::new(LatencyWindow::new(self.window)),
+            budget,
+            counts_requests,
+        })
+    }
+}
+
+/// What the front-end of a hedged call must do next; see [`HedgePolicy::poll`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeStep {
+    /// Send attempt `attempt` now (with its attempt headers), bounded by
+    /// `timeout` when there is one; then poll again.
+    Send {
+        /// The attempt's number, from 1.
+        attempt: u32,
+        /// `min(attempt_timeout, remaining)`, if bounded.
+        timeout: Option<Duration>,
+    },
+    /// Wait for an answer or for this instant, whichever comes first, then
+    /// poll again.
+    WaitUntil(Instant),
+    /// Wait for an answer (no hedge is due), then poll again.
+    Wait,
+    /// The call is over: cancel every attempt still running.
+    Stop(StopReason),
+}
+
+/// The per-call state of a hedged call, owned by the front-end: the
+/// [`Call`] plus when each attempt went out and which are still running.
+#[derive(Debug)]
+pub struct HedgedCall<R = LazyRng> {
+    call: Call<R>,
+    sent: [Option<Instant>; MAX_HEDGE_ATTEMPTS as usize],
+    in_flight: u32,
+    next_at: Option<Instant>,
+    /// The next attempt answers a non-fatal failure (the retry policy has
+    /// admitted it), not a timer: the hedge budget is not asked.
+    follow_up: bool,
+    no_more: bool,
+    done: Option<StopReason>,
+    last_stop: Option<StopReason>,
+    winner: Option<u32>,
+    hedges: u32,
+}
+
+impl<R> HedgedCall<R> {
+    /// The underlying call (attempts started, idempotency, deadline).
+    pub fn call(&self) -> &Call<R> {
+        &self.call
+    }
+
+    /// Attempts still running.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// The attempt whose success ended the call, if one did.
+    pub fn winner(&self) -> Option<u32> {
+        self.winner
+    }
+
+    /// Attempts sent because a delay passed (not the first, not follow-ups
+    /// to a failure).
+    pub fn hedges(&self) -> u32 {
+        self.hedges
+    }
+
+    /// Whether attempt `attempt` was sent and has not reported.
+    pub fn is_running(&self, attempt: u32) -> bool {
+        attempt >= 1
+            && (attempt as usize) <= self.sent.len()
+            && self.sent[attempt as usize - 1].is_some()
+    }
+}
+
+impl HedgePolicy {
+    /// A builder starting from the defaults.
+    pub fn builder() -> HedgePolicyBuilder {
+        HedgePolicyBuilder::new()
+    }
+
+    /// Attempts per call, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The configured delay.
+    pub fn delay(&self) -> HedgeDelay {
+        self.delay
+    }
+
+    /// The retry policy every attempt goes through.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Starts a hedged call.
+    pub fn call<R>(&self, call: Call<R>) -> HedgedCall<R> {
+        HedgedCall {
+            call,
+            sent: [None; MAX_HEDGE_ATTEMPTS as usize],
+            in_flight: 0,
+            next_at: None,
+            follow_up: false,
+            no_more: false,
+            done: None,
+            last_stop: None,
+            winner: None,
+            hedges: 0,
+        }
+    }
+
+    /// The delay a hedge would wait at `now`: the fixed delay, or the
+    /// percentile of the window (at least the floor), or `None` while the
+    /// window holds fewer than the minimum sample count.
+    pub fn current_delay(&self, now: Instant) -> Option<Duration> {
+        match self.delay {
+            HedgeDelay::Fixed(d) => Some(d),
+            HedgeDelay::Percentile(_) => self
+                .window
+                .percentile(self.permille, self.min_samples, now)
+                .map(|d| d.max(self.floor)),
+        }
+    }
+
+    /// Successful latencies in the window at `now`.
+    pub fn latency_samples(&self, now: Instant) -> u64 {
+        self.window.samples(now)
+    }
+
+    /// Records a successful latency in the window without a call (a
+    /// simulator or a front-end that measures elsewhere).
+    pub fn observe(&self, latency: Duration, now: Instant) {
+        self.window.observe(latency, now);
+    }
+
+    /// What the front-end must do next, at `now`.
+    ///
+    /// The first poll sends attempt 1. While attempts run, a timed hedge is
+    /// sent when its delay has passed, the call is idempotent, attempts are
+    /// left and the budget grants it; a refused hedge is not asked again in
+    /// this call. After a non-fatal failure the next attempt is sent at once
+    /// (or once the server's hint has passed). The call stops with the first
+    /// success, a fatal failure, or the last attempt's failure.
+    pub fn poll<R: RandomSource>(&self, h: &mut HedgedCall<R>, now: Instant) -> HedgeStep {
+        if let Some(r) = h.done {
+            return HedgeStep::Stop(r);
+        }
+        if h.call.attempts() == 0 {
+            if self.counts_requests {
+                if let Some(b) = &self.budget {
+                    b.on_request(now);
+                }
+            }
+            return self.send(h, now);
+        }
+        if let Some(at) = h.next_at {
+            if at <= now && !h.no_more {
+                h.next_at = None;
+                if h.call.attempts() >= self.max_attempts {
+                    h.no_more = true;
+                } else if h.follow_up {
+                    h.follow_up = false;
+                    return self.send(h, now);
+                } else if self.grant_hedge(now) {
+                    h.hedges += 1;
+                    return self.send(h, now);
+                } else {
+                    h.no_more = true;
+                }
+            }
+        }
+        if h.in_flight == 0 && (h.no_more || h.next_at.is_none()) {
+            // Nothing running and nothing due: the call is over.
+            let r = h.last_stop.unwrap_or(StopReason::AttemptsExhausted);
+            h.done = Some(r);
+            return HedgeStep::Stop(r);
+        }
+        match h.next_at {
+            Some(at) if !h.no_more => HedgeStep::WaitUntil(at),
+            _ => HedgeStep::Wait,
+        }
+    }
+
+    fn grant_hedge(&self, now: Instant) -> bool {
+        match &self.budget {
+            None => true,
+            Some(b) => b.try_withdraw(&Failure::transient(), now).is_some(),
+        }
+    }
+
+    fn send<R: RandomSource>(&self, h: &mut HedgedCall<R>, now: Instant) -> HedgeStep {
+        match self.policy.start_attempt(&mut h.call, now) {
+            Ok(timeout) => {
+                let attempt = h.call.attempts();
+                if let Some(slot) = h.sent.get_mut(attempt as usize - 1) {
+                    *slot = Some(now);
+                }
+                h.in_flight += 1;
+                h.next_at = None;
+                if h.call.get_idempotency() == Idempotency::Idempotent
+                    && attempt < self.max_attempts
+                    && !h.no_more
+                {
+                    h.next_at = self.current_delay(now).and_then(|d| now.checked_add(d));
+                }
+                HedgeStep::Send { attempt, timeout }
+            }
+            Err(r) => {
+                h.last_stop = Some(r);
+                h.no_more = true;
+                if h.in_flight == 0 {
+                    h.done = Some(r);
+                    HedgeStep::Stop(r)
+                } else {
+                    HedgeStep::Wait
+                }
+            }
+        }
+    }
+
+    /// Reports how attempt `attempt` ended, at `now`. A success records the
+    /// attempt's latency in the window; every outcome is told to the retry
+    /// policy, which judges a failure fatal (the call stops) or not (the next
+    /// attempt goes out at once). Reports for attempts not running (already
+    /// reported or cancelled) are ignored.
+    pub fn report<R: RandomSource>(
+        &self,
+        h: &mut HedgedCall<R>,
+        attempt: u32,
+        outcome: impl Into<Outcome>,
+        now: Instant,
+    ) {
+        if h.done.is_some() || !h.is_running(attempt) {
+            return;
+        }
+        let sent = h.sent[attempt as usize - 1].take();
+        h.in_flight -= 1;
+        // The guardrails measure this attempt, not the latest one.
+        h.call.attempt_started = sent;
+        match outcome.into() {
+            Outcome::Success => {
+                if let Some(s) = sent {
+                    self.window.observe(now.saturating_duration_since(s), now);
+                }
+                self.policy.decide(&mut h.call, Outcome::Success, now);
+                h.winner = Some(attempt);
+                self.finish(h, StopReason::Success, now);
+            }
+            Outcome::Failure(f) => match self.policy.decide(&mut h.call, f, now) {
+                Decision::Retry { after } => {
+                    // Non-fatal: the next attempt goes out now, or after the
+                    // server's hint (the backoff is not a hedge's business).
+                    let wait = if f.hint.is_some() {
+                        after
+                    } else {
+                        Duration::ZERO
+                    };
+                    h.next_at = now.checked_add(wait);
+                    h.follow_up = true;
+                }
+                Decision::Stop(r @ (StopReason::AttemptsExhausted | StopReason::Budget)) => {
+                    h.last_stop = Some(r);
+                    h.no_more = true;
+                    if h.in_flight == 0 {
+                        self.finish(h, r, now);
+                    }
+                }
+                Decision::Stop(r) => self.finish(h, r, now),
+            },
+        }
+    }
+
+    /// Ends the call; attempts still running will be cancelled by the
+    /// front-end, so the guardrails get back what they hold.
+    fn finish<R>(&self, h: &mut HedgedCall<R>, reason: StopReason, now: Instant) {
+        h.done = Some(reason);
+        if h.in_flight > 0 {
+            h.call.attempt_started = h.sent.iter().flatten().next().copied();
+            self.policy.abandon(&mut h.call, now);
+        }
+    }
+
+    /// The caller cancelled the call (or gave up waiting): it stops with
+    /// `cancelled`, and every running attempt is to be cancelled.
+    pub fn cancel<R>(&self, h: &mut HedgedCall<R>, now: Instant) {
+        if h.done.is_none() {
+            self.finish(h, StopReason::Cancelled, now);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;
