@@ -68,6 +68,8 @@
 //!   headers, the inbound-request context of the one-layer rule.
 //! - `tower` (feature `tower`): the client `RetryLayer` and the server
 //!   `DeadlineLayer` and `ShedLayer`.
+//! - `grpc` (feature `grpc`): a client `RetryLayer` for tonic channels
+//!   that retries as gRPC's A6 design says.
 //! - `reqwest` (feature `reqwest`): a reqwest-middleware `RetryMiddleware`.
 //! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
@@ -86,6 +88,8 @@ mod error;
 mod event;
 pub mod exec;
 pub mod export;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod guard;
 pub mod hint;
 #[cfg(feature = "http")]

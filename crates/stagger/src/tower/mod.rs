@@ -82,6 +82,8 @@ mod service;
 mod shed;
 
 pub use body::ReplayBody;
+#[cfg(feature = "grpc")]
+pub(crate) use body::{prepare, Prepared};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
