@@ -1,1 +1,743 @@
+//! The gRPC layer's A6 rules, one test each, against a scripted tower
+//! service under paused tokio time: every wait is virtual and exact, and the
+//! script records what each attempt carried.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Full, StreamBody};
+use stagger::budget::Budget;
+use stagger::config::ServiceConfig;
+use stagger::grpc::{AttemptRecord, CallReport, MethodPolicy, RetryLayer};
+use stagger::tower::{BoxError, ReplayBody};
+use stagger::{Failure, NotRetried, StopReason};
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+
+type Frames = Vec<Result<Frame<Bytes>, Infallible>>;
+type RespBody =
+    StreamBody<tokio_stream::Iter<std::vec::IntoIter<Result<Frame<Bytes>, Infallible>>>>;
+
+/// One scripted answer.
+#[derive(Clone)]
+enum Step {
+    /// A trailers-only answer: `grpc-status` (and more) in the headers.
+    TrailersOnly(u32, &'static [(&'static str, &'static str)]),
+    /// Headers, one message, then trailers with this status.
+    Streamed(u32),
+    /// A plain HTTP answer without any gRPC status (a proxy's error).
+    Http(u16),
+    /// A transport error.
+    Io(io::ErrorKind),
+    /// An HTTP/2 REFUSED_STREAM.
+    RefusedStream,
+    /// A success after this long.
+    SlowOk(Duration),
+}
+
+/// What one attempt carried.
+#[derive(Debug, Clone)]
+struct Seen {
+    at: Instant,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+#[derive(Clone)]
+struct Scripted {
+    steps: Arc<Mutex<VecDeque<Step>>>,
+    /// Played once the script is spent.
+    last: Step,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Scripted {
+    fn new(steps: impl IntoIterator<Item = Step>, last: Step) -> Self {
+        Scripted {
+            steps: Arc::new(Mutex::new(steps.into_iter().collect())),
+            last,
+            seen: Arc::default(),
+        }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn gaps_ms(&self) -> Vec<u128> {
+        let s = self.seen();
+        s.windows(2)
+            .map(|w| (w[1].at - w[0].at).as_millis())
+            .collect()
+    }
+}
+
+fn grpc_head(status: StatusCode) -> http::response::Builder {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/grpc")
+}
+
+fn trailers(code: u32) -> HeaderMap {
+    let mut t = HeaderMap::new();
+    t.insert("grpc-status", HeaderValue::from(code));
+    t
+}
+
+impl Service<Request<ReplayBody<Full<Bytes>>>> for Scripted {
+    type Response = Response<RespBody>;
+    type Error = BoxError;
+    type Future =
+        Pin<Box<dyn std::future::Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<ReplayBody<Full<Bytes>>>) -> Self::Future {
+        let step = self
+            .steps
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(self.last.clone());
+        let seen = self.seen.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            seen.lock().unwrap().push(Seen {
+                at: Instant::now(),
+                headers: parts.headers,
+                body,
+            });
+            let frames: Frames = match step {
+                Step::TrailersOnly(code, extra) => {
+                    let mut b = grpc_head(StatusCode::OK).header("grpc-status", code);
+                    for (k, v) in extra {
+                        b = b.header(*k, *v);
+                    }
+                    return Ok(b.body(StreamBody::new(tokio_stream::iter(vec![]))).unwrap());
+                }
+                Step::Streamed(code) => vec![
+                    Ok(Frame::data(Bytes::from_static(b"\0\0\0\0\x01m"))),
+                    Ok(Frame::trailers(trailers(code))),
+                ],
+                Step::Http(s) => {
+                    let resp = Response::builder()
+                        .status(s)
+                        .body(StreamBody::new(tokio_stream::iter(vec![])))
+                        .unwrap();
+                    return Ok(resp);
+                }
+                Step::Io(kind) => return Err(io::Error::from(kind).into()),
+                Step::RefusedStream => {
+                    return Err(h2::Error::from(h2::Reason::REFUSED_STREAM).into())
+                }
+                Step::SlowOk(d) => {
+                    tokio::time::sleep(d).await;
+                    vec![Ok(Frame::trailers(trailers(0)))]
+                }
+            };
+            Ok(grpc_head(StatusCode::OK)
+                .body(StreamBody::new(tokio_stream::iter(frames)))
+                .unwrap())
+        })
+    }
+}
+
+const PATH: &str = "http://127.0.0.1/shop.Cart/Add";
+
+fn request(body: &'static [u8]) -> Request<Full<Bytes>> {
+    Request::post(PATH)
+        .header("content-type", "application/grpc")
+        .body(Full::new(Bytes::from_static(body)))
+        .unwrap()
+}
+
+fn a6(max_attempts: u32, codes: &[u32]) -> MethodPolicy {
+    MethodPolicy::builder()
+        .max_attempts(max_attempts)
+        .initial_backoff(Duration::from_millis(100))
+        .max_backoff(Duration::from_secs(1))
+        .retryable_codes(codes.iter().copied())
+        .build()
+        .unwrap()
+}
+
+/// Calls once through `layer` over `svc`; returns the response's head
+/// status (`grpc-status` of a trailers-only answer, else the trailers'
+/// after reading the body) and the report.
+async fn call(
+    layer: &RetryLayer,
+    svc: &Scripted,
+    req: Request<Full<Bytes>>,
+) -> (Option<u32>, CallReport) {
+    let mut client = layer.layer(svc.clone());
+    let resp = client.ready().await.unwrap().call(req).await.unwrap();
+    let report = resp.extensions().get::<CallReport>().cloned().unwrap();
+    let head = resp
+        .headers()
+        .get("grpc-status")
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    let collected = resp.into_body().collect().await.unwrap();
+    let tail = collected
+        .trailers()
+        .and_then(|t| t.get("grpc-status"))
+        .map(|v| v.to_str().unwrap().parse().unwrap());
+    (head.or(tail), report)
+}
+
+fn unavailable() -> Step {
+    Step::TrailersOnly(14, &[])
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_attempts_above_five_count_as_five() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(9, &[14]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([], unavailable());
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(14));
+    assert_eq!(svc.seen().len(), 5);
+    let s = report.get();
+    assert_eq!(
+        (s.attempts, s.reason),
+        (5, Some(StopReason::AttemptsExhausted))
+    );
+    // The same from a service config.
+    let config = ServiceConfig::from_json(
+        r#"{"methodConfig":[{"name":[{"service":"shop.Cart"}],"retryPolicy":{"maxAttempts":7,
+        "initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+        "retryableStatusCodes":["UNAVAILABLE"]}}]}"#,
+    )
+    .unwrap();
+    let layer = RetryLayer::from_service_config(&config).unwrap();
+    let svc = Scripted::new([], unavailable());
+    call(&layer, &svc, request(b"x")).await;
+    assert_eq!(svc.seen().len(), 5);
+}
+
+/// The delays an `on_attempt` hook sees over `calls` calls of 3 attempts.
+async fn delays(policy: MethodPolicy, calls: usize) -> Vec<(u32, Duration)> {
+    let out: Arc<Mutex<Vec<(u32, Duration)>>> = Arc::default();
+    let sink = out.clone();
+    let layer = RetryLayer::builder()
+        .default_policy(policy)
+        .on_attempt(move |r: &AttemptRecord| {
+            if let Some(d) = r.delay {
+                sink.lock().unwrap().push((r.attempt, d));
+            }
+        })
+        .build()
+        .unwrap();
+    for _ in 0..calls {
+        let svc = Scripted::new([], unavailable());
+        call(&layer, &svc, request(b"x")).await;
+        // The waits the hook reports are the waits the server saw.
+        let gaps = svc.gaps_ms();
+        assert_eq!(gaps.len(), 2);
+    }
+    let v = out.lock().unwrap().clone();
+    v
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_is_plus_minus_twenty_percent_by_default() {
+    let d = delays(a6(3, &[14]), 200).await;
+    assert_eq!(d.len(), 400);
+    let (mut lo1, mut hi1) = (u128::MAX, 0);
+    for (attempt, delay) in &d {
+        let ms = delay.as_micros();
+        let step = if *attempt == 1 { 100_000 } else { 200_000 };
+        assert!(
+            ms >= step * 8 / 10 && ms <= step * 12 / 10,
+            "attempt {attempt}: {delay:?}"
+        );
+        if *attempt == 1 {
+            lo1 = lo1.min(ms);
+            hi1 = hi1.max(ms);
+        }
+    }
+    // 200 draws from U(80, 120) ms reach both ends' last 5 ms (a miss has
+    // probability 2 · 0.875^200 < 1e-11).
+    assert!(lo1 < 85_000 && hi1 > 115_000, "{lo1}..{hi1}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn full_jitter_is_opt_in() {
+    let policy = MethodPolicy::builder()
+        .max_attempts(3)
+        .initial_backoff(Duration::from_millis(100))
+        .full_jitter()
+        .build()
+        .unwrap();
+    let d = delays(policy, 100).await;
+    let first: Vec<u128> = d
+        .iter()
+        .filter(|(a, _)| *a == 1)
+        .map(|(_, d)| d.as_micros())
+        .collect();
+    assert!(first.iter().all(|us| *us < 100_000));
+    // Below A6's floor of 80 ms, which ±20 % never draws (P(miss) = 0.8^100).
+    assert!(first.iter().any(|us| *us < 80_000));
+}
+
+#[tokio::test(start_paused = true)]
+async fn only_listed_codes_are_retried() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(4, &[13]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([Step::TrailersOnly(13, &[])], Step::TrailersOnly(0, &[]));
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!((status, report.get().attempts), (Some(0), 2));
+    // UNAVAILABLE is not listed here: not retried.
+    let svc = Scripted::new([], unavailable());
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(14));
+    assert_eq!(report.get().reason, Some(StopReason::NotRetryable));
+    assert_eq!(svc.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn resource_exhausted_is_retried_only_with_pushback() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(4, &[8]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([Step::TrailersOnly(8, &[])], Step::TrailersOnly(0, &[]));
+    assert_eq!(call(&layer, &svc, request(b"x")).await.0, Some(8));
+    let svc = Scripted::new(
+        [Step::TrailersOnly(8, &[("grpc-retry-pushback-ms", "30")])],
+        Step::TrailersOnly(0, &[]),
+    );
+    assert_eq!(call(&layer, &svc, request(b"x")).await.0, Some(0));
+    assert_eq!(svc.gaps_ms(), vec![30]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn headers_without_status_commit_the_call() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(4, &[14]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([Step::Streamed(14)], Step::TrailersOnly(0, &[]));
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    // The status came in the trailers, after a message: not retried, but
+    // seen and recorded.
+    assert_eq!(status, Some(14));
+    assert_eq!(svc.seen().len(), 1);
+    let s = report.get();
+    assert_eq!(s.status, Some(14));
+    assert_eq!(s.reason, Some(StopReason::NotRetryable));
+    assert_eq!(s.not_retried, Some(NotRetried::Committed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn trailers_only_failures_are_retried_and_the_body_replayed() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(4, &[14]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([unavailable(), unavailable()], Step::Streamed(0));
+    let (status, report) = call(&layer, &svc, request(b"\0\0\0\0\x03abc")).await;
+    assert_eq!(status, Some(0));
+    let seen = svc.seen();
+    assert_eq!(seen.len(), 3);
+    // `Full` is not Clone-required: the layer buffered and replayed it.
+    assert!(seen.iter().all(|s| s.body.as_ref() == b"\0\0\0\0\x03abc"));
+    assert_eq!(report.get().reason, Some(StopReason::Success));
+}
+
+/// A request body that is not `Clone` and does not say its length.
+struct Chunks(VecDeque<Bytes>);
+
+impl Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_replay_buffer_commits_the_call() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(4, &[14]))
+        .max_replay_bytes(16)
+        .build()
+        .unwrap();
+    let svc = Scripted::new([], unavailable());
+    let (status, report) = call(&layer, &svc, request(&[7u8; 32])).await;
+    assert_eq!(status, Some(14));
+    assert_eq!(svc.seen().len(), 1);
+    assert_eq!(svc.seen()[0].body.len(), 32, "sent once, whole");
+    assert_eq!(
+        report.get().not_retried,
+        Some(NotRetried::BodyTooLarge { limit: 16 })
+    );
+    // A body of unknown length that fits is replayed.
+    let mut client = layer.layer(ChunkScripted(Scripted::new(
+        [unavailable()],
+        Step::TrailersOnly(0, &[]),
+    )));
+    let body = Chunks(VecDeque::from([
+        Bytes::from_static(b"ab"),
+        Bytes::from_static(b"cd"),
+    ]));
+    let req = Request::post(PATH)
+        .header("content-type", "application/grpc")
+        .body(body)
+        .unwrap();
+    let resp = ServiceExt::<Request<Chunks>>::ready(&mut client)
+        .await
+        .unwrap()
+        .call(req)
+        .await
+        .unwrap();
+    let report = resp.extensions().get::<CallReport>().unwrap().get();
+    // A stream of unknown length is sent once (it cannot be known to fit).
+    assert_eq!(report.not_retried, Some(NotRetried::BodyStream));
+}
+
+/// [`Scripted`] for any request body.
+#[derive(Clone)]
+struct ChunkScripted(Scripted);
+
+impl<B: Body<Data = Bytes> + Send + 'static> Service<Request<ReplayBody<B>>> for ChunkScripted
+where
+    B::Error: std::fmt::Debug,
+{
+    type Response = Response<RespBody>;
+    type Error = BoxError;
+    type Future = <Scripted as Service<Request<ReplayBody<Full<Bytes>>>>>::Future;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<ReplayBody<B>>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        let mut inner = self.0.clone();
+        Box::pin(async move {
+            let bytes = body.collect().await.unwrap().to_bytes();
+            let req = Request::from_parts(parts, ReplayBody::full(bytes));
+            inner.call(req).await
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn pushback_waits_exactly_then_resets_the_backoff() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(5, &[14]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new(
+        [
+            unavailable(),
+            unavailable(),
+            Step::TrailersOnly(14, &[("grpc-retry-pushback-ms", "700")]),
+            unavailable(),
+        ],
+        Step::TrailersOnly(0, &[]),
+    );
+    let (status, _) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    let g = svc.gaps_ms();
+    assert_eq!(g.len(), 4);
+    assert!(
+        (80..=120).contains(&g[0]) && (160..=240).contains(&g[1]),
+        "{g:?}"
+    );
+    assert_eq!(g[2], 700, "exactly the pushback");
+    assert!((80..=120).contains(&g[3]), "backoff restarted: {g:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn negative_or_garbage_pushback_stops() {
+    for value in ["-1", "soon", "1.5"] {
+        let layer = RetryLayer::builder()
+            .default_policy(a6(5, &[14]))
+            .build()
+            .unwrap();
+        let pairs: &'static [(&'static str, &'static str)] = match value {
+            "-1" => &[("grpc-retry-pushback-ms", "-1")],
+            "soon" => &[("grpc-retry-pushback-ms", "soon")],
+            _ => &[("grpc-retry-pushback-ms", "1.5")],
+        };
+        let svc = Scripted::new([], Step::TrailersOnly(14, pairs));
+        let (_, report) = call(&layer, &svc, request(b"x")).await;
+        assert_eq!(svc.seen().len(), 1, "{value}");
+        assert_eq!(
+            report.get().not_retried,
+            Some(NotRetried::ServerSaidNo),
+            "{value}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_carry_previous_attempts_and_the_time_left() {
+    let policy = MethodPolicy::builder()
+        .max_attempts(3)
+        .retryable_codes([14])
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let layer = RetryLayer::builder()
+        .default_policy(policy)
+        .build()
+        .unwrap();
+    let push = Step::TrailersOnly(14, &[("grpc-retry-pushback-ms", "500")]);
+    let svc = Scripted::new([push.clone(), push], Step::TrailersOnly(0, &[]));
+    call(&layer, &svc, request(b"x")).await;
+    let seen = svc.seen();
+    let header = |i: usize, name: &str| {
+        seen[i]
+            .headers
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    assert_eq!(header(0, "grpc-previous-rpc-attempts"), None);
+    assert_eq!(
+        header(1, "grpc-previous-rpc-attempts").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        header(2, "grpc-previous-rpc-attempts").as_deref(),
+        Some("2")
+    );
+    assert_eq!(header(0, "grpc-timeout").as_deref(), Some("2000000u"));
+    assert_eq!(header(1, "grpc-timeout").as_deref(), Some("1500000u"));
+    assert_eq!(header(2, "grpc-timeout").as_deref(), Some("1000000u"));
+    assert!(seen
+        .iter()
+        .all(|s| !s.headers.contains_key("x-retry-attempt")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_callers_grpc_timeout_is_the_deadline() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(5, &[14]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([], Step::SlowOk(Duration::from_secs(5)));
+    let mut req = request(b"x");
+    req.headers_mut()
+        .insert("grpc-timeout", HeaderValue::from_static("300m"));
+    let (status, report) = call(&layer, &svc, req).await;
+    assert_eq!(status, Some(4), "DEADLINE_EXCEEDED, written by the layer");
+    assert_eq!(report.get().reason, Some(StopReason::Deadline));
+    assert_eq!(svc.seen()[0].headers["grpc-timeout"], "300000u");
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_is_one_bucket_per_channel_across_methods() {
+    // 4 tokens: a retry needs more than 2.
+    let layer = RetryLayer::builder()
+        .default_policy(a6(2, &[14]))
+        .throttling(4.0, 0.1)
+        .build()
+        .unwrap();
+    let bucket = layer.throttling_bucket().unwrap().clone();
+    let svc = Scripted::new([], unavailable());
+    let req = |m: &str| {
+        Request::post(format!("http://127.0.0.1/shop.Cart/{m}"))
+            .header("content-type", "application/grpc")
+            .body(Full::new(Bytes::from_static(b"x")))
+            .unwrap()
+    };
+    // Method A: 2 attempts, both failing: 4 → 2 tokens.
+    let (_, r) = call(&layer, &svc, req("A")).await;
+    assert_eq!(r.get().attempts, 2);
+    assert_eq!(bucket.tokens_milli(), 2000);
+    // Method B sees the same bucket: at half, no retry.
+    let (_, r) = call(&layer, &svc, req("B")).await;
+    assert_eq!(
+        (r.get().attempts, r.get().reason),
+        (1, Some(StopReason::Budget))
+    );
+    // Another layer is another channel with its own bucket.
+    let other = RetryLayer::builder()
+        .default_policy(a6(2, &[14]))
+        .throttling(4.0, 0.1)
+        .build()
+        .unwrap();
+    let (_, r) = call(&other, &svc, req("B")).await;
+    assert_eq!(r.get().attempts, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_status_in_trailers_reaches_the_throttling() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(2, &[14]))
+        .throttling(10.0, 0.1)
+        .build()
+        .unwrap();
+    let svc = Scripted::new([], Step::Streamed(14));
+    call(&layer, &svc, request(b"x")).await;
+    assert_eq!(layer.throttling_bucket().unwrap().tokens_milli(), 9000);
+}
+
+#[test]
+fn a_service_config_gives_every_method_the_same_bucket() {
+    let config = ServiceConfig::from_json(
+        r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":3,
+        "initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+        "retryableStatusCodes":["UNAVAILABLE"]}}],
+        "retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}"#,
+    )
+    .unwrap();
+    let bucket = config.throttling_bucket().unwrap().clone();
+    let now = std::time::Instant::now();
+    let a = config.policy("a.A", "Get").unwrap().unwrap();
+    let b = config.clone().policy("b.B", "Put").unwrap().unwrap();
+    let (mut ca, mut cb) = (stagger::Call::seeded(1), stagger::Call::seeded(2));
+    a.start_attempt(&mut ca, now).unwrap();
+    b.start_attempt(&mut cb, now).unwrap();
+    a.decide(&mut ca, Failure::transient(), now);
+    b.decide(&mut cb, Failure::transient(), now);
+    assert_eq!(
+        bucket.tokens_milli(),
+        8000,
+        "both methods drew on one bucket"
+    );
+    assert!(bucket.try_withdraw(&Failure::transient(), now).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_that_never_left_are_retried_transparently() {
+    // No retry policy at all, and a bucket that allows no retry.
+    let layer = RetryLayer::builder().throttling(2.0, 0.1).build().unwrap();
+    let bucket = layer.throttling_bucket().unwrap().clone();
+    let svc = Scripted::new(
+        [
+            Step::Io(io::ErrorKind::ConnectionRefused),
+            Step::RefusedStream,
+        ],
+        Step::TrailersOnly(0, &[]),
+    );
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    let s = report.get();
+    assert_eq!((s.attempts, s.transparent_retries), (3, 2));
+    assert_eq!(bucket.tokens_milli(), 2000, "not charged to throttling");
+    // Bounded by 10 per call.
+    let svc = Scripted::new([], Step::Io(io::ErrorKind::ConnectionRefused));
+    let mut client = layer.layer(svc.clone());
+    let err = client
+        .ready()
+        .await
+        .unwrap()
+        .call(request(b"x"))
+        .await
+        .unwrap_err();
+    assert_eq!(svc.seen().len(), 11);
+    assert_eq!(err.info().attempts, 11);
+    // A reset after the request left is not transparent.
+    let svc = Scripted::new([], Step::Io(io::ErrorKind::ConnectionReset));
+    let mut client = layer.layer(svc.clone());
+    client
+        .ready()
+        .await
+        .unwrap()
+        .call(request(b"x"))
+        .await
+        .unwrap_err();
+    assert_eq!(svc.seen().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transparent_retries_do_not_use_up_max_attempts() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(2, &[14]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new(
+        [
+            Step::Io(io::ErrorKind::ConnectionRefused),
+            unavailable(),
+            Step::Io(io::ErrorKind::ConnectionRefused),
+        ],
+        Step::TrailersOnly(0, &[]),
+    );
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    assert_eq!(report.get().attempts, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_proxys_http_errors_map_to_grpc_statuses() {
+    let layer = RetryLayer::builder()
+        .default_policy(a6(3, &[14]))
+        .build()
+        .unwrap();
+    // 503 and 429 are UNAVAILABLE: retried.
+    let svc = Scripted::new(
+        [Step::Http(503), Step::Http(429)],
+        Step::TrailersOnly(0, &[]),
+    );
+    let (status, _) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!((status, svc.seen().len()), (Some(0), 3));
+    // 404 is UNIMPLEMENTED, 400 INTERNAL, 500 UNKNOWN: not listed, not retried.
+    for (http, code) in [(404, 12), (400, 13), (500, 2), (401, 16), (403, 7)] {
+        let svc = Scripted::new([], Step::Http(http));
+        let (_, report) = call(&layer, &svc, request(b"x")).await;
+        assert_eq!(svc.seen().len(), 1, "{http}");
+        assert_eq!(report.get().status, Some(code), "{http}");
+    }
+    // Listed, INTERNAL is retried, so a 400 is too.
+    let layer = RetryLayer::builder()
+        .default_policy(a6(2, &[13]))
+        .build()
+        .unwrap();
+    let svc = Scripted::new([], Step::Http(400));
+    call(&layer, &svc, request(b"x")).await;
+    assert_eq!(svc.seen().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn methods_find_their_policy_by_name_then_service_then_default() {
+    let config = ServiceConfig::from_json(
+        r#"{"methodConfig":[
+          {"name":[{"service":"shop.Cart","method":"Add"}],"retryPolicy":{"maxAttempts":2,
+            "initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[14]}},
+          {"name":[{"service":"shop.Cart"}],"retryPolicy":{"maxAttempts":3,
+            "initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[14]}},
+          {"name":[{}],"retryPolicy":{"maxAttempts":4,
+            "initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[14]}}]}"#,
+    )
+    .unwrap();
+    let layer = RetryLayer::from_service_config(&config).unwrap();
+    for (path, attempts) in [
+        ("shop.Cart/Add", 2),
+        ("shop.Cart/Get", 3),
+        ("shop.Till/Pay", 4),
+    ] {
+        let svc = Scripted::new([], unavailable());
+        let req = Request::post(format!("http://127.0.0.1/{path}"))
+            .header("content-type", "application/grpc")
+            .body(Full::new(Bytes::from_static(b"x")))
+            .unwrap();
+        call(&layer, &svc, req).await;
+        assert_eq!(svc.seen().len(), attempts, "{path}");
+    }
+}
