@@ -393,28 +393,36 @@ async fn a_body_over_the_replay_buffer_commits_the_call() {
         report.get().not_retried,
         Some(NotRetried::BodyTooLarge { limit: 16 })
     );
-    // A body of unknown length that fits is replayed.
-    let mut client = layer.layer(ChunkScripted(Scripted::new(
-        [unavailable()],
-        Step::TrailersOnly(0, &[]),
-    )));
-    let body = Chunks(VecDeque::from([
-        Bytes::from_static(b"ab"),
-        Bytes::from_static(b"cd"),
-    ]));
-    let req = Request::post(PATH)
-        .header("content-type", "application/grpc")
-        .body(body)
-        .unwrap();
-    let resp = ServiceExt::<Request<Chunks>>::ready(&mut client)
-        .await
-        .unwrap()
-        .call(req)
-        .await
-        .unwrap();
-    let report = resp.extensions().get::<CallReport>().unwrap().get();
-    // A stream of unknown length is sent once (it cannot be known to fit).
-    assert_eq!(report.not_retried, Some(NotRetried::BodyStream));
+    // A stream of unknown length is read as it is sent: one that fits is
+    // replayed, one that outgrows the buffer commits the call.
+    for (chunks, attempts, why) in [
+        (vec![&b"ab"[..], b"cd"], 2, None),
+        (
+            vec![&[1u8; 10][..], &[2; 10], &[3; 10]],
+            1,
+            Some(NotRetried::BodyTooLarge { limit: 16 }),
+        ),
+    ] {
+        let svc = Scripted::new([unavailable()], Step::TrailersOnly(0, &[]));
+        let mut client = layer.layer(ChunkScripted(svc.clone()));
+        let sent: Vec<u8> = chunks.concat();
+        let body = Chunks(chunks.into_iter().map(Bytes::copy_from_slice).collect());
+        let req = Request::post(PATH)
+            .header("content-type", "application/grpc")
+            .body(body)
+            .unwrap();
+        let resp = ServiceExt::<Request<Chunks>>::ready(&mut client)
+            .await
+            .unwrap()
+            .call(req)
+            .await
+            .unwrap();
+        let report = resp.extensions().get::<CallReport>().unwrap().get();
+        assert_eq!(report.not_retried, why);
+        let seen = svc.seen();
+        assert_eq!(seen.len(), attempts);
+        assert!(seen.iter().all(|s| s.body.as_ref() == sent.as_slice()));
+    }
 }
 
 /// [`Scripted`] for any request body.

@@ -24,9 +24,7 @@ use crate::http::{
     GRPC_TIMEOUT,
 };
 use crate::outcome::{Class, Decision, Failure, Idempotency, NotRetried, Outcome, StopReason};
-use crate::tower::{
-    prepare, AttemptTimedOut, BoxError, Error, ErrorKind, Prepared, ResponseFuture,
-};
+use crate::tower::{AttemptTimedOut, BoxError, Error, ErrorKind, Replay, ResponseFuture};
 
 /// A gRPC client service whose calls are retried as A6 says; made by
 /// [`RetryLayer`](super::RetryLayer).
@@ -273,17 +271,7 @@ where
     let limit = shared.max_replay_bytes;
     let mut d = Driver::new(shared, req.headers(), req.extensions(), req.uri().path());
     let (parts, body) = req.into_parts();
-    let mut body = match prepare(body, limit).await {
-        Ok(b) => b,
-        Err(e) => {
-            d.finish(Some(StopReason::NotRetryable), None);
-            let i = info(0, StopReason::NotRetryable);
-            return Err(Error::new(ErrorKind::Body, i, Some(e.into())));
-        }
-    };
-    if let Prepared::Once(_, why) = &body {
-        d.call.commit(*why);
-    }
+    let body = Replay::new(body, limit);
     let mut first = true;
     let mut last: Last<ResB> = Last::None;
     loop {
@@ -311,6 +299,10 @@ where
                 Err(e) => Some(Err(e)),
             }
         };
+        if body.outgrown() {
+            // The request outgrew the replay buffer: it cannot be sent again.
+            d.call.commit(NotRetried::BodyTooLarge { limit });
+        }
         let decision = match sent {
             Some(Ok(resp)) => match attempt_status(resp.status(), resp.headers()) {
                 Some(0) => {

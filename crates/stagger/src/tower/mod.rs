@@ -81,9 +81,9 @@ mod layer;
 mod service;
 mod shed;
 
-pub use body::ReplayBody;
 #[cfg(feature = "grpc")]
-pub(crate) use body::{prepare, Prepared};
+pub(crate) use body::Replay;
+pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
