@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod args;
 mod audit;
 mod gameday;
+mod grpc;
 mod http;
 mod jitter;
 mod progress;
@@ -41,12 +42,21 @@ enum Command {
     Http(http::Args),
     /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
     Gameday(gameday::Args),
+    /// gRPC tools: `stagger grpc health ADDR` probes a health service with A6 retries.
+    Grpc(grpc::Args),
     /// Check retry configs (gRPC service configs, policy files) against the production checklist.
     Audit(audit::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `stagger grpc` keeps grpc_health_probe's exit code for bad usage.
+        Err(e) => match grpc::usage_exit(&e) {
+            Some(code) => return code,
+            None => e.exit(),
+        },
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -70,5 +80,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Http(a) => http::run(&a),
         Command::Gameday(a) => gameday::run(&a),
         Command::Audit(a) => audit::run(&a),
+        Command::Grpc(a) => grpc::run(&a),
     }
 }

@@ -23,7 +23,7 @@ use tonic::body::Body;
 use tower::{Layer, Service};
 
 /// How the server answers one request.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub enum Fault {
     /// Let the health service answer.
     Pass,
@@ -177,7 +177,8 @@ where
     }
 }
 
-/// Starts the health service (SERVING for "" and "shop") behind `script`
+/// Starts the health service (SERVING for "" and "shop", NOT_SERVING for
+/// "down") behind `script`
 /// on 127.0.0.1; returns its address.
 pub async fn start(script: Script) -> SocketAddr {
     let (reporter, health) = tonic_health::server::health_reporter();
@@ -186,6 +187,9 @@ pub async fn start(script: Script) -> SocketAddr {
         .await;
     reporter
         .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+    reporter
+        .set_service_status("down", tonic_health::ServingStatus::NotServing)
         .await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
