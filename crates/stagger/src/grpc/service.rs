@@ -290,6 +290,7 @@ where
         *attempt.headers_mut() = parts.headers.clone();
         *attempt.extensions_mut() = parts.extensions.clone();
         d.stamp(attempt.headers_mut(), timeout);
+        let sent_at = TokioClock.now();
         let sent = if first {
             first = false;
             send(&mut inner, attempt, timeout).await
@@ -318,6 +319,19 @@ where
                 }
                 None => return Ok(committed(d, resp)),
             },
+            // The inner service's own timer (tonic enforces the
+            // `grpc-timeout` it was given) ended the attempt when its time was
+            // up: that is this attempt timing out.
+            Some(Err(e)) if timeout.is_some_and(|t| TokioClock.now() >= sent_at + t) => {
+                let decision = d.decide(
+                    Outcome::Failure(Failure::timeout()),
+                    None,
+                    Some(error_chain(&*e)),
+                    None,
+                );
+                last = Last::Error(ErrorKind::Timeout, e);
+                decision
+            }
             Some(Err(e)) => {
                 let f = Failure::new(error_class(&*e));
                 let f = if never_sent(&*e) { f.not_sent() } else { f };
