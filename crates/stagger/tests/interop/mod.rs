@@ -36,10 +36,10 @@ pub fn python() -> Option<PathBuf> {
     None
 }
 
-/// A script of this directory.
+/// A script of this directory (the same path from either crate's tests).
 pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/interop")
+        .join("../stagger/tests/interop")
         .join(name)
 }
 
