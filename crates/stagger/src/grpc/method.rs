@@ -81,6 +81,7 @@ impl MethodPolicy {
     }
 
     /// The same policy with the method's `timeout` set (or cleared).
+    #[cfg(feature = "serde")]
     pub(crate) fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.timeout = timeout;
         self
