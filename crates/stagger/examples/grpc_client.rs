@@ -48,7 +48,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // channel: its throttling bucket is shared by every method.
     let config = ServiceConfig::from_json(SERVICE_CONFIG)?;
     let layer = RetryLayer::from_service_config(&config)?.body(tonic::body::Body::new);
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?.connect().await?;
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?;
     let mut client = HealthClient::new(ServiceBuilder::new().layer(layer).service(channel));
 
     let resp = client.check(HealthCheckRequest::default()).await?;

@@ -73,7 +73,7 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    fn finish(mut self: Box<Self>, outcome: Outcome, status: Option<u32>, pushback: Option<i64>) {
+    fn finish(&mut self, outcome: Outcome, status: Option<u32>, pushback: Option<i64>) {
         let decision = self
             .method
             .engine
@@ -102,7 +102,7 @@ impl Watch {
         }
     }
 
-    fn trailers(self: Box<Self>, trailers: &HeaderMap) {
+    fn trailers(&mut self, trailers: &HeaderMap) {
         let (outcome, status, pushback) = match grpc_status(trailers) {
             Some(0) => (Outcome::Success, Some(0), None),
             Some(code) => {
@@ -177,7 +177,7 @@ where
         };
         let polled = Pin::new(inner).poll_frame(cx);
         if polled.is_ready() {
-            if let Some(watch) = this.watch.take() {
+            if let Some(mut watch) = this.watch.take() {
                 match &polled {
                     Poll::Ready(Some(Ok(frame))) => match frame.trailers_ref() {
                         Some(t) => watch.trailers(t),
