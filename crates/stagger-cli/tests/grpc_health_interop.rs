@@ -55,7 +55,7 @@ fn grpcio_failure_after_headers_exits_3_without_retrying() {
     let (out, v) = probe(server.port, &[]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     assert_eq!(statuses(&v), ["UNAVAILABLE"]);
-    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.requests(1).len(), 1);
 }
 
 #[test]

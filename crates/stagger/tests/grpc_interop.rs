@@ -87,7 +87,7 @@ async fn grpcio_trailers_only_unavailable_is_retried() {
         assert_eq!(resp.get_ref().status, 1);
         let report = resp.extensions().get::<CallReport>().unwrap().get();
         assert_eq!(report.attempts, 3);
-        assert_eq!(prev(&server.requests()), ["-", "1", "2"]);
+        assert_eq!(prev(&server.requests(3)), ["-", "1", "2"]);
     })
     .await
     .unwrap();
@@ -104,7 +104,7 @@ async fn grpcio_failure_after_headers_is_committed() {
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::Unavailable);
-        assert_eq!(server.requests().len(), 1);
+        assert_eq!(server.requests(1).len(), 1);
     })
     .await
     .unwrap();
@@ -122,7 +122,7 @@ async fn grpcio_pushback_is_waited_exactly() {
             .await
             .unwrap();
         assert!(started.elapsed() >= Duration::from_millis(300));
-        assert_eq!(server.requests().len(), 2);
+        assert_eq!(server.requests(2).len(), 2);
     })
     .await
     .unwrap();
@@ -139,14 +139,14 @@ async fn grpcio_resource_exhausted_is_retried_only_with_pushback() {
             .await
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted);
-        assert_eq!(server.requests().len(), 1);
+        assert_eq!(server.requests(1).len(), 1);
         let server = FaultServer::start(&py, "exhausted:20");
         client(server.port)
             .await
             .check(HealthCheckRequest::default())
             .await
             .unwrap();
-        assert_eq!(server.requests().len(), 2);
+        assert_eq!(server.requests(2).len(), 2);
     })
     .await
     .unwrap();
@@ -162,7 +162,7 @@ async fn grpcio_slow_handler_meets_the_deadline() {
         let err = client(server.port).await.check(req).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::DeadlineExceeded);
         // The server saw the remaining time, not more.
-        let lines = server.requests();
+        let lines = server.requests(1);
         let left: u64 = lines[0]
             .split_whitespace()
             .find_map(|w| w.strip_prefix("left_ms="))

@@ -86,8 +86,15 @@ impl FaultServer {
         }
     }
 
-    /// The `REQ …` lines so far, one per request the server received.
-    pub fn requests(&self) -> Vec<String> {
+    /// The `REQ …` lines, one per request the server received, once at
+    /// least `expected` have been read from its stdout (a line printed
+    /// before the answer may be read after it), plus a moment for any more.
+    pub fn requests(&self, expected: usize) -> Vec<String> {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while self.lines.lock().unwrap().len() < expected && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(50));
         self.lines.lock().unwrap().clone()
     }
 }
