@@ -113,6 +113,9 @@ struct AttemptJson {
     grpc_status: Option<&'static str>,
     pushback_ms: Option<i64>,
     delay_ms: Option<u64>,
+    /// The attempt failed to connect (a refusal or the connect timeout).
+    #[serde(skip)]
+    connect: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -165,8 +168,16 @@ fn health(a: &HealthArgs) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let end = rt.block_on(probe(a, layer, uri));
+    let mut end = rt.block_on(probe(a, layer, uri));
     let attempts = records.lock().map(|r| r.clone()).unwrap_or_default();
+    // The deadline may end a call while it is still trying to connect: no
+    // attempt got an answer and some could not connect, so the server could
+    // not be reached; that is not an RPC that failed.
+    let never_answered = attempts.iter().all(|r| r.grpc_status.is_none());
+    if end.code == 3 && never_answered && attempts.iter().any(|r| r.connect) {
+        end.code = 2;
+        end.message = format!("could not connect to {} ({})", a.addr, end.reason);
+    }
     if a.format == "json" {
         let summary = Summary {
             status: end.status,
@@ -212,6 +223,8 @@ fn build_layer(a: &HealthArgs, records: Records) -> Result<RetryLayer, String> {
                 grpc_status: status,
                 pushback_ms: r.pushback_ms,
                 delay_ms: r.delay.map(|d| d.as_millis() as u64),
+                // hyper-util's words for a connection that was never made.
+                connect: r.error.as_deref().is_some_and(|e| e.contains("(Connect)")),
             });
         }
     });

@@ -146,6 +146,45 @@ async fn nothing_listening_exits_2() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_connect_timeout_exits_2() {
+    // A port that accepts nothing: its backlog is full, so connecting hangs
+    // until the connect timeout.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let socket = socket2_free_backlog(&listener);
+    // The first attempt's connect times out; the deadline ends the second
+    // while it is still connecting.
+    let out = stagger(args(
+        addr,
+        &[
+            "--connect-timeout",
+            "300ms",
+            "--deadline",
+            "500ms",
+            "--base",
+            "10ms",
+        ],
+    ))
+    .await;
+    drop(socket);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// Fills the listener's accept backlog with connections nobody accepts,
+/// so that one more connect hangs (Linux drops the SYN of a full queue).
+fn socket2_free_backlog(listener: &std::net::TcpListener) -> Vec<std::net::TcpStream> {
+    let addr = listener.local_addr().unwrap();
+    let mut held = Vec::new();
+    for _ in 0..512 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    held
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_service_configs_policy_applies() {
     let dir = std::env::temp_dir().join(format!("stagger-grpc-health-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
