@@ -428,3 +428,75 @@ pub(crate) async fn prepare<B: Body>(body: B, limit: usize) -> Result<Prepared<B
     };
     Ok(Prepared::Replayable { data, trailers })
 }
+
+#[cfg(all(test, feature = "grpc"))]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, StreamBody};
+    use std::convert::Infallible;
+
+    fn source(
+        chunks: &[&'static [u8]],
+        trailer: bool,
+    ) -> impl Body<Data = Bytes, Error = Infallible> {
+        let mut frames: Vec<Result<Frame<Bytes>, Infallible>> = chunks
+            .iter()
+            .map(|c| Ok(Frame::data(Bytes::from_static(c))))
+            .collect();
+        if trailer {
+            let mut t = HeaderMap::new();
+            t.insert("x-sum", http::HeaderValue::from_static("7"));
+            frames.push(Ok(Frame::trailers(t)));
+        }
+        StreamBody::new(tokio_stream::iter(frames))
+    }
+
+    async fn read<B: Body<Data = Bytes, Error = Infallible>>(b: ReplayBody<B>) -> (Vec<u8>, bool) {
+        let c = b.collect().await.unwrap();
+        let has_trailers = c.trailers().is_some_and(|t| t.contains_key("x-sum"));
+        (c.to_bytes().to_vec(), has_trailers)
+    }
+
+    #[tokio::test]
+    async fn a_replay_sends_what_was_read_then_reads_on() {
+        let replay = Replay::new(source(&[b"ab", b"cd", b"ef"], true), 100);
+        // The first attempt reads two frames, then is abandoned.
+        let mut first = replay.next().unwrap();
+        let a = first.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&a[..], b"ab");
+        first.frame().await.unwrap().unwrap();
+        // The second replays them and reads the rest, trailers included.
+        let second = replay.next().unwrap();
+        assert_eq!(read(second).await, (b"abcdef".to_vec(), true));
+        // The first, now stale, only replays what was kept, in order.
+        assert_eq!(read(first).await, (b"ef".to_vec(), true));
+        // A third replays all of it.
+        assert_eq!(
+            read(replay.next().unwrap()).await,
+            (b"abcdef".to_vec(), true)
+        );
+        assert!(!replay.outgrown());
+    }
+
+    #[tokio::test]
+    async fn a_stale_attempt_never_reads_the_source() {
+        let replay = Replay::new(source(&[b"ab", b"cd"], false), 100);
+        let mut first = replay.next().unwrap();
+        first.frame().await.unwrap().unwrap();
+        let second = replay.next().unwrap();
+        // The first has sent all that was kept; the source is the second's.
+        assert!(first.frame().await.is_none());
+        assert_eq!(read(second).await, (b"abcd".to_vec(), false));
+    }
+
+    #[tokio::test]
+    async fn outgrowing_the_buffer_sends_on_but_allows_no_other_attempt() {
+        let replay = Replay::new(source(&[b"abc", b"def", b"ghi"], false), 5);
+        assert_eq!(
+            read(replay.next().unwrap()).await,
+            (b"abcdefghi".to_vec(), false)
+        );
+        assert!(replay.outgrown());
+        assert!(replay.next().is_none());
+    }
+}
