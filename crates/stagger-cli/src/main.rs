@@ -11,6 +11,7 @@ mod args;
 mod audit;
 mod gameday;
 mod gameday_hedging;
+mod grpc;
 mod http;
 mod jitter;
 mod progress;
@@ -55,6 +56,8 @@ enum Command {
     Http(http::Args),
     /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
     Gameday(gameday::Args),
+    /// gRPC tools: `stagger grpc health ADDR` probes a health service with A6 retries.
+    Grpc(grpc::Args),
     /// Check retry configs (gRPC service configs, policy files) against the production checklist.
     Audit(audit::Args),
 }
@@ -62,10 +65,17 @@ enum Command {
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cmd = args::negative_durations_reach_the_parser(Cli::command());
-    let cli = cmd
+    let cli = match cmd
         .try_get_matches_from(&argv)
         .and_then(|m| Cli::from_arg_matches(&m))
-        .unwrap_or_else(|e| args::exit_naming_the_flag_typed(e, &argv));
+    {
+        Ok(cli) => cli,
+        // `stagger grpc` keeps grpc_health_probe's exit code for bad usage.
+        Err(e) => match grpc::usage_exit(&e) {
+            Some(code) => return code,
+            None => args::exit_naming_the_flag_typed(e, &argv),
+        },
+    };
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -89,5 +99,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Http(a) => http::run(&a),
         Command::Gameday(a) => gameday::run(&a),
         Command::Audit(a) => audit::run(&a),
+        Command::Grpc(a) => grpc::run(&a),
     }
 }

@@ -26,6 +26,8 @@ pub struct Call<R = LazyRng> {
     pub(crate) not_retried: Option<NotRetried>,
     pub(crate) ticket: Ticket,
     pub(crate) retry_in: Option<Duration>,
+    pub(crate) transparent_left: u32,
+    pub(crate) transparent: u32,
     pub(crate) rng: R,
 }
 
@@ -87,6 +89,8 @@ impl<R> Call<R> {
             not_retried: None,
             ticket: Ticket::new(),
             retry_in: None,
+            transparent_left: 0,
+            transparent: 0,
             rng,
         }
     }
@@ -119,6 +123,37 @@ impl<R> Call<R> {
     pub const fn serving_retry(mut self, serving_retry: bool) -> Self {
         self.serving_retry = serving_retry;
         self
+    }
+
+    /// Allows up to `n` transparent retries (gRPC A6): an attempt that
+    /// provably never left the client ([`Failure::not_sent`](crate::Failure::not_sent))
+    /// is tried again with backoff, bounded by the deadline, without counting
+    /// toward max attempts and without telling the guardrails (no budget or
+    /// throttling token is spent on it). Default 0: a not-sent failure is an
+    /// ordinary attempt.
+    ///
+    /// ```
+    /// use stagger::{Call, Decision, Failure, Policy};
+    /// use std::time::Instant;
+    ///
+    /// let policy = Policy::builder().max_attempts(1).build().unwrap();
+    /// let mut call = Call::seeded(1).transparent_retries(10);
+    /// let now = Instant::now();
+    /// policy.start_attempt(&mut call, now).unwrap();
+    /// let refused = Failure::transient().not_sent();
+    /// assert!(matches!(policy.decide(&mut call, refused, now), Decision::Retry { .. }));
+    /// assert_eq!(call.transparent_retries_made(), 1);
+    /// ```
+    #[inline]
+    pub const fn transparent_retries(mut self, n: u32) -> Self {
+        self.transparent_left = n;
+        self
+    }
+
+    /// Transparent retries made so far (see
+    /// [`transparent_retries`](Call::transparent_retries)).
+    pub const fn transparent_retries_made(&self) -> u32 {
+        self.transparent
     }
 
     /// States that the call can no longer be retried, and why (a request

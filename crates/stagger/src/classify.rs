@@ -134,6 +134,60 @@ pub fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
     }
 }
 
+/// gRPC status code names, by number (0 `OK` to 16 `UNAUTHENTICATED`).
+pub const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// The name of gRPC status `code` (`"UNAVAILABLE"` for 14), or `None` for a
+/// number gRPC does not define.
+///
+/// ```
+/// assert_eq!(stagger::classify::grpc_code_name(14), Some("UNAVAILABLE"));
+/// assert_eq!(stagger::classify::grpc_code_name(17), None);
+/// ```
+pub fn grpc_code_name(code: u32) -> Option<&'static str> {
+    GRPC_CODE_NAMES.get(code as usize).copied()
+}
+
+/// The gRPC status of an HTTP answer that carries none (a proxy's plain
+/// HTTP error), as gRPC maps them: 400 INTERNAL, 401 UNAUTHENTICATED,
+/// 403 PERMISSION_DENIED, 404 UNIMPLEMENTED, 429/502/503/504 UNAVAILABLE,
+/// anything else UNKNOWN.
+///
+/// ```
+/// use stagger::classify::grpc_code_of_http;
+/// assert_eq!(grpc_code_of_http(503), 14);
+/// assert_eq!(grpc_code_of_http(404), 12);
+/// assert_eq!(grpc_code_of_http(500), 2);
+/// ```
+pub fn grpc_code_of_http(status: u16) -> u32 {
+    match status {
+        400 => 13,
+        401 => 16,
+        403 => 7,
+        404 => 12,
+        429 | 502 | 503 | 504 => 14,
+        _ => 2,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +216,30 @@ mod tests {
         assert_eq!(io_kind(io::ErrorKind::PermissionDenied), Class::Permanent);
         let e = io::Error::from(io::ErrorKind::ConnectionAborted);
         assert_eq!(e.class(), Class::Transient);
+    }
+
+    #[test]
+    fn proxy_statuses_map_as_grpc_documents() {
+        let table = [
+            (400, "INTERNAL"),
+            (401, "UNAUTHENTICATED"),
+            (403, "PERMISSION_DENIED"),
+            (404, "UNIMPLEMENTED"),
+            (429, "UNAVAILABLE"),
+            (502, "UNAVAILABLE"),
+            (503, "UNAVAILABLE"),
+            (504, "UNAVAILABLE"),
+            (500, "UNKNOWN"),
+            (408, "UNKNOWN"),
+            (418, "UNKNOWN"),
+        ];
+        for (status, name) in table {
+            assert_eq!(
+                grpc_code_name(grpc_code_of_http(status)),
+                Some(name),
+                "{status}"
+            );
+        }
     }
 
     #[test]

@@ -68,34 +68,30 @@ pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_
 pub const MAX_ATTEMPTS_CEILING: u32 = 5;
 
 /// gRPC status code names, by number.
-pub const GRPC_CODES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
+pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;
 
 /// A parsed gRPC service config: its method configs and channel throttling.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// The `retryThrottling` bucket is one per config (clones share it): every
+/// [`policy`](ServiceConfig::policy) taken from the same config draws on the
+/// same tokens, as A6 asks of a channel.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServiceConfig {
     /// `methodConfig`, in order.
     pub methods: Vec<MethodConfig>,
     /// `retryThrottling`, if present.
     pub throttling: Option<Throttling>,
+    /// The channel's one bucket, made from `throttling` at parse time.
+    bucket: Option<TokenBucket>,
+}
+
+impl PartialEq for ServiceConfig {
+    /// Equal configs say the same thing (their buckets' current tokens are
+    /// state, not configuration).
+    fn eq(&self, other: &Self) -> bool {
+        self.methods == other.methods && self.throttling == other.throttling
+    }
 }
 
 /// One `methodConfig` entry.
@@ -214,9 +210,14 @@ impl ServiceConfig {
             None | Some(Value::Null) => None,
             Some(t) => Some(throttling(t)?),
         };
+        let bucket = throttling
+            .as_ref()
+            .map(Throttling::token_bucket)
+            .transpose()?;
         Ok(ServiceConfig {
             methods,
             throttling,
+            bucket,
         })
     }
 
@@ -235,16 +236,48 @@ impl ServiceConfig {
     }
 
     /// The policy for `service`/`method` (`None` when it has no
-    /// `retryPolicy`), with the channel's token bucket attached as its
-    /// budget. Build it once per channel and share it: each call makes a
-    /// new bucket.
+    /// `retryPolicy`), with the config's token bucket attached as its
+    /// budget: every policy taken from this config (or a clone of it)
+    /// shares that one bucket.
+    ///
+    /// ```
+    /// use stagger::config::ServiceConfig;
+    /// let json = r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":3,
+    ///   "initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,
+    ///   "retryableStatusCodes":["UNAVAILABLE"]}}],
+    ///   "retryThrottling":{"maxTokens":10,"tokenRatio":0.1}}"#;
+    /// let config = ServiceConfig::from_json(json)?;
+    /// let a = config.policy("a.A", "Get")?.unwrap();
+    /// let b = config.policy("b.B", "Put")?.unwrap();
+    /// # let _ = (a, b);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     pub fn policy(&self, service: &str, method: &str) -> Result<Option<Policy>, ConfigError> {
+        self.policy_with(service, method, self.bucket.as_ref())
+    }
+
+    /// The config's own throttling bucket, shared by every
+    /// [`policy`](ServiceConfig::policy) it gives (`None` without
+    /// `retryThrottling`).
+    pub fn throttling_bucket(&self) -> Option<&TokenBucket> {
+        self.bucket.as_ref()
+    }
+
+    /// [`policy`](ServiceConfig::policy) with `bucket` as its budget
+    /// instead of the config's own (a channel that keeps its own bucket
+    /// passes it here).
+    pub fn policy_with(
+        &self,
+        service: &str,
+        method: &str,
+        bucket: Option<&TokenBucket>,
+    ) -> Result<Option<Policy>, ConfigError> {
         let Some(retry) = self.method(service, method).and_then(|m| m.retry.as_ref()) else {
             return Ok(None);
         };
         let mut b = retry.policy_builder();
-        if let Some(t) = &self.throttling {
-            b = b.budget(t.token_bucket()?);
+        if let Some(t) = bucket {
+            b = b.budget(t.clone());
         }
         b.build().map(Some).map_err(|e| {
             let field = match e.field() {

@@ -69,6 +69,8 @@
 //!   headers, the inbound-request context of the one-layer rule.
 //! - `tower` (feature `tower`): the client `RetryLayer` and `HedgeLayer`, the server
 //!   `DeadlineLayer` and `ShedLayer`.
+//! - `grpc` (feature `grpc`): a client `RetryLayer` for tonic channels
+//!   that retries as gRPC's A6 design says.
 //! - `reqwest` (feature `reqwest`): reqwest-middleware's `RetryMiddleware` and
 //!   `HedgeMiddleware`.
 //! - `config` (feature `serde`): gRPC service-config import.
@@ -88,6 +90,8 @@ mod error;
 mod event;
 pub mod exec;
 pub mod export;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod guard;
 mod hedge;
 pub mod hint;

@@ -326,6 +326,9 @@ pub enum NotRetried {
     /// A layer below already retried (`x-no-retry`), or the server asked
     /// not to be retried.
     ServerSaidNo,
+    /// A gRPC call whose response headers arrived: its messages are on their
+    /// way to the caller, so it is committed and never sent again (A6).
+    Committed,
 }
 
 impl NotRetried {
@@ -337,6 +340,7 @@ impl NotRetried {
             NotRetried::NotIdempotent => "not_idempotent",
             NotRetried::ServingRetry => "serving_retry",
             NotRetried::ServerSaidNo => "server_said_no",
+            NotRetried::Committed => "committed",
         }
     }
 }

@@ -357,7 +357,9 @@ impl Policy {
         if f.gave_up_below || f.hint == Some(Hint::DoNotRetry) {
             return Err(held_back(call, NotRetried::ServerSaidNo));
         }
-        if call.attempt >= self.max_attempts {
+        // Transparent retries never reached the server: they are not attempts
+        // of the call's budget of attempts.
+        if call.attempt.saturating_sub(call.transparent) >= self.max_attempts {
             return Err(StopReason::AttemptsExhausted);
         }
         if let Some(why) = call.committed {
@@ -379,6 +381,9 @@ impl Policy {
         f: Failure,
         now: &mut LazyNow<C>,
     ) -> Decision {
+        if f.not_sent && call.transparent_left > 0 {
+            return self.decide_transparent(call, f, now);
+        }
         // The common case — no hint, no deadline, nothing shared watching —
         // needs only the class, the attempt count and a jittered delay; every
         // other rule below has nothing to say about it.
@@ -483,6 +488,50 @@ impl Policy {
                 cause: f.class,
                 elapsed: call.elapsed(t),
             });
+        }
+        Decision::Retry { after: delay }
+    }
+
+    /// A failure whose attempt never left the client, while the call still
+    /// has transparent retries: retried with backoff and bounded by the
+    /// deadline, but outside max attempts and unseen by the guardrails (it
+    /// is neither a failure of the dependency nor a retry it receives).
+    #[inline(never)]
+    fn decide_transparent<R: RandomSource, C: Clock>(
+        &self,
+        call: &mut Call<R>,
+        f: Failure,
+        now: &mut LazyNow<C>,
+    ) -> Decision {
+        if call.attempt_started.take().is_some() {
+            if let Some(g) = &self.guardrail {
+                g.abandon(call.attempt, &mut call.ticket, now.get());
+            }
+        }
+        let reason = match f.class {
+            Class::Cancelled => Some(StopReason::Cancelled),
+            Class::Permanent => Some(StopReason::NotRetryable),
+            _ => match call.committed {
+                Some(why) => Some(held_back(call, why)),
+                None if call.deadline.is_some_and(|d| now.get() >= d) => Some(StopReason::Deadline),
+                None => None,
+            },
+        };
+        if let Some(r) = reason {
+            return Decision::Stop(self.stop(call, r));
+        }
+        call.transparent_left -= 1;
+        call.transparent = call.transparent.saturating_add(1);
+        let retry = call.attempt.saturating_sub(call.backoff_origin).max(1);
+        let delay = Duration::from_nanos(self.jittered(call, retry));
+        if let Some(deadline) = call.deadline {
+            let wake = now
+                .get()
+                .checked_add(delay)
+                .and_then(|t| t.checked_add(self.typical_attempt()));
+            if wake.is_none_or(|t| t >= deadline) {
+                return Decision::Stop(self.stop(call, StopReason::Deadline));
+            }
         }
         Decision::Retry { after: delay }
     }

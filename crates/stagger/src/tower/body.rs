@@ -3,6 +3,8 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::pin::Pin;
+#[cfg(feature = "grpc")]
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
@@ -29,6 +31,15 @@ enum Kind<B> {
         head: VecDeque<Bytes>,
         rest: Pin<Box<B>>,
     },
+    /// One attempt's view of a body read as it is sent (see [`Replay`]).
+    #[cfg(feature = "grpc")]
+    Tee {
+        tee: Arc<Mutex<Tee<B>>>,
+        /// Data frames this attempt has yielded.
+        pos: usize,
+        generation: u64,
+        trailers_sent: bool,
+    },
 }
 
 impl<B> fmt::Debug for ReplayBody<B> {
@@ -41,6 +52,11 @@ impl<B> fmt::Debug for ReplayBody<B> {
             Kind::Stream { head, .. } => f
                 .debug_struct("ReplayBody::Stream")
                 .field("buffered_chunks", &head.len())
+                .finish(),
+            #[cfg(feature = "grpc")]
+            Kind::Tee { pos, .. } => f
+                .debug_struct("ReplayBody::Tee")
+                .field("frames_sent", pos)
                 .finish(),
         }
     }
@@ -61,7 +77,7 @@ impl<B> ReplayBody<B> {
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match &self.kind {
             Kind::Full { data, .. } => Some(data.as_deref().unwrap_or(&[])),
-            Kind::Stream { .. } => None,
+            _ => None,
         }
     }
 }
@@ -98,6 +114,16 @@ where
                     Poll::Pending => Poll::Pending,
                 }
             }
+            #[cfg(feature = "grpc")]
+            Kind::Tee {
+                tee,
+                pos,
+                generation,
+                trailers_sent,
+            } => {
+                let mut t = tee.lock().unwrap_or_else(|p| p.into_inner());
+                t.poll_for(cx, pos, *generation, trailers_sent)
+            }
         }
     }
 
@@ -105,6 +131,16 @@ where
         match &self.kind {
             Kind::Full { data, trailers } => data.is_none() && trailers.is_none(),
             Kind::Stream { head, rest } => head.is_empty() && rest.is_end_stream(),
+            #[cfg(feature = "grpc")]
+            Kind::Tee {
+                tee,
+                pos,
+                trailers_sent,
+                ..
+            } => {
+                let t = tee.lock().unwrap_or_else(|p| p.into_inner());
+                t.done && *pos >= t.frames() && (*trailers_sent || t.trailers.is_none())
+            }
         }
     }
 
@@ -123,6 +159,161 @@ where
                 }
                 out
             }
+            #[cfg(feature = "grpc")]
+            Kind::Tee { .. } => SizeHint::new(),
+        }
+    }
+}
+
+/// A request body read as it is sent and kept, up to a limit, so the next
+/// attempt can send it again: gRPC's replay buffer (A6). Nothing is read
+/// before the first attempt sends it, so a stream flows as it is produced;
+/// each attempt replays what earlier ones sent, then reads on from the
+/// source. Once the kept bytes pass the limit they are dropped and the body
+/// has [`outgrown`](Replay::outgrown) the buffer: the attempt in flight goes
+/// on, and no later attempt can be made.
+#[cfg(feature = "grpc")]
+pub(crate) struct Replay<B> {
+    tee: Arc<Mutex<Tee<B>>>,
+}
+
+#[cfg(feature = "grpc")]
+pub(crate) struct Tee<B> {
+    source: Pin<Box<B>>,
+    /// Data frames `base..base + kept.len()`; frames before `base` were
+    /// dropped when the buffer was outgrown.
+    kept: Vec<Bytes>,
+    base: usize,
+    kept_len: usize,
+    limit: usize,
+    trailers: Option<HeaderMap>,
+    done: bool,
+    outgrown: bool,
+    /// Bumped for every attempt: only the newest attempt reads the source.
+    generation: u64,
+}
+
+#[cfg(feature = "grpc")]
+impl<B: Body> Replay<B> {
+    /// Keeps up to `limit` bytes of `body` for replay.
+    pub(crate) fn new(body: B, limit: usize) -> Self {
+        let done = body.is_end_stream();
+        Replay {
+            tee: Arc::new(Mutex::new(Tee {
+                source: Box::pin(body),
+                kept: Vec::new(),
+                base: 0,
+                kept_len: 0,
+                limit,
+                trailers: None,
+                done,
+                outgrown: false,
+                generation: 0,
+            })),
+        }
+    }
+
+    /// The body for the next attempt, or `None` once the buffer was
+    /// outgrown. Earlier attempts' bodies stop reading the source.
+    pub(crate) fn next(&self) -> Option<ReplayBody<B>> {
+        let mut t = self.tee.lock().unwrap_or_else(|p| p.into_inner());
+        if t.outgrown {
+            return None;
+        }
+        t.generation += 1;
+        Some(ReplayBody {
+            kind: Kind::Tee {
+                tee: self.tee.clone(),
+                pos: 0,
+                generation: t.generation,
+                trailers_sent: false,
+            },
+        })
+    }
+
+    /// Whether the body outgrew the buffer (or its source failed), so it
+    /// cannot be sent again.
+    pub(crate) fn outgrown(&self) -> bool {
+        self.tee.lock().unwrap_or_else(|p| p.into_inner()).outgrown
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl<B: Body> Tee<B> {
+    fn frames(&self) -> usize {
+        self.base + self.kept.len()
+    }
+
+    fn poll_for(
+        &mut self,
+        cx: &mut Context<'_>,
+        pos: &mut usize,
+        generation: u64,
+        trailers_sent: &mut bool,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        if *pos < self.frames() {
+            if *pos < self.base {
+                // Dropped when the buffer was outgrown: this attempt is over.
+                return Poll::Ready(None);
+            }
+            let d = self.kept[*pos - self.base].clone();
+            *pos += 1;
+            return Poll::Ready(Some(Ok(Frame::data(d))));
+        }
+        if self.done {
+            if *trailers_sent {
+                return Poll::Ready(None);
+            }
+            *trailers_sent = true;
+            return Poll::Ready(self.trailers.clone().map(|t| Ok(Frame::trailers(t))));
+        }
+        if generation != self.generation {
+            // A newer attempt owns the source.
+            return Poll::Ready(None);
+        }
+        match self.source.as_mut().poll_frame(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                self.done = true;
+                *trailers_sent = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                // What was read cannot be completed: no attempt can follow.
+                self.outgrown = true;
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(mut d) => {
+                    let b = d.copy_to_bytes(d.remaining());
+                    if self.outgrown {
+                        self.base += 1;
+                    } else {
+                        self.kept_len = self.kept_len.saturating_add(b.len());
+                        self.kept.push(b.clone());
+                        if self.kept_len > self.limit {
+                            self.outgrown = true;
+                            self.base += self.kept.len();
+                            self.kept = Vec::new();
+                        }
+                    }
+                    *pos += 1;
+                    Poll::Ready(Some(Ok(Frame::data(b))))
+                }
+                Err(frame) => match frame.into_trailers() {
+                    Ok(t) => {
+                        self.done = true;
+                        self.trailers = Some(t.clone());
+                        *trailers_sent = true;
+                        Poll::Ready(Some(Ok(Frame::trailers(t))))
+                    }
+                    // A frame of a kind neither data nor trailers: skip it.
+                    Err(_) => {
+                        cx.waker().wake_by_ref();
+                        Poll::Pending
+                    }
+                },
+            },
         }
     }
 }
@@ -236,4 +427,76 @@ pub(crate) async fn prepare<B: Body>(body: B, limit: usize) -> Result<Prepared<B
         Bytes::from(all)
     };
     Ok(Prepared::Replayable { data, trailers })
+}
+
+#[cfg(all(test, feature = "grpc"))]
+mod tests {
+    use super::*;
+    use http_body_util::{BodyExt, StreamBody};
+    use std::convert::Infallible;
+
+    fn source(
+        chunks: &[&'static [u8]],
+        trailer: bool,
+    ) -> impl Body<Data = Bytes, Error = Infallible> {
+        let mut frames: Vec<Result<Frame<Bytes>, Infallible>> = chunks
+            .iter()
+            .map(|c| Ok(Frame::data(Bytes::from_static(c))))
+            .collect();
+        if trailer {
+            let mut t = HeaderMap::new();
+            t.insert("x-sum", http::HeaderValue::from_static("7"));
+            frames.push(Ok(Frame::trailers(t)));
+        }
+        StreamBody::new(tokio_stream::iter(frames))
+    }
+
+    async fn read<B: Body<Data = Bytes, Error = Infallible>>(b: ReplayBody<B>) -> (Vec<u8>, bool) {
+        let c = b.collect().await.unwrap();
+        let has_trailers = c.trailers().is_some_and(|t| t.contains_key("x-sum"));
+        (c.to_bytes().to_vec(), has_trailers)
+    }
+
+    #[tokio::test]
+    async fn a_replay_sends_what_was_read_then_reads_on() {
+        let replay = Replay::new(source(&[b"ab", b"cd", b"ef"], true), 100);
+        // The first attempt reads two frames, then is abandoned.
+        let mut first = replay.next().unwrap();
+        let a = first.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(&a[..], b"ab");
+        first.frame().await.unwrap().unwrap();
+        // The second replays them and reads the rest, trailers included.
+        let second = replay.next().unwrap();
+        assert_eq!(read(second).await, (b"abcdef".to_vec(), true));
+        // The first, now stale, only replays what was kept, in order.
+        assert_eq!(read(first).await, (b"ef".to_vec(), true));
+        // A third replays all of it.
+        assert_eq!(
+            read(replay.next().unwrap()).await,
+            (b"abcdef".to_vec(), true)
+        );
+        assert!(!replay.outgrown());
+    }
+
+    #[tokio::test]
+    async fn a_stale_attempt_never_reads_the_source() {
+        let replay = Replay::new(source(&[b"ab", b"cd"], false), 100);
+        let mut first = replay.next().unwrap();
+        first.frame().await.unwrap().unwrap();
+        let second = replay.next().unwrap();
+        // The first has sent all that was kept; the source is the second's.
+        assert!(first.frame().await.is_none());
+        assert_eq!(read(second).await, (b"abcd".to_vec(), false));
+    }
+
+    #[tokio::test]
+    async fn outgrowing_the_buffer_sends_on_but_allows_no_other_attempt() {
+        let replay = Replay::new(source(&[b"abc", b"def", b"ghi"], false), 5);
+        assert_eq!(
+            read(replay.next().unwrap()).await,
+            (b"abcdefghi".to_vec(), false)
+        );
+        assert!(replay.outgrown());
+        assert!(replay.next().is_none());
+    }
 }

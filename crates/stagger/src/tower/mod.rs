@@ -85,6 +85,8 @@ mod layer;
 mod service;
 mod shed;
 
+#[cfg(feature = "grpc")]
+pub(crate) use body::Replay;
 pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};

@@ -268,7 +268,9 @@ fn shed_response<B: Default>((lo, hi): (u64, u64), grpc: bool) -> Response<B> {
     if grpc {
         let (lo, hi) = (lo.saturating_mul(1000), hi.saturating_mul(1000));
         let span = hi.saturating_sub(lo).saturating_add(1);
-        let ms = lo.saturating_add(FastRng::fresh().next_u64() % span);
+        // Never 0: grpcio (1.85) waits out the whole deadline after a
+        // pushback of 0 instead of retrying at once.
+        let ms = lo.saturating_add(FastRng::fresh().next_u64() % span).max(1);
         h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         h.insert(GRPC_STATUS, HeaderValue::from_static("14"));
         h.insert(GRPC_PUSHBACK, HeaderValue::from(ms));

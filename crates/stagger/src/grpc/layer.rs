@@ -1,0 +1,324 @@
+//! The gRPC client [`RetryLayer`] and its configuration.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tower_layer::Layer;
+
+use super::method::{Entry, MethodPolicy, Methods};
+use super::service::RetryService;
+use super::{AttemptHook, AttemptRecord};
+use crate::budget::TokenBucket;
+use crate::error::ConfigError;
+use crate::event::Observer;
+use crate::tower::ReplayBody;
+
+/// A6 bounds transparent retries per call at this many.
+pub const MAX_TRANSPARENT_RETRIES: u32 = 10;
+
+/// Turns the body the layer replays into the body the inner service takes.
+/// The default, [`Unchanged`], hands the inner service a
+/// [`ReplayBody`]; a tonic channel wants its own body type, so give the
+/// layer tonic's constructor with [`RetryLayer::body`]
+/// (`.body(tonic::body::Body::new)`). Any `Fn(ReplayBody<B>) -> T` is one.
+pub trait MakeBody<B> {
+    /// The inner service's request body.
+    type Output;
+    /// Wraps one attempt's body.
+    fn make(&self, body: ReplayBody<B>) -> Self::Output;
+}
+
+/// The default [`MakeBody`]: the inner service gets the [`ReplayBody`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unchanged;
+
+impl<B> MakeBody<B> for Unchanged {
+    type Output = ReplayBody<B>;
+    fn make(&self, body: ReplayBody<B>) -> ReplayBody<B> {
+        body
+    }
+}
+
+impl<B, F, T> MakeBody<B> for F
+where
+    F: Fn(ReplayBody<B>) -> T,
+{
+    type Output = T;
+    fn make(&self, body: ReplayBody<B>) -> T {
+        self(body)
+    }
+}
+
+/// What every service of one layer shares: the method policies (built with
+/// the layer's one throttling bucket) and the limits.
+pub(crate) struct Shared {
+    pub(crate) methods: Methods,
+    pub(crate) bucket: Option<TokenBucket>,
+    pub(crate) max_replay_bytes: usize,
+    pub(crate) transparent_retries: u32,
+    pub(crate) one_layer: bool,
+    pub(crate) hook: Option<AttemptHook>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("methods", &self.methods)
+            .field("bucket", &self.bucket)
+            .field("max_replay_bytes", &self.max_replay_bytes)
+            .field("transparent_retries", &self.transparent_retries)
+            .field("one_layer", &self.one_layer)
+            .field("hook", &self.hook.is_some())
+            .finish()
+    }
+}
+
+/// Retries for a gRPC channel, as A6 specifies and grpc-go and grpc-java do
+/// it: per-method policies, commitment, pushback, throttling, transparent
+/// retries (see the [module docs](super)).
+///
+/// One layer is one channel: its `retryThrottling` bucket is shared by every
+/// method and every service it makes (clones included), and by nothing
+/// else.
+///
+/// ```
+/// use stagger::grpc::{MethodPolicy, RetryLayer};
+/// use std::time::Duration;
+///
+/// let layer = RetryLayer::builder()
+///     .method("shop.Cart", "Add", MethodPolicy::builder().max_attempts(3).build()?)
+///     .service("shop.Till", MethodPolicy::builder().retryable_codes([14, 8]).build()?)
+///     .throttling(10.0, 0.1)
+///     .build()?;
+/// assert!(layer.throttling_bucket().is_some());
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct RetryLayer<M = Unchanged> {
+    shared: Arc<Shared>,
+    make: M,
+}
+
+impl RetryLayer {
+    /// Starts configuring a layer (no method retried until given a policy).
+    pub fn builder() -> RetryLayerBuilder {
+        RetryLayerBuilder {
+            entries: Vec::new(),
+            fallback: MethodPolicy::no_retries(),
+            throttling: None,
+            max_replay_bytes: crate::http::Settings::DEFAULT_MAX_REPLAY_BYTES,
+            transparent_retries: MAX_TRANSPARENT_RETRIES,
+            one_layer: true,
+            hook: None,
+            observer: None,
+        }
+    }
+
+    /// A layer for the methods and throttling of a gRPC service config
+    /// (feature `serde`): each method's `retryPolicy` and `timeout`, found
+    /// by exact name, then service, then the default entry; a method with
+    /// no `retryPolicy` is not retried (transparent retries still apply).
+    ///
+    /// ```
+    /// use stagger::config::ServiceConfig;
+    /// use stagger::grpc::RetryLayer;
+    ///
+    /// let config = ServiceConfig::from_json(r#"{
+    ///   "methodConfig": [{ "name": [{ "service": "grpc.health.v1.Health" }],
+    ///     "retryPolicy": { "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
+    ///       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"] } }],
+    ///   "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 } }"#)?;
+    /// let layer = RetryLayer::from_service_config(&config)?;
+    /// # let _ = layer;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn from_service_config(config: &crate::config::ServiceConfig) -> Result<Self, ConfigError> {
+        Self::builder().service_config(config)?.build()
+    }
+}
+
+impl<M> RetryLayer<M> {
+    /// The same layer (same channel state) handing the inner service
+    /// `make(body)` for each attempt: `.body(tonic::body::Body::new)` for a
+    /// tonic channel.
+    pub fn body<N>(self, make: N) -> RetryLayer<N> {
+        RetryLayer {
+            shared: self.shared,
+            make,
+        }
+    }
+
+    /// The channel's throttling bucket, if `retryThrottling` is set.
+    pub fn throttling_bucket(&self) -> Option<&TokenBucket> {
+        self.shared.bucket.as_ref()
+    }
+}
+
+impl<S, M: Clone> Layer<S> for RetryLayer<M> {
+    type Service = RetryService<S, M>;
+
+    fn layer(&self, inner: S) -> RetryService<S, M> {
+        RetryService::new(inner, self.shared.clone(), self.make.clone())
+    }
+}
+
+/// Configures a [`RetryLayer`].
+pub struct RetryLayerBuilder {
+    entries: Vec<Entry>,
+    fallback: MethodPolicy,
+    throttling: Option<(f64, f64)>,
+    max_replay_bytes: usize,
+    transparent_retries: u32,
+    one_layer: bool,
+    hook: Option<AttemptHook>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl fmt::Debug for RetryLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayerBuilder")
+            .field("entries", &self.entries.len())
+            .field("throttling", &self.throttling)
+            .field("max_replay_bytes", &self.max_replay_bytes)
+            .finish()
+    }
+}
+
+impl RetryLayerBuilder {
+    /// The policy of one method (`service` is the full name,
+    /// `package.Service`). The first policy given for a name wins.
+    pub fn method(mut self, service: &str, method: &str, policy: MethodPolicy) -> Self {
+        self.entries
+            .push(((service.to_owned(), method.to_owned()), policy));
+        self
+    }
+
+    /// The policy of every method of `service` without its own.
+    pub fn service(mut self, service: &str, policy: MethodPolicy) -> Self {
+        self.entries
+            .push(((service.to_owned(), String::new()), policy));
+        self
+    }
+
+    /// The policy of every method without one of its own or its service's.
+    pub fn default_policy(mut self, policy: MethodPolicy) -> Self {
+        self.entries.push(((String::new(), String::new()), policy));
+        self
+    }
+
+    /// `retryThrottling`: one token bucket for the channel, `max_tokens` in
+    /// (0, 1000] and a positive `token_ratio` (three decimals).
+    pub fn throttling(mut self, max_tokens: f64, token_ratio: f64) -> Self {
+        self.throttling = Some((max_tokens, token_ratio));
+        self
+    }
+
+    /// The largest request body buffered per call so it can be sent again
+    /// (default 1 MiB); a call whose body outgrows it is committed.
+    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
+        self.max_replay_bytes = bytes;
+        self
+    }
+
+    /// How many transparent retries a call may make (default and most 10).
+    pub fn transparent_retries(mut self, n: u32) -> Self {
+        self.transparent_retries = n.min(MAX_TRANSPARENT_RETRIES);
+        self
+    }
+
+    /// The one-layer rule (default on): no retries while serving an inbound
+    /// retry, and a give-up reported to the inbound request.
+    pub fn one_layer(mut self, on: bool) -> Self {
+        self.one_layer = on;
+        self
+    }
+
+    /// Calls `hook` after every attempt with what happened and what comes
+    /// next.
+    pub fn on_attempt(mut self, hook: impl Fn(&AttemptRecord) + Send + Sync + 'static) -> Self {
+        self.hook = Some(Arc::new(hook));
+        self
+    }
+
+    /// Tells `observer` every event of every method's policy.
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Takes the methods, timeouts and throttling of a service config.
+    #[cfg(feature = "serde")]
+    pub fn service_config(
+        mut self,
+        config: &crate::config::ServiceConfig,
+    ) -> Result<Self, ConfigError> {
+        for m in &config.methods {
+            let policy = match &m.retry {
+                Some(r) => {
+                    let mut b = MethodPolicy::builder()
+                        .max_attempts(r.max_attempts)
+                        .initial_backoff(r.initial_backoff)
+                        .max_backoff(r.max_backoff)
+                        .multiplier(r.multiplier)
+                        .retryable_codes(r.retryable.iter().copied());
+                    if let Some(t) = r.attempt_timeout {
+                        b = b.attempt_timeout(t);
+                    }
+                    if let Some(t) = m.timeout {
+                        b = b.timeout(t);
+                    }
+                    b.build().map_err(|e| {
+                        let field = match e.field() {
+                            "multiplier" => "retryPolicy.backoffMultiplier",
+                            "cap" => "retryPolicy.maxBackoff",
+                            "base" | "initial_backoff" => "retryPolicy.initialBackoff",
+                            "timeout" => "methodConfig.timeout",
+                            _ => "retryPolicy",
+                        };
+                        ConfigError::new(field, e.problem().to_string())
+                    })?
+                }
+                None => MethodPolicy::no_retries().with_timeout(m.timeout),
+            };
+            for name in &m.names {
+                self.entries.push((name.clone(), policy.clone()));
+            }
+        }
+        if let Some(t) = &config.throttling {
+            self.throttling = Some((t.max_tokens, t.token_ratio));
+        }
+        Ok(self)
+    }
+
+    /// Validates and builds: one bucket for the channel, one engine policy
+    /// per method.
+    pub fn build(self) -> Result<RetryLayer, ConfigError> {
+        let bucket = match self.throttling {
+            Some((max, ratio)) => Some(
+                TokenBucket::builder()
+                    .max_tokens(max)
+                    .token_ratio(ratio)
+                    .build()?,
+            ),
+            None => None,
+        };
+        let methods = Methods::build(
+            &self.entries,
+            &self.fallback,
+            bucket.as_ref(),
+            self.observer.as_ref(),
+        )?;
+        Ok(RetryLayer {
+            shared: Arc::new(Shared {
+                methods,
+                bucket,
+                max_replay_bytes: self.max_replay_bytes,
+                transparent_retries: self.transparent_retries,
+                one_layer: self.one_layer,
+                hook: self.hook,
+            }),
+            make: Unchanged,
+        })
+    }
+}
