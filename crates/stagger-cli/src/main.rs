@@ -12,6 +12,7 @@ mod audit;
 mod gameday;
 mod http;
 mod jitter;
+mod lab;
 mod progress;
 mod run;
 mod schedule;
@@ -41,6 +42,8 @@ enum Command {
     Http(http::Args),
     /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
     Gameday(gameday::Args),
+    /// Serve the interactive lab in a browser: the failover chart, jitter, layers, "retry?".
+    Lab(lab::Args),
     /// Check retry configs (gRPC service configs, policy files) against the production checklist.
     Audit(audit::Args),
 }
@@ -70,5 +73,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Http(a) => http::run(&a),
         Command::Gameday(a) => gameday::run(&a),
         Command::Audit(a) => audit::run(&a),
+        Command::Lab(a) => lab::run(&a),
     }
 }
