@@ -184,3 +184,36 @@ async fn api_schedule(State(lab): State<Lab>, RawQuery(q): RawQuery) -> Response
 async fn api_decide(State(lab): State<Lab>, RawQuery(q): RawQuery) -> Response {
     limited(&lab, q.unwrap_or_default(), decide::decide).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lab(permits: usize) -> Lab {
+        Lab {
+            hosts: Arc::new(vec![]),
+            running: Arc::new(Semaphore::new(permits)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_server_answers_503_and_frees_its_permits() {
+        let r = limited(&lab(0), String::new(), decide::decide).await;
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let l = lab(1);
+        let r = limited(&l, "status=503".into(), decide::decide).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(l.running.available_permits(), 1, "the permit came back");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_a_500_not_a_dead_server() {
+        fn boom(_: &str) -> Result<String, BadParam> {
+            panic!("boom")
+        }
+        let l = lab(1);
+        let r = limited(&l, String::new(), boom).await;
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(l.running.available_permits(), 1);
+    }
+}
