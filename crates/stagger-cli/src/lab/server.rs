@@ -150,10 +150,17 @@ fn bad(e: BadParam) -> Response {
     json(StatusCode::BAD_REQUEST, body.to_string() + "\n")
 }
 
-/// Runs `f` on a blocking thread under a permit: 503 when every permit is
-/// taken, 500 if it panicked (the server keeps serving).
+/// How long a request waits for a permit before the answer is 503.
+const QUEUE_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// Runs `f` on a blocking thread under a permit: 503 when every permit
+/// stays taken for [`QUEUE_WAIT`], 500 if it panicked (the server keeps
+/// serving).
 async fn limited(lab: &Lab, q: String, f: fn(&str) -> Result<String, BadParam>) -> Response {
-    let Ok(permit) = lab.running.clone().try_acquire_owned() else {
+    // A short queue absorbs a page's burst of requests; past it, the server
+    // is busy.
+    let permit = tokio::time::timeout(QUEUE_WAIT, lab.running.clone().acquire_owned()).await;
+    let Ok(Ok(permit)) = permit else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "1")],

@@ -278,7 +278,8 @@ async function updateJitter() {
   await run("ji", async (current) => {
     const retries = Number($("ji-retries").value);
     const common = { base: `${$("ji-base").value}ms`, cap: `${$("ji-cap").value}ms`, attempts: retries + 1, samples: 4000, seed: 1 };
-    const answers = await Promise.all(JITTERS.map((j) => api("schedule", { ...common, jitter: j })));
+    const answers = [];
+    for (const j of JITTERS) answers.push(await api("schedule", { ...common, jitter: j }));
     if (!current()) return "";
     let max = 0;
     for (const a of answers) for (const r of a.doc.retries) for (const x of r.samples_ms) max = Math.max(max, x);
@@ -516,6 +517,7 @@ function show(name) {
   for (const b of document.querySelectorAll("#nav button")) b.classList.toggle("on", b.dataset.scene === name);
   for (const s of document.querySelectorAll(".scene")) s.classList.toggle("on", s.id === `scene-${name}`);
   lab.scene = name;
+  if (location.hash !== `#${name}`) history.replaceState(null, "", `#${name}`);
   if (!shown[name]) {
     shown[name] = true;
     scenes[name]();
@@ -539,7 +541,8 @@ function setup() {
   }
   for (const b of document.querySelectorAll("#nav button")) b.addEventListener("click", () => show(b.dataset.scene));
   window.addEventListener("resize", debounce(() => { for (const n of Object.keys(shown)) scenes[n](); }, 300));
-  show("failover");
+  const first = location.hash.slice(1);
+  show(scenes[first] ? first : "failover");
 }
 
 setup();
