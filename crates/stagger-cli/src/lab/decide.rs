@@ -545,15 +545,37 @@ pub(crate) fn decide(q: &str) -> Result<String, BadParam> {
     let (kind, after_ms, stop_reason) = match decision {
         Decision::Retry { after } => {
             why.push(format!(
-                "attempt {attempt} of {} failed; the engine draws the wait from the {} jitter{}",
+                "attempt {attempt} of {} failed; {}",
                 question.max_attempts,
-                question.backoff.get_jitter(),
                 match f.and_then(|f| f.hint) {
-                    Some(Hint::RetryAfter(_)) => ", on top of the server's Retry-After",
-                    Some(Hint::Pushback(_)) => " — no: a pushback is waited exactly",
-                    _ => "",
+                    Some(Hint::RetryAfter(_)) => format!(
+                        "never sooner than the server's Retry-After, plus up to one backoff step                          of {} jitter so clients told the same time do not return together",
+                        question.backoff.get_jitter()
+                    ),
+                    Some(Hint::Pushback(_)) => {
+                        "a gRPC pushback is waited exactly, and the backoff restarts".to_string()
+                    }
+                    _ => format!(
+                        "the wait is drawn by the {} jitter",
+                        question.backoff.get_jitter()
+                    ),
                 }
             ));
+            let pushback = matches!(f.and_then(|f| f.hint), Some(Hint::Pushback(_)));
+            if question.backoff.get_jitter() != Jitter::Decorrelated && !pushback {
+                let (lo, hi) = question.backoff.range(attempt);
+                why.push(format!(
+                    "backoff before retry {attempt}: b = {}, drawn from [{}, {}){}",
+                    humantime_ms(question.backoff.backoff(attempt)),
+                    humantime_ms(lo),
+                    humantime_ms(hi),
+                    if matches!(f.and_then(|f| f.hint), Some(Hint::RetryAfter(_))) {
+                        " and added to the Retry-After"
+                    } else {
+                        ""
+                    }
+                ));
+            }
             ("retry", Some(ms(after)), None)
         }
         Decision::Stop(r) => {

@@ -350,7 +350,7 @@ async function updateLayers() {
       scales: { x: { time: false, range: [-0.2, rates.length - 0.8] }, y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] } },
       axes: [
         { label: "probability that the dependency fails an attempt", font: axisFont, labelFont: axisFont, splits: () => rates.map((_, i) => i), values: (u, vs) => vs.map((v) => (rates[v] == null ? "" : String(rates[v]))), border: { show: true, stroke: "#000", width: 1 } },
-        { label: "attempts per request (log scale: 1, 10, 100…)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, values: (u, vs) => vs.map((v) => (Math.log10(v) % 1 === 0 ? fmt(v, 0) : "")) },
+        { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, values: (u, vs) => vs.map((v) => (Math.log10(v) % 1 === 0 ? fmt(v, 0) : "")) },
       ],
       series,
     }, data, el);
@@ -432,7 +432,16 @@ async function updateMetastable() {
     const s = r.series;
     const el = document.createElement("div");
     pn.appendChild(el);
-    const top = Math.max(...s.load, p.capacity) * 1.1;
+    // Fit the axis to what happens after the slowdown (the finding); the
+    // spike of timed-out retries as it ends is clipped unless asked for.
+    let spike = 0, after = 0;
+    s.load.forEach((v, i) => {
+      if (s.t_s[i] >= p.outage_end_s + 3) after = Math.max(after, v);
+      else spike = Math.max(spike, v);
+    });
+    const fit = Math.max(after * 1.15, p.capacity * 1.6);
+    const clip = !$("me-fullscale").checked && spike > fit;
+    const top = clip ? fit : Math.max(spike, after, p.capacity) * 1.1;
     replaceChart("me", {
       width: Math.min(1100, box.clientWidth - 20),
       height: 320,
@@ -447,6 +456,12 @@ async function updateMetastable() {
       ],
       hooks: { draw: [zeroLine] },
     }, [s.t_s, s.load, s.retries, s.successes, s.t_s.map(() => p.capacity)], el);
+    if (clip) {
+      const note = document.createElement("div");
+      note.className = "note";
+      note.textContent = `As the slowdown ends, ${fmt(spike, 0)} attempts per second arrive at once, above the top of this axis (${fmt(top, 0)}): the axis is fitted to what happens afterwards. Tick "show the whole spike" to see it.`;
+      pn.appendChild(note);
+    }
     return `${p.runs} runs`;
   });
 }
@@ -534,7 +549,7 @@ function setup() {
   wire(["la-layers", "la-attempts", "la-runs"], updateLayers);
   wire(["co-clients", "co-base", "co-runs"], updateContention);
   wire(["me-rate", "me-capacity", "me-attempts", "me-runs"], updateMetastable);
-  for (const id of ["me-strategy", "me-skip"]) $(id).addEventListener("change", updateMetastable);
+  for (const id of ["me-strategy", "me-skip", "me-fullscale"]) $(id).addEventListener("change", updateMetastable);
   for (const el of document.querySelectorAll("#scene-decide select, #scene-decide input")) {
     el.addEventListener("change", updateDecide);
     el.addEventListener("input", debounce(updateDecide, 200));
