@@ -30,6 +30,62 @@ const MAX_RATE: f64 = 2_000.0;
 /// Schedule samples × retries, at most.
 const MAX_DRAWS: usize = 200_000;
 
+/// The most work one simulation request may ask for, in units of one
+/// failover request of a 10-client fleet (about 0.16 µs of CPU here; the
+/// command line's default failover comparison is 3.7 million of them,
+/// half a second on one loaded core).
+const MAX_COST: f64 = 4e6;
+
+/// An estimate of a simulation's CPU time in the units of [`MAX_COST`],
+/// calibrated on this machine per model: failover grows with the clients'
+/// own guardrails, layers with `attempts^layers` at the failure rates
+/// given, contention with the racing clients squared.
+fn cost(p: &stagger_sim::Params, strategies: &[stagger_sim::Strategy]) -> f64 {
+    let runs = p.run_seeds().len() as f64;
+    let rows = strategies.len() as f64;
+    let secs = p.duration.as_secs_f64();
+    // A model added later is bounded by the runs and rows limits alone.
+    #[allow(unreachable_patterns)]
+    match p.model {
+        Model::Failover => {
+            let requests =
+                f64::from(p.arrivals) * secs / p.tick.as_secs_f64().max(1e-3) + f64::from(p.burst);
+            rows * runs * requests * (1.0 + f64::from(p.clients.hi) / 130.0)
+        }
+        Model::Metastable => rows * runs * 1.5 * p.rate * secs,
+        Model::Layers => {
+            // Attempts reaching the bottom per request when every layer
+            // retries: (Σ_{k<a} f^k)^layers, at most a^layers.
+            let a = f64::from(p.attempts.unwrap_or(1_000));
+            let per_request: f64 = p
+                .failure_rates
+                .iter()
+                .map(|f| {
+                    let f = f.clamp(0.0, 1.0);
+                    let e = if f >= 1.0 {
+                        a
+                    } else {
+                        (1.0 - f.powf(a)) / (1.0 - f)
+                    };
+                    e.powf(f64::from(p.layers))
+                })
+                .sum();
+            // Three placements of the retries per strategy; about six
+            // layer events cost one unit.
+            rows * 3.0 * runs * p.rate * secs * per_request / 6.0
+        }
+        Model::Contention => {
+            let clients: f64 = p
+                .clients
+                .iter()
+                .map(|c| f64::from(c) * (1.0 + f64::from(c) / 30.0))
+                .sum();
+            rows * runs * clients * 1.5
+        }
+        _ => 0.0,
+    }
+}
+
 /// `GET /api/simulate`: exactly what `stagger simulate --format json`
 /// prints for the same flags.
 pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
@@ -88,6 +144,17 @@ pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
             format!("is more than this server's limit of {MAX_RATE}"),
         ));
     }
+    let cost = cost(&p, &strategies);
+    if cost > MAX_COST {
+        return Err(BadParam::new(
+            "runs",
+            format!(
+                "this simulation is about {:.1}× the work this server does per request; lower \
+                 runs (or duration, rate, clients, layers, attempts, strategies)",
+                cost / MAX_COST
+            ),
+        ));
+    }
     let opts = Options {
         threads: 1,
         progress: None,
@@ -135,6 +202,22 @@ mod tests {
         assert_eq!(e.parameter, "burst");
         let e = simulate("model=metastable&duration=1h&runs=1").unwrap_err();
         assert_eq!(e.parameter, "duration");
+        let e = simulate("model=metastable&rate=2000&duration=300s&runs=20").unwrap_err();
+        assert_eq!(e.parameter, "runs", "{}", e.message);
+        assert!(
+            e.message.contains("the work this server does"),
+            "{}",
+            e.message
+        );
+        // The command line's default comparison fits; a fleet of 400 with
+        // their own guardrails, or retries at every one of 5 layers, does not.
+        assert!(simulate("runs=1&duration=5s").is_ok());
+        assert_eq!(cost_of(""), cost_of("model=failover"));
+        assert!(cost_of("") < MAX_COST, "{}", cost_of(""));
+        assert!(cost_of("clients=400") > MAX_COST);
+        assert!(cost_of("model=layers&layers=5&attempts=20&runs=1") > MAX_COST);
+        assert!(cost_of("model=layers&runs=4") < MAX_COST);
+        assert!(cost_of("model=contention&clients=1..40&runs=10") < MAX_COST);
         let e = simulate("out=/tmp/x").unwrap_err();
         assert_eq!(e.parameter, "out");
         let e = simulate("model=nonsense").unwrap_err();
@@ -145,6 +228,12 @@ mod tests {
         assert_eq!(e.parameter, "samples");
         let e = schedule("jitter=purple").unwrap_err();
         assert_eq!(e.parameter, "jitter", "{}", e.message);
+    }
+
+    fn cost_of(q: &str) -> f64 {
+        let a: simulate::Args = query::parse("simulate", q, REFUSED).unwrap();
+        let (p, s) = a.params().unwrap();
+        cost(&p, &s)
     }
 
     #[test]

@@ -104,6 +104,11 @@ function zeroLine(u) {
   ctx.restore();
 }
 
+// The width a scene's panels may use, even while the scene is hidden.
+function avail(box) {
+  return Math.max(640, box.clientWidth || document.body.clientWidth - 48);
+}
+
 function replaceChart(key, opts, data, el) {
   if (lab.charts[key]) lab.charts[key].destroy();
   lab.charts[key] = new uPlot(opts, data, el);
@@ -236,7 +241,7 @@ async function updateFailover() {
     for (const k of Object.keys(lab.charts)) {
       if (k.startsWith("fo-")) { lab.charts[k].destroy(); delete lab.charts[k]; }
     }
-    const width = rows.length > 1 ? Math.max(420, Math.floor((box.clientWidth - 40) / 2)) : Math.min(1100, box.clientWidth - 20);
+    const width = rows.length > 1 ? Math.max(420, Math.floor((avail(box) - 40) / 2)) : Math.min(1100, avail(box) - 20);
     rows.forEach((r, i) => {
       const pn = panel(box, r.strategy);
       pn.dataset.strategy = r.strategy;
@@ -304,7 +309,7 @@ async function updateJitter() {
       const el = document.createElement("div");
       pn.appendChild(el);
       replaceChart(`ji-${j}`, {
-        width: Math.max(420, Math.floor((box.clientWidth - 60) / 2)),
+        width: Math.max(420, Math.floor((avail(box) - 60) / 2)),
         height: 220,
         scales: { x: { time: false, range: [0, max] }, y: { range: (u, lo, hi) => [0, Math.max(hi * 1.05, 1)] } },
         axes: axes("delay before the retry (ms)", "% of calls"),
@@ -345,7 +350,7 @@ async function updateLayers() {
     const el = document.createElement("div");
     pn.appendChild(el);
     replaceChart("la", {
-      width: Math.min(1000, box.clientWidth - 20),
+      width: Math.min(1000, avail(box) - 20),
       height: 300,
       scales: { x: { time: false, range: [-0.2, rates.length - 0.8] }, y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] } },
       axes: [
@@ -395,7 +400,7 @@ async function updateContention() {
       const el = document.createElement("div");
       pn.appendChild(el);
       replaceChart(`co-${field}`, {
-        width: Math.max(420, Math.floor((box.clientWidth - 60) / 2)),
+        width: Math.max(420, Math.floor((avail(box) - 60) / 2)),
         height: 280,
         scales: { x: { time: false }, y: { range: (u, lo, hi) => [0, hi * 1.05] } },
         axes: axes("racing clients", label),
@@ -443,7 +448,7 @@ async function updateMetastable() {
     const clip = !$("me-fullscale").checked && spike > fit;
     const top = clip ? fit : Math.max(spike, after, p.capacity) * 1.1;
     replaceChart("me", {
-      width: Math.min(1100, box.clientWidth - 20),
+      width: Math.min(1100, avail(box) - 20),
       height: 320,
       scales: { x: { time: false }, y: { range: () => [0, top] } },
       axes: axes(`time (s); slowdown ${fmt(p.outage_start_s)}–${fmt(p.outage_end_s)} s`, "per second"),
