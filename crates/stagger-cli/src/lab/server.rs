@@ -124,7 +124,7 @@ async fn check_host(State(lab): State<Lab>, req: Request, next: Next) -> Respons
         .and_then(|h| h.to_str().ok())
         .map(str::to_ascii_lowercase);
     match host {
-        Some(h) if lab.hosts.iter().any(|a| *a == h) => next.run(req).await,
+        Some(h) if lab.hosts.contains(&h) => next.run(req).await,
         _ => (
             StatusCode::FORBIDDEN,
             "forbidden: the Host header must name this server's address or localhost\n",

@@ -158,7 +158,7 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
                         [(x0, r.y), (x1, r.y)],
                         6,
                         4,
-                        r.color.stroke_width(2).into(),
+                        r.color.stroke_width(2),
                     ))
                     .map_err(err)?;
             }
@@ -203,7 +203,7 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
                         [(x0, r.y), (x1, r.y)],
                         6,
                         4,
-                        r.color.stroke_width(2).into(),
+                        r.color.stroke_width(2),
                     ))
                     .map_err(err)?;
             }
