@@ -337,6 +337,22 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     assert_ne!(dragged["cards"], full["cards"], "the cards did not change");
     check_against_api(&lab, &dragged);
 
+    // Compare mode: two panels on one y scale.
+    s.click("#fo-compare").await;
+    s.wait(
+        "lab.last.failover.query.includes('strategy=full%2Cfull%2Bbudget%2Bbreaker') && !lab.busy.fo",
+        long,
+    )
+    .await;
+    let scales = s
+        .js(
+            r##"return [lab.charts["fo-0"].scales.y.max, lab.charts["fo-1"].scales.y.max,
+                       document.querySelectorAll("#fo-panels .panel").length];"##,
+        )
+        .await;
+    assert_eq!(scales[2], 2, "two panels");
+    assert_eq!(scales[0], scales[1], "one y scale for both strategies");
+
     let shot = s.call(reqwest::Method::GET, "/screenshot", None).await;
     let png = decode_base64(shot.as_str().expect("base64 PNG"));
     assert!(png.starts_with(b"\x89PNG"), "not a PNG");
@@ -361,9 +377,26 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
             .await;
         assert_eq!(status, "status", "{scene} shows an error");
     }
-    let jitter = s.js("return lab.last.jitter.full.query;").await;
-    let (status, _) = lab.get(&format!("/api/schedule?{}", jitter.as_str().unwrap()));
+    let jitter = s
+        .js("return [lab.last.jitter.full.query, lab.last.jitter.full.doc];")
+        .await;
+    let (status, body) = lab.get(&format!("/api/schedule?{}", jitter[0].as_str().unwrap()));
     assert_eq!(status, 200);
+    let api: Value = serde_json::from_str(&body).unwrap();
+    // The jitter scene draws the API's samples (compared as numbers: the
+    // browser writes 100.0 as 100).
+    let (page, api_rows) = (
+        jitter[1]["retries"].as_array().unwrap(),
+        api["retries"].as_array().unwrap(),
+    );
+    assert_eq!(page.len(), api_rows.len());
+    for (p, a) in page.iter().zip(api_rows) {
+        same_series("samples_ms", &p["samples_ms"], &a["samples_ms"]);
+    }
+    assert_eq!(
+        api["retries"][0]["samples_ms"].as_array().map(Vec::len),
+        Some(4000)
+    );
 
     // Scene 6: the engine's answer, as the API gives it.
     s.click("#nav button[data-scene=decide]").await;
