@@ -27,6 +27,8 @@ const MAX_TICKS: u128 = 2_400;
 const MAX_ARRIVALS: u32 = 500;
 const MAX_BURST: u32 = 5_000;
 const MAX_RATE: f64 = 2_000.0;
+/// Retries in one schedule, at most.
+const MAX_RETRIES: usize = 100;
 /// Schedule samples × retries, at most.
 const MAX_DRAWS: usize = 200_000;
 
@@ -173,6 +175,12 @@ pub(crate) fn schedule(q: &str) -> Result<String, BadParam> {
         .limit()
         .map_err(usage)?
         .saturating_sub(1) as usize;
+    if retries > MAX_RETRIES {
+        return Err(BadParam::new(
+            "attempts",
+            format!("is more than this server's limit of {}", MAX_RETRIES + 1),
+        ));
+    }
     if retries.saturating_mul(args.samples) > MAX_DRAWS {
         return Err(BadParam::new(
             "samples",
@@ -224,6 +232,8 @@ mod tests {
         assert_eq!(e.parameter, "model", "{}", e.message);
         let e = simulate("strategy=full,bogus&runs=1").unwrap_err();
         assert_eq!(e.parameter, "strategy", "{}", e.message);
+        let e = schedule("attempts=4294967295&samples=0").unwrap_err();
+        assert_eq!(e.parameter, "attempts");
         let e = schedule("samples=1000000").unwrap_err();
         assert_eq!(e.parameter, "samples");
         let e = schedule("jitter=purple").unwrap_err();

@@ -242,6 +242,12 @@ fn parse(q: &str) -> Result<Question, BadParam> {
     if let Some(w) = what {
         question.what = w;
     }
+    if question
+        .remaining
+        .is_some_and(|r| r > Duration::from_secs(86_400))
+    {
+        return Err(BadParam::new("remaining", "must be at most 24h"));
+    }
     if !(1..=20).contains(&question.max_attempts) {
         return Err(BadParam::new("attempts", "must be between 1 and 20"));
     }
@@ -688,6 +694,7 @@ mod tests {
             ("grpc=NOPE", "grpc"),
             ("attempt=9", "attempt"),
             ("remaining=soon", "remaining"),
+            ("remaining=500000000000000000s", "remaining"),
             ("budget=lots", "budget"),
             ("colour=red", "colour"),
             ("base=2s&cap=1s", "cap"),
