@@ -238,13 +238,17 @@ async function updateFailover() {
     const ymax = clip ? finding : Math.max(full, finding);
     const box = $("fo-panels");
     box.innerHTML = "";
+    // Side by side in compare mode, one column otherwise.
+    box.style.display = "grid";
+    box.style.gridTemplateColumns = rows.length > 1 ? "1fr 1fr" : "minmax(0, 1140px)";
     for (const k of Object.keys(lab.charts)) {
       if (k.startsWith("fo-")) { lab.charts[k].destroy(); delete lab.charts[k]; }
     }
-    const width = rows.length > 1 ? Math.max(420, Math.floor((avail(box) - 40) / 2)) : Math.min(1100, avail(box) - 20);
+    const width = rows.length > 1 ? Math.max(420, Math.floor((avail(box) - 64) / 2)) : Math.min(1100, avail(box) - 20);
     rows.forEach((r, i) => {
       const pn = panel(box, r.strategy);
       pn.dataset.strategy = r.strategy;
+      pn.style.minWidth = "0";
       const tail = settled(r, p.capacity);
       cards(pn, [
         { key: "amplification", value: r.amplification, text: `${fmt(r.amplification)}×`, label: "amplification (attempts ÷ requests)" },
