@@ -14,6 +14,7 @@ mod gameday_hedging;
 mod grpc;
 mod http;
 mod jitter;
+mod lab;
 mod progress;
 mod run;
 mod schedule;
@@ -58,6 +59,8 @@ enum Command {
     Gameday(gameday::Args),
     /// gRPC tools: `stagger grpc health ADDR` probes a health service with A6 retries.
     Grpc(grpc::Args),
+    /// Serve the interactive lab in a browser: the failover chart, jitter, layers, "retry?".
+    Lab(lab::Args),
     /// Check retry configs (gRPC service configs, policy files) against the production checklist.
     Audit(audit::Args),
 }
@@ -100,5 +103,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gameday(a) => gameday::run(&a),
         Command::Audit(a) => audit::run(&a),
         Command::Grpc(a) => grpc::run(&a),
+        Command::Lab(a) => lab::run(&a),
     }
 }

@@ -26,12 +26,12 @@ Exit status: 0 printed; 2 bad usage (the message names the flag).")]
     .help("Seed for the samples; the same seed prints the same samples (e.g. `--seed 7`)")))]
 pub struct Args {
     #[command(flatten)]
-    policy: PolicyArgs,
+    pub(crate) policy: PolicyArgs,
     #[command(flatten)]
     seed: SeedArgs,
     /// Sample delays per retry (each sample is one call's whole chain of delays).
     #[arg(long, default_value_t = 5, value_name = "N")]
-    samples: usize,
+    pub(crate) samples: usize,
     #[command(flatten)]
     format: FormatArgs,
 }
@@ -98,7 +98,9 @@ fn schedule(backoff: &Backoff, retries: u32, samples: usize, seed: u64) -> Sched
     Schedule { retries: rows }
 }
 
-pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+/// The schedule the flags describe, validated, with the backoff and the
+/// attempt limit it came from.
+fn build(a: &Args) -> anyhow::Result<(Backoff, u32, Schedule)> {
     let backoff = a.policy.backoff()?;
     if a.samples > MAX_SAMPLES {
         anyhow::bail!(UsageError(format!(
@@ -115,6 +117,18 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         )));
     }
     let s = schedule(&backoff, retries, a.samples, a.seed.get());
+    Ok((backoff, attempts, s))
+}
+
+/// The JSON document `--format json` prints (without its final newline);
+/// `stagger lab`'s API answers with it.
+pub(crate) fn json(a: &Args) -> anyhow::Result<String> {
+    let (_, _, s) = build(a)?;
+    Ok(serde_json::to_string(&s)?)
+}
+
+pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    let (backoff, attempts, s) = build(a)?;
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
     if a.format.json() {

@@ -170,7 +170,7 @@ fn list<T: std::str::FromStr>(flag: &str, s: &str) -> anyhow::Result<Vec<T>> {
 
 impl Args {
     /// The parameters the flags describe, validated.
-    fn params(&self) -> anyhow::Result<(Params, Vec<Strategy>)> {
+    pub(crate) fn params(&self) -> anyhow::Result<(Params, Vec<Strategy>)> {
         let model: Model = self.model.parse().map_err(usage)?;
         if self.drill && model != Model::Failover {
             return Err(bad(
@@ -259,6 +259,19 @@ fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Runs the simulation and renders the JSON document `--format json`
+/// prints (without its final newline). `stagger lab`'s API answers with
+/// this same function, so the page and the command cannot drift.
+pub(crate) fn simulate(
+    p: &Params,
+    strategies: &[Strategy],
+    opts: &Options<'_>,
+) -> anyhow::Result<(stagger_sim::Outcome, String)> {
+    let outcome = stagger_sim::simulate_counted(p, strategies, opts).map_err(usage)?;
+    let doc = serde_json::to_string(&outcome.results)?;
+    Ok((outcome, doc))
+}
+
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.model == "hedging" {
@@ -299,11 +312,10 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         progress: Some(&tick),
     };
     let started = Instant::now();
-    let outcome = stagger_sim::simulate_counted(&p, &strategies, &opts).map_err(usage)?;
+    let (outcome, doc) = simulate(&p, &strategies, &opts)?;
     bar.finish();
     let elapsed = started.elapsed();
     let results = outcome.results;
-    let doc = serde_json::to_string(&results)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if json {

@@ -191,24 +191,30 @@ fn escape(s: &str) -> String {
 
 const W: f64 = 960.0;
 const H: f64 = 280.0;
-const LEFT: f64 = 50.0;
+const LEFT: f64 = 64.0;
 const RIGHT: f64 = 10.0;
 const TOP: f64 = 20.0;
 const BOTTOM: f64 = 30.0;
 
+/// The top of the y axis shared by every strategy's chart: the highest
+/// load of any of them, and at least 1.2× capacity.
+fn shared_top(rows: &[Row], p: &Params) -> f64 {
+    rows.iter()
+        .flat_map(|r| r.series.load.iter().map(|x| f64::from(*x)))
+        .fold(p.capacity / 10.0 * 1.2, f64::max)
+        .max(1.0)
+}
+
 /// One arrival histogram: first attempts and retries stacked per 100 ms,
-/// the capacity and baseline lines, the fault shaded, successes as a line.
-pub fn chart(row: &Row, p: &Params) -> String {
+/// the capacity and baseline lines, the fault shaded, successes as a line,
+/// on a y axis from 0 to `top` (the same for every strategy of a report, so
+/// their heights compare).
+pub fn chart(row: &Row, p: &Params, top: f64) -> String {
     let s = &row.series;
     let n = s.load.len().max(1);
     let cap_bin = p.capacity / 10.0;
     let base_bin = p.rate / 10.0;
-    let top = s
-        .load
-        .iter()
-        .map(|x| f64::from(*x))
-        .fold(cap_bin * 1.2, f64::max)
-        .max(1.0);
+    let top = top.max(1.0);
     let pw = W - LEFT - RIGHT;
     let ph = H - TOP - BOTTOM;
     let x = |i: f64| LEFT + pw * i / n as f64;
@@ -298,6 +304,11 @@ pub fn chart(row: &Row, p: &Params) -> String {
             y(0.0) + 14.0
         );
     }
+    let _ = write!(
+        g,
+        r##"<text transform="translate(14,{:.1}) rotate(-90)" text-anchor="middle">attempts per 100 ms</text>"##,
+        TOP + ph / 2.0
+    );
     for k in 0..=4 {
         let v = top * f64::from(k) / 4.0;
         let _ = write!(
@@ -334,6 +345,11 @@ pub fn html(r: &Results) -> String {
          <span style=\"background:#d9534f\"></span>retries<span style=\"background:#2e8b57;height:2px\"></span>successes at the clients\
          <span style=\"background:#eee\"></span>fault. Dashed: capacity; dotted: baseline (the arrival rate).</p>",
     );
+    let top = shared_top(&r.strategies, &r.params);
+    let _ = write!(
+        h,
+        "<p>Every chart has the same y scale (0 to {top:.0} attempts per 100 ms), so their heights compare.</p>"
+    );
     for row in &r.strategies {
         let _ = write!(
             h,
@@ -348,9 +364,80 @@ pub fn html(r: &Results) -> String {
                 (Some(_), None) => "not recovered".to_string(),
             },
             row.duplicates,
-            chart(row, &r.params)
+            chart(row, &r.params, top)
         );
     }
     h.push_str("</body></html>\n");
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gameday::Series;
+
+    fn row(name: &str, load: u32) -> Row {
+        let n = 20;
+        Row {
+            strategy: name.into(),
+            series: Series {
+                t_s: (0..n).map(|i| f64::from(i) / 10.0).collect(),
+                load: vec![load; n as usize],
+                first_attempts: vec![load / 2; n as usize],
+                retries: vec![load - load / 2; n as usize],
+                successes: vec![1; n as usize],
+                ..Series::default()
+            },
+            ..Row::default()
+        }
+    }
+
+    fn params() -> Params {
+        Params {
+            fault: "stall",
+            duration_s: 2.0,
+            rate: 100.0,
+            capacity: 200.0,
+            clients: 1,
+            pods: 1,
+            workers: 1,
+            service_time_s: 0.01,
+            queue: 1,
+            timeout_s: 1.0,
+            deadline_s: 1.0,
+            attempts: 3,
+            base_s: 0.1,
+            cap_s: 1.0,
+            outage_start_s: 0.5,
+            outage_end_s: Some(1.0),
+            seed: 1,
+            shed_retries: false,
+            drop_expired: false,
+        }
+    }
+
+    /// The y-axis labels of a chart, top last.
+    fn y_labels(svg: &str) -> Vec<String> {
+        svg.split(r#"text-anchor="end">"#)
+            .skip(1)
+            .map(|s| s.split('<').next().unwrap_or("").to_string())
+            .filter(|s| s.parse::<f64>().is_ok())
+            .collect()
+    }
+
+    #[test]
+    fn every_strategy_chart_shares_one_y_scale_and_labels_it() {
+        let r = Results {
+            model: "gameday",
+            params: params(),
+            strategies: vec![row("storm", 90), row("calm", 12)],
+        };
+        let h = html(&r);
+        let charts: Vec<&str> = h.split("<svg").skip(1).collect();
+        assert_eq!(charts.len(), 2);
+        let (a, b) = (y_labels(charts[0]), y_labels(charts[1]));
+        assert_eq!(a, b, "same scale");
+        assert_eq!(a.last().map(String::as_str), Some("90"));
+        assert!(charts.iter().all(|c| c.contains("attempts per 100 ms")));
+    }
 }

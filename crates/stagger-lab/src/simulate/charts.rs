@@ -32,17 +32,39 @@ pub(super) struct Line<'a> {
     pub(super) color: RGBColor,
 }
 
+/// A horizontal reference line (a capacity, an SLI threshold).
+pub(super) struct HLine {
+    pub(super) y: f64,
+    pub(super) label: String,
+    pub(super) color: RGBColor,
+}
+
+impl HLine {
+    /// A reference line in the capacity's colour.
+    pub(super) fn capacity(y: f64, label: String) -> Self {
+        HLine {
+            y,
+            label,
+            color: CAPACITY,
+        }
+    }
+}
+
 /// What to draw on a time chart besides the lines.
 pub(super) struct Frame<'a> {
     pub(super) title: &'a str,
     pub(super) x_desc: &'a str,
     pub(super) y_desc: &'a str,
-    /// Horizontal reference lines: (y, label).
-    pub(super) hlines: Vec<(f64, String)>,
+    /// Horizontal reference lines.
+    pub(super) hlines: Vec<HLine>,
     /// A shaded span of x (the outage).
     pub(super) span: Option<(f64, f64)>,
     /// Logarithmic y axis.
     pub(super) log_y: bool,
+    /// A fixed y range (linear charts): one scale shared by several panels,
+    /// or an axis cut below the data's top; points above it are drawn at
+    /// the top. A range starting below 0 keeps a line at 0 off the axis.
+    pub(super) y_range: Option<(f64, f64)>,
 }
 
 fn err<E: std::fmt::Display>(e: E) -> String {
@@ -55,7 +77,7 @@ fn bounds(lines: &[Line<'_>], frame: &Frame<'_>) -> (f64, f64, f64, f64) {
     let x_max = pts().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
     let y_data = pts().map(|p| p.1).filter(|y| y.is_finite());
     let y_max = y_data
-        .chain(frame.hlines.iter().map(|h| h.0))
+        .chain(frame.hlines.iter().map(|h| h.y))
         .fold(0.0, f64::max);
     let (x_min, x_max) = if x_min.is_finite() && x_max > x_min {
         (x_min, x_max)
@@ -63,16 +85,51 @@ fn bounds(lines: &[Line<'_>], frame: &Frame<'_>) -> (f64, f64, f64, f64) {
         (0.0, 1.0)
     };
     let y_max = if y_max > 0.0 { y_max * 1.08 } else { 1.0 };
-    (x_min, x_max, 0.0, y_max)
+    match frame.y_range {
+        Some((lo, hi)) if hi > lo => (x_min, x_max, lo, hi),
+        _ => (x_min, x_max, 0.0, y_max),
+    }
 }
 
-/// Lines against x, with reference lines and a shaded span.
+fn hex(c: RGBColor) -> String {
+    format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2)
+}
+
+/// The legend as HTML under the chart, so it never covers a line.
+fn legend(lines: &[Line<'_>], frame: &Frame<'_>) -> String {
+    let mut h = String::from("<div class=legend>");
+    if frame.span.is_some() {
+        h.push_str(&format!(
+            "<span><i style='background:{};height:10px'></i>outage</span>",
+            hex(OUTAGE)
+        ));
+    }
+    for r in &frame.hlines {
+        h.push_str(&format!(
+            "<span><i style='border-top:2px dashed {}'></i>{}</span>",
+            hex(r.color),
+            super::report::esc(&r.label)
+        ));
+    }
+    for l in lines {
+        h.push_str(&format!(
+            "<span><i style='background:{}'></i>{}</span>",
+            hex(l.color),
+            super::report::esc(l.name)
+        ));
+    }
+    h.push_str("</div>");
+    h
+}
+
+/// Lines against x, with reference lines and a shaded span; the SVG
+/// followed by its legend in HTML.
 pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (x0, x1, _, y1) = bounds(lines, frame);
+        let (x0, x1, y0, y1) = bounds(lines, frame);
         let mut b = ChartBuilder::on(&root);
         b.caption(frame.title, ("sans-serif", 16))
             .margin(10)
@@ -82,7 +139,7 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
             let lo = lines
                 .iter()
                 .flat_map(|l| l.points.iter().map(|p| p.1))
-                .chain(frame.hlines.iter().map(|h| h.0))
+                .chain(frame.hlines.iter().map(|h| h.y))
                 .filter(|y| *y > 0.0)
                 .fold(f64::INFINITY, f64::min);
             let lo = if lo.is_finite() { lo * 0.8 } else { 0.1 };
@@ -95,35 +152,24 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
                 .y_desc(frame.y_desc)
                 .draw()
                 .map_err(err)?;
-            for (y, label) in frame.hlines.iter().filter(|h| h.0 > 0.0) {
+            for r in frame.hlines.iter().filter(|h| h.y > 0.0) {
                 chart
-                    .draw_series(LineSeries::new(
-                        [(x0, *y), (x1, *y)],
-                        CAPACITY.mix(0.7).stroke_width(1),
+                    .draw_series(DashedLineSeries::new(
+                        [(x0, r.y), (x1, r.y)],
+                        6,
+                        4,
+                        r.color.stroke_width(2),
                     ))
-                    .map_err(err)?
-                    .label(label.as_str())
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], CAPACITY));
+                    .map_err(err)?;
             }
             for l in lines {
                 let pts = l.points.iter().copied().filter(|p| p.1 > 0.0);
                 chart
                     .draw_series(LineSeries::new(pts, l.color.stroke_width(2)))
-                    .map_err(err)?
-                    .label(l.name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], l.color.stroke_width(2))
-                    });
+                    .map_err(err)?;
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .map_err(err)?;
         } else {
-            let mut chart = b.build_cartesian_2d(x0..x1, 0.0..y1).map_err(err)?;
+            let mut chart = b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
             chart
                 .configure_mesh()
                 .x_desc(frame.x_desc)
@@ -136,49 +182,44 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
                 if z > a {
                     chart
                         .draw_series(std::iter::once(Rectangle::new(
-                            [(a, 0.0), (z, y1)],
+                            [(a, y0), (z, y1)],
                             OUTAGE.mix(0.5).filled(),
                         )))
-                        .map_err(err)?
-                        .label("outage")
-                        .legend(|(x, y)| {
-                            Rectangle::new([(x, y - 5), (x + 18, y + 5)], OUTAGE.filled())
-                        });
+                        .map_err(err)?;
                 }
             }
-            for (y, label) in &frame.hlines {
+            if y0 < 0.0 {
+                // The zero line, so a series that stays at 0 is seen on it.
                 chart
                     .draw_series(LineSeries::new(
-                        [(x0, *y), (x1, *y)],
-                        CAPACITY.mix(0.7).stroke_width(1),
+                        [(x0, 0.0), (x1, 0.0)],
+                        BLACK.mix(0.6).stroke_width(1),
                     ))
-                    .map_err(err)?
-                    .label(label.as_str())
-                    .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], CAPACITY));
+                    .map_err(err)?;
+            }
+            for r in &frame.hlines {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        [(x0, r.y), (x1, r.y)],
+                        6,
+                        4,
+                        r.color.stroke_width(2),
+                    ))
+                    .map_err(err)?;
             }
             for l in lines {
                 chart
                     .draw_series(LineSeries::new(
-                        l.points.iter().copied(),
+                        l.points.iter().map(|&(x, y)| (x, y.min(y1))),
                         l.color.stroke_width(2),
                     ))
-                    .map_err(err)?
-                    .label(l.name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], l.color.stroke_width(2))
-                    });
+                    .map_err(err)?;
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.3))
-                .position(SeriesLabelPosition::UpperRight)
-                .draw()
-                .map_err(err)?;
         }
         root.present().map_err(err)?;
     }
-    Ok(svg)
+    svg.push_str(&legend(lines, frame));
+    Ok(format!("<figure class=chart>{svg}</figure>"))
 }
 
 /// The backoff schedule as tiles: per retry n, the range the jitter draws

@@ -6,14 +6,16 @@ use std::path::Path;
 
 use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
-use super::charts::{self, color, Frame, Line};
+use plotters::style::RGBColor;
+
+use super::charts::{self, color, Frame, HLine, Line};
 use super::table;
 use crate::{Error, ErrorKind};
 
 /// Seconds of history in the retry-ratio chart.
 const RATIO_WINDOW_S: f64 = 10.0;
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -104,12 +106,12 @@ fn clipped(xs: &[f64], ys: &[f64], clip: f64) -> Vec<(f64, f64)> {
 }
 
 /// Retries ÷ logical requests (first attempts) over a sliding window, in
-/// percent; windows with (almost) no retries are left out of the log chart.
+/// percent, at the end of each bin (0 where there were no requests).
 fn retry_ratio(row: &Row, bin_s: f64) -> Vec<(f64, f64)> {
     let w = ((RATIO_WINDOW_S / bin_s).round() as usize).max(1);
     let se = &row.series;
     (0..se.t_s.len())
-        .filter_map(|i| {
+        .map(|i| {
             let from = (i + 1).saturating_sub(w);
             let retries: f64 = se.retries[from..=i].iter().sum();
             let firsts: f64 = (from..=i).map(|k| se.load[k] - se.retries[k]).sum();
@@ -118,9 +120,48 @@ fn retry_ratio(row: &Row, bin_s: f64) -> Vec<(f64, f64)> {
             } else {
                 0.0
             };
-            (pct >= 0.1).then_some((se.t_s[i] + bin_s, pct))
+            (se.t_s[i] + bin_s, pct)
         })
         .collect()
+}
+
+/// The top of the load axis: what happens after the outage (the finding)
+/// in view with some room, never less than 1.6× capacity. The burst during
+/// the outage may be cut.
+fn finding_top(p: &Params, r: &Results, cap: f64) -> f64 {
+    let settle = p.outage_end.as_secs_f64()
+        + match p.model {
+            // The released backlog of the metastable model arrives in the
+            // second after the slowdown.
+            Model::Metastable => 3.0,
+            _ => 0.0,
+        };
+    let after = r
+        .strategies
+        .iter()
+        .flat_map(|row| {
+            row.series
+                .t_s
+                .iter()
+                .zip(&row.series.load)
+                .filter(|(t, _)| **t >= settle)
+                .map(|(_, l)| *l)
+        })
+        .fold(0.0, f64::max);
+    (after * 1.15).max(cap * 1.6)
+}
+
+/// Mean |a − b| ÷ mean load over the series: how far apart two load curves are.
+fn gap(a: &Row, b: &Row) -> f64 {
+    let (la, lb) = (&a.series.load, &b.series.load);
+    let n = la.len().min(lb.len()).max(1) as f64;
+    let diff: f64 = la.iter().zip(lb).map(|(x, y)| (x - y).abs()).sum::<f64>() / n;
+    let mean: f64 = la.iter().chain(lb).sum::<f64>() / (2.0 * n);
+    if mean > 0.0 {
+        diff / mean
+    } else {
+        0.0
+    }
 }
 
 fn overload_charts(p: &Params, r: &Results, h: &mut String) {
@@ -130,20 +171,28 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     };
     let span = Some((p.outage_start.as_secs_f64(), p.outage_end.as_secs_f64()));
     let y_desc = format!("attempts per {unit}");
-    // Metastable: the held requests arrive in one second; clip at 4× capacity.
-    let clip = match p.model {
-        Model::Metastable => 4.0 * cap,
-        _ => f64::INFINITY,
-    };
+    // One y scale for every panel, fitted to the load after the outage so
+    // that where it settles against capacity is readable; the burst during
+    // the outage is cut at the top.
+    let top = finding_top(p, r, cap);
+    let burst = r
+        .strategies
+        .iter()
+        .flat_map(|row| row.series.load.iter().copied())
+        .fold(0.0, f64::max);
+    let range = Some((0.0, top));
     h.push_str("<h2>Load against capacity</h2><p>Mean attempts per ");
     let _ = write!(
         h,
-        "{unit} over the runs (retries included), the successes among them, and the capacity line."
+        "{unit} over the runs (retries included), the successes among them, and the capacity line. \
+         Every panel has the same y scale, fitted to the load after the outage: that is where a \
+         retry storm shows, as load that stays above capacity once the dependency is back."
     );
-    if clip.is_finite() {
+    if burst > top {
         let _ = write!(
             h,
-            " The y axis is cut at 4× capacity (the released backlog arrives in one second)."
+            " <b>The y axis is cut at {top:.0} attempts per {unit}</b>: during the outage the load \
+             reaches {burst:.0} (the table's peak/C column); lines at the top edge are cut there."
         );
     }
     h.push_str("</p><div class=grid>");
@@ -151,13 +200,18 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
         let title = row.strategy.clone();
         let lines = [
             Line {
-                name: "load",
-                points: clipped(&row.series.t_s, &row.series.load, clip),
+                name: "load (attempts)",
+                points: clipped(&row.series.t_s, &row.series.load, top),
                 color: color(0),
             },
             Line {
+                name: "retries among them",
+                points: clipped(&row.series.t_s, &row.series.retries, top),
+                color: color(4),
+            },
+            Line {
                 name: "successes",
-                points: clipped(&row.series.t_s, &row.series.successes, clip),
+                points: clipped(&row.series.t_s, &row.series.successes, top),
                 color: color(2),
             },
         ];
@@ -165,9 +219,10 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
             title: &title,
             x_desc: "time (s)",
             y_desc: &y_desc,
-            hlines: vec![(cap, format!("capacity {cap}"))],
+            hlines: vec![HLine::capacity(cap, format!("capacity {cap}"))],
             span,
             log_y: false,
+            y_range: range,
         };
         h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     }
@@ -180,44 +235,130 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     h.push_str("<h2>Lockstep against full jitter</h2>");
     match (find(RetryKind::Exponential), find(RetryKind::Full)) {
         (Some(a), Some(b)) => {
+            let g = gap(a, b);
+            if g < 0.1 {
+                let _ = write!(
+                    h,
+                    "<p><b>Here the two lines nearly coincide</b> (they differ by {:.0} % of the load on \
+                     average). Jitter changes <i>when</i> retries arrive, not how many there are: with a \
+                     first backoff of {} and {unit}s of {:.0} ms, the retries of one burst land in the \
+                     same few {unit}s with or without jitter, and once the dependency is overloaded both \
+                     are limited by the same number of retries per request. Lockstep shows as spikes when \
+                     the backoff is long against the {unit} (try <code>--base 1s</code>); what lowers the \
+                     load is fewer retries (+budget, +breaker).</p>",
+                    g * 100.0,
+                    humantime_ms(p.base),
+                    bin_s * 1e3
+                );
+            } else {
+                let _ = write!(
+                    h,
+                    "<p>The lines differ by {:.0} % of the load on average: lockstep retries arrive \
+                     together, as spikes; full jitter spreads the same retries over each backoff \
+                     step.</p>",
+                    g * 100.0
+                );
+            }
             let lines = [
-                Line { name: "exponential (no jitter)", points: clipped(&a.series.t_s, &a.series.load, clip), color: color(0) },
-                Line { name: "exponential + full jitter", points: clipped(&b.series.t_s, &b.series.load, clip), color: color(1) },
+                Line { name: "exponential (no jitter)", points: clipped(&a.series.t_s, &a.series.load, top), color: color(0) },
+                Line { name: "exponential + full jitter", points: clipped(&b.series.t_s, &b.series.load, top), color: color(1) },
             ];
             let frame = Frame {
                 title: "the same failures, retried in lockstep and with full jitter",
                 x_desc: "time (s)",
                 y_desc: &y_desc,
-                hlines: vec![(cap, format!("capacity {cap}"))],
+                hlines: vec![HLine::capacity(cap, format!("capacity {cap}"))],
                 span,
                 log_y: false,
+                y_range: range,
             };
             h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
         }
         _ => h.push_str("<p class=note>Run both <code>exponential</code> and <code>full</code> to see them overlaid.</p>"),
     }
     h.push_str("<h2>Retry ratio</h2>");
-    let _ = write!(h, "<p>Retries ÷ logical requests over the last {RATIO_WINDOW_S} s, against the healthy (10 %) and alarm (20 %) lines of the retry-amplification SLI.</p>");
-    let lines: Vec<Line<'_>> = r
+    let ratios: Vec<(&Row, Vec<(f64, f64)>)> = r
         .strategies
         .iter()
+        .filter(|row| row.strategy != "none")
+        .map(|row| (row, retry_ratio(row, bin_s)))
+        .collect();
+    let highest = ratios
+        .iter()
+        .flat_map(|(_, pts)| pts.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
+    // Linear scales: the whole range, and beside it a zoom on 0–40 % where
+    // the 10 % and 20 % lines sit apart.
+    let full_top = (highest * 1.08).max(30.0);
+    let zoom_top = 40.0;
+    let _ = write!(
+        h,
+        "<p>Retries ÷ logical requests over the last {RATIO_WINDOW_S} s, against the healthy \
+         (10 %) and alarm (20 %) lines of the retry-amplification SLI: the whole range on the left \
+         (the storm reaches {highest:.0} %), the first {zoom_top:.0} % on the right."
+    );
+    let silent: Vec<&str> = ratios
+        .iter()
+        .filter(|(_, pts)| pts.iter().all(|p| p.1 < 0.05))
+        .map(|(row, _)| row.strategy.as_str())
+        .collect();
+    if !silent.is_empty() {
+        let _ = write!(
+            h,
+            " <b>{}</b> sent (almost) no retries: {} on the zero line.",
+            esc(&silent.join(", ")),
+            if silent.len() == 1 {
+                "its line lies"
+            } else {
+                "their lines lie"
+            }
+        );
+    }
+    h.push_str("</p><div class=grid>");
+    let lines: Vec<Line<'_>> = ratios
+        .iter()
         .enumerate()
-        .filter(|(_, row)| row.strategy != "none")
-        .map(|(i, row)| Line {
+        .map(|(i, (row, pts))| Line {
             name: &row.strategy,
-            points: retry_ratio(row, bin_s),
+            points: pts.clone(),
             color: color(i),
         })
         .collect();
-    let frame = Frame {
-        title: "retry ratio (%, log scale)",
-        x_desc: "time (s)",
-        y_desc: "retries per 100 requests",
-        hlines: vec![(10.0, "10 % healthy".into()), (20.0, "20 % alarm".into())],
-        span: None,
-        log_y: true,
-    };
-    h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
+    for (title, top) in [
+        ("retry ratio (%)", full_top),
+        ("retry ratio, 0–40 % (zoom)", zoom_top),
+    ] {
+        let frame = Frame {
+            title,
+            x_desc: "time (s)",
+            y_desc: "retries per 100 requests",
+            hlines: vec![
+                HLine {
+                    y: 10.0,
+                    label: "10 % healthy".into(),
+                    color: RGBColor(44, 160, 44),
+                },
+                HLine {
+                    y: 20.0,
+                    label: "20 % alarm".into(),
+                    color: RGBColor(214, 39, 40),
+                },
+            ],
+            span: None,
+            log_y: false,
+            y_range: Some((-top * 0.03, top)),
+        };
+        h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
+    }
+    h.push_str("</div>");
+}
+
+fn humantime_ms(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{} s", d.as_secs_f64())
+    }
 }
 
 fn sweep_charts(r: &Results, h: &mut String) {
@@ -259,6 +400,7 @@ fn sweep_charts(r: &Results, h: &mut String) {
             hlines: vec![],
             span: None,
             log_y,
+            y_range: None,
         };
         h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     }
@@ -295,6 +437,7 @@ fn layers_chart(r: &Results, h: &mut String) {
         hlines: vec![],
         span: None,
         log_y: true,
+        y_range: None,
     };
     h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
 }
@@ -347,7 +490,10 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ddd;padding:
 td:first-child,th:first-child{text-align:left}.grid{display:flex;flex-wrap:wrap;gap:8px}\
 .grid svg{width:760px;max-width:100%;height:auto}.cards{display:flex;flex-wrap:wrap;gap:12px}\
 .card{border:1px solid #ccd;border-radius:8px;padding:8px 14px;width:260px;background:#f8f9fc}\
-.card h3{margin:4px 0;font-size:1em}.card.num{background:#fdf8ee}pre{background:#f4f4f4;padding:8px;overflow:auto}";
+.card h3{margin:4px 0;font-size:1em}.card.num{background:#fdf8ee}pre{background:#f4f4f4;padding:8px;overflow:auto}\
+figure.chart{margin:0;width:760px;max-width:100%}figure.chart svg{width:760px;max-width:100%;height:auto}\
+.legend{font-size:12px;display:flex;flex-wrap:wrap;gap:4px 14px;padding:2px 0 10px 60px}\
+.legend i{display:inline-block;width:18px;height:3px;margin-right:5px;vertical-align:middle}";
 
 /// The whole page.
 pub(super) fn html(p: &Params, r: &Results) -> String {
@@ -398,4 +544,89 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     cards(r, &mut h);
     h.push_str("<h2>Files</h2><p><code>results.json</code> (the <code>--format json</code> document) and <code>series.csv</code> sit beside this page.</p></body></html>\n");
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stagger_sim::{Options, Strategy};
+
+    fn failover(strategies: &str, p: Params) -> (Params, Results) {
+        let s = Strategy::parse_list(strategies).unwrap();
+        let r = stagger_sim::simulate(&p, &s, &Options::default()).unwrap();
+        (p, r)
+    }
+
+    fn defaults(runs: u32) -> Params {
+        let mut p = Params::defaults(Model::Failover);
+        p.runs = runs;
+        p
+    }
+
+    #[test]
+    fn the_load_axis_shows_the_finding_not_the_burst() {
+        let (p, r) = failover("none,full,full+budget+breaker", defaults(4));
+        let top = finding_top(&p, &r, p.capacity);
+        let full = &r.strategies[1];
+        let after: Vec<f64> = full
+            .series
+            .t_s
+            .iter()
+            .zip(&full.series.load)
+            .filter(|(t, _)| **t >= p.outage_end.as_secs_f64())
+            .map(|(_, l)| *l)
+            .collect();
+        let settled = after.iter().sum::<f64>() / after.len() as f64;
+        assert!(settled > 3.0 * p.capacity, "the storm: {settled}");
+        // The settled load sits in the upper half of the axis, not the
+        // bottom 15 % as when the axis was fitted to the burst.
+        assert!(settled / top > 0.5, "settled {settled} of top {top}");
+        let burst = full.series.load.iter().copied().fold(0.0, f64::max);
+        assert!(burst > top, "the burst is cut");
+        let h = html(&p, &r);
+        assert!(h.contains("The y axis is cut at"), "the cut is said");
+    }
+
+    #[test]
+    fn retry_ratio_names_silent_strategies_and_keeps_thresholds_apart() {
+        let (p, r) = failover("full,full+budget+breaker", defaults(4));
+        let h = html(&p, &r);
+        let ratio = &h[h.find("<h2>Retry ratio").unwrap()..];
+        assert!(
+            ratio.contains("<b>full+budget+breaker</b> sent (almost) no retries"),
+            "{}",
+            &ratio[..600]
+        );
+        assert!(ratio.contains("retry ratio, 0–40 % (zoom)"));
+        assert!(!ratio.contains("log scale"));
+        // The 10 % and 20 % lines have their own colours in the legend.
+        assert!(ratio.contains("dashed #2ca02c'></i>10 % healthy"));
+        assert!(ratio.contains("dashed #d62728'></i>20 % alarm"));
+    }
+
+    #[test]
+    fn coinciding_lockstep_and_jitter_lines_are_explained() {
+        let (p, r) = failover("exponential,full", defaults(4));
+        let h = html(&p, &r);
+        assert!(h.contains("Here the two lines nearly coincide"));
+        let mut slow = defaults(4);
+        slow.base = std::time::Duration::from_secs(1);
+        let (p, r) = failover("exponential,full", slow);
+        let h = html(&p, &r);
+        assert!(!h.contains("nearly coincide"), "a long base separates them");
+        assert!(h.contains("lockstep retries arrive together"));
+    }
+
+    #[test]
+    fn legends_sit_outside_the_charts() {
+        let (p, r) = failover("full", defaults(2));
+        let h = html(&p, &r);
+        // plotters draws no legend box inside the load charts any more.
+        let load = &h[h.find("<h2>Load against").unwrap()..h.find("<h2>Backoff").unwrap()];
+        assert!(load.matches("<div class=legend>").count() >= 3);
+        assert!(
+            !load.contains("fill-opacity=\"0.85\""),
+            "no legend box over data"
+        );
+    }
 }

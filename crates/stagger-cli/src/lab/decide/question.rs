@@ -1,0 +1,258 @@
+//! The question of `GET /api/decide`, parsed: which failure (an HTTP
+//! status, an I/O error as a client library surfaces it, a gRPC status),
+//! the request, the attempt, the deadline, the budget and the backoff.
+
+use std::io;
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use stagger::{Backoff, Jitter};
+
+use super::super::query::{pairs, BadParam};
+use crate::args::duration;
+
+/// gRPC status codes by name.
+const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// I/O failures the page offers, as the error a client library would
+/// surface.
+const IO_ERRORS: [(&str, &str); 8] = [
+    ("connection_refused", "connection refused"),
+    ("connection_reset", "connection reset by peer"),
+    ("connection_aborted", "connection aborted"),
+    ("broken_pipe", "broken pipe"),
+    ("unexpected_eof", "unexpected end of file"),
+    ("timed_out", "operation timed out"),
+    (
+        "dns_temporary",
+        "failed to lookup address information: Temporary failure in name resolution",
+    ),
+    (
+        "dns_not_found",
+        "failed to lookup address information: Name or service not known",
+    ),
+];
+
+pub(super) fn io_error(name: &str) -> Option<io::Error> {
+    let kind = match name {
+        "connection_refused" => io::ErrorKind::ConnectionRefused,
+        "connection_reset" => io::ErrorKind::ConnectionReset,
+        "connection_aborted" => io::ErrorKind::ConnectionAborted,
+        "broken_pipe" => io::ErrorKind::BrokenPipe,
+        "unexpected_eof" => io::ErrorKind::UnexpectedEof,
+        "timed_out" => io::ErrorKind::TimedOut,
+        "dns_temporary" | "dns_not_found" => io::ErrorKind::Other,
+        _ => return None,
+    };
+    let text = IO_ERRORS.iter().find(|(n, _)| *n == name)?.1;
+    Some(io::Error::new(kind, text))
+}
+
+/// What failed.
+#[derive(Debug, Clone)]
+pub(super) enum What {
+    Status(StatusCode),
+    Io(String),
+    Grpc(u32),
+}
+
+/// The question, parsed.
+#[derive(Debug, Clone)]
+pub(super) struct Question {
+    pub(super) what: What,
+    pub(super) method: Method,
+    pub(super) key: bool,
+    pub(super) retry_after: Option<String>,
+    pub(super) pushback: Option<String>,
+    pub(super) remaining: Option<Duration>,
+    pub(super) attempt: u32,
+    pub(super) max_attempts: u32,
+    pub(super) budget: BudgetState,
+    pub(super) retry_500: bool,
+    pub(super) backoff: Backoff,
+    pub(super) seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BudgetState {
+    None,
+    Room,
+    Spent,
+}
+
+fn switch(param: &str, v: &str) -> Result<bool, BadParam> {
+    match v {
+        "" | "1" | "true" | "on" | "yes" => Ok(true),
+        "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(BadParam::new(param, format!("`{v}` is not 1 or 0"))),
+    }
+}
+
+fn number<T: std::str::FromStr>(param: &str, v: &str) -> Result<T, BadParam> {
+    v.trim()
+        .parse()
+        .map_err(|_| BadParam::new(param, format!("`{v}` is not a whole number")))
+}
+
+pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
+    let mut what = None;
+    let mut set_what = |param: &str, w: What| {
+        if what.replace(w).is_some() {
+            Err(BadParam::new(
+                param,
+                "give one failure: status, io or grpc".to_string(),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let mut question = Question {
+        what: What::Status(StatusCode::SERVICE_UNAVAILABLE),
+        method: Method::GET,
+        key: false,
+        retry_after: None,
+        pushback: None,
+        remaining: None,
+        attempt: 1,
+        max_attempts: 3,
+        budget: BudgetState::None,
+        retry_500: false,
+        backoff: Backoff::new(),
+        seed: 1,
+    };
+    let (mut base, mut cap, mut jitter) = (None, None, None);
+    for (k, v) in pairs(q)? {
+        let p = k.as_str();
+        match p {
+            "status" => {
+                let code: u16 = number(p, &v)?;
+                let s = StatusCode::from_u16(code).map_err(|_| {
+                    BadParam::new(p, format!("`{v}` is not an HTTP status (100–999)"))
+                })?;
+                set_what(p, What::Status(s))?;
+            }
+            "io" => {
+                if io_error(&v).is_none() {
+                    let names: Vec<&str> = IO_ERRORS.iter().map(|(n, _)| *n).collect();
+                    return Err(BadParam::new(
+                        p,
+                        format!("`{v}` is not one of {}", names.join(", ")),
+                    ));
+                }
+                set_what(p, What::Io(v.clone()))?;
+            }
+            "grpc" => {
+                let up = v.trim().to_ascii_uppercase();
+                let code = match GRPC_CODES.iter().position(|c| *c == up) {
+                    Some(i) => i as u32,
+                    None => number::<u32>(p, &v)
+                        .ok()
+                        .filter(|c| *c < 17)
+                        .ok_or_else(|| {
+                            BadParam::new(
+                                p,
+                                format!("`{v}` is not a gRPC status name or code 0–16"),
+                            )
+                        })?,
+                };
+                set_what(p, What::Grpc(code))?;
+            }
+            "method" => {
+                question.method = Method::from_bytes(v.trim().to_ascii_uppercase().as_bytes())
+                    .map_err(|_| BadParam::new(p, format!("`{v}` is not an HTTP method")))?;
+            }
+            "idempotency_key" => question.key = switch(p, &v)?,
+            "retry_500" => question.retry_500 = switch(p, &v)?,
+            "retry_after" => question.retry_after = Some(v.clone()).filter(|v| !v.is_empty()),
+            "pushback" | "pushback_ms" => {
+                question.pushback = Some(v.clone()).filter(|v| !v.is_empty())
+            }
+            "remaining" => {
+                question.remaining = match v.trim() {
+                    "" | "none" => None,
+                    t => Some(duration(t).map_err(|e| BadParam::new(p, e))?),
+                }
+            }
+            "attempt" => question.attempt = number(p, &v)?,
+            "attempts" | "max_attempts" => question.max_attempts = number(p, &v)?,
+            "budget" => {
+                question.budget = match v.as_str() {
+                    "" | "none" => BudgetState::None,
+                    "room" => BudgetState::Room,
+                    "spent" => BudgetState::Spent,
+                    _ => {
+                        return Err(BadParam::new(
+                            p,
+                            format!("`{v}` is not none, room or spent"),
+                        ))
+                    }
+                }
+            }
+            "base" => base = Some(duration(&v).map_err(|e| BadParam::new(p, e))?),
+            "cap" => cap = Some(duration(&v).map_err(|e| BadParam::new(p, e))?),
+            "jitter" => {
+                jitter = Some(
+                    v.parse::<Jitter>()
+                        .map_err(|e| BadParam::new(p, e.problem().to_string()))?,
+                )
+            }
+            "seed" => question.seed = number(p, &v)?,
+            _ => {
+                return Err(BadParam::new(
+                    p,
+                    format!("`{k}` is not a parameter of decide"),
+                ))
+            }
+        }
+    }
+    if let Some(w) = what {
+        question.what = w;
+    }
+    if question
+        .remaining
+        .is_some_and(|r| r > Duration::from_secs(86_400))
+    {
+        return Err(BadParam::new("remaining", "must be at most 24h"));
+    }
+    if !(1..=20).contains(&question.max_attempts) {
+        return Err(BadParam::new("attempts", "must be between 1 and 20"));
+    }
+    if question.attempt == 0 || question.attempt > question.max_attempts {
+        return Err(BadParam::new(
+            "attempt",
+            format!("must be between 1 and attempts ({})", question.max_attempts),
+        ));
+    }
+    let mut b = Backoff::new();
+    if let Some(d) = base {
+        b = b.base(d);
+    }
+    if let Some(d) = cap {
+        b = b.cap(d);
+    }
+    if let Some(j) = jitter {
+        b = b.jitter(j);
+    }
+    b.validate()
+        .map_err(|e| BadParam::new(e.field(), e.problem().to_string()))?;
+    question.backoff = b;
+    Ok(question)
+}
