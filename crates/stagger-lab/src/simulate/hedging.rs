@@ -128,6 +128,7 @@ pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> Stri
         hlines: vec![],
         span: None,
         log_y: true,
+        y_range: None,
     };
     h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     if !sweep.is_empty() {
@@ -179,6 +180,7 @@ pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> Stri
                     hlines: vec![],
                     span: None,
                     log_y,
+                    y_range: None,
                 };
                 h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
             }
