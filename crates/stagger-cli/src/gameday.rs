@@ -29,7 +29,8 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s
   stagger gameday --drill                      (400 thin pods, a 2 s stall)
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
-  stagger gameday --drill --shed-retries --drop-expired")]
+  stagger gameday --drill --shed-retries --drop-expired
+  stagger gameday --strategy full --server-limit gradient --drop-expired --rate 100 --ramp-to 300")]
 #[command(
     mut_arg("attempts", |a| a
         .default_value("5")
@@ -91,6 +92,8 @@ pub struct Args {
     /// whose caller's deadline passed while it queued is skipped unstarted.
     #[arg(long)]
     pub drop_expired: bool,
+    #[command(flatten)]
+    pub limit: crate::gameday_limit::LimitArgs,
     /// Time the server spends on one request (a sleep, not CPU).
     #[arg(long, default_value = "100ms", value_parser = duration, value_name = "D")]
     pub service_time: Duration,
@@ -178,6 +181,8 @@ impl Args {
             metrics: self.metrics_addr.is_some(),
             shed_retries: self.shed_retries,
             drop_expired: self.drop_expired,
+            server_limit: self.limit.algorithm()?,
+            ramp_to: self.limit.ramp_to,
             keys: !self.no_keys,
             soak: self.soak,
         })

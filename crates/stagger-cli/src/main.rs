@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod args;
 mod audit;
 mod gameday;
+mod gameday_limit;
 mod http;
 mod jitter;
 mod progress;

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use super::{update_limit, Completion, Sample};
+use super::{update_limit, Completion, OncePerRoundTrip, Sample};
 use crate::error::ConfigError;
-use crate::sync::{AtomicU64, Ordering, Origin};
+use crate::sync::{AtomicU64, Ordering};
 
 /// The `aimd` limit: grows by `1/limit` for each answer in time while at
 /// least half the limit is in use (so one round trip at the limit adds
@@ -117,18 +117,14 @@ impl Aimd {
 /// The shared state of an AIMD limit besides the limit itself.
 pub(super) struct State {
     cfg: Aimd,
-    origin: Origin,
-    /// When the limit was last cut, in nanoseconds from the origin (+1, so
-    /// 0 means never).
-    last_cut: AtomicU64,
+    cuts: OncePerRoundTrip,
 }
 
 impl State {
     pub(super) fn new(cfg: Aimd) -> Self {
         State {
             cfg,
-            origin: Origin::default(),
-            last_cut: AtomicU64::new(0),
+            cuts: OncePerRoundTrip::default(),
         }
     }
 
@@ -137,17 +133,7 @@ impl State {
         let overloaded =
             s.how == Completion::Overloaded || self.cfg.threshold.is_some_and(|t| s.rtt > t);
         if overloaded {
-            // One cut per round trip: only work admitted after the last cut
-            // may cut again.
-            let admitted = self.origin.nanos(s.admitted).saturating_add(1);
-            let at = self.origin.nanos(s.now).saturating_add(1);
-            let first = self
-                .last_cut
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-                    (admitted > last).then_some(at)
-                })
-                .is_ok();
-            if first {
+            if self.cuts.claim(s.admitted, s.now) {
                 let b = self.cfg.backoff;
                 update_limit(limit, min, max, |l| l * b);
             }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{nanos, update_limit, Completion, Sample};
+use super::{nanos, update_limit, Completion, OncePerRoundTrip, Sample};
 use crate::error::ConfigError;
 use crate::rng::splitmix64;
 use crate::sync::{AtomicU64, Ordering, Origin};
@@ -19,7 +19,9 @@ use crate::sync::{AtomicU64, Ordering, Origin};
 /// queue), and it never grows while less than half of it is in use. Work
 /// answered after its caller's deadline or dropped because the deadline
 /// passed ([`Completion::Overloaded`](super::Completion::Overloaded))
-/// counts as `g = 0.5` whatever the averages say.
+/// counts as `g = 0.5` whatever the averages say — once per round trip,
+/// as in [`Aimd`](super::Aimd), so a burst of late answers from one
+/// overload does not collapse the limit.
 ///
 /// The averages count samples, not seconds: at a high request rate the
 /// long-term one catches up with a lasting queue within seconds, and after
@@ -196,6 +198,7 @@ pub(super) struct State {
     next_probe: AtomicU64,
     /// The jitter stream: a counter mixed by splitmix64.
     jitter: AtomicU64,
+    cuts: OncePerRoundTrip,
 }
 
 /// Moves `avg` towards `x` by 1/`window` of the way; returns the new value.
@@ -223,6 +226,7 @@ impl State {
             noload: AtomicU64::new(u64::MAX),
             next_probe: AtomicU64::new(0),
             jitter: AtomicU64::new(seed),
+            cuts: OncePerRoundTrip::default(),
         }
     }
 
@@ -257,7 +261,7 @@ impl State {
                 long = long.min(prev).min(noload);
             }
         }
-        let g = if s.how == Completion::Overloaded {
+        let g = if s.how == Completion::Overloaded && self.cuts.claim(s.admitted, s.now) {
             // Work for nobody: whatever the averages say, too much queued.
             0.5
         } else {
@@ -336,11 +340,21 @@ mod tests {
             .build()
             .unwrap();
         let t0 = Instant::now();
+        // One after the other: each admitted after the last cut.
         for i in 0..40 {
-            let t = l.try_acquire(false, t0).unwrap();
-            l.release(t, Completion::Overloaded, t0 + ms(10 + i));
+            let t = l.try_acquire(false, t0 + ms(20 * i)).unwrap();
+            l.release(t, Completion::Overloaded, t0 + ms(20 * i + 10));
         }
         assert!(l.limit() < 20, "{}", l.limit());
+        // A burst of late answers admitted together cuts once.
+        let before = l.limit();
+        let held: Vec<_> = (0..4)
+            .map(|_| l.try_acquire(false, t0 + ms(900)).unwrap())
+            .collect();
+        for t in held {
+            l.release(t, Completion::Overloaded, t0 + ms(950));
+        }
+        assert!(l.limit() * 10 >= before * 8, "{before} → {}", l.limit());
     }
 
     fn long_ns(l: &Limiter) -> u64 {

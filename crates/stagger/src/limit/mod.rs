@@ -379,6 +379,31 @@ struct Sample {
     now: Instant,
 }
 
+/// The round-trip rule of a decrease: only work admitted after the last
+/// decrease may cause the next, so a burst of late answers from one
+/// overload counts once, not once per answer.
+#[derive(Default)]
+struct OncePerRoundTrip {
+    origin: crate::sync::Origin,
+    /// When the limit was last cut, in nanoseconds from the origin (+1, so
+    /// 0 means never).
+    last: AtomicU64,
+}
+
+impl OncePerRoundTrip {
+    /// Whether work admitted at `admitted` and ending at `now` may cut the
+    /// limit; if so, `now` becomes the last cut.
+    fn claim(&self, admitted: Instant, now: Instant) -> bool {
+        let admitted = self.origin.nanos(admitted).saturating_add(1);
+        let at = self.origin.nanos(now).saturating_add(1);
+        self.last
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                (admitted > last).then_some(at)
+            })
+            .is_ok()
+    }
+}
+
 /// Applies `f` to the limit (in thousandths) with compare-and-swap, keeping
 /// it within `[min, max]` whole requests.
 fn update_limit(limit: &AtomicU64, min: u32, max: u32, f: impl Fn(f64) -> f64) {
