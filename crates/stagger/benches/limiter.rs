@@ -63,12 +63,15 @@ fn core(c: &mut Criterion) {
             black_box(aimd.release(t, Some(PeerOutcome::Success)).await)
         })
     });
-    let gradient =
-        DefaultLimiter::new(peer::Gradient::new_with_initial_limit(1000).with_max_limit(1000));
-    c.bench_function("core/congestion_limiter_gradient", |b| {
+    // Its `Gradient` cannot be measured: its moving average subtracts
+    // durations, and panics ("overflow when subtracting durations") on the
+    // first sample below the average once warmed up. Vegas, its other
+    // latency-based limit, stands in.
+    let vegas = DefaultLimiter::new(peer::Vegas::new_with_initial_limit(1000).with_max_limit(1000));
+    c.bench_function("core/congestion_limiter_vegas", |b| {
         b.to_async(&rt).iter(|| async {
-            let t = gradient.try_acquire().await.unwrap();
-            black_box(gradient.release(t, Some(PeerOutcome::Success)).await)
+            let t = vegas.try_acquire().await.unwrap();
+            black_box(vegas.release(t, Some(PeerOutcome::Success)).await)
         })
     });
 }

@@ -393,6 +393,24 @@ mod tests {
         assert!(limit_with < 10, "with probes {limit_with}");
     }
 
+    /// Regression for congestion-limiter 0.1's gradient, whose moving
+    /// average subtracts durations and panics on the first sample below it.
+    #[test]
+    fn latency_falling_below_the_averages_moves_them_down_without_a_panic() {
+        let l = Limiter::builder(Gradient::new()).seed(1).build().unwrap();
+        let t = rounds(&l, Instant::now(), 50, 10, ms(100));
+        rounds(&l, t, 50, 10, ms(1));
+        let long = long_ns(&l);
+        assert!(long < 100_000_000, "{long}");
+        let Some(short) = (match &l.inner.algo {
+            super::super::Algo::Gradient(s) => Some(s.short.load(Ordering::Relaxed)),
+            _ => None,
+        }) else {
+            unreachable!()
+        };
+        assert!(short < 2_000_000, "{short}");
+    }
+
     #[test]
     fn an_unused_limit_does_not_grow() {
         let l = Limiter::builder(Gradient::new()).seed(1).build().unwrap();

@@ -17,6 +17,7 @@ use tower_service::Service;
 
 use super::deadline::deadline_response;
 use crate::clock::Clock;
+use crate::http::inbound::inbound_deadline;
 use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS};
 use crate::limit::{Completion, Limiter, Token};
 use crate::rng::{FastRng, RandomSource};
@@ -277,7 +278,7 @@ where
         let now = TokioClock.now();
         let deadline = match req.extensions().get::<Inbound>() {
             Some(inbound) => inbound.deadline(),
-            None => Inbound::from_headers(headers, now).deadline(),
+            None => inbound_deadline(headers, now),
         };
         if deadline.is_some_and(|d| d <= now) {
             // The caller has no time left: drop the work unstarted.
