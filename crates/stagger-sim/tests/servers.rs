@@ -58,7 +58,8 @@ fn the_server_side_breaks_the_loop_only_with_a_limit_that_sheds_retries_first() 
     );
     assert_eq!(full.recovered, Some(false));
     // A limit that sheds retries first: back to the offered rate, the run
-    // recovers, and the shedding costs a few per cent of the attempts.
+    // recovers, and the shedding costs a few per cent of the attempts (the
+    // gradient also dips at its re-probes, AIMD less).
     for server in ["adaptive", "aimd"] {
         let r = row(&all, server, "full");
         let g = r.goodput_after.unwrap();
@@ -66,7 +67,7 @@ fn the_server_side_breaks_the_loop_only_with_a_limit_that_sheds_retries_first() 
         assert_eq!(r.recovered, Some(true), "full @ {server}");
         assert!(r.recovery_s.unwrap() < 5.0, "{:?}", r.recovery_s);
         let shed = r.shed_share.unwrap();
-        assert!(shed > 0.0 && shed < 0.05, "{server}: {shed}");
+        assert!(shed > 0.0 && shed < 0.08, "{server}: {shed}");
         assert!(r.amplification < 1.25, "{}", r.amplification);
         // Requests sent during the outage (a sixth of a 60 s run) are lost
         // whatever the server does; nearly all others succeed.

@@ -27,11 +27,11 @@ use crate::sync::{AtomicU64, Ordering, Origin};
 /// long-term one catches up with a lasting queue within seconds, and after
 /// it ends stays high for as long, blind to the next queue. So at jittered
 /// intervals (`probe` × U(0.5,
-/// 1.5), default 30 s), it is reset to the no-load latency as last seen:
+/// 1.5), default 5 s), it is reset to the no-load latency as last seen:
 /// the lowest short-term average since the previous reset.
 ///
 /// Defaults: start at 20, between 4 and 1000, tolerance 2, windows 10 and
-/// 500 samples, smoothing 0.2, probe every 30 s.
+/// 500 samples, smoothing 0.2, probe every 5 s (jittered).
 ///
 /// ```
 /// use stagger::limit::{Completion, Gradient, Limiter};
@@ -88,7 +88,7 @@ impl Gradient {
             smoothing: 0.2,
             short: 10,
             long: 500,
-            probe: Duration::from_secs(30),
+            probe: Duration::from_secs(5),
         }
     }
 
@@ -128,7 +128,7 @@ impl Gradient {
     }
 
     /// The mean interval between re-probes of the no-load latency (each
-    /// drawn from 0.5 to 1.5 times it; default 30 s).
+    /// drawn from 0.5 to 1.5 times it; default 5 s).
     pub const fn probe(mut self, every: Duration) -> Self {
         self.probe = every;
         self
@@ -420,9 +420,10 @@ mod tests {
 
     #[test]
     fn probe_times_replay_for_a_seed() {
-        let a = State::new(Gradient::new(), 5);
-        let b = State::new(Gradient::new(), 5);
-        let c = State::new(Gradient::new(), 6);
+        let every = Gradient::new().probe(Duration::from_secs(30));
+        let a = State::new(every, 5);
+        let b = State::new(every, 5);
+        let c = State::new(every, 6);
         let xs: Vec<u64> = (0..5).map(|_| a.next_interval()).collect();
         let ys: Vec<u64> = (0..5).map(|_| b.next_interval()).collect();
         assert_eq!(xs, ys);
