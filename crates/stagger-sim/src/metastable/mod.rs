@@ -9,7 +9,7 @@
 //! even work whose client has already given up; `deadline-drop` drops any
 //! request whose deadline has passed before starting it (deadline
 //! propagation); `adaptive` (and `aimd`, `gradient`, `static:N`) also puts
-//! the library's [`Limiter`](stagger::limit::Limiter) in front of the queue,
+//! the library's [`Limiter`] in front of the queue,
 //! in virtual time: work beyond the limit is answered at once (at no cost
 //! to the server) with a `Retry-After` of 1 to 5 s, retries before first
 //! attempts, and the limit learns from each answer's latency and from work
