@@ -31,6 +31,7 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
   stagger gameday --drill --shed-retries --drop-expired
   stagger gameday --fault throttle --duration 20 --format json > result.json
+  stagger gameday --strategy full --server-limit gradient --drop-expired --rate 100 --ramp-to 300
 
 Exit status: 0 the game-day ran (whatever it showed); 1 it could not run
 (say a port could not be bound); 2 bad usage (the message names the flag);
@@ -96,6 +97,8 @@ pub struct Args {
     /// whose caller's deadline passed while it queued is skipped unstarted.
     #[arg(long)]
     pub drop_expired: bool,
+    #[command(flatten)]
+    pub limit: crate::gameday_limit::LimitArgs,
     /// Time the server spends on one request (a sleep, not CPU).
     #[arg(long, default_value = "100ms", value_parser = duration, value_name = "D")]
     pub service_time: Duration,
@@ -192,6 +195,8 @@ impl Args {
             metrics: self.metrics_addr.is_some(),
             shed_retries: self.shed_retries,
             drop_expired: self.drop_expired,
+            server_limit: self.limit.algorithm()?,
+            ramp_to: self.limit.ramp_to,
             keys: !self.no_keys,
             soak: self.soak,
         })

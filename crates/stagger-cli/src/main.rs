@@ -12,6 +12,7 @@ mod audit;
 mod gameday;
 mod gameday_hedging;
 mod grpc;
+mod gameday_limit;
 mod http;
 mod jitter;
 mod lab;

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use stagger_sim::{ClientRange, Model, Options, Params, Strategy, SuccessModel, DRILL_STRATEGIES};
+use stagger_sim::{
+    ClientRange, Model, Options, Params, Server, Strategy, SuccessModel, DRILL_STRATEGIES,
+};
 
 use crate::args::{
     duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError, Verbosity,
@@ -28,7 +30,7 @@ use crate::progress;
 /// Examples:
 ///   stagger simulate
 ///   stagger simulate --model contention --clients 1..100 --format json
-///   stagger simulate --model metastable --server-skips-expired
+///   stagger simulate --model metastable --server fifo,deadline-drop,adaptive
 ///   stagger simulate --model failover --outage-end 60s --strategy full,full+breaker
 #[derive(Debug, clap::Args)]
 #[command(
@@ -44,7 +46,7 @@ jitter and their +budget+breaker variants, with the report in ./stagger-report/.
 Examples:
   stagger simulate
   stagger simulate --model contention --clients 1..100 --format json
-  stagger simulate --model metastable --server-skips-expired
+  stagger simulate --model metastable --server fifo,deadline-drop,adaptive
   stagger simulate --model hedging --capacity 10 --utilisation 0.9 --cancel running
   stagger simulate --outage-end 60s --strategy full,full+breaker
   stagger simulate --base 1s --capacity 20 --out report-headroom
@@ -92,9 +94,15 @@ pub struct Args {
     /// Client timeout, metastable (default 1s).
     #[arg(long, value_parser = duration, value_name = "D")]
     timeout: Option<Duration>,
-    /// Metastable: the server drops work whose deadline has passed before
-    /// starting it (deadline propagation).
-    #[arg(long)]
+    /// Metastable: the server strategies to compare, one row each per
+    /// strategy: fifo, deadline-drop (drops work whose caller gave up before
+    /// starting it), adaptive (also a latency-gradient concurrency limit
+    /// that sheds retries first), aimd, gradient, static:N (e.g. `--server
+    /// fifo,deadline-drop,adaptive`; default fifo).
+    #[arg(long, value_name = "LIST")]
+    server: Option<String>,
+    /// The older spelling of `--server deadline-drop`.
+    #[arg(long, hide = true)]
     server_skips_expired: bool,
     /// Failover: an overloaded server sheds retries before first attempts,
     /// answering them at once with 503 and a Retry-After of 1 to 5 s (what
@@ -207,10 +215,22 @@ impl Args {
             p.seed = v;
         }
         p.server_skips_expired = self.server_skips_expired;
+        if let Some(s) = &self.server {
+            if model != Model::Metastable {
+                return Err(bad("server", "is for --model metastable".into()));
+            }
+            if self.server_skips_expired {
+                return Err(bad(
+                    "server",
+                    "give it or --server-skips-expired (its older spelling), not both".into(),
+                ));
+            }
+            p.servers = Server::parse_list(s).map_err(usage)?;
+        }
         if self.server_sheds_retries && model != Model::Failover {
             return Err(bad(
                 "server-sheds-retries",
-                "is for --model failover (metastable has --server-skips-expired)".into(),
+                "is for --model failover (metastable has --server)".into(),
             ));
         }
         p.server_sheds_retries = self.server_sheds_retries;

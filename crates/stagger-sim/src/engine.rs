@@ -46,6 +46,17 @@ impl stagger::Clock for At {
     }
 }
 
+/// What a shedding server answers: a transient failure with a
+/// `Retry-After` of 1 to 5 whole seconds, drawn uniformly (what the
+/// library's `ShedLayer` sends by default).
+pub(crate) fn shed_answer(rng: &mut FastRng) -> stagger::Outcome {
+    let secs = 1 + rng.next_u64() % 5;
+    stagger::Outcome::Failure(
+        stagger::Failure::transient()
+            .with_hint(stagger::Hint::RetryAfter(Duration::from_secs(secs))),
+    )
+}
+
 /// Nanoseconds of a duration, saturating.
 #[inline]
 pub(crate) fn ns(d: Duration) -> u64 {

@@ -23,11 +23,9 @@
 //!
 //! [`Policy::decide`]: stagger::Policy::decide
 
-use std::time::Duration;
+use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason};
 
-use stagger::{Call, Class, Decision, Failure, FastRng, Hint, Outcome, RandomSource, StopReason};
-
-use crate::engine::{mix, ns, VirtualTime};
+use crate::engine::{mix, ns, shed_answer, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::{Params, SuccessModel};
 use crate::recovery::{self, window_bins, Observed, PACED_WINDOW};
@@ -155,10 +153,7 @@ pub(crate) fn run(
         s.admitted.extend_from_slice(&s.shed);
         for (i, &id) in s.admitted.iter().enumerate() {
             let outcome = if i >= served {
-                let secs = 1 + outcome_rng.next_u64() % 5;
-                Outcome::Failure(
-                    Failure::transient().with_hint(Hint::RetryAfter(Duration::from_secs(secs))),
-                )
+                shed_answer(&mut outcome_rng)
             } else if p_success >= 1.0 || (p_success > 0.0 && outcome_rng.next_f64() < p_success) {
                 Outcome::Success
             } else {

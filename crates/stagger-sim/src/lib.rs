@@ -17,7 +17,8 @@
 //!
 //! Models (see each module): [`failover`] (a burst around a short
 //! outage), [`contention`] (AWS's optimistic-concurrency race),
-//! [`metastable`] (a saturated FIFO server kept down by retries), [`layers`]
+//! [`metastable`] (a saturated server kept down by retries, or not, per
+//! [`Server`] strategy), [`layers`]
 //! (retries multiplied through a call chain).
 //!
 //! Runs are spread over threads and combined in run order, so the same seed
@@ -60,6 +61,7 @@ mod result;
 mod strategy;
 
 pub use layers::RetryAt;
+pub use metastable::Server;
 pub use params::{
     ClientRange, Model, Params, SuccessModel, DRILL_PROCESSES, DRILL_STRATEGIES, MAX_CLIENTS,
 };
@@ -144,7 +146,8 @@ pub const MAX_WORK_ITEMS: u64 = 20_000_000;
 pub fn work_items(p: &Params, strategies: &[Strategy]) -> u64 {
     let runs = p.run_seeds().len() as u64;
     let rows: u64 = match p.model {
-        Model::Failover | Model::Metastable => strategies.len() as u64,
+        Model::Failover => strategies.len() as u64,
+        Model::Metastable => (strategies.len() * p.server_list().len()) as u64,
         Model::Contention => strategies.len() as u64 * p.clients.count() as u64,
         Model::Layers => strategies
             .iter()
@@ -237,20 +240,29 @@ pub fn simulate_counted(
             (rows, events)
         }
         Model::Metastable => {
+            // One row per server strategy × client strategy, servers outer.
+            let cells: Vec<(metastable::Server, Strategy)> = p
+                .server_list()
+                .into_iter()
+                .flat_map(|sv| strategies.iter().map(move |s| (sv, *s)))
+                .collect();
             let outs = engine::par_map(
-                strategies.len() * r,
+                cells.len() * r,
                 threads,
                 metastable::Scratch::default,
-                |sc, i| metastable::run(sc, &strategies[i / r], p, seeds[i % r]),
+                |sc, i| {
+                    let (sv, s) = &cells[i / r];
+                    metastable::run(sc, s, sv, p, seeds[i % r])
+                },
                 progress,
             )
             .into_iter()
             .collect::<Result<Vec<_>, _>>()?;
             let events = outs.iter().map(|o| o.events).sum();
-            let rows = strategies
+            let rows = cells
                 .iter()
                 .zip(outs.chunks(r))
-                .map(|(s, runs)| metastable::summarize(s, p, runs))
+                .map(|((sv, s), runs)| metastable::summarize(s, sv, p, runs))
                 .collect();
             (rows, events)
         }

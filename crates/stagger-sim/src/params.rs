@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::metastable::Server;
 use crate::SimError;
 
 /// Which world to simulate.
@@ -204,8 +205,14 @@ pub struct Params {
     pub capacity: f64,
     /// Client timeout (metastable).
     pub timeout: Duration,
-    /// Whether the server drops work whose deadline has passed (metastable).
+    /// Whether the server drops work whose deadline has passed (metastable):
+    /// the older spelling of `servers: [Server::DeadlineDrop]`, used when
+    /// `servers` is empty.
     pub server_skips_expired: bool,
+    /// The server strategies to compare (metastable), one row each per
+    /// client strategy; empty means `fifo` (or `deadline-drop` with
+    /// `server_skips_expired`). See [`Params::server_list`].
+    pub servers: Vec<Server>,
     /// Whether an overloaded server sheds retries before first attempts
     /// (failover): retries get only the capacity first attempts leave, and
     /// the rest are answered at once with a `Retry-After` of 1 to 5 s.
@@ -259,6 +266,7 @@ impl Params {
             capacity: 10.0,
             timeout: Duration::from_secs(1),
             server_skips_expired: false,
+            servers: Vec::new(),
             server_sheds_retries: false,
             outage_start: Duration::from_secs(2),
             outage_end: Duration::from_secs(5),
@@ -322,6 +330,15 @@ impl Params {
             burst: 20,
             clients: ClientRange::one(DRILL_PROCESSES),
             ..Params::defaults(Model::Failover)
+        }
+    }
+
+    /// The server strategies of the metastable model's rows.
+    pub fn server_list(&self) -> Vec<Server> {
+        match (self.servers.is_empty(), self.server_skips_expired) {
+            (false, _) => self.servers.clone(),
+            (true, false) => vec![Server::Fifo],
+            (true, true) => vec![Server::DeadlineDrop],
         }
     }
 

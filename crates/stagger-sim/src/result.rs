@@ -34,6 +34,8 @@ pub struct ParamsOut {
     pub timeout_s: f64,
     /// Whether the server drops expired work.
     pub server_skips_expired: bool,
+    /// The server strategies of the rows (metastable).
+    pub servers: Vec<String>,
     /// Whether an overloaded server sheds retries first (failover).
     pub server_sheds_retries: bool,
     /// Outage start in seconds.
@@ -80,6 +82,7 @@ impl ParamsOut {
             capacity: p.capacity,
             timeout_s: p.timeout.as_secs_f64(),
             server_skips_expired: p.server_skips_expired,
+            servers: p.server_list().iter().map(ToString::to_string).collect(),
             server_sheds_retries: p.server_sheds_retries,
             outage_start_s: p.outage_start.as_secs_f64(),
             outage_end_s: p.outage_end.as_secs_f64(),
@@ -130,6 +133,13 @@ pub(crate) fn ratio(a: u64, b: u64) -> f64 {
 pub struct Row {
     /// The strategy, e.g. `full+budget+breaker`.
     pub strategy: String,
+    /// The server strategy (metastable): `fifo`, `deadline-drop`,
+    /// `adaptive`, `aimd`, `gradient` or `static:N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// Share of attempts the server shed on arrival (metastable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shed_share: Option<f64>,
     /// Racing clients (contention).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clients: Option<u32>,

@@ -59,6 +59,8 @@
 //! - [`budget`]: retry budgets (`ratio`, `token_bucket`, `refill`, `quota`).
 //! - [`classify`]: the I/O, HTTP and gRPC tables of what is worth retrying.
 //! - [`hint`]: `Retry-After` and gRPC pushback parsing.
+//! - [`limit`]: a server's concurrency limit (static, AIMD, latency
+//!   gradient) that sheds retries before first attempts.
 //! - [`deadline`]: the remaining-time headers (`x-request-timeout-ms`,
 //!   `grpc-timeout`).
 //! - [`exec`]: the executors' secondary types (classifiers, hooks, sleepers).
@@ -98,6 +100,7 @@ pub mod hint;
 #[cfg(feature = "http")]
 pub mod http;
 mod latency;
+pub mod limit;
 mod outcome;
 mod policy;
 #[cfg(feature = "reqwest")]

@@ -53,6 +53,22 @@ pub struct Config {
     /// Whether each POST carries an `Idempotency-Key` (what makes it
     /// retryable after an unknown outcome).
     pub keys: bool,
+    /// The rate reached at the end of the traffic, growing linearly from
+    /// `rate` (an overload ramp); `None`: steady.
+    pub ramp_to: Option<f64>,
+}
+
+/// When a client that sent at `t` (since the start) sends next: one fleet
+/// period of `clients` requests at the rate of that moment.
+fn next_gap(cfg: &Config, t: Duration) -> Duration {
+    let rate = match cfg.ramp_to {
+        Some(to) => {
+            let x = (t.as_secs_f64() / cfg.duration.as_secs_f64().max(1e-9)).min(1.0);
+            cfg.rate + (to - cfg.rate) * x
+        }
+        None => cfg.rate,
+    };
+    Duration::from_secs_f64(cfg.clients as f64 / rate.max(1e-3))
 }
 
 /// What the clients saw.
@@ -146,7 +162,6 @@ pub async fn run(
         });
     }
     let url: Arc<str> = format!("http://{addr}/work").into();
-    let period = Duration::from_secs_f64(cfg.clients as f64 / cfg.rate);
     let end = line.start + cfg.duration;
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {
@@ -170,7 +185,7 @@ pub async fn run(
             counters: counters.clone(),
             max: cfg.max_requests,
         };
-        fleet.spawn(me.run(first, period, end));
+        fleet.spawn(me.run(first, line.start, cfg, end));
     }
     let cut = tokio::time::timeout(cfg.duration + grace, async {
         while fleet.join_next().await.is_some() {}
@@ -219,7 +234,7 @@ struct Client {
 impl Client {
     /// Sends a request every `period` from `first` until `end`, each as a
     /// task of its own, then waits for them all.
-    async fn run(self, first: Instant, period: Duration, end: Instant) {
+    async fn run(self, first: Instant, start: Instant, cfg: Config, end: Instant) {
         let mut calls = JoinSet::new();
         let mut next = first;
         let mut seq = 0u64;
@@ -237,7 +252,7 @@ impl Client {
                 order,
                 self.counters.clone(),
             ));
-            next += period;
+            next += next_gap(&cfg, next.saturating_duration_since(start));
         }
         while calls.join_next().await.is_some() {}
     }

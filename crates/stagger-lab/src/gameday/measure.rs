@@ -58,6 +58,9 @@ pub struct Raw {
     pub budget_refusals: u64,
     /// Times the pods' breakers opened.
     pub breaker_opens: u64,
+    /// Attempts the server's `ShedLayer` answered at once (`None`: no
+    /// such layer).
+    pub shed: Option<u64>,
 }
 
 /// Per-bin series, as in the simulator's JSON plus the server's view.
@@ -149,6 +152,12 @@ pub struct Row {
     pub stops: BTreeMap<String, u64>,
     /// Latency of successful requests.
     pub latency: Latency,
+    /// Requests succeeding per second from the fault clearing to the end of
+    /// the traffic (`null` without a fault end).
+    pub goodput_after_fault: Option<f64>,
+    /// Attempts the server shed at once ÷ attempts arriving (`null`
+    /// without a shedding layer).
+    pub shed_share: Option<f64>,
     /// Per-100 ms series over the traffic period.
     pub series: Series,
 }
@@ -249,6 +258,11 @@ pub fn summarize(raw: &Raw) -> Row {
             p50_ms: percentile(&lat, 0.5),
             p99_ms: percentile(&lat, 0.99),
         },
+        goodput_after_fault: raw.fault_end_bin.filter(|&b| b < n).map(|b| {
+            let ok = sum(&raw.successes[b.min(raw.successes.len())..n.min(raw.successes.len())]);
+            ok as f64 / ((n - b) as f64 * BIN.as_secs_f64())
+        }),
+        shed_share: raw.shed.map(|shed| ratio(shed, shed + attempts)),
         series: Series {
             t_s: (0..n).map(|i| i as f64 / WINDOW as f64).collect(),
             load: load[..n].to_vec(),

@@ -20,6 +20,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use stagger::limit::Algorithm;
 use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
@@ -96,6 +97,14 @@ pub struct Config {
     /// The server drops expired work (the library's `DeadlineLayer`, and
     /// queued jobs whose caller's deadline passed are skipped unstarted).
     pub drop_expired: bool,
+    /// `--server-limit`: a concurrency limit in front of the server (the
+    /// library's `ShedLayer` with a `Limiter`: `static:N`, `aimd`,
+    /// `gradient`); `None` for none. Replaces `shed_retries`.
+    pub server_limit: Option<Algorithm>,
+    /// `--ramp-to`: the fleet's rate grows linearly from `rate` at the start
+    /// to this at the end of the traffic (an overload ramp); `None` keeps
+    /// it steady.
+    pub ramp_to: Option<f64>,
     /// Whether the POSTs carry an `Idempotency-Key` (`--no-keys` turns it
     /// off: the middleware then never repeats one whose outcome is unknown).
     pub keys: bool,
@@ -173,6 +182,19 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
     if !a.rate.is_finite() || a.rate <= 0.0 || a.rate > 2000.0 {
         return Err(usage("--rate: must be more than 0 and at most 2000".into()));
     }
+    if let Some(r) = a.ramp_to {
+        if !r.is_finite() || r <= 0.0 || r > 2000.0 {
+            return Err(usage(
+                "--ramp-to: must be more than 0 and at most 2000".into(),
+            ));
+        }
+    }
+    if a.server_limit.is_some() && a.shed_retries {
+        return Err(usage(
+            "--server-limit: replaces --shed-retries (both put a ShedLayer in front); give one"
+                .into(),
+        ));
+    }
     let total = a.duration.as_secs_f64() * strategies.len() as f64;
     if !a.soak && total > MAX_TOTAL.as_secs_f64() {
         return Err(usage(format!(
@@ -182,7 +204,9 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             MAX_TOTAL.as_secs()
         )));
     }
-    let requests = a.rate * a.duration.as_secs_f64();
+    // A ramp's mean rate is the mean of its ends.
+    let mean_rate = (a.rate + a.ramp_to.unwrap_or(a.rate)) / 2.0;
+    let requests = mean_rate * a.duration.as_secs_f64();
     if requests > max_requests as f64 {
         return Err(usage(format!(
             "--rate: {requests:.0} requests in {}s is more than the cap of {max_requests}",
@@ -268,6 +292,8 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         shed_retries: a.shed_retries,
         drop_expired: a.drop_expired,
         remember: ledger_memory(a),
+        limit: a.server_limit,
+        seed: a.seed,
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -294,6 +320,8 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         seed: a.seed,
         shed_retries: a.shed_retries,
         drop_expired: a.drop_expired,
+        server_limit: a.server_limit.map(|l| l.to_string()),
+        ramp_to: a.ramp_to,
     };
     let fleet = fleet::Config {
         clients: a.clients,
@@ -307,6 +335,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         seed: a.seed,
         metrics: a.metrics,
         keys: a.keys,
+        ramp_to: a.ramp_to,
     };
     Ok(Plan {
         strategies,
@@ -364,11 +393,15 @@ impl Plan {
                 })?;
             let out = fleet::run(fleet_cfg, srv.addr, line, grace).await;
             let stats = srv.stats.clone();
+            let shed = srv.shed.as_ref().map(|l| {
+                let s = l.stats();
+                s.shed_first + s.shed_retries
+            });
             srv.stop();
-            Ok::<_, Error>((out?, stats))
+            Ok::<_, Error>((out?, stats, shed))
         });
         rt.shutdown_timeout(Duration::from_secs(1));
-        let (out, st) = result?;
+        let (out, st, shed) = result?;
         let bins = |d: Duration| (d.as_millis() / BIN.as_millis()) as usize;
         let p = &plan.server;
         let fault_end = plan
@@ -397,6 +430,7 @@ impl Plan {
             latencies_ms: out.latencies_ms,
             budget_refusals: out.budget_refusals,
             breaker_opens: out.breaker_opens,
+            shed,
         };
         Ok(Run {
             row: measure::summarize(&raw),
@@ -457,6 +491,8 @@ mod tests {
             metrics: false,
             shed_retries: false,
             drop_expired: false,
+            server_limit: None,
+            ramp_to: None,
             keys: true,
             soak: false,
         }
@@ -504,7 +540,12 @@ mod tests {
     #[test]
     fn bad_settings_are_usage_errors_naming_the_flag() {
         type Spoil = fn(&mut Config);
-        let cases: [(&str, Spoil); 5] = [
+        let cases: [(&str, Spoil); 7] = [
+            ("--ramp-to", |c| c.ramp_to = Some(-1.0)),
+            ("--server-limit", |c| {
+                c.server_limit = Some(Algorithm::Fixed(8));
+                c.shed_retries = true;
+            }),
             ("--rate", |c| c.rate = 0.0),
             ("--duration", |c| c.duration = Duration::from_secs(500)),
             ("--attempts", |c| c.attempts = 0),

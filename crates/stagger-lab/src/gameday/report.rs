@@ -48,6 +48,12 @@ pub struct Params {
     pub shed_retries: bool,
     /// Whether the server dropped expired work (`DeadlineLayer`).
     pub drop_expired: bool,
+    /// The server's concurrency limit (`static:N`, `aimd`, `gradient`;
+    /// `null`: none).
+    pub server_limit: Option<String>,
+    /// The rate the fleet ramps up to by the end of the traffic (`null`: a
+    /// steady rate).
+    pub ramp_to: Option<f64>,
 }
 
 /// The whole result, the `--format json` document.
@@ -86,8 +92,11 @@ pub fn table(r: &Results) -> String {
         "budget",
         "breaker",
         "dup",
+        "goodput>",
+        "p99",
+        "shed",
     ];
-    let rows: Vec<[String; 14]> = r
+    let rows: Vec<[String; 17]> = r
         .strategies
         .iter()
         .map(|s| {
@@ -110,6 +119,11 @@ pub fn table(r: &Results) -> String {
                 s.budget_refusals.to_string(),
                 s.breaker_opens.to_string(),
                 s.duplicates.to_string(),
+                opt(s.goodput_after_fault, |x| format!("{x:.0}/s"), "-"),
+                s.latency
+                    .p99_ms
+                    .map_or_else(|| "-".to_string(), |x| format!("{x}ms")),
+                opt(s.shed_share, pct, "-"),
             ]
         })
         .collect();
@@ -145,18 +159,29 @@ arriving ÷ requests. peak/cap: largest 1 s load ÷ capacity; after/cap: the sam
 >cap after: seconds after the fault with the 1 s load over capacity. recovery: from the fault clearing \
 until every 1 s window to the end of the traffic has ≥ 95 % of its new requests succeeding and at \
 most 1.25 attempts per new request (the simulator's definition). tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
-budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server.";
+budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server. goodput>: \
+requests succeeding per second from the fault clearing to the end of the traffic; p99: 99th percentile \
+of a request's latency over all its attempts; shed: attempts the server's ShedLayer answered at once ÷ \
+attempts arriving.";
 
 /// A short description of the run for the report and `--help` readers.
 pub fn legend(p: &Params) -> String {
     let end = p
         .outage_end_s
         .map_or("the end of the run".to_string(), |e| format!("{e:.1} s"));
-    let layers = match (p.shed_retries, p.drop_expired) {
+    let mut layers = match (p.shed_retries, p.drop_expired) {
         (false, false) => "",
         (true, false) => ", sheds retries first",
         (false, true) => ", drops expired work",
         (true, true) => ", sheds retries first, drops expired work",
+    }
+    .to_string();
+    if let Some(l) = &p.server_limit {
+        let _ = write!(layers, ", limit {l} (retries shed first)");
+    }
+    let rate = match p.ramp_to {
+        Some(r) => format!("{} ramping to {r}", p.rate),
+        None => p.rate.to_string(),
     };
     // A baseline has no fault window to describe.
     let fault = if p.fault == "none" {
@@ -165,10 +190,9 @@ pub fn legend(p: &Params) -> String {
         format!("fault {} from {:.1} s to {end}", p.fault, p.outage_start_s)
     };
     format!(
-        "{fault}; {} new requests/s from {} clients in {} pods; server \
+        "{fault}; {rate} new requests/s from {} clients in {} pods; server \
          capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}); attempt timeout {:.0} ms, \
          deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
-        p.rate,
         p.clients,
         p.pods,
         p.capacity,
@@ -413,6 +437,8 @@ mod tests {
             seed: 1,
             shed_retries: false,
             drop_expired: false,
+            server_limit: None,
+            ramp_to: None,
         }
     }
 

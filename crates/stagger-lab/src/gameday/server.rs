@@ -20,6 +20,11 @@
 //! `--shed-retries` alone still lets dead work pile up behind the workers;
 //! with `--drop-expired` as well, that dead work is skipped.
 //!
+//! `--server-limit` puts the library's `ShedLayer` with a concurrency
+//! [`Limiter`] in front instead (`static:N`, `aimd` or `gradient`): what is
+//! over the limit is answered 503 with a `Retry-After` of 1 to 5 s, retries
+//! first, and the limit follows the latency of the requests it admits.
+//!
 //! Writes are POSTs whose body names the order; the server applies the
 //! order's side effect once per `Idempotency-Key` and counts orders applied
 //! more than once (`duplicates`), which stays 0 as long as every attempt of
@@ -42,6 +47,7 @@ use axum::routing::post;
 use axum::Router;
 use hyper_util::rt::TokioIo;
 use stagger::http::{parse_attempt, Inbound, IDEMPOTENCY_KEY, REQUEST_TIMEOUT, RETRY_ATTEMPT};
+use stagger::limit::{Algorithm, Limiter};
 use stagger::tower::{DeadlineLayer, ShedLayer};
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch, Semaphore};
@@ -130,10 +136,15 @@ pub struct Config {
     /// Expired work is dropped (the library's `DeadlineLayer`, and jobs
     /// skipped unstarted once their caller's deadline has passed).
     pub drop_expired: bool,
+    /// A concurrency limit in front (the library's `ShedLayer` with a
+    /// `Limiter`); replaces `shed_retries`.
+    pub limit: Option<Algorithm>,
     /// The least time the ledger remembers a key: longer than the last
     /// attempt of a call can take to be applied (its deadline, then the
     /// queue and a slow or stalled worker).
     pub remember: Duration,
+    /// Seeds the limiter's jitter.
+    pub seed: u64,
 }
 
 impl Config {
@@ -281,6 +292,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// What it saw.
     pub stats: Arc<Stats>,
+    /// The shedding layer, if any (its counters).
+    pub shed: Option<ShedLayer>,
     accept: JoinHandle<()>,
     kill: watch::Sender<u64>,
 }
@@ -307,15 +320,27 @@ impl Server {
         if cfg.drop_expired {
             router = router.layer(DeadlineLayer::new());
         }
-        if cfg.shed_retries {
-            // Outermost: a shed request costs no more than reading its headers.
-            router = router.layer(ShedLayer::builder(cfg.workers, cfg.queue).build());
+        // Outermost: a shed request costs no more than reading its headers.
+        let shed = match cfg.limit {
+            Some(algorithm) => {
+                let limiter = Limiter::builder(algorithm)
+                    .seed(cfg.seed)
+                    .build()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                Some(ShedLayer::limited(limiter).build())
+            }
+            None if cfg.shed_retries => Some(ShedLayer::builder(cfg.workers, cfg.queue).build()),
+            None => None,
+        };
+        if let Some(layer) = &shed {
+            router = router.layer(layer.clone());
         }
         let (kill, _) = watch::channel(0u64);
         let accept = tokio::spawn(accept_loop(listener, addr, router, shared, kill.clone()));
         Ok(Server {
             addr,
             stats,
+            shed,
             accept,
             kill,
         })
@@ -519,6 +544,8 @@ mod tests {
                 shed_retries: false,
                 drop_expired: false,
                 remember: Duration::from_secs(60),
+                limit: None,
+                seed: 1,
             },
             start,
             stats: Arc::new(Stats::new(&line)),
@@ -609,6 +636,8 @@ mod tests {
                 shed_retries: true,
                 drop_expired: true,
                 remember: Duration::from_secs(60),
+                limit: None,
+                seed: 1,
             };
             let srv = Server::start(cfg, line).await.unwrap();
             let url = format!("http://{}/work", srv.addr);

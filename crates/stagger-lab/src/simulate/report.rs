@@ -76,13 +76,14 @@ pub(super) fn csv(r: &Results) -> String {
             }
         }
         _ => {
-            s.push_str("strategy,t_s,load,retries,successes\n");
+            s.push_str("strategy,server,t_s,load,retries,successes\n");
             for row in &r.strategies {
                 let se = &row.series;
+                let server = row.server.as_deref().unwrap_or("");
                 for i in 0..se.t_s.len() {
                     let _ = writeln!(
                         s,
-                        "{},{},{},{},{}",
+                        "{},{server},{},{},{},{}",
                         row.strategy, se.t_s[i], se.load[i], se.retries[i], se.successes[i]
                     );
                 }
@@ -197,7 +198,7 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     }
     h.push_str("</p><div class=grid>");
     for row in &r.strategies {
-        let title = row.strategy.clone();
+        let title = super::table::label(row);
         let lines = [
             Line {
                 name: "load (attempts)",

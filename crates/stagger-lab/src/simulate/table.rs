@@ -47,10 +47,10 @@ pub(super) fn describe(p: &Params) -> String {
             p.clients, dur(p.hop_mean), dur(p.hop_sd)
         ),
         Model::Metastable => format!(
-            "{} of Poisson arrivals at {}/s, FIFO server at {}/s, timeout {}, outage {}–{}, {}, {attempts} attempts, {backoff}",
+            "{} of Poisson arrivals at {}/s, a server at {}/s, timeout {}, outage {}–{}, {}, {attempts} attempts, {backoff}",
             dur(p.duration), p.rate, p.capacity, dur(p.timeout), dur(p.outage_start),
             dur(p.outage_end),
-            if p.server_skips_expired { "server skips expired work" } else { "server works on expired requests" }
+            servers(p)
         ),
         Model::Layers => format!(
             "{} layers, {attempts} attempts per layer, {} requests/s for {}, {backoff}",
@@ -58,6 +58,20 @@ pub(super) fn describe(p: &Params) -> String {
         ),
     };
     format!("{}: {body}; means over {runs} runs ({seeds})", p.model)
+}
+
+/// The metastable model's server strategies, as the description says them.
+fn servers(p: &Params) -> String {
+    let list: Vec<String> = p.server_list().iter().map(ToString::to_string).collect();
+    format!("server {}", list.join(", "))
+}
+
+/// A row's name: its strategy, and the server's strategy when there is one.
+pub(super) fn label(r: &Row) -> String {
+    match &r.server {
+        Some(s) => format!("{} @ {s}", r.strategy),
+        None => r.strategy.clone(),
+    }
 }
 
 /// Prints the table for `r`.
@@ -72,7 +86,7 @@ pub(super) fn print(out: &mut impl Write, p: &Params, r: &Results) -> io::Result
 
 fn width(rows: &[Row]) -> usize {
     rows.iter()
-        .map(|r| r.strategy.len())
+        .map(|r| label(r).chars().count())
         .max()
         .unwrap_or(8)
         .max(8)
@@ -97,8 +111,8 @@ fn overload(out: &mut impl Write, p: &Params, rows: &[Row]) -> io::Result<()> {
     if meta {
         write!(
             out,
-            "  {:>9}  {:>9}  {:>9}",
-            "goodput<", "goodput>", "recovered"
+            "  {:>9}  {:>9}  {:>9}  {:>6}",
+            "goodput<", "goodput>", "recovered", "shed"
         )?;
     }
     writeln!(out)?;
@@ -108,14 +122,18 @@ fn overload(out: &mut impl Write, p: &Params, rows: &[Row]) -> io::Result<()> {
         "", "", "", "", "", "peak/C", "", "refusals", "opens"
     )?;
     if meta {
-        write!(out, "  {:>9}  {:>9}  {:>9}", "(per s)", "(per s)", "")?;
+        write!(
+            out,
+            "  {:>9}  {:>9}  {:>9}  {:>6}",
+            "(per s)", "(per s)", "", ""
+        )?;
     }
     writeln!(out)?;
     for r in rows {
         write!(
             out,
             "{:<w$}  {:>9.1}  {:>5.2}x  {:>6.1}%  {:>6}  {:>9}  {:>8}  {:>7.1}  {:>7.1}",
-            r.strategy,
+            label(r),
             r.attempts,
             r.amplification,
             r.request_success * 100.0,
@@ -128,14 +146,15 @@ fn overload(out: &mut impl Write, p: &Params, rows: &[Row]) -> io::Result<()> {
         if meta {
             write!(
                 out,
-                "  {:>9}  {:>9}  {:>9}",
+                "  {:>9}  {:>9}  {:>9}  {:>6}",
                 opt(r.goodput_before, 1, "", "-"),
                 opt(r.goodput_after, 1, "", "-"),
                 match r.recovered {
                     Some(true) => "yes",
                     Some(false) => "no",
                     None => "-",
-                }
+                },
+                opt(r.shed_share.map(|x| x * 100.0), 1, "%", "-"),
             )?;
         }
         writeln!(out)?;

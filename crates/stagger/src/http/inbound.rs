@@ -92,22 +92,7 @@ impl Inbound {
     /// assert_eq!(inbound.deadline(), Some(now + Duration::from_millis(250)));
     /// ```
     pub fn from_headers(headers: &HeaderMap, now: Instant) -> Self {
-        let attempt = inbound_attempt(headers);
-        let timeout = if is_grpc(headers) {
-            headers.get(GRPC_TIMEOUT)
-        } else {
-            headers.get(REQUEST_TIMEOUT)
-        }
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            if is_grpc(headers) {
-                parse_grpc_timeout(v)
-            } else {
-                parse_timeout_ms(v)
-            }
-        });
-        let deadline = timeout.and_then(|t| now.checked_add(t));
-        Inbound::new(attempt, deadline)
+        Inbound::new(inbound_attempt(headers), inbound_deadline(headers, now))
     }
 
     /// The inbound attempt number (1 for a first attempt).
@@ -154,4 +139,19 @@ impl Inbound {
     pub fn sync_scope<R>(self, f: impl FnOnce() -> R) -> R {
         INBOUND.sync_scope(self, f)
     }
+}
+
+/// The caller's deadline a request carries, read at `now`:
+/// `x-request-timeout-ms`, or `grpc-timeout` for gRPC (no allocation, for
+/// layers that need only this).
+pub(crate) fn inbound_deadline(headers: &HeaderMap, now: Instant) -> Option<Instant> {
+    let grpc = is_grpc(headers);
+    let header = if grpc { GRPC_TIMEOUT } else { REQUEST_TIMEOUT };
+    let value = headers.get(header)?.to_str().ok()?;
+    let timeout = if grpc {
+        parse_grpc_timeout(value)
+    } else {
+        parse_timeout_ms(value)
+    }?;
+    now.checked_add(timeout)
 }

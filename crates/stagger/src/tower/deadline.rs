@@ -191,7 +191,7 @@ fn mark_gave_up<B>(resp: &mut Response<B>) {
 
 /// The answer for work whose caller's deadline passed: 504, or for gRPC a
 /// trailers-only `DEADLINE_EXCEEDED`.
-fn deadline_response<B: Default>(grpc: bool) -> Response<B> {
+pub(super) fn deadline_response<B: Default>(grpc: bool) -> Response<B> {
     let mut resp = Response::new(B::default());
     if grpc {
         let h = resp.headers_mut();

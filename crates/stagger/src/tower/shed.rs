@@ -1,5 +1,6 @@
-//! The server [`ShedLayer`]: bounded concurrency and queue; when full,
-//! retries are turned away before first attempts.
+//! The server [`ShedLayer`]: a concurrency limit (fixed with a queue, or a
+//! [`Limiter`]); when full, retries are turned away before first attempts,
+//! and work whose caller has given up is dropped before it starts.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -14,7 +15,11 @@ use tokio::sync::Semaphore;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::http::{inbound_attempt, is_grpc, GRPC_PUSHBACK, GRPC_STATUS};
+use super::deadline::deadline_response;
+use crate::clock::Clock;
+use crate::http::inbound::inbound_deadline;
+use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS};
+use crate::limit::{Completion, Limiter, Token};
 use crate::rng::{FastRng, RandomSource};
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
@@ -25,11 +30,27 @@ use crate::rng::{FastRng, RandomSource};
 /// Unavailable` with `Retry-After` drawn uniformly from a range of whole
 /// seconds, so the clients it turns away do not come back together.
 ///
-/// A layer is configured once, through [`ShedLayer::builder`], and has no
-/// settings of its own to change afterwards: clones of the layer, and every
-/// service it makes, share one set of limits and counters.
+/// Or, with [`ShedLayer::limited`], a [`Limiter`] decides: a static,
+/// AIMD or latency-gradient limit on requests in flight, with a share kept
+/// for first attempts and no queue (what is not admitted is answered at
+/// once). The limiter learns from each admitted request how long it took
+/// and whether it ended after its caller's deadline.
+///
+/// Either way, work whose caller's deadline (`x-request-timeout-ms`, or
+/// `grpc-timeout` for gRPC) has passed is dropped before it starts — on
+/// arrival, or when its turn in the queue comes — with the answer
+/// [`DeadlineLayer`](super::DeadlineLayer) gives: `504` (gRPC:
+/// `DEADLINE_EXCEEDED`). Put the `ShedLayer` outermost, so a shed request
+/// costs no more than reading its headers, and a `DeadlineLayer` inside it
+/// to cut work off at the deadline.
+///
+/// A layer is configured once, through [`ShedLayer::builder`] or
+/// [`ShedLayer::limited`], and has no settings of its own to change
+/// afterwards: clones of the layer, and every service it makes, share one
+/// set of limits and counters.
 ///
 /// ```
+/// use stagger::limit::{Gradient, Limiter};
 /// use stagger::tower::ShedLayer;
 /// use std::time::Duration;
 ///
@@ -40,6 +61,12 @@ use crate::rng::{FastRng, RandomSource};
 /// let twin = shed.clone();
 /// assert_eq!(shed.stats().shed_retries, 0);
 /// assert_eq!(twin.stats(), shed.stats());
+///
+/// // An adaptive limit: retries may use 80 % of it.
+/// let limiter = Limiter::builder(Gradient::new()).reserve(0.2).build()?;
+/// let adaptive = ShedLayer::limited(limiter).build();
+/// assert_eq!(adaptive.limiter().map(|l| l.limit()), Some(20));
+/// # Ok::<(), stagger::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct ShedLayer {
@@ -48,14 +75,27 @@ pub struct ShedLayer {
 
 #[derive(Debug)]
 struct Shared {
-    permits: Arc<Semaphore>,
-    queued: AtomicUsize,
-    max_queue: usize,
-    retry_queue: usize,
+    gate: Gate,
     retry_after: (u64, u64),
     admitted: AtomicU64,
     shed_first: AtomicU64,
     shed_retries: AtomicU64,
+    expired: AtomicU64,
+}
+
+/// What decides admission.
+#[derive(Debug)]
+enum Gate {
+    /// A fixed number running and a queue, retries waiting only in its
+    /// first places.
+    Queue {
+        permits: Arc<Semaphore>,
+        queued: AtomicUsize,
+        max_queue: usize,
+        retry_queue: usize,
+    },
+    /// A limiter; no queue.
+    Limit(Limiter),
 }
 
 /// What a [`ShedLayer`] has done so far.
@@ -68,22 +108,28 @@ pub struct ShedStats {
     pub shed_first: u64,
     /// Retries answered 503.
     pub shed_retries: u64,
+    /// Requests dropped unstarted because their caller's deadline had
+    /// passed (on arrival or while queued).
+    pub expired: u64,
 }
 
 /// Configures a [`ShedLayer`]: plain values until [`build`](Self::build)
 /// makes the one shared set of limits and counters. Building twice makes
-/// two independent layers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// two independent layers (sharing the limiter, if one was given).
+#[derive(Debug, Clone)]
 pub struct ShedBuilder {
     max_concurrency: usize,
     max_queue: usize,
     retry_queue: Option<usize>,
     retry_after: (u64, u64),
+    limiter: Option<Limiter>,
 }
 
 impl ShedBuilder {
     /// How many queue places retries may use (at most `max_queue`; 0 sheds
-    /// every retry that would have to wait). Default: half the queue.
+    /// every retry that would have to wait). Default: half the queue. (With
+    /// a limiter there is no queue; its
+    /// [`reserve`](crate::limit::LimiterBuilder::reserve) plays this part.)
     pub fn retry_queue(mut self, places: usize) -> Self {
         self.retry_queue = Some(places);
         self
@@ -100,18 +146,25 @@ impl ShedBuilder {
     /// The layer, with its limits and counters.
     pub fn build(self) -> ShedLayer {
         let max_queue = self.max_queue;
-        ShedLayer {
-            shared: Arc::new(Shared {
+        let gate = match self.limiter {
+            Some(l) => Gate::Limit(l),
+            None => Gate::Queue {
                 permits: Arc::new(Semaphore::new(
                     self.max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
                 )),
                 queued: AtomicUsize::new(0),
                 max_queue,
                 retry_queue: self.retry_queue.unwrap_or(max_queue / 2).min(max_queue),
+            },
+        };
+        ShedLayer {
+            shared: Arc::new(Shared {
+                gate,
                 retry_after: self.retry_after,
                 admitted: AtomicU64::new(0),
                 shed_first: AtomicU64::new(0),
                 shed_retries: AtomicU64::new(0),
+                expired: AtomicU64::new(0),
             }),
         }
     }
@@ -133,6 +186,25 @@ impl ShedLayer {
             max_queue,
             retry_queue: None,
             retry_after: (1, 5),
+            limiter: None,
+        }
+    }
+
+    /// Starts configuring a layer whose admission `limiter` decides (no
+    /// queue); `Retry-After` of 1 to 5 s unless
+    /// [`retry_after`](ShedBuilder::retry_after) says otherwise.
+    pub fn limited(limiter: Limiter) -> ShedBuilder {
+        ShedBuilder {
+            limiter: Some(limiter),
+            ..Self::builder(1, 0)
+        }
+    }
+
+    /// The limiter deciding admission, if the layer was made with one.
+    pub fn limiter(&self) -> Option<&Limiter> {
+        match &self.shared.gate {
+            Gate::Limit(l) => Some(l),
+            Gate::Queue { .. } => None,
         }
     }
 
@@ -142,6 +214,7 @@ impl ShedLayer {
             admitted: self.shared.admitted.load(Ordering::Relaxed),
             shed_first: self.shared.shed_first.load(Ordering::Relaxed),
             shed_retries: self.shared.shed_retries.load(Ordering::Relaxed),
+            expired: self.shared.expired.load(Ordering::Relaxed),
         }
     }
 }
@@ -197,54 +270,138 @@ where
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = self.shared.clone();
+        let headers = req.headers();
         // Both spellings of a retry: `x-retry-attempt` and gRPC's
         // `grpc-previous-rpc-attempts`.
-        let retry = inbound_attempt(req.headers()) > 1;
-        let grpc = is_grpc(req.headers());
-        let permit = shared.permits.clone().try_acquire_owned().ok();
-        let queued = permit.is_none();
-        if queued {
-            let limit = if retry {
-                shared.retry_queue
-            } else {
-                shared.max_queue
-            };
-            let got = shared
-                .queued
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                    (q < limit).then_some(q + 1)
-                })
-                .is_ok();
-            if !got {
-                let counter = if retry {
-                    &shared.shed_retries
-                } else {
-                    &shared.shed_first
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
-                let resp = shed_response(shared.retry_after, grpc);
-                return Box::pin(async move { Ok(resp) });
-            }
+        let retry = inbound_attempt(headers) > 1;
+        let grpc = is_grpc(headers);
+        let now = TokioClock.now();
+        let deadline = match req.extensions().get::<Inbound>() {
+            Some(inbound) => inbound.deadline(),
+            None => inbound_deadline(headers, now),
+        };
+        if deadline.is_some_and(|d| d <= now) {
+            // The caller has no time left: drop the work unstarted.
+            shared.expired.fetch_add(1, Ordering::Relaxed);
+            return Box::pin(async move { Ok(deadline_response(grpc)) });
         }
         let mut inner = self.inner.clone();
-        let slot = queued.then(|| QueueSlot(shared.clone()));
-        Box::pin(async move {
-            let _permit = match permit {
-                Some(p) => p,
-                None => {
-                    let p = shared.permits.clone().acquire_owned().await;
-                    drop(slot);
-                    match p {
-                        Ok(p) => p,
-                        // The semaphore is never closed.
-                        Err(_) => return Ok(shed_response(shared.retry_after, grpc)),
+        match &shared.gate {
+            Gate::Limit(limiter) => match limiter.try_acquire(retry, now) {
+                Err(_) => Box::pin(async move { Ok(shared.shed(retry, grpc)) }),
+                Ok(token) => {
+                    let held = Held {
+                        limiter: limiter.clone(),
+                        token: Some(token),
+                        deadline,
+                    };
+                    Box::pin(async move {
+                        let mut held = held;
+                        shared.admitted.fetch_add(1, Ordering::Relaxed);
+                        let result = async {
+                            poll_fn(|cx| inner.poll_ready(cx)).await?;
+                            inner.call(req).await
+                        }
+                        .await;
+                        held.finish(result.is_ok());
+                        result
+                    })
+                }
+            },
+            Gate::Queue {
+                permits,
+                queued,
+                max_queue,
+                retry_queue,
+            } => {
+                let permit = permits.clone().try_acquire_owned().ok();
+                let waits = permit.is_none();
+                if waits {
+                    let limit = if retry { *retry_queue } else { *max_queue };
+                    let got = queued
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                            (q < limit).then_some(q + 1)
+                        })
+                        .is_ok();
+                    if !got {
+                        return Box::pin(async move { Ok(shared.shed(retry, grpc)) });
                     }
                 }
-            };
-            shared.admitted.fetch_add(1, Ordering::Relaxed);
-            poll_fn(|cx| inner.poll_ready(cx)).await?;
-            inner.call(req).await
-        })
+                let slot = waits.then(|| QueueSlot(shared.clone()));
+                Box::pin(async move {
+                    let _permit = match permit {
+                        Some(p) => p,
+                        None => {
+                            let Gate::Queue { permits, .. } = &shared.gate else {
+                                unreachable!("a queued request has a queue")
+                            };
+                            let p = permits.clone().acquire_owned().await;
+                            drop(slot);
+                            match p {
+                                Ok(p) => p,
+                                // The semaphore is never closed.
+                                Err(_) => return Ok(shared.shed(retry, grpc)),
+                            }
+                        }
+                    };
+                    if deadline.is_some_and(|d| d <= TokioClock.now()) {
+                        // Its caller gave up while it waited.
+                        shared.expired.fetch_add(1, Ordering::Relaxed);
+                        return Ok(deadline_response(grpc));
+                    }
+                    shared.admitted.fetch_add(1, Ordering::Relaxed);
+                    poll_fn(|cx| inner.poll_ready(cx)).await?;
+                    inner.call(req).await
+                })
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Counts a shed request and answers it.
+    fn shed<B: Default>(&self, retry: bool, grpc: bool) -> Response<B> {
+        let counter = if retry {
+            &self.shed_retries
+        } else {
+            &self.shed_first
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        shed_response(self.retry_after, grpc)
+    }
+}
+
+/// A place in a limiter, held while the request runs: released with how it
+/// ended when the service answers, or when the future is dropped (the
+/// caller hung up, or a layer outside cut the work off at the deadline).
+struct Held {
+    limiter: Limiter,
+    token: Option<Token>,
+    deadline: Option<std::time::Instant>,
+}
+
+impl Held {
+    /// Releases the place: work that ended after its caller's deadline is
+    /// a sign of overload; an error from the service says nothing of load.
+    fn finish(&mut self, answered: bool) {
+        let Some(token) = self.token.take() else {
+            return;
+        };
+        let now = TokioClock.now();
+        let how = if self.deadline.is_some_and(|d| d <= now) {
+            Completion::Overloaded
+        } else if answered {
+            Completion::Served
+        } else {
+            Completion::Cancelled
+        };
+        self.limiter.release(token, how, now);
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.finish(false);
     }
 }
 
@@ -254,7 +411,9 @@ struct QueueSlot(Arc<Shared>);
 
 impl Drop for QueueSlot {
     fn drop(&mut self) {
-        self.0.queued.fetch_sub(1, Ordering::AcqRel);
+        if let Gate::Queue { queued, .. } = &self.0.gate {
+            queued.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -289,18 +448,27 @@ mod tests {
 
     #[test]
     fn the_builder_settles_the_limits_whatever_the_order() {
+        let queue = |l: &ShedLayer| match &l.shared.gate {
+            Gate::Queue {
+                permits,
+                max_queue,
+                retry_queue,
+                ..
+            } => (permits.available_permits(), *max_queue, *retry_queue),
+            Gate::Limit(_) => unreachable!(),
+        };
         let a = ShedLayer::builder(0, 4).retry_queue(10).build();
-        assert_eq!(a.shared.permits.available_permits(), 1);
-        assert_eq!((a.shared.max_queue, a.shared.retry_queue), (4, 4));
+        assert_eq!(queue(&a), (1, 4, 4));
         let b = ShedLayer::new(8, 5);
-        assert_eq!((b.shared.retry_queue, b.shared.retry_after), (2, (1, 5)));
+        assert_eq!((queue(&b).2, b.shared.retry_after), (2, (1, 5)));
+        assert!(b.limiter().is_none());
         let c = ShedLayer::builder(2, 2)
             .retry_after(Duration::from_millis(3900), Duration::from_secs(1))
             .build();
         assert_eq!(c.shared.retry_after, (3, 3));
         // Clones share the one state; a second build does not.
         let builder = ShedLayer::builder(2, 2);
-        let (x, y) = (builder.build(), builder.build());
+        let (x, y) = (builder.clone().build(), builder.build());
         assert!(Arc::ptr_eq(&x.shared, &x.clone().shared));
         assert!(!Arc::ptr_eq(&x.shared, &y.shared));
     }

@@ -4,12 +4,18 @@
 //! Requests arrive as a Poisson stream at `rate` to a FIFO server completing
 //! `capacity` per second (a fixed service time). A client gives up on an
 //! attempt after `timeout` and asks the library's policy whether and when to
-//! retry (one retry by default). The server works on everything it
-//! dequeues, even work whose client has already given up — unless it skips
-//! expired work (deadline propagation), dropping any request whose deadline
-//! has passed before starting it. A network outage holds every request sent
-//! during it and delivers them all when it ends: the trigger. Network hops
-//! otherwise take no time.
+//! retry (one retry by default). What the server does with the work it is
+//! sent is the [`Server`] strategy: `fifo` works on everything it dequeues,
+//! even work whose client has already given up; `deadline-drop` drops any
+//! request whose deadline has passed before starting it (deadline
+//! propagation); `adaptive` (and `aimd`, `gradient`, `static:N`) also puts
+//! the library's [`Limiter`] in front of the queue,
+//! in virtual time: work beyond the limit is answered at once (at no cost
+//! to the server) with a `Retry-After` of 1 to 5 s, retries before first
+//! attempts, and the limit learns from each answer's latency and from work
+//! that ended after its caller's deadline. A network outage holds every
+//! request sent during it and delivers them all when it ends: the trigger.
+//! Network hops otherwise take no time.
 //!
 //! Goodput is answers delivered in time, counted per second; recovery is
 //! judged on it as everywhere else ([`crate::recovery`]), over 5 s windows
@@ -19,15 +25,20 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
+use stagger::limit::{Completion, Limiter, Token};
 use stagger::{Call, Decision, Failure, FastRng, Outcome};
 
-use crate::engine::{exponential_ns, mix, ns, VirtualTime};
+use crate::engine::{exponential_ns, mix, ns, shed_answer, VirtualTime};
 use crate::guard::ClientPolicies;
 use crate::params::Params;
 use crate::recovery::{self, window_bins, Observed, POISSON_WINDOW};
 use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
+
+mod server;
+
+pub use server::Server;
 
 const SECOND: u64 = 1_000_000_000;
 /// Seconds at the end of the run averaged for `goodput_after`.
@@ -56,8 +67,11 @@ struct Job {
 #[derive(Default)]
 pub(crate) struct Scratch {
     reqs: Vec<Req>,
-    queue: VecDeque<Job>,
+    /// Waiting work, with its place in the limiter if there is one.
+    queue: VecDeque<(Job, Option<Token>)>,
     held: Vec<Job>,
+    /// Attempts shed on arrival, to be answered to their clients.
+    shed: Vec<Job>,
     timeouts: VecDeque<(u64, Job)>,
     retries: BinaryHeap<Reverse<(u64, u32)>>,
 }
@@ -73,6 +87,8 @@ pub(crate) struct RunOut {
     /// them when they reach the server, after any outage held them).
     pub(crate) sent: Vec<u32>,
     pub(crate) attempts: u64,
+    /// Attempts the server answered at once without working on them.
+    pub(crate) shed: u64,
     pub(crate) budget_refusals: u64,
     pub(crate) breaker_opens: u64,
     pub(crate) events: u64,
@@ -85,7 +101,9 @@ struct World<'a> {
     service: u64,
     outage: (u64, u64),
     skips_expired: bool,
-    busy: Option<(u64, Job)>,
+    limiter: Option<Limiter>,
+    vt: VirtualTime,
+    busy: Option<(u64, Job, Option<Token>)>,
 }
 
 impl World<'_> {
@@ -121,31 +139,57 @@ impl World<'_> {
         }
     }
 
+    fn expired(&self, job: &Job, t: u64) -> bool {
+        t > job.sent.saturating_add(self.timeout)
+    }
+
     /// A request reaches the server at `t`.
     fn arrive(&mut self, job: Job, t: u64) {
         Self::bump(&mut self.out.load, t);
-        self.s.queue.push_back(job);
+        let mut token = None;
+        if let Some(limiter) = &self.limiter {
+            if self.expired(&job, t) {
+                return;
+            }
+            match limiter.try_acquire(job.attempt > 1, self.vt.at(t)) {
+                Ok(tok) => token = Some(tok),
+                Err(_) => {
+                    self.out.shed += 1;
+                    self.s.shed.push(job);
+                    return;
+                }
+            }
+        }
+        self.s.queue.push_back((job, token));
         if self.busy.is_none() {
             self.start_next(t);
         }
     }
 
     fn start_next(&mut self, t: u64) {
-        while let Some(job) = self.s.queue.pop_front() {
-            if self.skips_expired && t > job.sent.saturating_add(self.timeout) {
+        while let Some((job, token)) = self.s.queue.pop_front() {
+            if self.skips_expired && self.expired(&job, t) {
+                self.release(token, Completion::Overloaded, t);
                 continue;
             }
-            self.busy = Some((t.saturating_add(self.service), job));
+            self.busy = Some((t.saturating_add(self.service), job, token));
             return;
         }
         self.busy = None;
     }
+
+    fn release(&self, token: Option<Token>, how: Completion, t: u64) {
+        if let (Some(l), Some(tok)) = (&self.limiter, token) {
+            l.release(tok, how, self.vt.at(t));
+        }
+    }
 }
 
-/// Runs one seed of one strategy.
+/// Runs one seed of one strategy against one server.
 pub(crate) fn run(
     s: &mut Scratch,
     strategy: &Strategy,
+    server: &Server,
     p: &Params,
     seed: u64,
 ) -> Result<RunOut, SimError> {
@@ -159,10 +203,12 @@ pub(crate) fn run(
     s.reqs.clear();
     s.queue.clear();
     s.held.clear();
+    s.shed.clear();
     s.timeouts.clear();
     s.retries.clear();
     let mut arrivals_rng = FastRng::seeded(mix(seed, 5));
     let mut call_seeds = FastRng::seeded(mix(seed, 6));
+    let mut hint_rng = FastRng::seeded(mix(seed, 7));
     let mean_gap = 1e9 / p.rate;
     let mut w = World {
         s,
@@ -177,13 +223,15 @@ pub(crate) fn run(
         timeout: ns(p.timeout),
         service: ((1e9 / p.capacity) as u64).max(1),
         outage: (ns(p.outage_start), ns(p.outage_end)),
-        skips_expired: p.server_skips_expired,
+        skips_expired: server.drops_expired(),
+        limiter: server.limiter(mix(seed, 8)),
+        vt,
         busy: None,
     };
     let mut next_arrival = exponential_ns(&mut arrivals_rng, mean_gap);
     let mut released = w.outage.0 >= w.outage.1;
     loop {
-        let done_at = w.busy.map_or(u64::MAX, |(t, _)| t);
+        let done_at = w.busy.as_ref().map_or(u64::MAX, |(t, _, _)| *t);
         let timeout_at = w.s.timeouts.front().map_or(u64::MAX, |(t, _)| *t);
         let retry_at = w.s.retries.peek().map_or(u64::MAX, |Reverse((t, _))| *t);
         let release_at = if released { u64::MAX } else { w.outage.1 };
@@ -197,13 +245,19 @@ pub(crate) fn run(
         }
         w.out.events += 1;
         if t == done_at {
-            let Some((_, job)) = w.busy else { break };
+            let Some((_, job, token)) = w.busy.take() else {
+                break;
+            };
+            let in_time = !w.expired(&job, t);
+            let how = if in_time {
+                Completion::Served
+            } else {
+                Completion::Overloaded
+            };
+            w.release(token, how, t);
             let req = &mut w.s.reqs[job.id as usize];
             let policy = policy_of(job.id);
-            if req.state == State::Waiting
-                && req.call.attempts() == job.attempt
-                && t <= job.sent.saturating_add(w.timeout)
-            {
+            if req.state == State::Waiting && req.call.attempts() == job.attempt && in_time {
                 req.state = State::Done;
                 World::bump(&mut w.out.goodput, t);
                 policy.decide(&mut req.call, Outcome::Success, vt.at(t));
@@ -263,6 +317,25 @@ pub(crate) fn run(
                 w.send(id, 1, t);
             }
         }
+        // Shed attempts are answered at once: 503 with a jittered
+        // Retry-After, which the client's policy weighs like any hint.
+        for i in 0..w.s.shed.len() {
+            let job = w.s.shed[i];
+            let req = &mut w.s.reqs[job.id as usize];
+            if req.state != State::Waiting || req.call.attempts() != job.attempt {
+                continue;
+            }
+            let answer = shed_answer(&mut hint_rng);
+            match policy_of(job.id).decide(&mut req.call, answer, vt.at(t)) {
+                Decision::Retry { after } => {
+                    req.state = State::Backoff;
+                    w.s.retries
+                        .push(Reverse((t.saturating_add(ns(after)), job.id)));
+                }
+                Decision::Stop(_) => req.state = State::Done,
+            }
+        }
+        w.s.shed.clear();
     }
     let mut out = w.out;
     out.budget_refusals = policies.budget_refusals();
@@ -288,8 +361,9 @@ fn mean_per_s(v: &[u32]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().map(|x| f64::from(*x)).sum::<f64>() / v.len() as f64)
 }
 
-/// Folds the runs of one strategy (in run order) into its row.
-pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row {
+/// Folds the runs of one strategy against one server (in run order) into
+/// its row.
+pub(crate) fn summarize(strategy: &Strategy, server: &Server, p: &Params, runs: &[RunOut]) -> Row {
     let n = runs.len().max(1) as f64;
     let mut sum = SeriesSum::default();
     let before_end = (ns(p.outage_start) / SECOND) as usize;
@@ -323,8 +397,11 @@ pub(crate) fn summarize(strategy: &Strategy, p: &Params, runs: &[RunOut]) -> Row
             None => all_recovered = false,
         }
     }
+    let shed = runs.iter().map(|r| r.shed).sum::<u64>();
     Row {
         strategy: strategy.to_string(),
+        server: Some(server.to_string()),
+        shed_share: Some(ratio(shed, attempts)),
         runs: runs.len(),
         attempts: attempts as f64 / n,
         requests: requests as f64 / n,
