@@ -36,12 +36,17 @@
 //! The layer only reports facts; the decision engine ([`Policy`](crate::Policy))
 //! decides. With tonic (a dev-dependency here, your dependency there):
 //!
-//! ```ignore
+//! ```no_run
+//! # #[cfg(feature = "serde")]
+//! # async fn demo(json: &str) -> Result<(), Box<dyn std::error::Error>> {
 //! let config = stagger::config::ServiceConfig::from_json(json)?;
 //! let layer = stagger::grpc::RetryLayer::from_service_config(&config)?
 //!     .body(tonic::body::Body::new);
 //! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
 //! let client = tonic::client::Grpc::new(tower::ServiceBuilder::new().layer(layer).service(channel));
+//! # let _ = client;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! The repository's `crates/stagger/examples/grpc_client.rs` is the same

@@ -11,27 +11,6 @@ use stagger::{Backoff, Jitter};
 use super::super::query::{pairs, BadParam};
 use crate::args::duration;
 
-/// gRPC status codes by name.
-const GRPC_CODES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 /// I/O failures the page offers, as the error a client library would
 /// surface.
 const IO_ERRORS: [(&str, &str); 8] = [
@@ -161,7 +140,7 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
             }
             "grpc" => {
                 let up = v.trim().to_ascii_uppercase();
-                let code = match GRPC_CODES.iter().position(|c| *c == up) {
+                let code = match stagger::classify::GRPC_CODE_NAMES.iter().position(|c| *c == up) {
                     Some(i) => i as u32,
                     None => number::<u32>(p, &v)
                         .ok()
