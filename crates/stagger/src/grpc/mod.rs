@@ -43,8 +43,9 @@
 //! let layer = stagger::grpc::RetryLayer::from_service_config(&config)?
 //!     .body(tonic::body::Body::new);
 //! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
-//! let client = tonic::client::Grpc::new(tower::ServiceBuilder::new().layer(layer).service(channel));
-//! # let _ = client;
+//! let stack = tower::ServiceBuilder::new().layer(layer).service(channel);
+//! let mut client = tonic_health::pb::health_client::HealthClient::new(stack);
+//! client.check(tonic_health::pb::HealthCheckRequest::default()).await?;
 //! # Ok(())
 //! # }
 //! ```

@@ -140,7 +140,10 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
             }
             "grpc" => {
                 let up = v.trim().to_ascii_uppercase();
-                let code = match stagger::classify::GRPC_CODE_NAMES.iter().position(|c| *c == up) {
+                let code = match stagger::classify::GRPC_CODE_NAMES
+                    .iter()
+                    .position(|c| *c == up)
+                {
                     Some(i) => i as u32,
                     None => number::<u32>(p, &v)
                         .ok()
