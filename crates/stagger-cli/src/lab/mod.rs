@@ -45,7 +45,13 @@ mod server;
 
 Examples:
   stagger lab
-  stagger lab --port 8080 --open")]
+  stagger lab --port 8080 --open
+  stagger lab --port 0 --bind ::1
+
+Exit status:
+  The lab serves until interrupted: Ctrl-C ends it by the signal (a shell
+  reports 130). 2 bad usage, a --port or --bind it cannot listen on included;
+  1 the server failed while serving.")]
 pub struct Args {
     /// TCP port; 0 picks a free one (e.g. `--port 8080`).
     #[arg(long, default_value_t = 7878, value_name = "P")]
