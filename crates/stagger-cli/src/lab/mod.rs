@@ -26,8 +26,8 @@ mod query;
 mod server;
 
 /// Serve the interactive lab: the failover chart, jitter, layers,
-/// contention, the metastable model and "should this call be retried?",
-/// all on the real engine, in a browser. Prints the URL and serves until
+/// contention, the metastable model, "should this call be retried?" and
+/// hedging, all on the real engine, in a browser. Prints the URL and serves until
 /// interrupted.
 ///
 /// Examples:
@@ -38,6 +38,8 @@ mod server;
   /api/simulate?model=failover&strategy=none,full&burst=400&runs=20&seed=1
       the same options as `stagger simulate` (names without the dashes) and
       exactly the JSON `stagger simulate --format json` prints
+  /api/simulate?model=hedging&strategy=none,20ms,p95&capacity=10&utilisation=0.9&requests=20000
+      the hedging model, likewise (at most 400,000 requests × strategies × attempts)
   /api/schedule?jitter=decorrelated&attempts=6&samples=1000
       the JSON of `stagger schedule --format json`
   /api/decide?status=503&method=POST&idempotency_key=1&retry_after=2&remaining=1.5s&attempt=2
