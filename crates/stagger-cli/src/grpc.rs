@@ -30,6 +30,13 @@ use crate::args::{duration, ScheduleArgs};
 
 /// gRPC tools.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  stagger grpc health 127.0.0.1:50051
+  stagger grpc health db:50051 --service shop.Cart --format json
+
+Exit status:
+  Those of the tool run (`stagger grpc health --help`); bad usage is 1, as
+  grpc_health_probe has it.")]
 pub struct Args {
     #[command(subcommand)]
     command: Command,
@@ -45,18 +52,17 @@ enum Command {
 /// Asks whether a server (or one of its services) is SERVING, retrying
 /// UNAVAILABLE as gRPC's A6 says: 5 attempts, 100 ms x2 up to 1 s, +-20 %
 /// jitter, honouring grpc-retry-pushback-ms (-1 stops at once).
-///
-/// EXAMPLES:
-///   stagger grpc health 127.0.0.1:50051
-///   stagger grpc health db:50051 --service shop.Cart --deadline 30s --format json
-///   stagger grpc health 127.0.0.1:50051 --service-config retry.json -v
-///
-/// EXIT STATUS: 0 SERVING; 1 bad usage; 2 could not connect (connect timeout
-/// included); 3 the RPC failed (a non-OK status, the deadline); 4 answered
-/// but not SERVING.
 #[derive(Debug, clap::Args)]
 #[command(
     verbatim_doc_comment,
+    after_help = "Examples:
+  stagger grpc health 127.0.0.1:50051
+  stagger grpc health db:50051 --service shop.Cart --deadline 30s --format json
+  stagger grpc health 127.0.0.1:50051 --service-config retry.json -v
+
+Exit status:
+  grpc_health_probe's: 0 SERVING; 1 bad usage; 2 could not connect (connect timeout included);
+  3 the RPC failed (a non-OK status, the deadline); 4 answered but not SERVING.",
     mut_arg("attempts", |a| a.default_value("5")),
     mut_arg("base", |a| a.default_value("100ms")),
     mut_arg("cap", |a| a.default_value("1s"))

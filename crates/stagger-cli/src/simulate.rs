@@ -292,20 +292,34 @@ pub(crate) fn simulate(
     Ok((outcome, doc))
 }
 
+impl Args {
+    /// Whether these flags ask for the hedging model, which has its own
+    /// parameters ([`Args::hedging`]) rather than [`Args::params`].
+    pub(crate) fn is_hedging(&self) -> bool {
+        self.model == "hedging"
+    }
+
+    /// The hedging model's view of these flags, on `threads` threads.
+    pub(crate) fn hedging(&self, threads: usize) -> crate::simulate_hedging::Run<'_> {
+        crate::simulate_hedging::Run {
+            hedging: &self.hedging,
+            strategy: self.strategy.as_deref(),
+            capacity: self.capacity,
+            seed: self.seed.seed,
+            threads,
+            json: self.format.json(),
+            out: self.out.as_deref(),
+        }
+    }
+}
+
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    if a.model == "hedging" {
-        return crate::simulate_hedging::run(&crate::simulate_hedging::Run {
-            hedging: &a.hedging,
-            strategy: a.strategy.as_deref(),
-            capacity: a.capacity,
-            seed: a.seed.seed,
-            threads: a
-                .threads
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-            json: a.format.json(),
-            out: a.out.as_deref(),
-        });
+    if a.is_hedging() {
+        let threads = a
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        return crate::simulate_hedging::run(&a.hedging(threads));
     }
     let (p, strategies) = a.params()?;
     let json = a.format.json();

@@ -114,6 +114,19 @@ pub fn params(r: &Run<'_>) -> anyhow::Result<(HedgingParams, Vec<HedgeStrategy>)
     Ok((p, strategies))
 }
 
+/// Runs the model and renders the JSON document `--format json` prints
+/// (without its final newline). `stagger lab`'s API answers with this same
+/// function, so the page and the command cannot drift.
+pub(crate) fn simulate(
+    p: &HedgingParams,
+    strategies: &[HedgeStrategy],
+    opts: &Options<'_>,
+) -> anyhow::Result<(hedging::HedgingResults, String)> {
+    let results = hedging::simulate(p, strategies, opts).map_err(usage)?;
+    let doc = serde_json::to_string(&results)?;
+    Ok((results, doc))
+}
+
 /// Runs the model and prints its table or JSON; writes the report.
 pub fn run(r: &Run<'_>) -> anyhow::Result<ExitCode> {
     let (p, strategies) = params(r)?;
@@ -128,8 +141,7 @@ pub fn run(r: &Run<'_>) -> anyhow::Result<ExitCode> {
         threads: r.threads,
         progress: None,
     };
-    let results = hedging::simulate(&p, &strategies, &opts).map_err(usage)?;
-    let doc = serde_json::to_string(&results)?;
+    let (results, doc) = simulate(&p, &strategies, &opts)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if r.json {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::*;
 
-const SUBCOMMANDS: [&str; 8] = [
-    "schedule", "run", "sleep", "jitter", "simulate", "http", "gameday", "audit",
+const SUBCOMMANDS: [&str; 10] = [
+    "schedule", "run", "sleep", "jitter", "simulate", "http", "gameday", "audit", "lab", "grpc",
 ];
 
 #[test]
@@ -38,9 +38,14 @@ fn top_level_help_lists_every_subcommand() {
 #[test]
 fn every_subcommand_help_has_examples_and_exit_status() {
     let dir = TempDir::new("help");
-    for s in SUBCOMMANDS {
+    let nested: [&[&str]; 1] = [&["grpc", "health"]];
+    let all = SUBCOMMANDS.iter().map(|s| vec![*s]);
+    for words in all.chain(nested.iter().map(|w| w.to_vec())) {
+        let s = words.join(" ");
         for flag in ["-h", "--help"] {
-            let d = stagger(&[s, flag], &dir);
+            let mut argv = words.clone();
+            argv.push(flag);
+            let d = stagger(&argv, &dir);
             assert_eq!(code(&d), Some(0), "{s} {flag}");
             let examples = d.stdout.find("Examples:");
             let exit = d.stdout.find("Exit status:");

@@ -228,5 +228,5 @@ async fn bad_usage_exits_1() {
     }
     let out = stagger(vec!["grpc".into(), "health".into(), "--help".into()]).await;
     assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("EXIT STATUS"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Exit status:"));
 }

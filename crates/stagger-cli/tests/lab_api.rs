@@ -78,6 +78,64 @@ fn simulate_answers_exactly_what_the_command_prints() {
 }
 
 #[test]
+fn hedging_answers_exactly_what_the_command_prints() {
+    let lab = Lab::start();
+    for (query, flags) in [
+        (
+            "model=hedging&requests=20000&seed=3",
+            vec!["--requests", "20000", "--seed", "3"],
+        ),
+        (
+            "model=hedging&strategy=none,15ms%2Bbudget,p90&capacity=8&utilisation=0.85&cancel=running&requests=5000&stall_prob=0.05&stall=100ms&hedge_attempts=3",
+            vec![
+                "--strategy",
+                "none,15ms+budget,p90",
+                "--capacity",
+                "8",
+                "--utilisation",
+                "0.85",
+                "--cancel",
+                "running",
+                "--requests",
+                "5000",
+                "--stall-prob",
+                "0.05",
+                "--stall",
+                "100ms",
+                "--hedge-attempts",
+                "3",
+            ],
+        ),
+        (
+            "model=hedging&capacity=inf&requests=3000&latency_median=5ms&latency_sigma=0.5",
+            vec![
+                "--capacity",
+                "inf",
+                "--requests",
+                "3000",
+                "--latency-median",
+                "5ms",
+                "--latency-sigma",
+                "0.5",
+            ],
+        ),
+    ] {
+        let (status, body) = lab.get(&format!("/api/simulate?{query}"));
+        assert_eq!(status, 200, "{query}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect(query);
+        assert_eq!(v["model"], "hedging", "{query}");
+        let mut args = vec!["simulate", "--model", "hedging", "--format", "json"];
+        args.extend(flags);
+        assert_eq!(body, cli(&args), "{query}");
+    }
+    // The command line's default of 200,000 requests is more than one
+    // request of the page may cost; the refusal names the parameter.
+    let (status, body) = lab.get("/api/simulate?model=hedging");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("requests"), "{body}");
+}
+
+#[test]
 fn schedule_answers_exactly_what_the_command_prints() {
     let lab = Lab::start();
     let (status, body) = lab.get("/api/schedule?jitter=decorrelated&attempts=5&samples=50&seed=3");

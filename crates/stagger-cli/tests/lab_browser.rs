@@ -426,6 +426,67 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     );
     assert_eq!(answer["summary"], "stop: deadline");
 
+    // Scene 7: ten servers at 90 %, losers keep running; every card equals
+    // the API's answer to the query the page sent.
+    s.click("#nav button[data-scene=hedging]").await;
+    s.wait("lab.last.hedging && !lab.busy.he", long).await;
+    s.js(r#"
+        const set = (id, v) => { const e = document.getElementById(id); e.value = v; };
+        set("he-util", "0.9"); set("he-capacity", "10");
+        document.getElementById("he-capacity").dispatchEvent(new Event("change"));
+        return 0;"#)
+        .await;
+    s.wait(
+        "lab.last.hedging.query.includes('capacity=10&') \
+         && lab.last.hedging.query.includes('utilisation=0.9') && !lab.busy.he",
+        long,
+    )
+    .await;
+    let shown = s
+        .js(r##"
+        return {
+          query: lab.last.hedging.query,
+          status: document.getElementById("he-status").className,
+          verdict: document.getElementById("he-verdict").textContent,
+          rows: [...document.querySelectorAll("#he-panels .panel")].map(p => ({
+            strategy: p.dataset.strategy,
+            cards: Object.fromEntries([...p.querySelectorAll(".card")]
+              .map(c => [c.dataset.key, Number(c.dataset.value)])),
+          })),
+        };"##)
+        .await;
+    assert_eq!(
+        shown["status"], "status",
+        "the hedging scene shows an error"
+    );
+    let (status, body) = lab.get(&format!(
+        "/api/simulate?{}",
+        shown["query"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200, "{body}");
+    let api: Value = serde_json::from_str(&body).unwrap();
+    let (page_rows, api_rows) = (
+        shown["rows"].as_array().unwrap(),
+        api["strategies"].as_array().unwrap(),
+    );
+    assert_eq!(page_rows.len(), 5, "none, fixed, pNN and their +budget");
+    assert_eq!(page_rows.len(), api_rows.len());
+    for (p, a) in page_rows.iter().zip(api_rows) {
+        assert_eq!(p["strategy"], a["strategy"]);
+        for key in ["p50_ms", "p99_ms", "p999_ms", "extra_load"] {
+            let (x, y) = (p["cards"][key].as_f64(), a[key].as_f64());
+            assert!(
+                close(x.unwrap(), y.unwrap()),
+                "{} {key}: page {x:?}, API {y:?}",
+                a["strategy"]
+            );
+        }
+    }
+    // Near saturation with losers kept running, the fixed 20 ms hedge
+    // storms and the page says so.
+    let verdict = shown["verdict"].as_str().unwrap();
+    assert!(verdict.contains("20ms storms"), "{verdict}");
+
     // No console errors, none caught by the page either.
     let logs = s
         .call(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use stagger_sim::{Model, Options};
 
 use super::query::{self, BadParam};
-use crate::{schedule, simulate};
+use crate::{schedule, simulate, simulate_hedging};
 
 /// Flags the API refuses: they write files or change only the command
 /// line's output, not the answer.
@@ -37,6 +37,13 @@ const MAX_DRAWS: usize = 200_000;
 /// command line's default failover comparison is 3.7 million of them,
 /// half a second on one loaded core).
 const MAX_COST: f64 = 4e6;
+
+/// Hedging model: requests × strategies × attempts per call, at most (the
+/// page's scene asks for 20,000 requests, 5 strategies and 2 attempts; the
+/// command line's default of 200,000 requests is refused here).
+const MAX_HEDGE_WORK: u64 = 400_000;
+/// Hedging model: servers, at most.
+const MAX_HEDGE_SERVERS: f64 = 1_000.0;
 
 /// An estimate of a simulation's CPU time in the units of [`MAX_COST`],
 /// calibrated on this machine per model: failover grows with the clients'
@@ -92,6 +99,9 @@ fn cost(p: &stagger_sim::Params, strategies: &[stagger_sim::Strategy]) -> f64 {
 /// prints for the same flags.
 pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
     let args: simulate::Args = query::parse("simulate", q, REFUSED)?;
+    if args.is_hedging() {
+        return simulate_hedging(&args);
+    }
     let (p, strategies) = args.params().map_err(usage)?;
     let runs = p.run_seeds().len();
     if runs > MAX_RUNS {
@@ -165,6 +175,44 @@ pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
     Ok(doc + "\n")
 }
 
+/// `GET /api/simulate?model=hedging&…`: the hedging model's own parameters,
+/// bounded by requests × strategies × attempts and by servers (the report's
+/// utilisation sweep writes files and is not served).
+fn simulate_hedging(args: &simulate::Args) -> Result<String, BadParam> {
+    let run = args.hedging(1);
+    if let Some(c) = run.capacity {
+        if c.is_finite() && c > MAX_HEDGE_SERVERS {
+            return Err(BadParam::new(
+                "capacity",
+                format!("is more than this server's limit of {MAX_HEDGE_SERVERS} servers"),
+            ));
+        }
+    }
+    let (p, strategies) = simulate_hedging::params(&run).map_err(usage)?;
+    let work = p
+        .requests
+        .saturating_mul(strategies.len() as u64)
+        .saturating_mul(u64::from(p.hedge_attempts));
+    if work > MAX_HEDGE_WORK {
+        return Err(BadParam::new(
+            "requests",
+            format!(
+                "{} requests × {} strategies × {} attempts is more than this server's limit of \
+                 {MAX_HEDGE_WORK}; lower requests, or give fewer strategies or hedge_attempts",
+                p.requests,
+                strategies.len(),
+                p.hedge_attempts
+            ),
+        ));
+    }
+    let opts = Options {
+        threads: 1,
+        progress: None,
+    };
+    let (_, doc) = simulate_hedging::simulate(&p, &strategies, &opts).map_err(usage)?;
+    Ok(doc + "\n")
+}
+
 /// `GET /api/schedule`: exactly what `stagger schedule --format json`
 /// prints for the same flags.
 pub(crate) fn schedule(q: &str) -> Result<String, BadParam> {
@@ -226,6 +274,15 @@ mod tests {
         assert!(cost_of("model=layers&layers=5&attempts=20&runs=1") > MAX_COST);
         assert!(cost_of("model=layers&runs=4") < MAX_COST);
         assert!(cost_of("model=contention&clients=1..40&runs=10") < MAX_COST);
+        let e = simulate("model=hedging").unwrap_err();
+        assert_eq!(e.parameter, "requests", "{}", e.message);
+        let e = simulate("model=hedging&requests=30000&hedge_attempts=4").unwrap_err();
+        assert_eq!(e.parameter, "requests", "{}", e.message);
+        let e = simulate("model=hedging&requests=1000&capacity=5000&utilisation=0.5").unwrap_err();
+        assert_eq!(e.parameter, "capacity", "{}", e.message);
+        let e = simulate("model=hedging&requests=1000&utilisation=1.5&capacity=4").unwrap_err();
+        assert_eq!(e.parameter, "utilisation", "{}", e.message);
+        assert!(simulate("model=hedging&requests=20000").is_ok());
         let e = simulate("out=/tmp/x").unwrap_err();
         assert_eq!(e.parameter, "out");
         let e = simulate("model=nonsense").unwrap_err();

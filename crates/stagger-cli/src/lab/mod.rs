@@ -26,8 +26,8 @@ mod query;
 mod server;
 
 /// Serve the interactive lab: the failover chart, jitter, layers,
-/// contention, the metastable model and "should this call be retried?",
-/// all on the real engine, in a browser. Prints the URL and serves until
+/// contention, the metastable model, "should this call be retried?" and
+/// hedging, all on the real engine, in a browser. Prints the URL and serves until
 /// interrupted.
 ///
 /// Examples:
@@ -38,6 +38,8 @@ mod server;
   /api/simulate?model=failover&strategy=none,full&burst=400&runs=20&seed=1
       the same options as `stagger simulate` (names without the dashes) and
       exactly the JSON `stagger simulate --format json` prints
+  /api/simulate?model=hedging&strategy=none,20ms,p95&capacity=10&utilisation=0.9&requests=20000
+      the hedging model, likewise (at most 400,000 requests × strategies × attempts)
   /api/schedule?jitter=decorrelated&attempts=6&samples=1000
       the JSON of `stagger schedule --format json`
   /api/decide?status=503&method=POST&idempotency_key=1&retry_after=2&remaining=1.5s&attempt=2
@@ -45,7 +47,13 @@ mod server;
 
 Examples:
   stagger lab
-  stagger lab --port 8080 --open")]
+  stagger lab --port 8080 --open
+  stagger lab --port 0 --bind ::1
+
+Exit status:
+  The lab serves until interrupted: Ctrl-C ends it by the signal (a shell
+  reports 130). 2 bad usage, a --port or --bind it cannot listen on included;
+  1 the server failed while serving.")]
 pub struct Args {
     /// TCP port; 0 picks a free one (e.g. `--port 8080`).
     #[arg(long, default_value_t = 7878, value_name = "P")]

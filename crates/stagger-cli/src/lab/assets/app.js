@@ -529,11 +529,76 @@ async function updateDecide() {
   }
 }
 
+// ----------------------------------------------------------------- 7 Hedging
+
+// Requests per strategy the page asks for: well inside the API's bound and
+// enough for a steady p99.9 (20 calls beyond it).
+const HEDGE_REQUESTS = 20000;
+
+function hedgingParams() {
+  const d = `${$("he-delay").value}ms`;
+  const pct = $("he-pct").value;
+  const list = ["none", d, pct];
+  if ($("he-budget").checked) list.push(`${d}+budget`, `${pct}+budget`);
+  const params = {
+    model: "hedging", strategy: list.join(","), stall_prob: $("he-stall").value,
+    capacity: $("he-capacity").value, cancel: $("he-cancel").value, requests: HEDGE_REQUESTS, seed: 1,
+  };
+  // Utilisation only means something with a fixed number of servers.
+  if (params.capacity !== "inf") params.utilisation = $("he-util").value;
+  $("he-util").disabled = params.capacity === "inf";
+  return params;
+}
+
+// One sentence per hedging strategy against `none`: tail cut, or storm.
+function hedgingVerdict(base, r, p) {
+  const load = `${fmt(r.extra_load * 100, 1)} % more attempts`;
+  if (r.p99_ms > base.p99_ms * 1.05 || r.p50_ms > base.p50_ms * 1.5) {
+    return `<b>${r.strategy}</b> storms: p99 ${fmt(r.p99_ms, 1)} ms against ${fmt(base.p99_ms, 1)} ms without hedging, for ${load}` +
+      (p.cancel === "queued" && p.capacity !== "inf" ? " — the losers keep their servers busy, the queue grows and more hedges fire on queueing delay." : ".");
+  }
+  if (r.p999_ms < base.p999_ms * 0.5) {
+    return `<b>${r.strategy}</b> cuts the tail: p99.9 ${fmt(r.p999_ms, 1)} ms against ${fmt(base.p999_ms, 1)} ms, for ${load}.`;
+  }
+  if (r.p99_ms < base.p99_ms * 0.5) {
+    return `<b>${r.strategy}</b> cuts the p99 (${fmt(r.p99_ms, 1)} ms against ${fmt(base.p99_ms, 1)} ms) but not the p99.9 (${fmt(r.p999_ms, 1)} ms), for ${load}` +
+      (r.strategy.includes("+budget") ? ": the budget was spent when some stalled calls needed it." : ".");
+  }
+  return `<b>${r.strategy}</b> changes little here (p99 ${fmt(r.p99_ms, 1)} ms, p99.9 ${fmt(r.p999_ms, 1)} ms), for ${load}.`;
+}
+
+async function updateHedging() {
+  await run("he", async (current) => {
+    const { query, doc } = await api("simulate", hedgingParams());
+    if (!current()) return "";
+    lab.last.hedging = { query, doc };
+    const p = doc.params;
+    const box = $("he-panels");
+    box.innerHTML = "";
+    for (const r of doc.strategies) {
+      const pn = panel(box, r.strategy);
+      pn.dataset.strategy = r.strategy;
+      cards(pn, [
+        { key: "p50_ms", value: r.p50_ms, text: `${fmt(r.p50_ms, 1)} ms`, label: "p50" },
+        { key: "p99_ms", value: r.p99_ms, text: `${fmt(r.p99_ms, 1)} ms`, label: "p99" },
+        { key: "p999_ms", value: r.p999_ms, text: `${fmt(r.p999_ms, 1)} ms`, label: "p99.9" },
+        { key: "extra_load", value: r.extra_load, text: `${fmt(r.extra_load * 100, 1)} %`, label: "extra load" },
+      ]);
+    }
+    const base = doc.strategies.find((r) => r.strategy === "none");
+    const lines = base ? doc.strategies.filter((r) => r !== base).map((r) => hedgingVerdict(base, r, p)) : [];
+    $("he-verdict").innerHTML = lines.join("<br>");
+    const where = p.capacity === "inf" ? "unlimited capacity" : `${p.capacity} servers at ${fmt(p.utilisation * 100, 0)} % utilisation, cancel ${p.cancel}`;
+    return `${fmt(p.requests, 0)} requests per strategy, ${where}`;
+  });
+}
+
 // -------------------------------------------------------------------- setup
 
 const scenes = {
   failover: updateFailover, jitter: updateJitter, layers: updateLayers,
   contention: updateContention, metastable: updateMetastable, decide: updateDecide,
+  hedging: updateHedging,
 };
 const shown = {};
 
@@ -559,6 +624,8 @@ function setup() {
   wire(["co-clients", "co-base", "co-runs"], updateContention);
   wire(["me-rate", "me-capacity", "me-attempts", "me-runs"], updateMetastable);
   for (const id of ["me-strategy", "me-skip", "me-fullscale"]) $(id).addEventListener("change", updateMetastable);
+  wire(["he-delay", "he-stall", "he-util"], updateHedging);
+  for (const id of ["he-pct", "he-budget", "he-capacity", "he-cancel"]) $(id).addEventListener("change", updateHedging);
   for (const el of document.querySelectorAll("#scene-decide select, #scene-decide input")) {
     el.addEventListener("change", updateDecide);
     el.addEventListener("input", debounce(updateDecide, 200));
