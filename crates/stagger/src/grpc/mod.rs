@@ -58,6 +58,7 @@ use crate::http::{GRPC_PUSHBACK, GRPC_STATUS};
 use crate::outcome::{Failure, StopReason};
 
 mod body;
+mod hedged;
 mod layer;
 mod method;
 mod service;
