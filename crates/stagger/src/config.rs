@@ -16,7 +16,11 @@
 //! least 1); `retryableStatusCodes` must be non-empty, each code a name
 //! (`"UNAVAILABLE"`) or a number (`14`); `retryThrottling.maxTokens` must be
 //! in (0, 1000] and `tokenRatio` positive. Every error names the field.
-//! Delays use gRPC's jitter, `proportional(0.2)`.
+//! Delays use gRPC's jitter, `proportional(0.2)`. A `hedgingPolicy`
+//! (`maxAttempts` capped at 5 the same way, `hedgingDelay` default 0,
+//! `nonFatalStatusCodes` possibly empty) is read into
+//! [`MethodConfig::hedging`]; a method with both a `retryPolicy` and a
+//! `hedgingPolicy` is an error, as A6 says.
 //!
 //! ```
 //! use stagger::config::ServiceConfig;
@@ -106,6 +110,23 @@ pub struct MethodConfig {
     pub timeout: Option<Duration>,
     /// `retryPolicy`, if present.
     pub retry: Option<RetryPolicy>,
+    /// `hedgingPolicy`, if present (never together with `retry`).
+    pub hedging: Option<HedgingPolicy>,
+}
+
+/// A validated `hedgingPolicy`: up to `max_attempts` attempts of one call,
+/// each sent `delay` after the previous while none has answered; a status in
+/// `non_fatal` sends the next at once, any other status ends the call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct HedgingPolicy {
+    /// Max attempts, the first included (2 to 5).
+    pub max_attempts: u32,
+    /// `hedgingDelay` (absent means 0: every attempt at once).
+    pub delay: Duration,
+    /// `nonFatalStatusCodes`, as numbers, sorted, without duplicates (may be
+    /// empty).
+    pub non_fatal: Vec<u32>,
 }
 
 /// A validated `retryPolicy`.
@@ -368,10 +389,21 @@ fn method_config(m: &Map<String, Value>) -> Result<MethodConfig, ConfigError> {
         None | Some(Value::Null) => None,
         Some(v) => Some(retry_policy(v)?),
     };
+    let hedging = match m.get("hedgingPolicy") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(hedging_policy(v)?),
+    };
+    if retry.is_some() && hedging.is_some() {
+        return Err(ConfigError::new(
+            "methodConfig",
+            "has both retryPolicy and hedgingPolicy; a method takes one or the other",
+        ));
+    }
     Ok(MethodConfig {
         names,
         timeout,
         retry,
+        hedging,
     })
 }
 
@@ -427,7 +459,7 @@ fn retry_policy(v: &Value) -> Result<RetryPolicy, ConfigError> {
     }
     let mut retryable = Vec::with_capacity(codes.len());
     for c in codes {
-        retryable.push(status_code(c)?);
+        retryable.push(status_code("retryPolicy.retryableStatusCodes", c)?);
     }
     retryable.sort_unstable();
     retryable.dedup();
@@ -450,10 +482,57 @@ fn whole(x: Option<f64>) -> Option<u64> {
         .map(|x| x as u64)
 }
 
-fn status_code(c: &Value) -> Result<u32, ConfigError> {
+fn hedging_policy(v: &Value) -> Result<HedgingPolicy, ConfigError> {
+    let p = v
+        .as_object()
+        .ok_or_else(|| ConfigError::new("hedgingPolicy", "must be an object"))?;
+    let max = p
+        .get("maxAttempts")
+        .filter(|v| !v.is_null())
+        .ok_or_else(|| ConfigError::new("hedgingPolicy.maxAttempts", "is required"))?;
+    let max_attempts = match max.as_u64().or_else(|| whole(max.as_f64())) {
+        Some(n) if n > 1 => {
+            u32::try_from(n.min(u64::from(MAX_ATTEMPTS_CEILING))).unwrap_or(MAX_ATTEMPTS_CEILING)
+        }
+        _ => {
+            return Err(ConfigError::new(
+                "hedgingPolicy.maxAttempts",
+                format!("must be an integer above 1, got {max}"),
+            ))
+        }
+    };
+    let delay = match p.get("hedgingDelay") {
+        None | Some(Value::Null) => Duration::ZERO,
+        Some(v) => duration("hedgingPolicy.hedgingDelay", v, false)?,
+    };
+    let mut non_fatal = Vec::new();
+    match p.get("nonFatalStatusCodes") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(codes)) => {
+            for c in codes {
+                non_fatal.push(status_code("hedgingPolicy.nonFatalStatusCodes", c)?);
+            }
+        }
+        Some(_) => {
+            return Err(ConfigError::new(
+                "hedgingPolicy.nonFatalStatusCodes",
+                "must be a list",
+            ))
+        }
+    }
+    non_fatal.sort_unstable();
+    non_fatal.dedup();
+    Ok(HedgingPolicy {
+        max_attempts,
+        delay,
+        non_fatal,
+    })
+}
+
+fn status_code(field: &'static str, c: &Value) -> Result<u32, ConfigError> {
     let bad = || {
         ConfigError::new(
-            "retryPolicy.retryableStatusCodes",
+            field,
             format!("`{c}` is not a gRPC status code name or number (0-16)"),
         )
     };

@@ -65,7 +65,7 @@ use crate::budget::{Budget, RatioBudget};
 use crate::call::{Call, LazyRng};
 use crate::error::ConfigError;
 use crate::latency::LatencyWindow;
-use crate::outcome::{Decision, Failure, Idempotency, Outcome, StopReason};
+use crate::outcome::{Decision, Failure, Idempotency, NotRetried, Outcome, StopReason};
 use crate::policy::Policy;
 use crate::rng::RandomSource;
 
@@ -381,6 +381,20 @@ impl<R> HedgedCall<R> {
         self.hedges
     }
 
+    /// The underlying call, once the hedged call is over.
+    pub fn into_call(self) -> Call<R> {
+        self.call
+    }
+
+    /// No further attempt may be sent (the request cannot be repeated, for
+    /// `why`): the call ends with the attempts already running.
+    pub fn commit(&mut self, why: NotRetried) {
+        self.call.commit(why);
+        self.no_more = true;
+        self.next_at = None;
+        self.last_stop.get_or_insert(StopReason::NotRetryable);
+    }
+
     /// Whether attempt `attempt` was sent and has not reported.
     pub fn is_running(&self, attempt: u32) -> bool {
         attempt >= 1
@@ -574,6 +588,18 @@ impl HedgePolicy {
                     };
                     h.next_at = now.checked_add(wait);
                     h.follow_up = true;
+                }
+                // The server said not to retry: no further hedge, but the
+                // attempts already running may still answer.
+                Decision::Stop(r @ StopReason::NotRetryable)
+                    if h.call.not_retried() == Some(NotRetried::ServerSaidNo) =>
+                {
+                    h.last_stop = Some(r);
+                    h.no_more = true;
+                    h.next_at = None;
+                    if h.in_flight == 0 {
+                        self.finish(h, r, now);
+                    }
                 }
                 Decision::Stop(r @ (StopReason::AttemptsExhausted | StopReason::Budget)) => {
                     h.last_stop = Some(r);

@@ -115,7 +115,8 @@ impl RetryLayer {
     }
 
     /// A layer for the methods and throttling of a gRPC service config
-    /// (feature `serde`): each method's `retryPolicy` and `timeout`, found
+    /// (feature `serde`): each method's `retryPolicy` or `hedgingPolicy`
+    /// and `timeout`, found
     /// by exact name, then service, then the default entry; a method with
     /// no `retryPolicy` is not retried (transparent retries still apply).
     ///
@@ -279,7 +280,16 @@ impl RetryLayerBuilder {
                         ConfigError::new(field, e.problem().to_string())
                     })?
                 }
-                None => MethodPolicy::no_retries().with_timeout(m.timeout),
+                None => match &m.hedging {
+                    Some(h) => {
+                        MethodPolicy::hedging(h.max_attempts, h.delay, h.non_fatal.iter().copied())
+                            .map_err(|e| {
+                                ConfigError::new("hedgingPolicy", e.problem().to_string())
+                            })?
+                            .with_timeout(m.timeout)
+                    }
+                    None => MethodPolicy::no_retries().with_timeout(m.timeout),
+                },
             };
             for name in &m.names {
                 self.entries.push((name.clone(), policy.clone()));

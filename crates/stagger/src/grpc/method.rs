@@ -8,6 +8,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
+use crate::hedge::{HedgeDelay, HedgePolicy};
 use crate::policy::Policy;
 
 /// A6's ceiling on `maxAttempts`: larger values are treated as this.
@@ -44,9 +45,64 @@ pub struct MethodPolicy {
     retryable: Option<Arc<[u32]>>,
     timeout: Option<Duration>,
     attempt_timeout: Option<Duration>,
+    /// `Some(hedgingDelay)` for a `hedgingPolicy`: `retryable` then holds
+    /// its `nonFatalStatusCodes`.
+    hedge_delay: Option<Duration>,
 }
 
 impl MethodPolicy {
+    /// A6's `hedgingPolicy`: up to `max_attempts` attempts (at least 2;
+    /// above 5 counts as 5), each sent `delay` after the previous while none
+    /// has answered; a status in `non_fatal` sends the next one at once, any
+    /// other status (or response headers) ends the call and cancels the
+    /// rest (docs/behaviour.md §12).
+    ///
+    /// ```
+    /// use stagger::grpc::MethodPolicy;
+    /// use std::time::Duration;
+    ///
+    /// let p = MethodPolicy::hedging(3, Duration::from_millis(20), [14])?;
+    /// assert_eq!(p.hedging_delay(), Some(Duration::from_millis(20)));
+    /// assert!(p.is_retryable(14) && !p.is_retryable(13));
+    /// let err = MethodPolicy::hedging(1, Duration::ZERO, []).unwrap_err();
+    /// assert_eq!(err.field(), "max_attempts");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn hedging(
+        max_attempts: u32,
+        delay: Duration,
+        non_fatal: impl IntoIterator<Item = u32>,
+    ) -> Result<MethodPolicy, ConfigError> {
+        if max_attempts < 2 {
+            return Err(ConfigError::new(
+                "max_attempts",
+                "must be at least 2 (use MethodPolicy::no_retries for one attempt)",
+            ));
+        }
+        let mut codes: Vec<u32> = non_fatal.into_iter().collect();
+        codes.sort_unstable();
+        codes.dedup();
+        if let Some(c) = codes.iter().find(|c| **c > 16) {
+            return Err(ConfigError::new(
+                "non_fatal_codes",
+                format!("{c} is not a gRPC status code (0-16)"),
+            ));
+        }
+        Ok(MethodPolicy {
+            backoff: Backoff::new().base(Duration::ZERO).jitter(Jitter::None),
+            max_attempts: max_attempts.min(MAX_ATTEMPTS),
+            retryable: Some(codes.into()),
+            timeout: None,
+            attempt_timeout: None,
+            hedge_delay: Some(delay),
+        })
+    }
+
+    /// The `hedgingDelay` of a hedging policy; `None` for a retry policy.
+    pub fn hedging_delay(&self) -> Option<Duration> {
+        self.hedge_delay
+    }
+
     /// A builder with A6's defaults: 5 attempts, 100 ms ×2 up to 1 s,
     /// ±20 % jitter, UNAVAILABLE retryable.
     pub fn builder() -> MethodPolicyBuilder {
@@ -61,6 +117,7 @@ impl MethodPolicy {
                 retryable: Some(Arc::from([14u32].as_slice())),
                 timeout: None,
                 attempt_timeout: None,
+                hedge_delay: None,
             },
         }
     }
@@ -77,6 +134,7 @@ impl MethodPolicy {
             retryable: None,
             timeout: None,
             attempt_timeout: None,
+            hedge_delay: None,
         }
     }
 
@@ -127,6 +185,28 @@ impl MethodPolicy {
             b = b.observer(o.clone());
         }
         b.build()
+    }
+
+    /// The hedging engine for a hedging policy: attempts `delay` apart, the
+    /// engine policy judging each status, and the channel's throttling
+    /// bucket admitting every timed hedge.
+    pub(crate) fn hedge_engine(
+        &self,
+        engine: &Policy,
+        bucket: Option<&TokenBucket>,
+    ) -> Result<Option<HedgePolicy>, ConfigError> {
+        let Some(delay) = self.hedge_delay else {
+            return Ok(None);
+        };
+        let b = HedgePolicy::builder()
+            .max_attempts(self.max_attempts)
+            .delay(HedgeDelay::Fixed(delay))
+            .policy(engine.clone());
+        let b = match bucket {
+            Some(t) => b.shared_budget(t.clone()),
+            None => b.unbudgeted(),
+        };
+        b.build().map(Some)
     }
 }
 
@@ -236,6 +316,8 @@ impl MethodPolicyBuilder {
 #[derive(Debug)]
 pub(crate) struct Resolved {
     pub(crate) engine: Policy,
+    /// The hedging engine, for a method with a hedging policy.
+    pub(crate) hedge: Option<HedgePolicy>,
     pub(crate) retryable: Option<Arc<[u32]>>,
     pub(crate) timeout: Option<Duration>,
 }
@@ -261,8 +343,10 @@ impl Methods {
         observer: Option<&Arc<dyn Observer>>,
     ) -> Result<Methods, ConfigError> {
         let resolve = |p: &MethodPolicy| -> Result<Arc<Resolved>, ConfigError> {
+            let engine = p.engine(bucket, observer)?;
             Ok(Arc::new(Resolved {
-                engine: p.engine(bucket, observer)?,
+                hedge: p.hedge_engine(&engine, bucket)?,
+                engine,
                 retryable: p.retryable.clone(),
                 timeout: p.timeout,
             }))

@@ -29,6 +29,11 @@
 //!   refused connection, HTTP/2 REFUSED_STREAM) is retried with backoff
 //!   within the deadline, up to 10 per call, outside `maxAttempts` and
 //!   throttling;
+//! - **hedging**: a method with A6's `hedgingPolicy`
+//!   ([`MethodPolicy::hedging`]) sends attempts `hedgingDelay` apart, side
+//!   by side, driven by the [`HedgePolicy`](crate::HedgePolicy) engine: the
+//!   first answer with headers or a fatal status wins, the rest are
+//!   cancelled (docs/behaviour.md §12);
 //! - **proxies**: a plain HTTP error without `grpc-status` is read as gRPC
 //!   maps it (400 INTERNAL, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED,
 //!   404 UNIMPLEMENTED, 429/502/503/504 UNAVAILABLE, else UNKNOWN).
@@ -64,6 +69,7 @@ use crate::http::{GRPC_PUSHBACK, GRPC_STATUS};
 use crate::outcome::{Failure, StopReason};
 
 mod body;
+mod hedged;
 mod layer;
 mod method;
 mod service;

@@ -63,7 +63,7 @@ impl<S, M> RetryService<S, M> {
 impl<S, M, B, ResB> Service<Request<B>> for RetryService<S, M>
 where
     M: MakeBody<B> + Clone + Send + Sync + 'static,
-    M::Output: Send,
+    M::Output: Send + 'static,
     S: Service<Request<M::Output>, Response = Response<ResB>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Into<BoxError>,
@@ -105,10 +105,10 @@ fn info(attempts: u32, reason: StopReason) -> crate::http::RetryInfo {
 
 /// One call's state between attempts. Dropped mid-attempt (the caller gave
 /// up), it gives back what the attempt holds.
-struct Driver {
-    method: Arc<Resolved>,
-    call: Call,
-    shared: Arc<Shared>,
+pub(super) struct Driver {
+    pub(super) method: Arc<Resolved>,
+    pub(super) call: Call,
+    pub(super) shared: Arc<Shared>,
     inbound: Option<Inbound>,
     report: CallReport,
     waited: Duration,
@@ -248,7 +248,7 @@ impl Driver {
 }
 
 /// How the last attempt ended, for the answer the caller gets.
-enum Last<T> {
+pub(super) enum Last<T> {
     None,
     Response(Response<T>, Option<u32>),
     Error(ErrorKind, BoxError),
@@ -261,15 +261,21 @@ async fn run<S, M, B, ResB>(
     req: Request<B>,
 ) -> Result<Response<GrpcBody<ResB>>, Error>
 where
-    M: MakeBody<B>,
-    S: Service<Request<M::Output>, Response = Response<ResB>>,
+    M: MakeBody<B> + Sync,
+    M::Output: Send + 'static,
+    S: Service<Request<M::Output>, Response = Response<ResB>> + Clone + Send + 'static,
+    S::Future: Send,
     S::Error: Into<BoxError>,
-    B: Body,
+    B: Body + Send + 'static,
+    B::Data: Send,
     B::Error: Into<BoxError>,
-    ResB: Body + Unpin,
+    ResB: Body + Unpin + Send + 'static,
 {
     let limit = shared.max_replay_bytes;
     let mut d = Driver::new(shared, req.headers(), req.extensions(), req.uri().path());
+    if let Some(hedging) = d.method.hedge.clone() {
+        return super::hedged::run(inner, d, hedging, make, req).await;
+    }
     let (parts, body) = req.into_parts();
     let body = Replay::new(body, limit);
     let mut first = true;
@@ -356,7 +362,7 @@ where
 
 /// Response headers arrived without a status: the call is committed and the
 /// response goes to the caller, its body watched for the trailers' status.
-fn committed<T>(mut d: Driver, resp: Response<T>) -> Response<GrpcBody<T>> {
+pub(super) fn committed<T>(mut d: Driver, resp: Response<T>) -> Response<GrpcBody<T>> {
     d.call.commit(NotRetried::Committed);
     let report = d.finish(None, None);
     let watch = Box::new(Watch {
@@ -391,7 +397,7 @@ where
 /// The caller's answer once the engine stopped the call: the last response,
 /// a trailers-only `DEADLINE_EXCEEDED` when time ran out without one, or
 /// the error.
-fn conclude<T>(
+pub(super) fn conclude<T>(
     d: &Driver,
     last: Last<T>,
     reason: StopReason,

@@ -191,6 +191,9 @@ pub(crate) struct Tee<B> {
     outgrown: bool,
     /// Bumped for every attempt: only the newest attempt reads the source.
     generation: u64,
+    /// Hedged attempts run side by side: whichever is ahead reads the
+    /// source and the others catch up from the kept frames.
+    side_by_side: bool,
 }
 
 #[cfg(feature = "grpc")]
@@ -209,8 +212,17 @@ impl<B: Body> Replay<B> {
                 done,
                 outgrown: false,
                 generation: 0,
+                side_by_side: false,
             })),
         }
+    }
+
+    /// Like [`new`](Self::new), for hedged attempts that run at the same
+    /// time: any of them may read on from the source.
+    pub(crate) fn side_by_side(body: B, limit: usize) -> Self {
+        let r = Self::new(body, limit);
+        r.tee.lock().unwrap_or_else(|p| p.into_inner()).side_by_side = true;
+        r
     }
 
     /// The body for the next attempt, or `None` once the buffer was
@@ -267,7 +279,7 @@ impl<B: Body> Tee<B> {
             *trailers_sent = true;
             return Poll::Ready(self.trailers.clone().map(|t| Ok(Frame::trailers(t))));
         }
-        if generation != self.generation {
+        if generation != self.generation && !self.side_by_side {
             // A newer attempt owns the source.
             return Poll::Ready(None);
         }

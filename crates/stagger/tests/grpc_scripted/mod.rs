@@ -39,6 +39,8 @@ pub enum Step {
     RefusedStream,
     /// A success after this long.
     SlowOk(Duration),
+    /// A trailers-only answer (status and more) after this long.
+    Late(Duration, u32, &'static [(&'static str, &'static str)]),
 }
 
 /// What one attempt carried.
@@ -55,14 +57,22 @@ pub struct Scripted {
     /// Played once the script is spent.
     last: Step,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Attempts whose answer was produced (not cancelled first).
+    answered: Arc<Mutex<usize>>,
 }
 
 impl Scripted {
+    /// Attempts that got to answer (a cancelled one never does).
+    pub fn answered(&self) -> usize {
+        *self.answered.lock().unwrap()
+    }
+
     pub fn new(steps: impl IntoIterator<Item = Step>, last: Step) -> Self {
         Scripted {
             steps: Arc::new(Mutex::new(steps.into_iter().collect())),
             last,
             seen: Arc::default(),
+            answered: Arc::default(),
         }
     }
 
@@ -108,6 +118,7 @@ impl Service<Request<ReplayBody<Full<Bytes>>>> for Scripted {
             .pop_front()
             .unwrap_or(self.last.clone());
         let seen = self.seen.clone();
+        let answered = self.answered.clone();
         Box::pin(async move {
             let (parts, body) = req.into_parts();
             let body = body
@@ -120,6 +131,18 @@ impl Service<Request<ReplayBody<Full<Bytes>>>> for Scripted {
                 headers: parts.headers,
                 body,
             });
+            let step = match step {
+                Step::Late(d, code, extra) => {
+                    tokio::time::sleep(d).await;
+                    Step::TrailersOnly(code, extra)
+                }
+                Step::SlowOk(d) => {
+                    tokio::time::sleep(d).await;
+                    Step::SlowOk(Duration::ZERO)
+                }
+                other => other,
+            };
+            *answered.lock().unwrap() += 1;
             let frames: Frames = match step {
                 Step::TrailersOnly(code, extra) => {
                     let mut b = grpc_head(StatusCode::OK).header("grpc-status", code);
@@ -143,10 +166,8 @@ impl Service<Request<ReplayBody<Full<Bytes>>>> for Scripted {
                 Step::RefusedStream => {
                     return Err(h2::Error::from(h2::Reason::REFUSED_STREAM).into())
                 }
-                Step::SlowOk(d) => {
-                    tokio::time::sleep(d).await;
-                    vec![Ok(Frame::trailers(trailers(0)))]
-                }
+                Step::SlowOk(_) => vec![Ok(Frame::trailers(trailers(0)))],
+                Step::Late(..) => unreachable!("played above"),
             };
             Ok(grpc_head(StatusCode::OK)
                 .body(StreamBody::new(tokio_stream::iter(frames)))

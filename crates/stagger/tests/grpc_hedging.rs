@@ -1,0 +1,255 @@
+//! The gRPC layer's A6 `hedgingPolicy`, one rule per test, against a
+//! scripted tower service under paused tokio time: every wait is virtual
+//! and exact, and the script records when each attempt went out, what it
+//! carried, and whether it got to answer or was cancelled.
+
+mod grpc_scripted;
+
+use std::time::Duration;
+
+use grpc_scripted::{call, request, unavailable, Scripted, Step};
+use stagger::config::ServiceConfig;
+use stagger::grpc::{MethodPolicy, RetryLayer};
+use stagger::{NotRetried, StopReason};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn hedging(max_attempts: u32, delay_ms: u64, non_fatal: &[u32]) -> RetryLayer {
+    RetryLayer::builder()
+        .default_policy(
+            MethodPolicy::hedging(max_attempts, ms(delay_ms), non_fatal.iter().copied()).unwrap(),
+        )
+        .build()
+        .unwrap()
+}
+
+fn previous(s: &grpc_scripted::Seen) -> Option<u32> {
+    s.headers
+        .get("grpc-previous-rpc-attempts")
+        .map(|v| v.to_str().unwrap().parse().unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn hedges_go_out_delay_apart_with_the_body_and_attempt_count() {
+    let layer = hedging(3, 50, &[14]);
+    let svc = Scripted::new(
+        [
+            Step::SlowOk(ms(1000)),
+            Step::SlowOk(ms(1000)),
+            Step::SlowOk(ms(30)),
+        ],
+        unavailable(),
+    );
+    let t0 = tokio::time::Instant::now();
+    let (status, report) = call(&layer, &svc, request(b"order-7")).await;
+    assert_eq!(status, Some(0));
+    assert_eq!(
+        t0.elapsed(),
+        ms(130),
+        "the third attempt answers 30 ms after it left at 100 ms"
+    );
+    let seen = svc.seen();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(svc.gaps_ms(), vec![50, 50]);
+    assert_eq!(
+        seen.iter().map(previous).collect::<Vec<_>>(),
+        vec![None, Some(1), Some(2)]
+    );
+    assert!(
+        seen.iter().all(|s| &s.body[..] == b"order-7"),
+        "every hedge replays the body"
+    );
+    // The winner committed the call; the two slow attempts were cancelled.
+    tokio::time::sleep(ms(2000)).await;
+    assert_eq!(svc.answered(), 1);
+    let s = report.get();
+    assert_eq!((s.attempts, s.reason), (3, Some(StopReason::Success)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_delay_sends_every_attempt_at_once_each_with_the_whole_body() {
+    let layer = hedging(3, 0, &[]);
+    let svc = Scripted::new(
+        [
+            Step::SlowOk(ms(40)),
+            Step::SlowOk(ms(20)),
+            Step::SlowOk(ms(60)),
+        ],
+        unavailable(),
+    );
+    let (status, _) = call(&layer, &svc, request(b"abc")).await;
+    assert_eq!(status, Some(0));
+    let seen = svc.seen();
+    assert_eq!(svc.gaps_ms(), vec![0, 0]);
+    assert!(seen.iter().all(|s| &s.body[..] == b"abc"), "{seen:?}");
+    tokio::time::sleep(ms(100)).await;
+    assert_eq!(svc.answered(), 1, "the first answer cancels the rest");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_fatal_status_sends_the_next_hedge_at_once() {
+    let layer = hedging(3, 1000, &[14]);
+    let svc = Scripted::new(
+        [Step::Late(ms(10), 14, &[]), Step::SlowOk(ms(5))],
+        unavailable(),
+    );
+    let t0 = tokio::time::Instant::now();
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    assert_eq!(svc.gaps_ms(), vec![10], "not the 1 s hedging delay");
+    assert_eq!(t0.elapsed(), ms(15));
+    assert_eq!(report.get().attempts, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fatal_status_ends_the_call_and_cancels_the_others() {
+    let layer = hedging(3, 50, &[14]);
+    let svc = Scripted::new(
+        [Step::SlowOk(ms(1000)), Step::Late(ms(10), 13, &[])],
+        unavailable(),
+    );
+    let t0 = tokio::time::Instant::now();
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(13), "INTERNAL is not in nonFatalStatusCodes");
+    assert_eq!(t0.elapsed(), ms(60));
+    tokio::time::sleep(ms(2000)).await;
+    assert_eq!(svc.seen().len(), 2, "no third hedge after the fatal status");
+    assert_eq!(svc.answered(), 1, "attempt 1 was cancelled");
+    assert_eq!(report.get().reason, Some(StopReason::NotRetryable));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_failing_non_fatally_returns_the_last_status() {
+    let layer = hedging(3, 50, &[14]);
+    let svc = Scripted::new([], unavailable());
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(14));
+    assert_eq!(svc.seen().len(), 3);
+    assert_eq!(report.get().reason, Some(StopReason::AttemptsExhausted));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pushback_delays_the_next_hedge_then_the_delay_resumes() {
+    let layer = hedging(3, 100, &[14]);
+    let svc = Scripted::new(
+        [
+            Step::TrailersOnly(14, &[("grpc-retry-pushback-ms", "300")]),
+            Step::SlowOk(ms(1000)),
+            Step::SlowOk(ms(10)),
+        ],
+        unavailable(),
+    );
+    let (status, _) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    assert_eq!(svc.gaps_ms(), vec![300, 100]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_negative_pushback_stops_further_hedges_but_not_the_running_ones() {
+    let layer = hedging(3, 100, &[14]);
+    let svc = Scripted::new(
+        [
+            Step::SlowOk(ms(250)),
+            Step::Late(ms(10), 14, &[("grpc-retry-pushback-ms", "-1")]),
+        ],
+        unavailable(),
+    );
+    let t0 = tokio::time::Instant::now();
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0), "attempt 1 still answers");
+    assert_eq!(t0.elapsed(), ms(250));
+    assert_eq!(svc.seen().len(), 2, "no hedge at 200 ms");
+    assert_eq!(report.get().attempts, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_at_half_the_tokens_sends_no_hedge() {
+    let build = || {
+        RetryLayer::builder()
+            .default_policy(MethodPolicy::hedging(2, ms(50), [14]).unwrap())
+            .throttling(10.0, 0.1)
+            .build()
+            .unwrap()
+    };
+    // A full bucket hedges a slow call.
+    let layer = build();
+    let svc = Scripted::new([Step::SlowOk(ms(200))], Step::SlowOk(ms(200)));
+    call(&layer, &svc, request(b"x")).await;
+    assert_eq!(svc.seen().len(), 2);
+    // Failures drain the channel's bucket to half: no hedge any more.
+    let layer = build();
+    let failing = Scripted::new([], unavailable());
+    for _ in 0..3 {
+        call(&layer, &failing, request(b"x")).await;
+    }
+    let tokens = layer.throttling_bucket().unwrap().tokens_milli();
+    assert!(tokens <= 5_000, "{tokens}");
+    let svc = Scripted::new([Step::SlowOk(ms(200))], Step::SlowOk(ms(200)));
+    let (status, _) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    assert_eq!(svc.seen().len(), 1, "throttled: the slow call waits alone");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_past_the_replay_buffer_sends_no_hedge() {
+    let layer = RetryLayer::builder()
+        .default_policy(MethodPolicy::hedging(3, ms(50), [14]).unwrap())
+        .max_replay_bytes(4)
+        .build()
+        .unwrap();
+    // Attempt 1 fails non-fatally, which would send attempt 2 at once,
+    // and no timed hedge goes out at 50 ms: the body cannot be sent again.
+    let svc = Scripted::new([Step::Late(ms(300), 14, &[])], unavailable());
+    let (status, report) = call(&layer, &svc, request(b"too long")).await;
+    assert_eq!(status, Some(14));
+    assert_eq!(svc.seen().len(), 1);
+    let s = report.get();
+    assert_eq!(s.not_retried, Some(NotRetried::BodyTooLarge { limit: 4 }));
+    assert_eq!(s.reason, Some(StopReason::NotRetryable));
+    // A small body hedges with the same layer.
+    let svc = Scripted::new([Step::Late(ms(300), 14, &[])], unavailable());
+    call(&layer, &svc, request(b"ok")).await;
+    assert_eq!(svc.seen().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_config_hedging_policy_caps_max_attempts_at_five() {
+    let config = ServiceConfig::from_json(
+        r#"{"methodConfig":[{"name":[{"service":"shop.Cart"}],"hedgingPolicy":{"maxAttempts":9,
+        "hedgingDelay":"0.05s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}"#,
+    )
+    .unwrap();
+    let h = config.methods[0].hedging.as_ref().unwrap();
+    assert_eq!(
+        (h.max_attempts, h.delay, &h.non_fatal[..]),
+        (5, ms(50), &[14][..])
+    );
+    let layer = RetryLayer::from_service_config(&config).unwrap();
+    let svc = Scripted::new([], Step::Late(ms(500), 14, &[]));
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(14));
+    assert_eq!(svc.gaps_ms(), vec![50, 50, 50, 50]);
+    assert_eq!(report.get().attempts, 5);
+}
+
+#[test]
+fn a_method_with_both_policies_is_rejected() {
+    let err = ServiceConfig::from_json(
+        r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s",
+        "maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":[14]},
+        "hedgingPolicy":{"maxAttempts":3}}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(err.field(), "methodConfig");
+    assert!(err.to_string().contains("hedgingPolicy"), "{err}");
+    let err = ServiceConfig::from_json(
+        r#"{"methodConfig":[{"name":[{}],"hedgingPolicy":{"maxAttempts":3,"nonFatalStatusCodes":["SOMETIMES"]}}]}"#,
+    )
+    .unwrap_err();
+    assert_eq!(err.field(), "hedgingPolicy.nonFatalStatusCodes");
+    let err = ServiceConfig::from_json(r#"{"methodConfig":[{"hedgingPolicy":{"maxAttempts":1}}]}"#)
+        .unwrap_err();
+    assert_eq!(err.field(), "hedgingPolicy.maxAttempts");
+}
