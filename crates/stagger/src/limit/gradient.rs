@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::{nanos, update_limit, Completion, OncePerRoundTrip, Sample};
+use super::{check_range, nanos, update_limit, Completion, OncePerRoundTrip, Sample};
 use crate::error::ConfigError;
 use crate::rng::splitmix64;
 use crate::sync::{AtomicU64, Ordering, Origin};
@@ -135,24 +135,7 @@ impl Gradient {
     }
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.min == 0 {
-            return Err(ConfigError::new(
-                "min",
-                "the smallest limit must be at least 1",
-            ));
-        }
-        if self.max < self.min {
-            return Err(ConfigError::new(
-                "max",
-                format!("{} is below the smallest limit {}", self.max, self.min),
-            ));
-        }
-        if !(self.min..=self.max).contains(&self.initial) {
-            return Err(ConfigError::new(
-                "initial",
-                format!("{} is outside {}..={}", self.initial, self.min, self.max),
-            ));
-        }
+        check_range(self.min, self.max, self.initial)?;
         if !(self.tolerance >= 1.0 && self.tolerance.is_finite()) {
             return Err(ConfigError::new(
                 "tolerance",

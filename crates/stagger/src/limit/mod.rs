@@ -404,6 +404,30 @@ impl OncePerRoundTrip {
     }
 }
 
+/// Checks a limiter's range: `min` at least 1, `max` not below it, and
+/// `initial` inside it; the error names the field.
+fn check_range(min: u32, max: u32, initial: u32) -> Result<(), ConfigError> {
+    if min == 0 {
+        return Err(ConfigError::new(
+            "min",
+            "the smallest limit must be at least 1",
+        ));
+    }
+    if max < min {
+        return Err(ConfigError::new(
+            "max",
+            format!("{max} is below the smallest limit {min}"),
+        ));
+    }
+    if !(min..=max).contains(&initial) {
+        return Err(ConfigError::new(
+            "initial",
+            format!("{initial} is outside {min}..={max}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Applies `f` to the limit (in thousandths) with compare-and-swap, keeping
 /// it within `[min, max]` whole requests.
 fn update_limit(limit: &AtomicU64, min: u32, max: u32, f: impl Fn(f64) -> f64) {
