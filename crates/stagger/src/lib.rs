@@ -79,6 +79,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod a6;
 mod backoff;
 mod breaker;
 pub mod budget;

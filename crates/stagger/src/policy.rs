@@ -412,8 +412,10 @@ impl Policy {
         f: Failure,
         now: &mut LazyNow<C>,
     ) -> Decision {
+        let past_deadline = call.deadline.is_some_and(|d| now.get() >= d);
         if self.guardrail.is_some() || call.attempt_started.is_some() {
-            self.record(call, &Outcome::Failure(f), now);
+            let seen = Failure { past_deadline, ..f };
+            self.record(call, &Outcome::Failure(seen), now);
         }
         if self.observer.is_some() {
             self.emit(Event::AttemptFailed {
@@ -427,7 +429,7 @@ impl Policy {
                 });
             }
         }
-        if f.class != Class::Cancelled && call.deadline.is_some_and(|d| now.get() >= d) {
+        if f.class != Class::Cancelled && past_deadline {
             // The deadline ended this attempt (or arrived with it): that is
             // why the call stops, whatever the failure's class.
             return Decision::Stop(self.stop(call, StopReason::Deadline));

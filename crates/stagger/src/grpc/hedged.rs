@@ -58,8 +58,7 @@ where
     let call = std::mem::take(&mut d.call).idempotency(Idempotency::Idempotent);
     let mut h = hedging.call(call);
     let inner = &mut inner;
-    let mut running: [Running<Response<ResB>>; super::MAX_ATTEMPTS as usize] =
-        std::array::from_fn(|_| None);
+    let mut running: Vec<Running<Response<ResB>>> = Vec::new();
     let mut timer: Option<(Instant, Pin<Box<tokio::time::Sleep>>)> = None;
     let mut last: Last<ResB> = Last::None;
     let mut spent = false;
@@ -85,7 +84,8 @@ where
                 *req.version_mut() = parts.version;
                 *req.headers_mut() = parts.headers.clone();
                 *req.extensions_mut() = parts.extensions.clone();
-                stamp(req.headers_mut(), attempt, timeout);
+                let counted = h.call().attempts() - h.call().transparent_retries_made();
+                stamp(req.headers_mut(), counted, timeout);
                 // Borrowed mutably, so the future needs `S: Send` only.
                 let source: &mut S = &mut *inner;
                 let mut svc = source.clone();
@@ -94,9 +94,11 @@ where
                     svc.call(req).await.map_err(Into::into)
                 });
                 let limit = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-                if let Some(slot) = running.get_mut(attempt as usize - 1) {
-                    *slot = Some((fut, limit));
+                let i = attempt as usize - 1;
+                if running.len() <= i {
+                    running.resize_with(i + 1, || None);
                 }
+                running[i] = Some((fut, limit));
                 continue;
             }
             HedgeStep::Stop(r) => return Poll::Ready(End::Stop(r)),

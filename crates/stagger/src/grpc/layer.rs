@@ -13,8 +13,7 @@ use crate::error::ConfigError;
 use crate::event::Observer;
 use crate::tower::ReplayBody;
 
-/// A6 bounds transparent retries per call at this many.
-pub const MAX_TRANSPARENT_RETRIES: u32 = 10;
+pub use crate::a6::MAX_TRANSPARENT_RETRIES;
 
 /// Turns the body the layer replays into the body the inner service takes.
 /// The default, [`Unchanged`], hands the inner service a

@@ -265,13 +265,6 @@ impl CallOptions {
     }
 }
 
-fn grpc_status(headers: &HeaderMap) -> Option<u32> {
-    headers
-        .get(super::GRPC_STATUS)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-}
-
 impl Drop for Driver {
     /// A call dropped mid-attempt (its future was cancelled) gives back what
     /// the attempt holds, such as a half-open breaker's probe slot.
@@ -418,7 +411,7 @@ impl Driver {
             None => self.success(Some(status.as_u16())),
             Some(mut f) => {
                 if let (Some(codes), Some(code)) =
-                    (&self.settings.grpc_retryable, grpc_status(headers))
+                    (&self.settings.grpc_retryable, super::grpc_status(headers))
                 {
                     f.class = crate::classify::grpc_code_listed(code, codes);
                 }
