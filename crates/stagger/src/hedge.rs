@@ -438,7 +438,8 @@ impl HedgePolicy {
     }
 
     /// Starts a hedged call.
-    pub fn call<R>(&self, call: Call<R>) -> HedgedCall<R> {
+    pub fn call<R>(&self, mut call: Call<R>) -> HedgedCall<R> {
+        call.hedged = true;
         HedgedCall {
             call,
             sent: [None; SLOTS],
@@ -616,14 +617,9 @@ impl HedgePolicy {
         let expired = h.call.deadline.is_some_and(|d| now >= d);
         match decision {
             Decision::Retry { after } => {
-                // Non-fatal: the next attempt goes out now, or after the
-                // server's hint (the backoff is not a hedge's business).
-                let wait = if f.hint.is_some() {
-                    after
-                } else {
-                    Duration::ZERO
-                };
-                h.next_at = now.checked_add(wait);
+                // Non-fatal: the next attempt goes out when the engine says
+                // (at once, or after the server's hint).
+                h.next_at = now.checked_add(after);
                 h.follow_up = true;
             }
             Decision::Stop(r) if f.class.may_clear() && !expired => {
