@@ -14,6 +14,10 @@
 //!   `tokenRatio` keep three decimals: further digits are dropped, not
 //!   rounded.
 
+// Without the service-config import or the gRPC layer only the token
+// arithmetic is used.
+#![cfg_attr(not(any(feature = "serde", feature = "grpc")), allow(dead_code))]
+
 use crate::backoff::Jitter;
 
 /// A6's ceiling on `maxAttempts` (retries and hedges): larger values are

@@ -77,6 +77,7 @@ impl PolicyBuilder {
 
     /// Takes `backoff` as a gRPC `retryPolicy` states it, checked as A6
     /// checks it (a multiplier below 1, a base above the cap).
+    #[cfg_attr(not(any(feature = "serde", feature = "grpc")), allow(dead_code))]
     pub(crate) fn a6_backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
         self.a6_schedule = true;
