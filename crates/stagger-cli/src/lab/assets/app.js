@@ -215,7 +215,18 @@ function failoverChart(key, el, row, params, ymax, width) {
   return replaceChart(key, opts, [s.t_s, s.load, first, s.successes, cap], el);
 }
 
+// The scene's words that name a setting say what the sliders say.
+function failoverWords() {
+  const capacity = Number($("fo-capacity").value);
+  const end = Number($("fo-outage").value);
+  $("fo-t-capacity").textContent = fmt(capacity, 0);
+  $("fo-t-busy").textContent = fmt((8 / capacity) * 100, 0);
+  $("fo-t-end").textContent = fmt(end, 1);
+  $("fo-t-length").textContent = fmt(end - 2, 1);
+}
+
 async function updateFailover() {
+  failoverWords();
   await run("fo", async (current) => {
     const params = failoverParams();
     const { query, doc } = await api("simulate", params);
@@ -327,6 +338,20 @@ async function updateJitter() {
 
 // ------------------------------------------------------------------ 3 Layers
 
+// The log axis is marked where the scene's numbers are: attempts per
+// layer to the power 0, 1, … layers (1, 4, 16, 64 for 3 layers of 4), so
+// attempts^layers is labelled; powers of 10 when a layer makes one attempt.
+function layerMarks(params, top) {
+  const a = Number(params.attempts);
+  const marks = [];
+  if (a >= 2) {
+    for (let k = 0, v = 1; k <= Number(params.layers) && v <= top; k++, v *= a) marks.push(v);
+  } else {
+    for (let v = 1; v <= top; v *= 10) marks.push(v);
+  }
+  return marks;
+}
+
 async function updateLayers() {
   await run("la", async (current) => {
     const params = { model: "layers", layers: $("la-layers").value, attempts: $("la-attempts").value, runs: $("la-runs").value, seed: 1 };
@@ -359,7 +384,7 @@ async function updateLayers() {
       scales: { x: { time: false, range: [-0.2, rates.length - 0.8] }, y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] } },
       axes: [
         { label: "probability that the dependency fails an attempt", font: axisFont, labelFont: axisFont, splits: () => rates.map((_, i) => i), values: (u, vs) => vs.map((v) => (rates[v] == null ? "" : String(rates[v]))), border: { show: true, stroke: "#000", width: 1 } },
-        { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, values: (u, vs) => vs.map((v) => (Math.log10(v) % 1 === 0 ? fmt(v, 0) : "")) },
+        { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, splits: (u) => layerMarks(doc.params, u.scales.y.max), values: (u, vs) => vs.map((v) => fmt(v, 0)) },
       ],
       series,
     }, data, el);
@@ -482,9 +507,12 @@ function decideParams() {
   const q = { method: $("de-method").value, attempt: $("de-attempt").value, attempts: $("de-attempts").value, budget: $("de-budget").value };
   q[kind] = $(`de-${kind}`).value;
   if ($("de-key").checked) q.idempotency_key = "1";
-  const hint = $("de-hint").value.trim();
-  if (hint && kind === "status") q.retry_after = hint;
-  if (hint && kind === "grpc") q.pushback = hint;
+  // Each protocol's hint in its own unit: HTTP's Retry-After in seconds
+  // (or a date), gRPC's pushback in milliseconds.
+  const retryAfter = $("de-retry-after").value.trim();
+  const pushback = $("de-pushback").value.trim();
+  if (retryAfter && kind === "status") q.retry_after = retryAfter;
+  if (pushback && kind === "grpc") q.pushback = pushback;
   const rem = $("de-remaining").value.trim();
   if (rem) q.remaining = rem;
   return q;
@@ -493,6 +521,8 @@ function decideParams() {
 async function updateDecide() {
   const box = $("de-answer");
   for (const k of ["status", "io", "grpc"]) $(`de-${k}-l`).hidden = $("de-kind").value !== k;
+  $("de-retry-after-l").hidden = $("de-kind").value !== "status";
+  $("de-pushback-l").hidden = $("de-kind").value !== "grpc";
   try {
     const { query, doc } = await api("decide", decideParams());
     lab.last.decide = { query, doc };
@@ -593,6 +623,20 @@ async function updateHedging() {
   });
 }
 
+// A step of a scene's story: sets the controls it names (a checkbox to
+// true or false, anything else to its value), then redraws the scene once.
+function step(button, update) {
+  const set = JSON.parse(button.dataset.set);
+  for (const [id, v] of Object.entries(set)) {
+    const el = $(id);
+    if (el.type === "checkbox") el.checked = Boolean(v);
+    else el.value = String(v);
+    const out = el.parentElement.querySelector("output");
+    if (out) out.textContent = el.value;
+  }
+  update();
+}
+
 // -------------------------------------------------------------------- setup
 
 const scenes = {
@@ -618,6 +662,9 @@ function setup() {
   options($("fo-strategy2"), STRATEGIES, "full+budget+breaker");
   options($("me-strategy"), ["none", "immediate", "exponential", "full", "full+budget", "full+breaker", "full+budget+breaker"], "exponential");
   wire(["fo-burst", "fo-capacity", "fo-base", "fo-attempts", "fo-outage", "fo-runs"], updateFailover);
+  for (const id of ["fo-capacity", "fo-outage"]) $(id).addEventListener("input", failoverWords);
+  for (const b of document.querySelectorAll("#scene-failover .step")) b.addEventListener("click", () => step(b, updateFailover));
+  for (const b of document.querySelectorAll("#scene-metastable .step")) b.addEventListener("click", () => step(b, updateMetastable));
   for (const id of ["fo-strategy", "fo-strategy2", "fo-compare", "fo-fullscale"]) $(id).addEventListener("change", updateFailover);
   wire(["ji-base", "ji-cap", "ji-retries"], updateJitter);
   wire(["la-layers", "la-attempts", "la-runs"], updateLayers);
