@@ -54,9 +54,9 @@ fn attempts(s: &str) -> Result<Attempts, String> {
             "`{t}` is negative; give a whole number of attempts, 1 or more (e.g. 5)"
         )),
         t => match t.parse::<u64>() {
-            Ok(n) => u32::try_from(n).map(|n| Attempts(Some(n))).map_err(|_| {
-                format!("`{t}` is more than the most attempts, {}", u32::MAX)
-            }),
+            Ok(n) => u32::try_from(n)
+                .map(|n| Attempts(Some(n)))
+                .map_err(|_| format!("`{t}` is more than the most attempts, {}", u32::MAX)),
             Err(_) => Err(format!("`{t}` is not a whole number or `unlimited`")),
         },
     }
@@ -292,9 +292,10 @@ pub fn exit_naming_the_flag_typed(e: clap::Error, argv: &[std::ffi::OsString]) -
 /// takes. `None` for every other error.
 fn negative_count(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
-    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) =
-        (e.get(ContextKind::InvalidArg), e.get(ContextKind::InvalidValue))
-    else {
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) else {
         return None;
     };
     // A whole-number option refuses `-3` in one of two ways: the integer
@@ -303,7 +304,8 @@ fn negative_count(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option<String
     let unsigned = std::error::Error::source(e).is_some_and(|s| {
         s.downcast_ref::<std::num::ParseIntError>()
             .is_some_and(|p| *p.kind() == std::num::IntErrorKind::InvalidDigit)
-            || s.to_string().starts_with(&format!("{value} is not in 0..="))
+            || s.to_string()
+                .starts_with(&format!("{value} is not in 0..="))
     });
     if e.kind() != ErrorKind::ValueValidation || !value.starts_with('-') || !unsigned {
         return None;

@@ -211,34 +211,35 @@ fn build_layer(a: &HealthArgs, records: Records) -> Result<RetryLayer, String> {
     // A probe counts every try, a connection that was refused included:
     // `--attempts 1` connects once. So the layer makes no transparent
     // retries; a refused connection is an attempt like any other.
-    let mut b = RetryLayer::builder()
-        .transparent_retries(0)
-        .on_attempt(move |r: &AttemptRecord| {
-        let status = r.status.map(|c| grpc_code_name(c).unwrap_or("UNKNOWN"));
-        if verbose {
-            let what = match (&status, &r.error) {
-                (Some(s), _) => (*s).to_string(),
-                (None, Some(e)) => e.clone(),
-                _ => "no answer".into(),
-            };
-            let next = match (r.delay, r.stop) {
-                (Some(d), _) => format!("retry in {d:?}"),
-                (None, Some(s)) => format!("stop: {s}"),
-                _ => String::new(),
-            };
-            eprintln!("stagger: attempt {}: {what}; {next}", r.attempt);
-        }
-        if let Ok(mut v) = sink.lock() {
-            v.push(AttemptJson {
-                attempt: r.attempt,
-                grpc_status: status,
-                pushback_ms: r.pushback_ms,
-                delay_ms: r.delay.map(|d| d.as_millis() as u64),
-                // hyper-util's words for a connection that was never made.
-                connect: r.error.as_deref().is_some_and(|e| e.contains("(Connect)")),
+    let mut b =
+        RetryLayer::builder()
+            .transparent_retries(0)
+            .on_attempt(move |r: &AttemptRecord| {
+                let status = r.status.map(|c| grpc_code_name(c).unwrap_or("UNKNOWN"));
+                if verbose {
+                    let what = match (&status, &r.error) {
+                        (Some(s), _) => (*s).to_string(),
+                        (None, Some(e)) => e.clone(),
+                        _ => "no answer".into(),
+                    };
+                    let next = match (r.delay, r.stop) {
+                        (Some(d), _) => format!("retry in {d:?}"),
+                        (None, Some(s)) => format!("stop: {s}"),
+                        _ => String::new(),
+                    };
+                    eprintln!("stagger: attempt {}: {what}; {next}", r.attempt);
+                }
+                if let Ok(mut v) = sink.lock() {
+                    v.push(AttemptJson {
+                        attempt: r.attempt,
+                        grpc_status: status,
+                        pushback_ms: r.pushback_ms,
+                        delay_ms: r.delay.map(|d| d.as_millis() as u64),
+                        // hyper-util's words for a connection that was never made.
+                        connect: r.error.as_deref().is_some_and(|e| e.contains("(Connect)")),
+                    });
+                }
             });
-        }
-    });
     match &a.service_config {
         Some(path) => {
             let text = std::fs::read_to_string(path)

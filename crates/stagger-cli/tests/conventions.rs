@@ -135,7 +135,11 @@ fn negative_numbers_are_refused_naming_the_flag_and_what_it_takes() {
         assert!(d.stderr.contains(flag), "{args:?}: {}", d.stderr);
         assert!(d.stderr.contains("negative"), "{args:?}: {}", d.stderr);
         assert!(d.stderr.contains(takes), "{args:?}: {}", d.stderr);
-        assert!(!d.stderr.contains("unexpected argument"), "{args:?}: {}", d.stderr);
+        assert!(
+            !d.stderr.contains("unexpected argument"),
+            "{args:?}: {}",
+            d.stderr
+        );
     }
     // A flag after a value-taking option is still a flag.
     let d = stagger(&["http", "-H", "-v", "127.0.0.1:9"], &dir);
@@ -155,7 +159,10 @@ fn unknown_model_lists_every_model_hedging_included() {
 #[test]
 fn schedule_says_when_it_shows_fewer_retries_than_asked() {
     let dir = TempDir::new("capped");
-    let d = stagger(&["schedule", "--attempts", "4294967295", "--samples", "0"], &dir);
+    let d = stagger(
+        &["schedule", "--attempts", "4294967295", "--samples", "0"],
+        &dir,
+    );
     assert_eq!(code(&d), Some(0), "{}", d.stderr);
     let first = d.stdout.lines().next().unwrap_or_default();
     assert!(
@@ -165,7 +172,11 @@ fn schedule_says_when_it_shows_fewer_retries_than_asked() {
     // One more than the most is too many, not "not a whole number".
     let d = stagger(&["schedule", "--attempts", "4294967296"], &dir);
     assert_eq!(code(&d), Some(2), "{}", d.stderr);
-    assert!(d.stderr.contains("more than the most attempts"), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("more than the most attempts"),
+        "{}",
+        d.stderr
+    );
     assert!(!d.stderr.contains("not a whole number"), "{}", d.stderr);
 }
 

@@ -278,7 +278,11 @@ fn metastable_retries_are_never_more_than_the_attempts_arriving_in_a_second() {
     for skip in [false, true] {
         for row in metastable("exponential,full", skip, 40) {
             let s = &row.series;
-            assert!(s.retries.iter().any(|r| *r > 0.0), "{}: no retries", row.strategy);
+            assert!(
+                s.retries.iter().any(|r| *r > 0.0),
+                "{}: no retries",
+                row.strategy
+            );
             for (i, (retries, load)) in s.retries.iter().zip(&s.load).enumerate() {
                 assert!(
                     retries <= load,

@@ -160,7 +160,10 @@ fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rust
         if let Some(r) = e.downcast_ref::<rustls::Error>() {
             return Some(r);
         }
-        cur = match e.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+        cur = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
             Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
             None => e.source(),
         };

@@ -6,7 +6,6 @@ use std::path::Path;
 
 use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
-
 use super::charts::{self, color, Frame, HLine, Line};
 use super::table;
 use crate::{Error, ErrorKind};

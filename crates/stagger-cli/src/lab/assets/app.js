@@ -384,7 +384,7 @@ async function updateLayers() {
       scales: { x: { time: false, range: [-0.2, rates.length - 0.8] }, y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] } },
       axes: [
         { label: "probability that the dependency fails an attempt", font: axisFont, labelFont: axisFont, splits: () => rates.map((_, i) => i), values: (u, vs) => vs.map((v) => (rates[v] == null ? "" : String(rates[v]))), border: { show: true, stroke: "#000", width: 1 } },
-        { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, splits: (u) => layerMarks(doc.params, u.scales.y.max), values: (u, vs) => vs.map((v) => fmt(v, 0)) },
+        { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, splits: (u) => layerMarks(doc.params, u.scales.y.max), filter: (u, splits) => splits, values: (u, vs) => vs.map((v) => fmt(v, 0)) },
       ],
       series,
     }, data, el);
