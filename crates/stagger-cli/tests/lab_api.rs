@@ -222,6 +222,7 @@ fn the_page_and_its_assets_are_served_from_the_binary() {
     assert_eq!(status, 200);
     for asset in [
         "/app.js",
+        "/scenes.js",
         "/app.css",
         "/uPlot.iife.min.js",
         "/uPlot.min.css",
