@@ -64,6 +64,7 @@ use crate::error::ConfigError;
 use crate::outcome::Class;
 use crate::policy::{Policy, PolicyBuilder};
 
+pub mod lenient;
 mod policy_file;
 
 pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_ATTEMPTS};
