@@ -394,7 +394,7 @@ mod tests {
         assert_eq!(measure(&s, 1).unwrap().sample, Some(REQUESTS));
     }
 
-    fn hedging(delay: Duration, non_fatal: bool) -> impl Fn() -> Result<Engine, Fault> {
+    fn hedging(delay: Duration) -> impl Fn() -> Result<Engine, Fault> {
         move || {
             let engine = Policy::builder()
                 .max_attempts(3)
@@ -415,12 +415,12 @@ mod tests {
     #[test]
     fn hedges_are_measured_on_the_hedging_engine() {
         // Every hedge at once: 3 attempts whatever the answers.
-        let make = hedging(Duration::ZERO, false);
+        let make = hedging(Duration::ZERO);
         let m = measure(&subject(&make), 1).unwrap();
         assert_eq!((m.dead, m.half, m.sample), (3.0, 3.0, None));
         // A hedge later than the answer, fatal failures: the first answer
         // ends the call.
-        let make = hedging(Duration::from_millis(50), false);
+        let make = hedging(Duration::from_millis(50));
         let s = Subject {
             failure: Class::Permanent,
             ..subject(&make)
