@@ -152,7 +152,7 @@ pub fn one_request(
     now: Instant,
     fails: &mut dyn FnMut() -> bool,
 ) -> Tree {
-    let mut seeds = FastRng::seeded(0x1A7E_25);
+    let mut seeds = FastRng::seeded(0x001A_7E25);
     let mut ctx = Ctx {
         policies,
         fails,

@@ -97,13 +97,17 @@ pub(crate) fn measure(s: &Subject<'_>, seed: u64) -> Result<Measured, Fault> {
     })
 }
 
+/// One outcome path of a call: whether attempt `a` (from 1) fails, the
+/// path's probability at ½, and whether it is the dead path.
+type OutcomePath = (Box<dyn Fn(u32) -> bool>, f64, bool);
+
 /// The exact figures by path enumeration, or `None` when jitter decides
 /// whether an attempt fits the deadline.
 fn exact(s: &Subject<'_>) -> Result<Option<Measured>, Fault> {
     let n = (s.make)()?.max_attempts();
     let hedged = matches!((s.make)()?, Engine::Hedge(_));
     // Paths: (does attempt `a` (1-based) fail?, weight at ½, is it "dead").
-    let paths: Vec<(Box<dyn Fn(u32) -> bool>, f64, bool)> = if hedged {
+    let paths: Vec<OutcomePath> = if hedged {
         (0u32..1 << n)
             .map(|mask| {
                 let f: Box<dyn Fn(u32) -> bool> =

@@ -17,6 +17,9 @@ use super::{numbers, transient_grpc, AuditError, Fault, Finding, Input, Layer};
 
 const UNAVAILABLE: u32 = 14;
 
+/// Builds a fresh engine for each measured scenario.
+type MakeEngine = Box<dyn Fn() -> Result<Engine, Fault>>;
+
 /// Audits a service config file: one config, or the DNS TXT list of
 /// choices, each audited as a config of its own.
 pub(crate) fn file(f: &Input<'_>) -> Result<Layer, AuditError> {
@@ -242,94 +245,89 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
     let mut alone = e.parsed.clone();
     alone.methods[0].names = vec![(String::new(), String::new())];
     let bucket = move || throttling.map(|t| t.token_bucket()).transpose();
-    let (written, field, effective, failure, make): (
-        Option<u64>,
-        &str,
-        u32,
-        Class,
-        Box<dyn Fn() -> Result<Engine, Fault>>,
-    ) = if let Some(r) = &mc.retry {
-        codes_finding(&mut push, "retryableStatusCodes", &r.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
-        backoff_findings(&mut push, r.multiplier, r.initial_backoff, r.max_backoff);
-        let make = move || -> Result<Engine, Fault> {
-            let b = bucket()?;
-            let p = alone.policy_with("", "", b.as_ref())?;
-            p.map(Engine::Retry)
-                .ok_or_else(|| Fault::new("retryPolicy", "could not be read"))
-        };
-        (
-            written_attempts(e.raw, "retryPolicy"),
-            "retryPolicy.maxAttempts",
-            r.max_attempts,
-            r.class_of(UNAVAILABLE),
-            Box::new(make),
-        )
-    } else if let Some(h) = &mc.hedging {
-        codes_finding(
-            &mut push,
-            "nonFatalStatusCodes",
-            &h.non_fatal,
-            "so hedging on them only repeats the failure; keep UNAVAILABLE at most",
-        );
-        if h.delay.is_zero() {
-            push(
+    let (written, field, effective, failure, make): (Option<u64>, &str, u32, Class, MakeEngine) =
+        if let Some(r) = &mc.retry {
+            codes_finding(&mut push, "retryableStatusCodes", &r.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+            backoff_findings(&mut push, r.multiplier, r.initial_backoff, r.max_backoff);
+            let make = move || -> Result<Engine, Fault> {
+                let b = bucket()?;
+                let p = alone.policy_with("", "", b.as_ref())?;
+                p.map(Engine::Retry)
+                    .ok_or_else(|| Fault::new("retryPolicy", "could not be read"))
+            };
+            (
+                written_attempts(e.raw, "retryPolicy"),
+                "retryPolicy.maxAttempts",
+                r.max_attempts,
+                r.class_of(UNAVAILABLE),
+                Box::new(make),
+            )
+        } else if let Some(h) = &mc.hedging {
+            codes_finding(
+                &mut push,
+                "nonFatalStatusCodes",
+                &h.non_fatal,
+                "so hedging on them only repeats the failure; keep UNAVAILABLE at most",
+            );
+            if h.delay.is_zero() {
+                push(
                 "no_backoff",
                 "hedgingDelay is 0 (or absent): every hedge is sent at once, so every call costs maxAttempts requests even when the dependency is healthy; set hedgingDelay near the method's p95 latency".to_string(),
             );
-        } else if !h.non_fatal.is_empty() {
-            push(
+            } else if !h.non_fatal.is_empty() {
+                push(
                 "no_backoff",
                 "a non-fatal status sends the next hedge at once, with no backoff, while the dependency is failing; leave nonFatalStatusCodes empty or use a retryPolicy".to_string(),
             );
-        }
-        let h2 = h.clone();
-        // The engine the gRPC layer builds for a hedging policy: no backoff
-        // between attempts, the channel's bucket as the retry budget and as
-        // the budget of every timed hedge.
-        let make = move || -> Result<Engine, Fault> {
-            let b = bucket()?;
-            let mut engine = Policy::builder()
-                .backoff(Backoff::new().base(Duration::ZERO).jitter(Jitter::None))
-                .max_attempts(h2.max_attempts);
-            if let Some(t) = &b {
-                engine = engine.budget(t.clone());
             }
-            let hp = HedgePolicy::builder()
-                .max_attempts(h2.max_attempts)
-                .delay(HedgeDelay::Fixed(h2.delay))
-                .policy(engine.build()?);
-            let hp = match b {
-                Some(t) => hp.shared_budget(t),
-                None => hp.unbudgeted(),
-            };
-            Ok(Engine::Hedge(hp.build()?))
-        };
-        (
-            written_attempts(e.raw, "hedgingPolicy"),
-            "hedgingPolicy.maxAttempts",
-            h.max_attempts,
-            stagger::classify::grpc_code_listed(UNAVAILABLE, &h.non_fatal),
-            Box::new(make),
-        )
-    } else if let Some(u) = &e.unbounded {
-        codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
-        backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
-        let until = match mc.timeout {
-            Some(t) => match until_timeout(u, t) {
-                Ok(n) => Some(n),
-                Err(err) => {
-                    layer.findings.append(&mut out);
-                    layer.findings.push(invalid(&e.label, &err));
-                    return;
+            let h2 = h.clone();
+            // The engine the gRPC layer builds for a hedging policy: no backoff
+            // between attempts, the channel's bucket as the retry budget and as
+            // the budget of every timed hedge.
+            let make = move || -> Result<Engine, Fault> {
+                let b = bucket()?;
+                let mut engine = Policy::builder()
+                    .backoff(Backoff::new().base(Duration::ZERO).jitter(Jitter::None))
+                    .max_attempts(h2.max_attempts);
+                if let Some(t) = &b {
+                    engine = engine.budget(t.clone());
                 }
-            },
-            None => None,
-        };
-        let schedule = format!(
-            "{:?} ×{} up to {:?}",
-            u.initial_backoff, u.multiplier, u.max_backoff
-        );
-        push(
+                let hp = HedgePolicy::builder()
+                    .max_attempts(h2.max_attempts)
+                    .delay(HedgeDelay::Fixed(h2.delay))
+                    .policy(engine.build()?);
+                let hp = match b {
+                    Some(t) => hp.shared_budget(t),
+                    None => hp.unbudgeted(),
+                };
+                Ok(Engine::Hedge(hp.build()?))
+            };
+            (
+                written_attempts(e.raw, "hedgingPolicy"),
+                "hedgingPolicy.maxAttempts",
+                h.max_attempts,
+                stagger::classify::grpc_code_listed(UNAVAILABLE, &h.non_fatal),
+                Box::new(make),
+            )
+        } else if let Some(u) = &e.unbounded {
+            codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+            backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
+            let until = match mc.timeout {
+                Some(t) => match until_timeout(u, t) {
+                    Ok(n) => Some(n),
+                    Err(err) => {
+                        layer.findings.append(&mut out);
+                        layer.findings.push(invalid(&e.label, &err));
+                        return;
+                    }
+                },
+                None => None,
+            };
+            let schedule = format!(
+                "{:?} ×{} up to {:?}",
+                u.initial_backoff, u.multiplier, u.max_backoff
+            );
+            push(
             "no_max_attempts",
             match (mc.timeout, until) {
                 (Some(t), Some(n)) => format!(
@@ -340,28 +338,28 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
                 ),
             },
         );
-        let make = || -> Result<Engine, Fault> {
-            Ok(Engine::Retry(Policy::builder().max_attempts(1).build()?))
-        };
-        common(&mut push, throttled, mc.timeout);
-        layer.findings.append(&mut out);
-        let subject = Subject {
-            make: &make,
-            failure: Class::Transient,
-            deadline: mc.timeout,
-            shared: false,
-        };
-        match numbers(e.label.clone(), e.names.clone(), &subject) {
-            Ok(mut n) => {
-                n.until_timeout = until;
-                layer.methods.push(n);
+            let make = || -> Result<Engine, Fault> {
+                Ok(Engine::Retry(Policy::builder().max_attempts(1).build()?))
+            };
+            common(&mut push, throttled, mc.timeout);
+            layer.findings.append(&mut out);
+            let subject = Subject {
+                make: &make,
+                failure: Class::Transient,
+                deadline: mc.timeout,
+                shared: false,
+            };
+            match numbers(e.label.clone(), e.names.clone(), &subject) {
+                Ok(mut n) => {
+                    n.until_timeout = until;
+                    layer.methods.push(n);
+                }
+                Err(err) => layer.findings.push(invalid(&e.label, &err)),
             }
-            Err(err) => layer.findings.push(invalid(&e.label, &err)),
-        }
-        return;
-    } else {
-        return;
-    };
+            return;
+        } else {
+            return;
+        };
     match written {
         Some(w) if w > u64::from(effective) => push(
             "attempts_high",
