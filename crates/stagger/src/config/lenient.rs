@@ -77,7 +77,7 @@ impl Leniency {
                 "a protobuf JSON parser reads it (it is the proto field name); grpc-go and grpc-java's parsers do not (the field is missing there)"
             }
             Leniency::BareFraction { .. } => {
-                "grpc-go parses it; grpc-java's parser refuses it (it needs a digit before the point), and so does protobuf's JSON"
+                "grpc-go parses it; grpc-java's parser refuses it (it needs a digit before the point)"
             }
         }
     }
