@@ -232,6 +232,12 @@ fn written_attempts(raw: &Map<String, Value>, policy: &str) -> Option<u64> {
 
 fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer: &mut Layer) {
     let mc: &MethodConfig = &e.parsed.methods[0];
+    if mc.retry.is_none() && mc.hedging.is_none() {
+        if let Some(u) = &e.unbounded {
+            unbounded(e, u, throttled, layer);
+        }
+        return;
+    }
     let mut out: Vec<Finding> = Vec::new();
     let mut push = |id: &'static str, message: String| {
         out.push(Finding {
@@ -309,54 +315,6 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
                 stagger::classify::grpc_code_listed(UNAVAILABLE, &h.non_fatal),
                 Box::new(make),
             )
-        } else if let Some(u) = &e.unbounded {
-            codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
-            backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
-            let until = match mc.timeout {
-                Some(t) => match until_timeout(u, t) {
-                    Ok(n) => Some(n),
-                    Err(err) => {
-                        layer.findings.append(&mut out);
-                        layer.findings.push(invalid(&e.label, &err));
-                        return;
-                    }
-                },
-                None => None,
-            };
-            let schedule = format!(
-                "{:?} ×{} up to {:?}",
-                u.initial_backoff, u.multiplier, u.max_backoff
-            );
-            push(
-            "no_max_attempts",
-            match (mc.timeout, until) {
-                (Some(t), Some(n)) => format!(
-                    "retryPolicy has no maxAttempts: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout (Google's generated client libraries) makes {n} attempts in {t:?} at {schedule} when the dependency is down; set maxAttempts (3) so every client does the same"
-                ),
-                _ => format!(
-                    "retryPolicy has no maxAttempts and the method has no timeout: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout retries without end at {schedule}; set maxAttempts (3) and a timeout"
-                ),
-            },
-        );
-            let make = || -> Result<Engine, Fault> {
-                Ok(Engine::Retry(Policy::builder().max_attempts(1).build()?))
-            };
-            common(&mut push, throttled, mc.timeout);
-            layer.findings.append(&mut out);
-            let subject = Subject {
-                make: &make,
-                failure: Class::Transient,
-                deadline: mc.timeout,
-                shared: false,
-            };
-            match numbers(e.label.clone(), e.names.clone(), &subject) {
-                Ok(mut n) => {
-                    n.until_timeout = until;
-                    layer.methods.push(n);
-                }
-                Err(err) => layer.findings.push(invalid(&e.label, &err)),
-            }
-            return;
         } else {
             return;
         };
@@ -389,6 +347,67 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
             layer.methods.push(n);
         }
         // The policy does not build: the library's error, no numbers.
+        Err(err) => layer.findings.push(invalid(&e.label, &err)),
+    }
+}
+
+/// A `retryPolicy` without `maxAttempts`, both ways: gRPC's clients make
+/// one attempt; a client that retries until the timeout makes
+/// [`until_timeout`] attempts.
+fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Layer) {
+    let mc: &MethodConfig = &e.parsed.methods[0];
+    let mut out: Vec<Finding> = Vec::new();
+    let mut push = |id: &'static str, message: String| {
+        out.push(Finding {
+            id,
+            method: e.label.clone(),
+            message,
+        })
+    };
+    codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+    backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
+    let until = match mc.timeout {
+        Some(t) => match until_timeout(u, t) {
+            Ok(n) => Some(n),
+            Err(err) => {
+                layer.findings.append(&mut out);
+                layer.findings.push(invalid(&e.label, &err));
+                return;
+            }
+        },
+        None => None,
+    };
+    let schedule = format!(
+        "{:?} ×{} up to {:?}",
+        u.initial_backoff, u.multiplier, u.max_backoff
+    );
+    push(
+        "no_max_attempts",
+        match (mc.timeout, until) {
+            (Some(t), Some(n)) => format!(
+                "retryPolicy has no maxAttempts: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout (Google's generated client libraries) makes {n} attempts in {t:?} at {schedule} when the dependency is down; set maxAttempts (3) so every client does the same"
+            ),
+            _ => format!(
+                "retryPolicy has no maxAttempts and the method has no timeout: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout retries without end at {schedule}; set maxAttempts (3) and a timeout"
+            ),
+        },
+    );
+    let make = || -> Result<Engine, Fault> {
+        Ok(Engine::Retry(Policy::builder().max_attempts(1).build()?))
+    };
+    common(&mut push, throttled, mc.timeout);
+    layer.findings.append(&mut out);
+    let subject = Subject {
+        make: &make,
+        failure: Class::Transient,
+        deadline: mc.timeout,
+        shared: false,
+    };
+    match numbers(e.label.clone(), e.names.clone(), &subject) {
+        Ok(mut n) => {
+            n.until_timeout = until;
+            layer.methods.push(n);
+        }
         Err(err) => layer.findings.push(invalid(&e.label, &err)),
     }
 }
