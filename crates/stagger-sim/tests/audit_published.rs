@@ -3,7 +3,6 @@
 //! those files use, read by the library's import and measured on its engine.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use stagger_sim::audit::{audit, Input, Report};
@@ -315,5 +314,21 @@ fn a_policy_is_never_replaced_by_the_default_one() {
         }
         Some(m) => assert_eq!(m.amplification.dead, 5.0),
     }
-    let _ = Duration::ZERO;
+}
+
+#[test]
+fn a_json_object_with_policy_keys_is_still_a_policy_file() {
+    let r = one(
+        "policy.json",
+        r#"{"name":"a/Get","attempts":3,"base":"100ms"}"#,
+    );
+    assert!(
+        r.findings.iter().any(|f| f.id == "no_breaker"),
+        "{:?}",
+        r.findings
+    );
+    assert_eq!(r.methods[0].method, "a/Get");
+    // A6's keys in another spelling make it a service config.
+    let r = one("svc.json", r#"{"MethodConfig":[]}"#);
+    assert_eq!(ids(&r), ["nonstandard_spelling"]);
 }
