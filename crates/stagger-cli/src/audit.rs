@@ -19,7 +19,8 @@ use crate::args::{FormatArgs, UsageError};
   stagger audit examples/audit/service-config-bad.json
   stagger audit edge.json cart.toml --format json   (layers of one path, outermost first)
 
-Exit status: 0 no finding, 1 findings, 2 bad usage or an unreadable file.")]
+Exit status: 0 no finding, 1 findings, 2 bad usage or an unreadable file.
+Text output fits 120 columns: one row per methodConfig entry (its first name, +N for the others).")]
 pub struct Args {
     /// gRPC service configs (JSON) or stagger policy files (`.toml`, or JSON
     /// with the policy keys); several files are the layers of one call path,
@@ -45,16 +46,87 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .map(|(f, t)| Input::new(f, t))
         .collect();
     let report = audit(&inputs).map_err(|e| UsageError(e.to_string()))?;
-    if a.output.json() {
-        println!("{}", serde_json::to_string(&report)?);
+    let text = if a.output.json() {
+        serde_json::to_string(&report)? + "\n"
     } else {
-        print!("{}", table(&report));
-    }
-    Ok(if report.is_clean() {
+        table(&report)
+    };
+    let code = if report.is_clean() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    };
+    write_out(text.as_bytes())?;
+    Ok(code)
+}
+
+/// Writes to stdout; a reader that went away (`| head`) ends the output
+/// quietly, as ripgrep does, and the exit status stays the audit's.
+fn write_out(bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// The widest line the table prints.
+pub const WIDTH: usize = 120;
+/// The widest method cell; longer names are cut with `…`.
+const METHOD: usize = 40;
+
+/// `s` in at most `w` columns: cut with `…` when longer.
+fn cell(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// A method label in at most `w` columns, keeping its `(+N)` count.
+fn method_cell(label: &str, w: usize) -> String {
+    match label.rsplit_once(" (+") {
+        Some((name, more)) if more.ends_with(')') && label.chars().count() > w => {
+            let tail = format!(" (+{more}");
+            let room = w.saturating_sub(tail.chars().count());
+            format!("{}{tail}", cell(name, room))
+        }
+        _ => cell(label, w),
+    }
+}
+
+/// `text` broken at spaces into lines of at most `w` columns (a longer word
+/// is cut).
+fn wrap(text: &str, w: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let word = cell(word, w);
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > w {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    lines.push(line);
+    lines
+}
+
+/// An exact figure as computed (up to 5 decimals, no trailing zeros); an
+/// estimate to 3 decimals.
+fn figure(x: f64, exact: bool) -> String {
+    if exact {
+        let s = format!("{x:.5}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        format!("{x:.3}")
+    }
 }
 
 fn table(r: &Report) -> String {
@@ -63,36 +135,62 @@ fn table(r: &Report) -> String {
     let width = r
         .findings
         .iter()
-        .map(|f| f.method.len())
-        .chain(r.methods.iter().map(|m| m.method.len()))
+        .map(|f| f.method.chars().count())
+        .chain(r.methods.iter().map(|m| m.method.chars().count()))
         .chain(["method".len()])
         .max()
-        .unwrap_or(6);
+        .unwrap_or(6)
+        .min(METHOD);
     if r.findings.is_empty() {
         out.push_str("no findings\n");
     } else {
+        let message = WIDTH - 20 - 1 - width - 2;
         let _ = writeln!(out, "{:<20} {:<width$}  message", "finding", "method");
         for f in &r.findings {
-            let _ = writeln!(out, "{:<20} {:<width$}  {}", f.id, f.method, f.message);
+            for (i, line) in wrap(&f.message, message).iter().enumerate() {
+                let (id, method) = match i {
+                    0 => (f.id, method_cell(&f.method, width)),
+                    _ => ("", String::new()),
+                };
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    format!("{id:<20} {method:<width$}  {line}").trim_end()
+                );
+            }
         }
     }
     if !r.methods.is_empty() {
         out.push('\n');
         let _ = writeln!(
             out,
-            "{:<width$}  {:>6}  {:>6}   attempts per logical request, measured on the engine",
+            "{:<width$}  {:>7}  {:>7}  attempts per logical request, on the library's engine",
             "method", "dead", "half"
         );
         for m in &r.methods {
+            let a = &m.amplification;
+            let mut how = match a.sample {
+                None => "exact".to_string(),
+                Some(n) => format!("estimate, {n} requests"),
+            };
+            if let Some(n) = m.until_timeout {
+                let _ = write!(how, "; until the timeout: {n}");
+            }
             let _ = writeln!(
                 out,
-                "{:<width$}  {:>6.3}  {:>6.3}",
-                m.method, m.amplification.dead, m.amplification.half
+                "{:<width$}  {:>7}  {:>7}  {how}",
+                method_cell(&m.method, width),
+                figure(a.dead, a.exact),
+                figure(a.half, a.exact)
             );
         }
         let _ = writeln!(
             out,
-            "(dead: every attempt fails; half: each fails with probability 0.5; below 1: a breaker refused attempts)"
+            "(dead: every attempt fails; half: each fails with probability 0.5; below 1: a breaker refused attempts;"
+        );
+        let _ = writeln!(
+            out,
+            " exact: every outcome path enumerated; estimate: sampled over seeded requests)"
         );
     }
     let _ = writeln!(

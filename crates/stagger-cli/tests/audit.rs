@@ -169,3 +169,110 @@ fn readme_shows_real_output() {
     }
     assert!(checked >= 4, "found {checked} audit blocks");
 }
+
+/// The published configs beside the repository, or `None` (with a note)
+/// where the folder is absent; under `CI=true` its absence fails.
+fn published() -> Option<Vec<String>> {
+    let dir = format!(
+        "{}/../../../shared/data/service-configs",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let Ok(read) = std::fs::read_dir(&dir) else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{dir} is required under CI"
+        );
+        eprintln!("skipped: {dir} is absent");
+        return None;
+    };
+    let mut out: Vec<String> = read
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "no config in {dir}");
+    Some(out)
+}
+
+#[test]
+fn every_published_config_exits_0_or_1_with_json() {
+    let Some(files) = published() else { return };
+    for f in files {
+        let d = stagger_with(
+            &["audit", &f, "--format", "json"],
+            &TempDir::new("audit-published"),
+            None,
+            std::time::Duration::from_secs(60),
+        );
+        assert!(matches!(code(&d), Some(0 | 1)), "{f}: {}", d.stderr);
+        assert!(d.stderr.is_empty(), "{f}: {}", d.stderr);
+        let v: Value = serde_json::from_str(&d.stdout).unwrap();
+        assert!(
+            v["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|x| x["id"] != "invalid"),
+            "{f}: {}",
+            d.stdout
+        );
+        // Text too: one row per entry, every line within 120 columns.
+        let d = stagger(&["audit", &f], &TempDir::new("audit-published"));
+        assert!(matches!(code(&d), Some(0 | 1)), "{f}: {}", d.stderr);
+        for line in d.stdout.lines() {
+            assert!(line.chars().count() <= 120, "{f}: {line}");
+        }
+    }
+}
+
+/// A service config with `n` method names in one entry.
+fn many_names(dir: &TempDir, n: usize) -> String {
+    let names: Vec<Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({"service": "google.cloud.kms.v1.KeyManagementService",
+                "method": format!("ListCryptoKeyVersionsOfAKeyRing{i}")})
+        })
+        .collect();
+    let v = serde_json::json!({"methodConfig": [{"name": names, "timeout": "60s",
+        "retryPolicy": {"maxAttempts": 5, "initialBackoff": "0.1s", "maxBackoff": "60s",
+        "backoffMultiplier": 1.3, "retryableStatusCodes": ["UNAVAILABLE", "DEADLINE_EXCEEDED"]}}]});
+    let path = dir.path("kms.json");
+    std::fs::write(&path, v.to_string()).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn thousands_of_names_in_one_entry_print_one_row_within_120_columns() {
+    let dir = TempDir::new("audit-many");
+    let file = many_names(&dir, 3000);
+    let d = stagger(&["audit", &file], &dir);
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    for line in d.stdout.lines() {
+        assert!(line.chars().count() <= 120, "{line}");
+    }
+    let rows: Vec<&str> = d
+        .stdout
+        .lines()
+        .filter(|l| l.contains("  exact") || l.contains("  estimate"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{}", d.stdout);
+    assert!(rows[0].contains("(+2999)"), "{}", rows[0]);
+}
+
+#[test]
+fn a_closed_stdout_ends_the_program_quietly() {
+    use std::io::Read;
+    let dir = TempDir::new("audit-pipe");
+    let file = many_names(&dir, 3000);
+    let started = std::time::Instant::now();
+    let mut child = spawn(&["audit", &file, "--format", "json"], &dir.0, false);
+    let mut head = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    // The pipe is closed here, with most of the JSON unread.
+    let d = finish(child, started, std::time::Duration::from_secs(30));
+    assert!(head.starts_with(b"{\"findings\""));
+    assert!(d.stderr.is_empty(), "{}", d.stderr);
+    assert!(matches!(code(&d), Some(0 | 1)), "{:?}", d.status);
+}

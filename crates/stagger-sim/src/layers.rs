@@ -7,26 +7,32 @@
 //!
 //! - `every_layer`: every layer's client retries (3 layers × 4 attempts is
 //!   64 at f = 1);
-//! - `one_layer`: only the layer closest to the dependency retries; a failure
-//!   that was already retried below comes back marked (the attempt header of
-//!   docs/behaviour.md §8 travelling with the error), the upper layers treat it as not
-//!   worth retrying and pass it up — 4 at f = 1;
+//! - `one_layer`: the one-layer rule as the library's HTTP front-ends apply
+//!   it (a client layer with `one_layer` and a server's deadline layer that
+//!   marks a failure given up below): a layer serving an inbound retry does
+//!   not retry, and a failure a layer below already retried (or held back)
+//!   comes back marked, so the upper layers pass it up — 4 at f = 1;
 //! - `hop_rule`: docs/behaviour.md §8's rule applied hop by hop and nothing more: a layer
 //!   serving an inbound retry (`x-retry-attempt` > 1) does not retry, but a
 //!   layer serving a first attempt still does — 19 at f = 1 for 3 layers.
 //!
-//! Every decision is the library's: a failure that must not be retried is
-//! reported to [`Policy::decide`] as `Class::Permanent` and the policy stops.
-//! Backoff delays are drawn but do not move the clock within one user
-//! request: each request's call tree is evaluated at its arrival instant
-//! (requests arrive evenly at `rate` per second), which is what a budget's
-//! window sees to within the few seconds a tree's waits add up to.
+//! Every decision is the library's, and the model tells it only facts: a
+//! layer serving an inbound retry sets [`Call::serving_retry`], a failure
+//! that comes back marked is a transient [`Failure::gave_up_below`], and
+//! the policy decides (its budgets and breakers count those failures as the
+//! failures they are, as a real stack's do). A layer marks its failure when
+//! it made more than one attempt or held one back for those facts — the
+//! rule of the library's front-ends. Backoff delays are drawn but do not
+//! move the clock within one user request: each request's call tree is
+//! evaluated at its arrival instant (requests arrive evenly at `rate` per
+//! second), which is what a budget's window sees to within the few seconds
+//! a tree's waits add up to.
 //!
-//! [`Policy::decide`]: stagger::Policy::decide
+//! [`Failure::gave_up_below`]: stagger::Failure::gave_up_below
 
 use std::time::Instant;
 
-use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource};
+use stagger::{Call, Decision, Failure, FastRng, NotRetried, Outcome, Policy, RandomSource};
 
 use crate::engine::{mix, VirtualTime};
 use crate::guard::ClientPolicies;
@@ -80,49 +86,85 @@ pub(crate) struct RunOut {
     pub(crate) breaker_opens: u64,
 }
 
-struct Ctx<'a> {
-    policies: &'a ClientPolicies,
-    f: f64,
+struct Ctx<'a, 'p> {
+    policies: &'a [&'p Policy],
+    fails: &'a mut dyn FnMut() -> bool,
     mode: RetryAt,
-    layers: usize,
-    rng: FastRng,
-    call_seeds: FastRng,
+    call_seeds: &'a mut FastRng,
     now: Instant,
     bottom: u64,
 }
 
 /// Layer `layer` serves a request that is attempt `inbound` of its caller;
-/// returns whether it succeeded and whether anything at or below it retried.
-fn serve(ctx: &mut Ctx<'_>, layer: usize, inbound: u32) -> (bool, bool) {
-    let policy = ctx.policies.get(layer);
-    let mut call = Call::with_rng(ctx.call_seeds.fork()).idempotent(true);
-    let fail_fast = ctx.mode == RetryAt::HopRule && inbound > 1;
-    let mut retried = false;
+/// returns whether it succeeded and whether its failure comes back marked
+/// as given up (the one-layer rule's mark).
+fn serve(ctx: &mut Ctx<'_, '_>, layer: usize, inbound: u32) -> (bool, bool) {
+    let policy = ctx.policies[layer];
+    let mut call = Call::with_rng(ctx.call_seeds.fork())
+        .idempotent(true)
+        .serving_retry(ctx.mode != RetryAt::EveryLayer && inbound > 1);
     loop {
         if policy.start_attempt(&mut call, ctx.now).is_err() {
-            return (false, retried);
+            return (false, false);
         }
         let attempt = call.attempts();
-        retried |= attempt > 1;
-        let (ok, retried_below) = if layer + 1 == ctx.layers {
+        let (ok, marked) = if layer + 1 == ctx.policies.len() {
             ctx.bottom += 1;
-            (ctx.rng.next_f64() >= ctx.f, false)
+            (!(ctx.fails)(), false)
         } else {
             serve(ctx, layer + 1, attempt)
         };
-        retried |= retried_below;
         if ok {
             policy.decide(&mut call, Outcome::Success, ctx.now);
-            return (true, retried);
+            return (true, false);
         }
-        let class = if fail_fast || (ctx.mode == RetryAt::OneLayer && retried_below) {
-            Class::Permanent
-        } else {
-            Class::Transient
-        };
-        if let Decision::Stop(_) = policy.decide(&mut call, class, ctx.now) {
-            return (false, retried);
+        let mut failure = Failure::transient();
+        if marked && ctx.mode == RetryAt::OneLayer {
+            failure = failure.gave_up_below();
         }
+        if let Decision::Stop(_) = policy.decide(&mut call, failure, ctx.now) {
+            let held_back = matches!(
+                call.not_retried(),
+                Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
+            );
+            return (false, call.attempts() > 1 || held_back);
+        }
+    }
+}
+
+/// What one user request did to a chain of layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tree {
+    /// Whether the top layer's call succeeded.
+    pub succeeded: bool,
+    /// Attempts that reached the dependency.
+    pub bottom: u64,
+}
+
+/// Drives one user request arriving at `now` through a chain of layers
+/// whose clients run `policies` (top first), in mode `mode`; the
+/// dependency's answer to each attempt is a failure when `fails()` says so.
+/// This is the model's whole rule: the tests drive it against a real stack
+/// of the library's tower layers.
+pub fn one_request(
+    policies: &[&Policy],
+    mode: RetryAt,
+    now: Instant,
+    fails: &mut dyn FnMut() -> bool,
+) -> Tree {
+    let mut seeds = FastRng::seeded(0x001A_7E25);
+    let mut ctx = Ctx {
+        policies,
+        fails,
+        mode,
+        call_seeds: &mut seeds,
+        now,
+        bottom: 0,
+    };
+    let succeeded = !policies.is_empty() && serve(&mut ctx, 0, 1).0;
+    Tree {
+        succeeded,
+        bottom: ctx.bottom,
     }
 }
 
@@ -156,27 +198,30 @@ pub(crate) fn run(
     let policies = ClientPolicies::new(strategy, p, layers, seed)?;
     let n = ((p.rate * p.duration.as_secs_f64()).round() as u64).max(1);
     let gap = 1e9 / p.rate;
-    let mut ctx = Ctx {
-        policies: &policies,
-        f,
-        mode,
-        layers,
-        rng: FastRng::seeded(mix(seed, 7)),
-        call_seeds: FastRng::seeded(mix(seed, 8)),
-        now: vt.at(0),
-        bottom: 0,
-    };
+    let chain: Vec<&Policy> = (0..layers).map(|l| policies.get(l)).collect();
+    let mut rng = FastRng::seeded(mix(seed, 7));
+    let mut fails = || rng.next_f64() < f;
+    let mut call_seeds = FastRng::seeded(mix(seed, 8));
     let mut out = RunOut {
         requests: n,
         ..RunOut::default()
     };
+    let mut bottom = 0;
     for k in 0..n {
-        ctx.now = vt.at((k as f64 * gap) as u64);
+        let mut ctx = Ctx {
+            policies: &chain,
+            fails: &mut fails,
+            mode,
+            call_seeds: &mut call_seeds,
+            now: vt.at((k as f64 * gap) as u64),
+            bottom: 0,
+        };
         if serve(&mut ctx, 0, 1).0 {
             out.succeeded += 1;
         }
+        bottom += ctx.bottom;
     }
-    out.bottom = ctx.bottom;
+    out.bottom = bottom;
     out.budget_refusals = policies.budget_refusals();
     out.breaker_opens = policies.breaker_opens();
     Ok(out)

@@ -58,6 +58,7 @@ pub mod metastable;
 mod params;
 pub mod recovery;
 mod result;
+mod server;
 mod strategy;
 
 pub use layers::RetryAt;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::metastable::Server;
+use crate::server::Server;
 use crate::SimError;
 
 /// Which world to simulate.

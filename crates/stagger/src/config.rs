@@ -67,6 +67,7 @@ use crate::error::ConfigError;
 use crate::grpc::MethodPolicy;
 use crate::policy::Policy;
 
+pub mod lenient;
 mod policy_file;
 
 pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_ATTEMPTS};

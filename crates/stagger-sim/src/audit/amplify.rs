@@ -1,175 +1,438 @@
-//! Amplification measured by driving the real policy in virtual time.
+//! Amplification measured by driving the real engine in virtual time.
 //!
-//! Logical requests arrive every [`GAP`] (100 per second) for [`REQUESTS`]
-//! requests; each attempt answers after [`LATENCY`]. Every attempt is
-//! admitted by [`Policy::start_attempt`] and every answer goes to
-//! [`Policy::decide`] at its virtual instant, with the calls interleaved in
-//! time order so a shared budget, throttle or breaker sees them as a live
-//! client would. Nothing sleeps: instants are derived from one origin.
-//! Amplification is attempts ÷ logical requests.
+//! The engine is the library's own: a [`Policy`] for a retrying method, a
+//! [`HedgePolicy`] for a hedged one. Every attempt is admitted and every
+//! answer judged by it at its virtual instant; each attempt answers after
+//! [`LATENCY`]. Nothing sleeps: instants are derived from one origin.
 //!
-//! Closed forms this must agree with (tested): against a dead dependency
-//! without a budget, exactly the max attempts; at independent failure
-//! probability ½ without a budget, `1 + ½ + … + ½^(n−1)`, within ±0.1 for
-//! [`REQUESTS`] requests (the mean of 4000 draws whose spread is below 1.5:
-//! the tolerance is more than 4 standard errors).
+//! Two ways, and the report says which was used:
+//!
+//! - **exact**, when calls do not share state (no budget, throttling or
+//!   breaker): one call is driven alone through every outcome path — for a
+//!   retry, "the first `j` attempts fail" for each `j`; for a hedge, every
+//!   combination of answers of its attempts — each path weighted by its
+//!   probability. Jitter can only move the deadline's cut, so each path is
+//!   driven twice, with every draw at its lowest and at its highest; when
+//!   both give the same attempts the sum is exact (for `maxAttempts` n and
+//!   no cut: n when dead, `1 + ½ + … + ½^(n−1)` at ½).
+//! - **estimated** otherwise: [`REQUESTS`] logical requests arrive every
+//!   [`GAP`], interleaved in time order so the shared budget sees them as a
+//!   live client would, with seeded independent failures; the figure is
+//!   attempts ÷ requests over that sample.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use stagger::{Call, Class, Decision, FastRng, Outcome, Policy, RandomSource};
+use super::Fault;
 
-/// Logical requests per scenario.
+use stagger::{
+    Call, Class, Decision, FastRng, HedgePolicy, HedgeStep, HedgedCall, Outcome, Policy,
+    RandomSource,
+};
+
+/// Logical requests of an estimate.
 pub const REQUESTS: u32 = 4000;
-/// Time between two logical requests.
+/// Time between two logical requests of an estimate.
 pub const GAP: Duration = Duration::from_millis(10);
 /// How long every attempt takes to answer.
 pub const LATENCY: Duration = Duration::from_millis(5);
 
-/// What to measure: a fresh policy per scenario, the class of the failure the
-/// dependency answers with, and the call's deadline.
+/// The engine a method ships with.
+pub(crate) enum Engine {
+    /// A retry policy.
+    Retry(Policy),
+    /// A hedging policy.
+    Hedge(HedgePolicy),
+}
+
+impl Engine {
+    fn max_attempts(&self) -> u32 {
+        match self {
+            Engine::Retry(p) => p.max_attempts(),
+            Engine::Hedge(h) => h.max_attempts(),
+        }
+    }
+}
+
+/// What to measure: a fresh engine per run, the class of the failure the
+/// dependency answers with, the call's deadline, and whether calls share
+/// state (a budget, throttling or a breaker).
 pub(crate) struct Subject<'a> {
-    pub make: &'a dyn Fn() -> Policy,
+    pub make: &'a dyn Fn() -> Result<Engine, Fault>,
     pub failure: Class,
     pub deadline: Option<Duration>,
+    pub shared: bool,
+}
+
+/// Attempts per logical request, dead and at ½, and how they were found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Measured {
+    pub dead: f64,
+    pub half: f64,
+    /// `None` when exact; the sample size of an estimate.
+    pub sample: Option<u32>,
+}
+
+/// A random source stuck at one value: every jitter draw at an extreme.
+struct Stuck(u64);
+
+impl RandomSource for Stuck {
+    fn next_u64(&mut self) -> u64 {
+        self.0
+    }
+}
+
+/// Measures `s`: exactly when it can, else an estimate.
+pub(crate) fn measure(s: &Subject<'_>, seed: u64) -> Result<Measured, Fault> {
+    if !s.shared {
+        if let Some(m) = exact(s)? {
+            return Ok(m);
+        }
+    }
+    Ok(Measured {
+        dead: estimate(s, 1.0, seed)?,
+        half: estimate(s, 0.5, seed)?,
+        sample: Some(REQUESTS),
+    })
+}
+
+/// One outcome path of a call: whether attempt `a` (from 1) fails, the
+/// path's probability at ½, and whether it is the dead path.
+type OutcomePath = (Box<dyn Fn(u32) -> bool>, f64, bool);
+
+/// The exact figures by path enumeration, or `None` when jitter decides
+/// whether an attempt fits the deadline.
+fn exact(s: &Subject<'_>) -> Result<Option<Measured>, Fault> {
+    let n = (s.make)()?.max_attempts();
+    let hedged = matches!((s.make)()?, Engine::Hedge(_));
+    // Paths: (does attempt `a` (1-based) fail?, weight at ½, is it "dead").
+    let paths: Vec<OutcomePath> = if hedged {
+        (0u32..1 << n)
+            .map(|mask| {
+                let f: Box<dyn Fn(u32) -> bool> =
+                    Box::new(move |a: u32| a > n || mask & (1 << (a - 1)) != 0);
+                (f, 0.5f64.powi(n as i32), mask == (1 << n) - 1)
+            })
+            .collect()
+    } else {
+        (0..=n)
+            .map(|j| {
+                let f: Box<dyn Fn(u32) -> bool> = Box::new(move |a: u32| a <= j);
+                let w = if j < n {
+                    0.5f64.powi(j as i32 + 1)
+                } else {
+                    0.5f64.powi(n as i32)
+                };
+                (f, w, j == n)
+            })
+            .collect()
+    };
+    let (mut dead, mut half) = (0.0, 0.0);
+    for (fails, weight, is_dead) in &paths {
+        let mut got = [0u64; 2];
+        for (k, stuck) in [0, u64::MAX].into_iter().enumerate() {
+            let engine = (s.make)()?;
+            got[k] = drive(
+                &engine,
+                s,
+                1,
+                &mut |_| Call::with_rng(Stuck(stuck)),
+                &mut |_, a| fails(a),
+            );
+        }
+        if got[0] != got[1] {
+            return Ok(None);
+        }
+        half += weight * got[0] as f64;
+        if *is_dead {
+            dead = got[0] as f64;
+        }
+    }
+    Ok(Some(Measured {
+        dead,
+        half,
+        sample: None,
+    }))
+}
+
+/// Mean attempts per logical request over [`REQUESTS`] requests when each
+/// attempt fails with probability `p_fail`.
+pub(crate) fn estimate(s: &Subject<'_>, p_fail: f64, seed: u64) -> Result<f64, Fault> {
+    let engine = (s.make)()?;
+    let mut draws = FastRng::seeded(seed);
+    let attempts = drive(
+        &engine,
+        s,
+        REQUESTS,
+        &mut |i| Call::seeded(seed ^ (u64::from(i) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        &mut |_, _| draws.next_f64() < p_fail,
+    );
+    Ok(attempts as f64 / f64::from(REQUESTS))
+}
+
+/// Attempts made by `requests` calls, one every [`GAP`], when an answer to
+/// attempt `a` of call `i` is a failure iff `fails(i, a)`.
+pub(crate) fn drive<R: RandomSource>(
+    engine: &Engine,
+    s: &Subject<'_>,
+    requests: u32,
+    new_call: &mut dyn FnMut(u32) -> Call<R>,
+    fails: &mut dyn FnMut(usize, u32) -> bool,
+) -> u64 {
+    let origin = Instant::now();
+    let calls = (0..requests).map(|i| {
+        let mut c = new_call(i).idempotent(true);
+        if let Some(d) = s.deadline {
+            c = c.deadline(origin + GAP * i + d);
+        }
+        c
+    });
+    match engine {
+        Engine::Retry(p) => retry(p, s.failure, origin, calls.collect(), fails),
+        Engine::Hedge(h) => {
+            let calls = calls.map(|c| h.call(c)).collect();
+            hedge(h, s.failure, origin, calls, fails)
+        }
+    }
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Step {
     Start,
-    Answer,
+    Answer(u32),
 }
 
-/// Mean attempts per logical request when each attempt fails with
-/// probability `p_fail`.
-pub(crate) fn amplification(s: &Subject<'_>, p_fail: f64, seed: u64) -> f64 {
-    let policy = (s.make)();
-    let origin = Instant::now();
-    let mut draws = FastRng::seeded(seed);
-    let mut calls: Vec<Call<FastRng>> = Vec::with_capacity(REQUESTS as usize);
-    // (time since origin, sequence, call, step): the sequence keeps ties in
-    // insertion order, so a run replays exactly.
-    let mut queue = BinaryHeap::new();
-    let mut seq = 0u64;
-    for i in 0..REQUESTS {
-        let at = GAP * i;
-        let mut call = Call::seeded(seed ^ (u64::from(i) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
-            .idempotent(true);
-        if let Some(d) = s.deadline {
-            call = call.deadline(origin + at + d);
-        }
-        calls.push(call);
-        queue.push(Reverse((at, seq, i as usize, Step::Start)));
-        seq += 1;
+/// (time since origin, sequence, call, step): the sequence keeps ties in
+/// insertion order, so a run replays exactly.
+type Queue = BinaryHeap<Reverse<(Duration, u64, usize, Step)>>;
+
+fn push(q: &mut Queue, seq: &mut u64, at: Duration, i: usize, step: Step) {
+    q.push(Reverse((at, *seq, i, step)));
+    *seq += 1;
+}
+
+fn outcome(failed: bool, failure: Class) -> Outcome {
+    if failed {
+        Outcome::from(failure)
+    } else {
+        Outcome::Success
     }
-    let mut attempts = 0u64;
-    while let Some(Reverse((at, _, i, step))) = queue.pop() {
-        let now = origin + at;
+}
+
+fn retry<R: RandomSource>(
+    policy: &Policy,
+    failure: Class,
+    origin: Instant,
+    mut calls: Vec<Call<R>>,
+    fails: &mut dyn FnMut(usize, u32) -> bool,
+) -> u64 {
+    let (mut q, mut seq, mut attempts) = (Queue::new(), 0u64, 0u64);
+    for i in 0..calls.len() {
+        push(&mut q, &mut seq, GAP * i as u32, i, Step::Start);
+    }
+    while let Some(Reverse((at, _, i, step))) = q.pop() {
         let call = &mut calls[i];
-        let next = match step {
-            Step::Start => match policy.start_attempt(call, now) {
-                Ok(_) => {
+        match step {
+            Step::Start => {
+                if policy.start_attempt(call, origin + at).is_ok() {
                     attempts += 1;
-                    Some((at + LATENCY, Step::Answer))
-                }
-                Err(_) => None,
-            },
-            Step::Answer => {
-                let draw = (draws.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-                let failed = draw < p_fail;
-                let outcome = if failed {
-                    Outcome::from(s.failure)
-                } else {
-                    Outcome::Success
-                };
-                match policy.decide(call, outcome, now) {
-                    Decision::Retry { after } => Some((at + after, Step::Start)),
-                    Decision::Stop(_) => None,
+                    let a = call.attempts();
+                    push(&mut q, &mut seq, at + LATENCY, i, Step::Answer(a));
                 }
             }
-        };
-        if let Some((when, step)) = next {
-            queue.push(Reverse((when, seq, i, step)));
-            seq += 1;
+            Step::Answer(a) => {
+                let o = outcome(fails(i, a), failure);
+                if let Decision::Retry { after } = policy.decide(call, o, origin + at) {
+                    push(&mut q, &mut seq, at + after, i, Step::Start);
+                }
+            }
         }
     }
-    attempts as f64 / f64::from(REQUESTS)
+    attempts
+}
+
+fn hedge<R: RandomSource>(
+    policy: &HedgePolicy,
+    failure: Class,
+    origin: Instant,
+    mut calls: Vec<HedgedCall<R>>,
+    fails: &mut dyn FnMut(usize, u32) -> bool,
+) -> u64 {
+    let (mut q, mut seq, mut attempts) = (Queue::new(), 0u64, 0u64);
+    for i in 0..calls.len() {
+        push(&mut q, &mut seq, GAP * i as u32, i, Step::Start);
+    }
+    while let Some(Reverse((at, _, i, step))) = q.pop() {
+        let h = &mut calls[i];
+        let now = origin + at;
+        if let Step::Answer(a) = step {
+            if !h.is_running(a) {
+                continue;
+            }
+            policy.report(h, a, outcome(fails(i, a), failure), now);
+        }
+        // Poll until the engine waits: every Send goes out now.
+        loop {
+            match policy.poll(h, now) {
+                HedgeStep::Send { attempt, .. } => {
+                    attempts += 1;
+                    push(&mut q, &mut seq, at + LATENCY, i, Step::Answer(attempt));
+                }
+                HedgeStep::WaitUntil(t) => {
+                    push(
+                        &mut q,
+                        &mut seq,
+                        t.saturating_duration_since(origin),
+                        i,
+                        Step::Start,
+                    );
+                    break;
+                }
+                HedgeStep::Wait | HedgeStep::Stop(_) => break,
+            }
+        }
+    }
+    attempts
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use stagger::budget::TokenBucket;
+    use stagger::{HedgeDelay, Jitter};
 
-    fn policy(n: u32) -> impl Fn() -> Policy {
-        move || Policy::builder().max_attempts(n).build().unwrap()
+    fn retrying(n: u32) -> impl Fn() -> Result<Engine, Fault> {
+        move || Ok(Engine::Retry(Policy::builder().max_attempts(n).build()?))
     }
 
-    fn subject(make: &dyn Fn() -> Policy) -> Subject<'_> {
+    fn subject(make: &dyn Fn() -> Result<Engine, Fault>) -> Subject<'_> {
         Subject {
             make,
             failure: Class::Transient,
             deadline: None,
+            shared: false,
         }
     }
 
     #[test]
-    fn a_dead_dependency_without_budget_gets_exactly_max_attempts() {
+    fn without_shared_state_the_figures_are_the_closed_forms_exactly() {
         for n in 1..=6 {
-            let make = policy(n);
-            assert_eq!(amplification(&subject(&make), 1.0, 7), f64::from(n));
+            let make = retrying(n);
+            let m = measure(&subject(&make), 7).unwrap();
+            let geometric: f64 = (0..n).map(|k| 0.5f64.powi(k as i32)).sum();
+            assert_eq!(m.sample, None);
+            assert_eq!(m.dead, f64::from(n));
+            assert_eq!(m.half, geometric, "n={n}");
         }
     }
 
     #[test]
-    fn half_failures_without_budget_give_the_geometric_sum() {
+    fn the_sampled_estimate_lands_near_the_closed_form() {
+        // 4000 draws of a count whose spread is below 1.5: ±0.1 is more than
+        // 4 standard errors.
         for n in 1..=6 {
-            let make = policy(n);
+            let make = retrying(n);
             let expected: f64 = (0..n).map(|k| 0.5f64.powi(k as i32)).sum();
             for seed in [1, 2, 3] {
-                let got = amplification(&subject(&make), 0.5, seed);
+                let got = estimate(&subject(&make), 0.5, seed).unwrap();
                 assert!((got - expected).abs() < 0.1, "n={n}: {got} vs {expected}");
             }
         }
     }
 
     #[test]
-    fn no_failures_is_one_attempt_per_request() {
-        let make = policy(5);
-        assert_eq!(amplification(&subject(&make), 0.0, 1), 1.0);
-    }
-
-    #[test]
-    fn grpc_throttling_holds_a_dead_dependency_near_one_attempt() {
+    fn grpc_throttling_is_estimated_and_holds_a_dead_dependency_near_one_attempt() {
         let make = || {
-            Policy::builder()
-                .max_attempts(5)
-                .budget(TokenBucket::default())
-                .build()
-                .unwrap()
-        };
-        let got = amplification(&subject(&make), 1.0, 1);
-        assert!(got < 1.01, "{got}");
-        assert!(got > 1.0, "the first few failures are still retried: {got}");
-    }
-
-    #[test]
-    fn a_deadline_shorter_than_the_waits_cuts_attempts() {
-        let make = || {
-            Policy::builder()
-                .max_attempts(5)
-                .base(Duration::from_secs(1))
-                .jitter(stagger::Jitter::None)
-                .build()
-                .unwrap()
+            Ok(Engine::Retry(
+                Policy::builder()
+                    .max_attempts(5)
+                    .budget(TokenBucket::default())
+                    .build()?,
+            ))
         };
         let s = Subject {
-            make: &make,
-            failure: Class::Transient,
+            shared: true,
+            ..subject(&make)
+        };
+        let m = measure(&s, 1).unwrap();
+        assert_eq!(m.sample, Some(REQUESTS));
+        assert!(m.dead < 1.01 && m.dead > 1.0, "{}", m.dead);
+    }
+
+    #[test]
+    fn a_deadline_shorter_than_the_waits_cuts_attempts_exactly() {
+        let make = || {
+            Ok(Engine::Retry(
+                Policy::builder()
+                    .max_attempts(5)
+                    .base(Duration::from_secs(1))
+                    .jitter(Jitter::None)
+                    .build()?,
+            ))
+        };
+        let s = Subject {
             deadline: Some(Duration::from_millis(1500)),
+            ..subject(&make)
         };
         // 5 ms attempt, 1 s wait, 5 ms attempt, then a 2 s wait would pass it.
-        assert_eq!(amplification(&s, 1.0, 1), 2.0);
+        let m = measure(&s, 1).unwrap();
+        assert_eq!((m.dead, m.half, m.sample), (2.0, 1.5, None));
+    }
+
+    #[test]
+    fn a_deadline_that_jitter_may_or_may_not_meet_is_an_estimate() {
+        let make = || {
+            Ok(Engine::Retry(
+                Policy::builder()
+                    .max_attempts(5)
+                    .base(Duration::from_secs(1))
+                    .jitter(Jitter::Full)
+                    .build()?,
+            ))
+        };
+        let s = Subject {
+            deadline: Some(Duration::from_millis(1500)),
+            ..subject(&make)
+        };
+        assert_eq!(measure(&s, 1).unwrap().sample, Some(REQUESTS));
+    }
+
+    fn hedging(delay: Duration) -> impl Fn() -> Result<Engine, Fault> {
+        move || {
+            let engine = Policy::builder()
+                .max_attempts(3)
+                .base(Duration::ZERO)
+                .jitter(Jitter::None)
+                .build()?;
+            Ok(Engine::Hedge(
+                HedgePolicy::builder()
+                    .max_attempts(3)
+                    .delay(HedgeDelay::Fixed(delay))
+                    .policy(engine)
+                    .unbudgeted()
+                    .build()?,
+            ))
+        }
+    }
+
+    #[test]
+    fn hedges_are_measured_on_the_hedging_engine() {
+        // Every hedge at once: 3 attempts whatever the answers.
+        let make = hedging(Duration::ZERO);
+        let m = measure(&subject(&make), 1).unwrap();
+        assert_eq!((m.dead, m.half, m.sample), (3.0, 3.0, None));
+        // A hedge later than the answer, fatal failures: the first answer
+        // ends the call.
+        let make = hedging(Duration::from_millis(50));
+        let s = Subject {
+            failure: Class::Permanent,
+            ..subject(&make)
+        };
+        let m = measure(&s, 1).unwrap();
+        assert_eq!((m.dead, m.half), (1.0, 1.0));
+        // Non-fatal failures send the next at once: the retry's numbers.
+        let m = measure(&subject(&make), 1).unwrap();
+        assert_eq!((m.dead, m.half), (3.0, 1.75));
     }
 }

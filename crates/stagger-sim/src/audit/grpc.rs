@@ -1,93 +1,210 @@
-//! A gRPC service config, read raw: the library's parser validates each
-//! entry the way A6 does, but it caps `maxAttempts` at 5 and does not read
-//! `hedgingPolicy`, and the checklist needs what the file actually says.
+//! A gRPC service config, read by the library's import: the lenient front
+//! ([`stagger::config::lenient`]) puts published spellings into A6's, then
+//! each `methodConfig` entry goes through [`ServiceConfig::from_json`] on
+//! its own, so one bad entry is a finding and the others are still audited.
+//! Only `maxAttempts` is looked up in the file as written, for the message
+//! of a value gRPC caps at 5.
 
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use stagger::config::{parse_proto_duration, ServiceConfig, GRPC_CODES, MAX_ATTEMPTS_CEILING};
-use stagger::{Backoff, Class, Jitter, Policy};
+use stagger::config::lenient::{self, Leniency, UnboundedRetry};
+use stagger::config::{MethodConfig, ServiceConfig, Throttling, GRPC_CODES};
+use stagger::{Backoff, Class, HedgeDelay, HedgePolicy, Jitter, Policy};
 
-use super::amplify::Subject;
-use super::{numbers, transient_grpc, AuditError, Finding, Input, Layer};
+use super::amplify::{self, Engine, Subject};
+use super::{numbers, transient_grpc, AuditError, Fault, Finding, Input, Layer};
 
 const UNAVAILABLE: u32 = 14;
 
-pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
-    let bad = |field: &str, problem: String| AuditError {
-        file: f.name.to_string(),
-        field: field.to_string(),
-        problem,
-    };
+/// Builds a fresh engine for each measured scenario.
+type MakeEngine = Box<dyn Fn() -> Result<Engine, Fault>>;
+
+/// Audits a service config file: one config, or the DNS TXT list of
+/// choices, each audited as a config of its own.
+pub(crate) fn file(f: &Input<'_>) -> Result<Layer, AuditError> {
+    let bad = |e: Fault| e.in_file(f.name);
+    if let Some(list) = lenient::choices(f.text).map_err(|e| bad(e.into()))? {
+        let mut layer = Layer::default();
+        for (i, c) in list.into_iter().enumerate() {
+            let who = if c.client_language.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", c.client_language.join(","))
+            };
+            let one = config(f, c.service_config, &format!("[choice {}{who}] ", i + 1))?;
+            layer.findings.extend(one.findings);
+            layer.methods.extend(one.methods);
+            layer.attempts = layer.attempts.max(one.attempts);
+        }
+        return Ok(layer);
+    }
     let root: Value = serde_json::from_str(f.text)
-        .map_err(|e| bad("serviceConfig", format!("not valid JSON: {e}")))?;
-    let root = root
-        .as_object()
-        .ok_or_else(|| bad("serviceConfig", "must be a JSON object".into()))?;
+        .map_err(|e| bad(Fault::new("serviceConfig", format!("not valid JSON: {e}"))))?;
+    config(f, root, "")
+}
+
+/// Everything known about one entry once the library has read it.
+struct Entry<'a> {
+    label: String,
+    names: Vec<String>,
+    raw: &'a Map<String, Value>,
+    parsed: ServiceConfig,
+    unbounded: Option<UnboundedRetry>,
+}
+
+fn config(f: &Input<'_>, mut root: Value, prefix: &str) -> Result<Layer, AuditError> {
+    let bad = |e: Fault| e.in_file(f.name);
+    if !root.is_object() {
+        return Err(bad(Fault::new("serviceConfig", "must be a JSON object")));
+    }
+    let seen = lenient::normalize(&mut root);
+    let mut layer = Layer::default();
+    spelling(&seen, prefix, &mut layer.findings);
+    let root = root.as_object().cloned().unwrap_or_default();
     let entries = match root.get("methodConfig") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(list)) => list.clone(),
-        Some(_) => return Err(bad("methodConfig", "must be a list".into())),
+        Some(_) => return Err(bad(Fault::new("methodConfig", "must be a list"))),
     };
-    let mut layer = Layer {
-        findings: Vec::new(),
-        methods: Vec::new(),
-        attempts: 1,
-    };
-    // The channel's throttling, validated by the library.
     let throttle_json = root.get("retryThrottling").filter(|v| !v.is_null());
     let throttling = match throttle_json {
         None => None,
         Some(t) => match ServiceConfig::from_json(&json!({ "retryThrottling": t }).to_string()) {
             Ok(c) => c.throttling,
             Err(e) => {
-                layer.findings.push(invalid("*", e.field(), e.problem()));
+                layer
+                    .findings
+                    .push(invalid(&format!("{prefix}*"), &e.into()));
                 None
             }
         },
     };
+    let mut valid = Vec::new();
     for (i, entry) in entries.iter().enumerate() {
-        let m = entry
-            .as_object()
-            .ok_or_else(|| bad("methodConfig", format!("entry {i} must be an object")))?;
-        method(m, throttle_json.is_some(), throttling, &mut layer);
+        let raw = entry.as_object().ok_or_else(|| {
+            bad(Fault::new(
+                "methodConfig",
+                format!("entry {i} must be an object"),
+            ))
+        })?;
+        let mut e = raw.clone();
+        let unbounded = lenient::take_retry_without_max_attempts(&mut e);
+        let parsed = ServiceConfig::from_json(&json!({ "methodConfig": [e] }).to_string());
+        let (label, names) = match &parsed {
+            Ok(c) => label(prefix, &c.methods[0].names),
+            Err(_) => label(prefix, &raw_names(raw)),
+        };
+        let parsed = match (parsed, unbounded) {
+            (Err(err), _) | (Ok(_), Some(Err(err))) => {
+                layer.findings.push(invalid(&label, &err.into()));
+                continue;
+            }
+            (Ok(c), u) => (c, u.and_then(Result::ok)),
+        };
+        valid.push(Value::Object(e));
+        let entry = Entry {
+            label,
+            names,
+            raw,
+            parsed: parsed.0,
+            unbounded: parsed.1,
+        };
+        method(&entry, throttle_json.is_some(), throttling, &mut layer);
+    }
+    // Names repeated across entries, by the library's own reading.
+    if let Ok(all) = ServiceConfig::from_json(&json!({ "methodConfig": valid }).to_string()) {
+        for n in lenient::duplicate_names(&all) {
+            layer.findings.push(Finding {
+                id: "duplicate_names",
+                method: label(prefix, std::slice::from_ref(&n)).0,
+                message: "is named by more than one methodConfig entry: gRPC rejects a service config that names a method twice, so the client runs without it; keep each name in one entry".to_string(),
+            });
+        }
     }
     Ok(layer)
 }
 
-fn invalid(method: &str, field: &str, problem: &str) -> Finding {
+/// One finding per spelling A6 does not use, saying who reads it.
+fn spelling(seen: &[Leniency], prefix: &str, out: &mut Vec<Finding>) {
+    let mut groups: Vec<(&'static str, Vec<String>, &'static str)> = Vec::new();
+    for l in seen {
+        let (kind, what) = match l {
+            Leniency::KeyCase { written, key } => (
+                "keys in another case than A6's",
+                format!("`{written}` for `{key}`"),
+            ),
+            Leniency::SnakeCase { written, key } => {
+                ("snake_case keys", format!("`{written}` for `{key}`"))
+            }
+            Leniency::BareFraction { key, written } => (
+                "durations without a digit before the point",
+                format!("{key} \"{written}\""),
+            ),
+            _ => ("a spelling A6 does not use", format!("{l:?}")),
+        };
+        match groups.iter_mut().find(|g| g.0 == kind) {
+            Some(g) => g.1.push(what),
+            None => groups.push((kind, vec![what], l.who_accepts())),
+        }
+    }
+    for (kind, whats, who) in groups {
+        let shown = whats.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+        let more = match whats.len() {
+            n if n > 3 => format!(" and {} more", n - 3),
+            _ => String::new(),
+        };
+        out.push(Finding {
+            id: "nonstandard_spelling",
+            method: format!("{prefix}*"),
+            message: format!(
+                "{kind} ({shown}{more}), read here as A6's: {who}; write A6's spelling so every client runs the same policy"
+            ),
+        });
+    }
+}
+
+fn invalid(method: &str, e: &Fault) -> Finding {
     Finding {
         id: "invalid",
         method: method.to_string(),
         message: format!(
-            "`{field}` {problem}: gRPC rejects this service config (A6), so the client runs without it; fix the field"
+            "`{}` {}: gRPC rejects this service config (A6), so the client runs without it; fix the field",
+            e.field, e.problem
         ),
     }
 }
 
-fn label(m: &Map<String, Value>) -> String {
-    let names: Vec<String> = m
-        .get("name")
+fn name(service: &str, method: &str) -> String {
+    match (service, method) {
+        ("", _) => "*".to_string(),
+        (s, "") => format!("{s}/*"),
+        (s, m) => format!("{s}/{m}"),
+    }
+}
+
+/// The entry's row label (its first name, and how many more) and every name.
+fn label(prefix: &str, names: &[(String, String)]) -> (String, Vec<String>) {
+    let all: Vec<String> = names.iter().map(|(s, m)| name(s, m)).collect();
+    let first = all.first().cloned().unwrap_or_else(|| "*".to_string());
+    let label = match all.len() {
+        0 | 1 => format!("{prefix}{first}"),
+        n => format!("{prefix}{first} (+{})", n - 1),
+    };
+    (label, all)
+}
+
+/// Names as written, for the label of an entry the library refused.
+fn raw_names(m: &Map<String, Value>) -> Vec<(String, String)> {
+    let text = |n: &Value, k: &str| n.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    m.get("name")
         .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .map(|n| {
-                    let s = n.get("service").and_then(Value::as_str).unwrap_or("");
-                    let m = n.get("method").and_then(Value::as_str).unwrap_or("");
-                    match (s, m) {
-                        ("", _) => "*".to_string(),
-                        (s, "") => format!("{s}/*"),
-                        (s, m) => format!("{s}/{m}"),
-                    }
-                })
+        .map(|l| {
+            l.iter()
+                .map(|n| (text(n, "service"), text(n, "method")))
                 .collect()
         })
-        .unwrap_or_default();
-    if names.is_empty() {
-        "*".to_string()
-    } else {
-        names.join(", ")
-    }
+        .unwrap_or_default()
 }
 
 fn code_names(codes: &[u32]) -> String {
@@ -98,7 +215,7 @@ fn code_names(codes: &[u32]) -> String {
         .join(", ")
 }
 
-/// The codes of `codes` that are not worth retrying or hedging on.
+/// The codes of `codes` the library's classification calls permanent.
 fn non_transient(codes: &[u32]) -> Vec<u32> {
     codes
         .iter()
@@ -107,244 +224,236 @@ fn non_transient(codes: &[u32]) -> Vec<u32> {
         .collect()
 }
 
-fn raw_codes(v: Option<&Value>) -> Vec<u32> {
-    let mut out: Vec<u32> = v
-        .and_then(Value::as_array)
-        .map(|l| {
-            l.iter()
-                .filter_map(|c| match c {
-                    Value::String(s) => GRPC_CODES
-                        .iter()
-                        .position(|n| n.eq_ignore_ascii_case(s.trim()))
-                        .map(|i| i as u32),
-                    _ => c.as_u64().filter(|n| *n <= 16).map(|n| n as u32),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort_unstable();
-    out.dedup();
-    out
+/// `maxAttempts` as the file wrote it (the library caps it at 5).
+fn written_attempts(raw: &Map<String, Value>, policy: &str) -> Option<u64> {
+    let v = raw.get(policy)?.get("maxAttempts")?;
+    v.as_u64().or_else(|| v.as_f64().map(|x| x as u64))
 }
 
-fn method(
-    m: &Map<String, Value>,
-    throttled: bool,
-    throttling: Option<stagger::config::Throttling>,
-    layer: &mut Layer,
-) {
-    let name = label(m);
-    let retry = m.get("retryPolicy").filter(|v| !v.is_null());
-    let hedge = m.get("hedgingPolicy").filter(|v| !v.is_null());
-    // Everything the library validates (name, timeout, retryPolicy).
-    let mut alone = m.clone();
-    alone.remove("hedgingPolicy");
-    let parsed = match ServiceConfig::from_json(&json!({ "methodConfig": [alone] }).to_string()) {
-        Ok(c) => c,
-        Err(e) => {
-            layer.findings.push(invalid(&name, e.field(), e.problem()));
-            return;
+fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer: &mut Layer) {
+    let mc: &MethodConfig = &e.parsed.methods[0];
+    if mc.retry.is_none() && mc.hedging.is_none() {
+        if let Some(u) = &e.unbounded {
+            unbounded(e, u, throttled, layer);
         }
-    };
-    if retry.is_some() && hedge.is_some() {
-        layer.findings.push(invalid(
-            &name,
-            "methodConfig.hedgingPolicy",
-            "is set together with retryPolicy (only one may be)",
-        ));
         return;
     }
-    let timeout = parsed.methods[0].timeout;
     let mut out: Vec<Finding> = Vec::new();
     let mut push = |id: &'static str, message: String| {
         out.push(Finding {
             id,
-            method: name.clone(),
+            method: e.label.clone(),
             message,
         })
     };
-    let (raw_attempts, field, subject_policy, failure, all_at_once): (
-        u64,
-        &str,
-        Box<dyn Fn() -> Policy>,
-        Class,
-        bool,
-    ) = if let Some(r) = parsed.methods[0].retry.clone() {
-        let p = retry.and_then(Value::as_object).expect("validated");
-        let raw = p
-            .get("maxAttempts")
-            .and_then(|v| v.as_u64().or_else(|| v.as_f64().map(|x| x as u64)))
-            .unwrap_or(u64::from(r.max_attempts));
-        let listed = raw_codes(p.get("retryableStatusCodes"));
-        let bad = non_transient(&listed);
-        if !bad.is_empty() {
-            push(
-                "non_transient_codes",
-                format!(
-                    "retryableStatusCodes lists {}: these report a bug or a request that will fail again, not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)",
-                    code_names(&bad)
-                ),
+    // The measured engine reads the entry under the default name, so the
+    // library's own lookup finds it whatever the entry names.
+    let mut alone = e.parsed.clone();
+    alone.methods[0].names = vec![(String::new(), String::new())];
+    let bucket = move || throttling.map(|t| t.token_bucket()).transpose();
+    let (written, field, effective, failure, make): (Option<u64>, &str, u32, Class, MakeEngine) =
+        if let Some(r) = &mc.retry {
+            codes_finding(&mut push, "retryableStatusCodes", &r.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+            backoff_findings(&mut push, r.multiplier, r.initial_backoff, r.max_backoff);
+            let make = move || -> Result<Engine, Fault> {
+                let b = bucket()?;
+                let p = alone.policy_with("", "", b.as_ref())?;
+                p.map(Engine::Retry)
+                    .ok_or_else(|| Fault::new("retryPolicy", "could not be read"))
+            };
+            (
+                written_attempts(e.raw, "retryPolicy"),
+                "retryPolicy.maxAttempts",
+                r.max_attempts,
+                r.class_of(UNAVAILABLE),
+                Box::new(make),
+            )
+        } else if let Some(h) = &mc.hedging {
+            codes_finding(
+                &mut push,
+                "nonFatalStatusCodes",
+                &h.non_fatal,
+                "so hedging on them only repeats the failure; keep UNAVAILABLE at most",
             );
-        }
-        if r.multiplier <= 1.0 {
-            push(
-                "no_backoff",
-                format!(
-                    "backoffMultiplier {} keeps every wait at or below initialBackoff, so retries keep arriving at the same rate while the dependency is down; use 2",
-                    r.multiplier
-                ),
-            );
-        } else if r.max_backoff <= r.initial_backoff {
-            push(
-                "no_backoff",
-                format!(
-                    "maxBackoff {:?} is not above initialBackoff {:?}, so the backoff cannot grow; raise maxBackoff to at least 10× initialBackoff",
-                    r.max_backoff, r.initial_backoff
-                ),
-            );
-        }
-        let r2 = r.clone();
-        let make = move || {
-            let mut b = r2.policy_builder().multiplier(r2.multiplier.max(1.0));
-            if let Some(t) = &throttling {
-                if let Ok(bucket) = t.token_bucket() {
-                    b = b.budget(bucket);
-                }
-            }
-            b.build().unwrap_or_default()
-        };
-        (
-            raw,
-            "retryPolicy.maxAttempts",
-            Box::new(make),
-            r.class_of(UNAVAILABLE),
-            false,
-        )
-    } else if let Some(h) = hedge {
-        let Some(h) = h.as_object() else {
-            layer
-                .findings
-                .push(invalid(&name, "hedgingPolicy", "must be an object"));
-            return;
-        };
-        let raw = match h.get("maxAttempts").filter(|v| !v.is_null()) {
-            None => {
-                layer
-                    .findings
-                    .push(invalid(&name, "hedgingPolicy.maxAttempts", "is required"));
-                return;
-            }
-            Some(v) => match v.as_u64() {
-                Some(n) if n > 1 => n,
-                _ => {
-                    layer.findings.push(invalid(
-                        &name,
-                        "hedgingPolicy.maxAttempts",
-                        &format!("must be an integer above 1, got {v}"),
-                    ));
-                    return;
-                }
-            },
-        };
-        let delay = match h.get("hedgingDelay").filter(|v| !v.is_null()) {
-            None => Duration::ZERO,
-            Some(v) => match v.as_str().and_then(parse_proto_duration) {
-                Some(d) => d,
-                None => {
-                    layer.findings.push(invalid(
-                        &name,
-                        "hedgingPolicy.hedgingDelay",
-                        &format!("must be a duration string such as \"0.1s\", got {v}"),
-                    ));
-                    return;
-                }
-            },
-        };
-        let nonfatal_json = h.get("nonFatalStatusCodes").filter(|v| !v.is_null());
-        if let Some(v) = nonfatal_json {
-            let ok = v.as_array().is_some_and(|l| {
-                l.iter().all(|c| {
-                    c.as_str().is_some_and(|s| {
-                        GRPC_CODES.iter().any(|n| n.eq_ignore_ascii_case(s.trim()))
-                    }) || c.as_u64().is_some_and(|n| n <= 16)
-                })
-            });
-            if !ok {
-                layer.findings.push(invalid(
-                    &name,
-                    "hedgingPolicy.nonFatalStatusCodes",
-                    &format!("must be a list of gRPC status code names or numbers, got {v}"),
-                ));
-                return;
-            }
-        }
-        let nonfatal = raw_codes(nonfatal_json);
-        let bad = non_transient(&nonfatal);
-        if !bad.is_empty() {
-            push(
-                "non_transient_codes",
-                format!(
-                    "nonFatalStatusCodes lists {}: these report a bug or a request that will fail again, so hedging on them only repeats the failure; keep UNAVAILABLE at most",
-                    code_names(&bad)
-                ),
-            );
-        }
-        if delay.is_zero() {
-            push(
+            if h.delay.is_zero() {
+                push(
                 "no_backoff",
                 "hedgingDelay is 0 (or absent): every hedge is sent at once, so every call costs maxAttempts requests even when the dependency is healthy; set hedgingDelay near the method's p95 latency".to_string(),
             );
-        } else if !nonfatal.is_empty() {
-            push(
+            } else if !h.non_fatal.is_empty() {
+                push(
                 "no_backoff",
                 "a non-fatal status sends the next hedge at once, with no backoff, while the dependency is failing; leave nonFatalStatusCodes empty or use a retryPolicy".to_string(),
             );
-        }
-        let n = u32::try_from(raw.min(u64::from(MAX_ATTEMPTS_CEILING))).unwrap_or(5);
-        let make = move || {
-            let mut b = Policy::builder().max_attempts(n).backoff(
-                Backoff::new()
-                    .base(Duration::ZERO)
-                    .cap(Duration::ZERO)
-                    .jitter(Jitter::None),
-            );
-            if let Some(t) = &throttling {
-                if let Ok(bucket) = t.token_bucket() {
-                    b = b.budget(bucket);
-                }
             }
-            b.build().unwrap_or_default()
-        };
-        let failure = if delay.is_zero() {
-            Class::Transient
+            let h2 = h.clone();
+            // The engine the gRPC layer builds for a hedging policy: no backoff
+            // between attempts, the channel's bucket as the retry budget and as
+            // the budget of every timed hedge.
+            let make = move || -> Result<Engine, Fault> {
+                let b = bucket()?;
+                let mut engine = Policy::builder()
+                    .backoff(Backoff::new().base(Duration::ZERO).jitter(Jitter::None))
+                    .max_attempts(h2.max_attempts);
+                if let Some(t) = &b {
+                    engine = engine.budget(t.clone());
+                }
+                let hp = HedgePolicy::builder()
+                    .max_attempts(h2.max_attempts)
+                    .delay(HedgeDelay::Fixed(h2.delay))
+                    .policy(engine.build()?);
+                let hp = match b {
+                    Some(t) => hp.shared_budget(t),
+                    None => hp.unbudgeted(),
+                };
+                Ok(Engine::Hedge(hp.build()?))
+            };
+            (
+                written_attempts(e.raw, "hedgingPolicy"),
+                "hedgingPolicy.maxAttempts",
+                h.max_attempts,
+                stagger::classify::grpc_code_listed(UNAVAILABLE, &h.non_fatal),
+                Box::new(make),
+            )
         } else {
-            stagger::classify::grpc_code_listed(UNAVAILABLE, &nonfatal)
+            return;
         };
-        (
-            raw,
-            "hedgingPolicy.maxAttempts",
-            Box::new(make),
-            failure,
-            delay.is_zero(),
-        )
-    } else {
-        return;
-    };
-    if raw_attempts > u64::from(MAX_ATTEMPTS_CEILING) {
-        push(
+    match written {
+        Some(w) if w > u64::from(effective) => push(
             "attempts_high",
             format!(
-                "{field} is {raw_attempts}, which gRPC silently treats as {MAX_ATTEMPTS_CEILING}: up to {MAX_ATTEMPTS_CEILING}× load on a failing dependency; use 3"
+                "{field} is {w}, which gRPC silently treats as {effective}: up to {effective}× load on a failing dependency; use 3"
             ),
-        );
-    } else if raw_attempts > 3 {
-        push(
+        ),
+        _ if effective > 3 => push(
             "attempts_high",
             format!(
-                "{field} is {raw_attempts}: up to {raw_attempts}× load on a failing dependency; use 3 or fewer"
+                "{field} is {effective}: up to {effective}× load on a failing dependency; use 3 or fewer"
+            ),
+        ),
+        _ => {}
+    }
+    common(&mut push, throttled, mc.timeout);
+    layer.findings.append(&mut out);
+    let subject = Subject {
+        make: &*make,
+        failure,
+        deadline: mc.timeout,
+        shared: throttling.is_some(),
+    };
+    match numbers(e.label.clone(), e.names.clone(), &subject) {
+        Ok(n) => {
+            layer.attempts = layer.attempts.max(u64::from(effective));
+            layer.methods.push(n);
+        }
+        // The policy does not build: the library's error, no numbers.
+        Err(err) => layer.findings.push(invalid(&e.label, &err)),
+    }
+}
+
+/// A `retryPolicy` without `maxAttempts`, both ways: gRPC's clients make
+/// one attempt; a client that retries until the timeout makes
+/// [`until_timeout`] attempts.
+fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Layer) {
+    let mc: &MethodConfig = &e.parsed.methods[0];
+    let mut out: Vec<Finding> = Vec::new();
+    let mut push = |id: &'static str, message: String| {
+        out.push(Finding {
+            id,
+            method: e.label.clone(),
+            message,
+        })
+    };
+    codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+    backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
+    let until = match mc.timeout {
+        Some(t) => match until_timeout(u, t) {
+            Ok(n) => Some(n),
+            Err(err) => {
+                layer.findings.append(&mut out);
+                layer.findings.push(invalid(&e.label, &err));
+                return;
+            }
+        },
+        None => None,
+    };
+    let schedule = format!(
+        "{:?} ×{} up to {:?}",
+        u.initial_backoff, u.multiplier, u.max_backoff
+    );
+    push(
+        "no_max_attempts",
+        match (mc.timeout, until) {
+            (Some(t), Some(n)) => format!(
+                "retryPolicy has no maxAttempts: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout (Google's generated client libraries) makes {n} attempts in {t:?} at {schedule} when the dependency is down; set maxAttempts (3) so every client does the same"
+            ),
+            _ => format!(
+                "retryPolicy has no maxAttempts and the method has no timeout: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout retries without end at {schedule}; set maxAttempts (3) and a timeout"
+            ),
+        },
+    );
+    let make = || -> Result<Engine, Fault> {
+        Ok(Engine::Retry(Policy::builder().max_attempts(1).build()?))
+    };
+    common(&mut push, throttled, mc.timeout);
+    layer.findings.append(&mut out);
+    let subject = Subject {
+        make: &make,
+        failure: Class::Transient,
+        deadline: mc.timeout,
+        shared: false,
+    };
+    match numbers(e.label.clone(), e.names.clone(), &subject) {
+        Ok(mut n) => {
+            n.until_timeout = until;
+            layer.methods.push(n);
+        }
+        Err(err) => layer.findings.push(invalid(&e.label, &err)),
+    }
+}
+
+fn codes_finding(
+    push: &mut impl FnMut(&'static str, String),
+    field: &str,
+    codes: &[u32],
+    advice: &str,
+) {
+    let bad = non_transient(codes);
+    if !bad.is_empty() {
+        push(
+            "non_transient_codes",
+            format!(
+                "{field} lists {}: these report a bug or a request that will fail again, {advice}",
+                code_names(&bad)
             ),
         );
     }
+}
+
+fn backoff_findings(
+    push: &mut impl FnMut(&'static str, String),
+    multiplier: f64,
+    initial: Duration,
+    max: Duration,
+) {
+    if multiplier <= 1.0 {
+        push(
+            "no_backoff",
+            format!(
+                "backoffMultiplier {multiplier} keeps every wait at or below initialBackoff, so retries keep arriving at the same rate while the dependency is down; use 2"
+            ),
+        );
+    } else if max <= initial {
+        push(
+            "no_backoff",
+            format!(
+                "maxBackoff {max:?} is not above initialBackoff {initial:?}, so the backoff cannot grow; raise maxBackoff to at least 10× initialBackoff"
+            ),
+        );
+    }
+}
+
+fn common(push: &mut impl FnMut(&'static str, String), throttled: bool, timeout: Option<Duration>) {
     if !throttled {
         push(
             "no_budget",
@@ -357,17 +466,43 @@ fn method(
             "no timeout: retries and waits have no overall deadline, so a call can outlive its caller; set \"timeout\" to what the caller will wait (e.g. \"2s\")".to_string(),
         );
     }
-    layer.findings.append(&mut out);
-    let subject = Subject {
-        make: &*subject_policy,
-        failure,
-        deadline: timeout,
+}
+
+/// Attempts of one call against a dead dependency by a client that retries
+/// `u` until `timeout`, at its backoff without jitter: the library's engine
+/// driven once, so the count is exact.
+pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64, Fault> {
+    let policy = Policy::builder()
+        .backoff(
+            Backoff::new()
+                .base(u.initial_backoff)
+                .cap(u.max_backoff)
+                .multiplier(u.multiplier)
+                .jitter(Jitter::None),
+        )
+        .max_attempts(u32::MAX)
+        .build()
+        .map_err(|e| {
+            let field = match e.field() {
+                "multiplier" => "retryPolicy.backoffMultiplier",
+                "cap" => "retryPolicy.maxBackoff",
+                "base" => "retryPolicy.initialBackoff",
+                _ => "retryPolicy",
+            };
+            Fault::new(field, e.problem())
+        })?;
+    let make = || -> Result<Engine, Fault> { Err(Fault::new("retryPolicy", "unused")) };
+    let s = Subject {
+        make: &make,
+        failure: Class::Transient,
+        deadline: Some(timeout),
+        shared: false,
     };
-    let mut numbers = numbers(name.clone(), &subject);
-    if all_at_once {
-        numbers.amplification.half = numbers.amplification.dead;
-    }
-    let effective = raw_attempts.min(u64::from(MAX_ATTEMPTS_CEILING));
-    layer.attempts = layer.attempts.max(effective);
-    layer.methods.push(numbers);
+    Ok(amplify::drive(
+        &Engine::Retry(policy),
+        &s,
+        1,
+        &mut |_| stagger::Call::seeded(super::SEED),
+        &mut |_, _| true,
+    ))
 }

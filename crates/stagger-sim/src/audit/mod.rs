@@ -31,30 +31,38 @@
 //!
 //! | id | when |
 //! |---|---|
-//! | `non_transient_codes` | it retries a failure that will not pass by itself: a gRPC code other than UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED and ABORTED, or an HTTP status other than 408, 429, 502, 503, 504 |
+//! | `non_transient_codes` | it retries a failure that will not pass by itself: a gRPC code the library's classification calls permanent (anything but UNAVAILABLE, RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED — ABORTED included), or an HTTP status other than 408, 429, 502, 503, 504 |
 //! | `attempts_high` | more than 3 attempts (and above 5, which gRPC silently treats as 5) |
+//! | `no_max_attempts` | a `retryPolicy` without `maxAttempts`: gRPC's clients reject or ignore it (1 attempt), a client that retries until the method's `timeout` makes [`MethodNumbers::until_timeout`] attempts |
 //! | `no_jitter` | a policy file with `jitter = "none"` or `proportional:0` (gRPC always jitters) |
 //! | `no_backoff` | multiplier 1 or below, a cap not above the base, a zero base, or hedging that resends at once on a non-fatal status |
 //! | `no_budget` | no `retryThrottling` in the service config, no `[budget]` in a policy file |
 //! | `no_deadline` | no `timeout` for the method, no `deadline` in a policy file |
 //! | `retry_after_ignored` | a policy file whose `max_retry_after` is under 1 s: `Retry-After` counts whole seconds, so every hint would stop the call (gRPC clients honour pushback by A6) |
 //! | `duplicate_layers` | more than one file of the path retries |
+//! | `duplicate_names` | a method named by more than one `methodConfig` entry (gRPC rejects the config) |
+//! | `nonstandard_spelling` | keys in another case or snake_case, or `.1s` durations: read, and the finding says which gRPC implementations read them |
 //! | `no_breaker` | a policy file without `breaker = true` (a service config cannot express one) |
-//! | `invalid` | a value gRPC A6 rejects, naming the field |
+//! | `invalid` | a value the library's import rejects, naming the field |
+//!
+//! A service config is read by the library's import
+//! ([`stagger::config::ServiceConfig`], after
+//! [`stagger::config::lenient::normalize`]); gRPC's DNS TXT form (a list of
+//! choices) is audited choice by choice, and `{}` is an empty service config.
 //!
 //! # Amplification
 //!
-//! For every method that retries: [`amplify::REQUESTS`] logical requests
-//! arrive every 10 ms and each attempt answers after 5 ms, first with every
-//! attempt failing (`dead`), then with each failing independently with
-//! probability ½ (`half`). A gRPC method fails with UNAVAILABLE, what a dead
-//! or unreachable server gives; a policy file's method with a transient
-//! failure. The service config's `retryThrottling` (or the file's budget and
-//! breaker) is attached, fresh for each scenario, and the method's `timeout`
-//! is every call's deadline. A hedged method is measured as the engine
-//! resending at once after a non-fatal status (A6 sends the next hedge
-//! immediately then); with a zero `hedgingDelay` every hedge leaves at once
-//! whatever the answers, so `half` equals `dead`.
+//! For every method that retries or hedges, attempts per logical request
+//! when every attempt fails (`dead`) and when each fails independently with
+//! probability ½ (`half`), measured on the library's own engine — its
+//! [`stagger::Policy`], or its [`stagger::HedgePolicy`] for a
+//! `hedgingPolicy` — in virtual time (see [`amplify`]). A gRPC method fails
+//! with UNAVAILABLE, classified by the method's codes as the library
+//! classifies them; a policy file's method with a transient failure. The
+//! method's `timeout` is every call's deadline. Without shared state the
+//! figures are exact (path enumeration, [`Amplification::exact`]);
+//! with a budget, throttling or breaker they are estimates over
+//! [`amplify::REQUESTS`] requests ([`Amplification::sample`]).
 
 use std::fmt;
 
@@ -97,15 +105,27 @@ pub struct Amplification {
     pub dead: f64,
     /// Each attempt fails independently with probability ½.
     pub half: f64,
+    /// Whether both figures are exact (computed by enumerating every
+    /// outcome path of one call); otherwise they are estimates.
+    pub exact: bool,
+    /// For an estimate, the logical requests it sampled (`None` when exact).
+    pub sample: Option<u32>,
 }
 
-/// One method's numbers.
+/// One method's numbers: one `methodConfig` entry (or policy file).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MethodNumbers {
-    /// The method.
+    /// The method: the entry's first name, with `(+N)` when it lists more.
     pub method: String,
-    /// Its amplification.
+    /// Every name the entry lists.
+    pub names: Vec<String>,
+    /// Its amplification, as the method's gRPC client (or policy) runs it.
     pub amplification: Amplification,
+    /// For a `retryPolicy` without `maxAttempts`: the attempts of one call
+    /// when every attempt fails, by a client that retries until the
+    /// method's `timeout` at the policy's backoff (without jitter), exact.
+    /// `None` otherwise, and when the method has no timeout either.
+    pub until_timeout: Option<u64>,
 }
 
 /// The audit of one call path.
@@ -143,6 +163,37 @@ impl fmt::Display for AuditError {
 
 impl std::error::Error for AuditError {}
 
+/// A field at fault and what is wrong with it: the library's
+/// [`stagger::ConfigError`], or the audit's own for the file's shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fault {
+    pub field: String,
+    pub problem: String,
+}
+
+impl Fault {
+    pub(crate) fn new(field: &str, problem: impl Into<String>) -> Self {
+        Fault {
+            field: field.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    pub(crate) fn in_file(self, file: &str) -> AuditError {
+        AuditError {
+            file: file.to_string(),
+            field: self.field,
+            problem: self.problem,
+        }
+    }
+}
+
+impl From<stagger::ConfigError> for Fault {
+    fn from(e: stagger::ConfigError) -> Self {
+        Fault::new(e.field(), e.problem())
+    }
+}
+
 /// One method of one file, as the audit sees it.
 pub(crate) struct Layer {
     /// Findings of the file (invalid and checklist).
@@ -151,6 +202,16 @@ pub(crate) struct Layer {
     pub methods: Vec<MethodNumbers>,
     /// The largest effective attempts of any method (1 if none retries).
     pub attempts: u64,
+}
+
+impl Default for Layer {
+    fn default() -> Self {
+        Layer {
+            findings: Vec::new(),
+            methods: Vec::new(),
+            attempts: 1,
+        }
+    }
 }
 
 impl Report {
@@ -170,7 +231,7 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
         let layer = if is_policy_file(f) {
             policy::layer(f)?
         } else {
-            grpc::layer(f)?
+            grpc::file(f)?
         };
         layers.push(layer);
     }
@@ -212,43 +273,66 @@ fn is_policy_file(f: &Input<'_>) -> bool {
     if f.name.ends_with(".toml") {
         return true;
     }
-    // JSON: a service config has one of A6's top-level keys.
+    // JSON: a policy file has keys and none of A6's top-level ones (in any
+    // case or spelling); `{}` and a list of choices are service configs.
     match serde_json::from_str::<serde_json::Value>(f.text) {
-        Ok(serde_json::Value::Object(m)) => !m.keys().any(|k| {
-            matches!(
-                k.as_str(),
-                "methodConfig"
-                    | "retryThrottling"
-                    | "loadBalancingConfig"
-                    | "loadBalancingPolicy"
-                    | "healthCheckConfig"
-            )
-        }),
+        Ok(serde_json::Value::Object(m)) => {
+            !m.is_empty()
+                && !m.keys().any(|k| {
+                    let k = k.replace('_', "");
+                    [
+                        "methodConfig",
+                        "retryThrottling",
+                        "loadBalancingConfig",
+                        "loadBalancingPolicy",
+                        "healthCheckConfig",
+                    ]
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(&k))
+                })
+        }
         _ => false,
     }
 }
 
-/// gRPC code names a retry may clear by itself.
+/// Whether a gRPC code is worth retrying, by the library's classification.
 pub(crate) fn transient_grpc(code: u32) -> bool {
-    matches!(code, 4 | 8 | 10 | 14)
+    stagger::classify::grpc_code(code) != stagger::Class::Permanent
 }
 
-/// HTTP statuses a retry may clear by itself.
+/// Whether an HTTP status is worth retrying, by the library's
+/// classification.
 pub(crate) fn transient_http(status: u16) -> bool {
-    matches!(status, 408 | 429 | 502..=504)
+    stagger::classify::http_status(status, false) != stagger::Class::Permanent
 }
 
-/// Rounds to three decimals, so a report is stable and readable.
+/// Rounds an estimate to three decimals, so a report is stable and
+/// readable (exact figures are left as computed).
 pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-pub(crate) fn numbers(method: String, s: &amplify::Subject<'_>) -> MethodNumbers {
-    MethodNumbers {
+/// A method's numbers measured on its engine; an engine that does not
+/// build is the library's error, naming its field.
+pub(crate) fn numbers(
+    method: String,
+    names: Vec<String>,
+    s: &amplify::Subject<'_>,
+) -> Result<MethodNumbers, Fault> {
+    let m = amplify::measure(s, SEED)?;
+    let (dead, half) = match m.sample {
+        None => (m.dead, m.half),
+        Some(_) => (round3(m.dead), round3(m.half)),
+    };
+    Ok(MethodNumbers {
         method,
+        names,
         amplification: Amplification {
-            dead: round3(amplify::amplification(s, 1.0, SEED)),
-            half: round3(amplify::amplification(s, 0.5, SEED)),
+            dead,
+            half,
+            exact: m.sample.is_none(),
+            sample: m.sample,
         },
-    }
+        until_timeout: None,
+    })
 }

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use stagger::config::{PolicyFile, RetryOn, GRPC_CODES};
-use stagger::{Breaker, Class, Jitter, Policy};
+use stagger::{Breaker, Class, Jitter};
 
-use super::amplify::Subject;
+use super::amplify::{Engine, Subject};
 use super::{numbers, transient_grpc, transient_http, AuditError, Finding, Input, Layer, SEED};
 
 pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
@@ -123,21 +123,21 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
     }
     // The breaker's open periods are jittered from its own seed: fix it so
     // a report replays exactly.
-    let make = || {
-        file.policy_builder()
-            .and_then(|b| match file.breaker {
-                true => Ok(b.breaker(Breaker::builder().seed(SEED).build()?)),
-                false => Ok(b),
-            })
-            .and_then(|b| b.build())
-            .unwrap_or_default()
+    let make = || -> Result<Engine, super::Fault> {
+        let mut b = file.policy_builder()?;
+        if file.breaker {
+            b = b.breaker(Breaker::builder().seed(SEED).build()?);
+        }
+        Ok(Engine::Retry(b.build()?))
     };
     let subject = Subject {
-        make: &make as &dyn Fn() -> Policy,
+        make: &make,
         failure: Class::Transient,
         deadline: file.deadline,
+        shared: file.budget.is_some() || file.breaker,
     };
-    layer.methods.push(numbers(name, &subject));
+    let numbers = numbers(name.clone(), vec![name], &subject).map_err(|e| e.in_file(f.name))?;
+    layer.methods.push(numbers);
     layer.attempts = u64::from(file.attempts);
     Ok(layer)
 }

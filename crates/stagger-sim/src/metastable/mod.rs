@@ -36,9 +36,7 @@ use crate::result::{ratio, Row, SeriesSum};
 use crate::strategy::Strategy;
 use crate::SimError;
 
-mod server;
-
-pub use server::Server;
+pub use crate::server::Server;
 
 const SECOND: u64 = 1_000_000_000;
 /// Seconds at the end of the run averaged for `goodput_after`.
