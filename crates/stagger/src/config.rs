@@ -236,6 +236,35 @@ impl ServiceConfig {
     }
 }
 
+impl ServiceConfig {
+    /// The hedging engine for `service`/`method` (`None` when it has no
+    /// `hedgingPolicy`): attempts `hedgingDelay` apart, each status judged
+    /// by `nonFatalStatusCodes`, with `bucket` admitting every attempt after
+    /// the first, as the gRPC layer drives it.
+    ///
+    /// ```
+    /// use stagger::config::ServiceConfig;
+    /// let json = r#"{"methodConfig":[{"name":[{}],"hedgingPolicy":{"maxAttempts":3,
+    ///   "hedgingDelay":"0.05s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}"#;
+    /// let config = ServiceConfig::from_json(json)?;
+    /// let hedging = config.hedge_policy_with("a.A", "Get", None)?.unwrap();
+    /// assert_eq!(hedging.max_attempts(), 3);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn hedge_policy_with(
+        &self,
+        service: &str,
+        method: &str,
+        bucket: Option<&TokenBucket>,
+    ) -> Result<Option<crate::hedge::HedgePolicy>, ConfigError> {
+        let Some(m) = self.method(service, method) else {
+            return Ok(None);
+        };
+        let engine = m.policy.engine(bucket, None)?;
+        m.policy.hedge_engine(&engine, bucket)
+    }
+}
+
 #[cfg(feature = "http")]
 impl ServiceConfig {
     /// HTTP client settings for `service`/`method` (feature `http`): the

@@ -68,7 +68,7 @@ fn keys_in_another_case_are_read_and_named() {
     }));
     assert!(seen[0].who_accepts().contains("grpc-go reads it"));
     let c = ServiceConfig::from_json(&v.to_string()).unwrap();
-    assert_eq!(c.methods[0].retry.as_ref().unwrap().max_attempts, 4);
+    assert_eq!(c.methods[0].policy.max_attempts(), 4);
     assert_eq!(c.methods[0].names, [("a.A".to_string(), String::new())]);
 }
 
@@ -82,7 +82,7 @@ fn snake_case_keys_are_read_and_named_apart_from_case() {
     .unwrap();
     assert!(seen.iter().all(|l| matches!(l, Leniency::SnakeCase { .. })));
     assert_eq!(seen.len(), 10);
-    assert_eq!(c.methods[0].retry.as_ref().unwrap().max_attempts, 3);
+    assert_eq!(c.methods[0].policy.max_attempts(), 3);
     assert!(c.throttling.is_some());
 }
 
@@ -92,7 +92,7 @@ fn a_duration_without_a_leading_digit_is_read_and_named() {
         ServiceConfig::from_json_lenient(r#"{"methodConfig":[{"name":[{}],"timeout":".25s"}]}"#)
             .unwrap();
     assert_eq!(
-        c.methods[0].timeout,
+        c.methods[0].policy.timeout(),
         Some(std::time::Duration::from_millis(250))
     );
     assert_eq!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use stagger::config::lenient::{self, Leniency, UnboundedRetry};
 use stagger::config::{MethodConfig, ServiceConfig, Throttling, GRPC_CODES};
-use stagger::{Backoff, Class, HedgeDelay, HedgePolicy, Jitter, Policy};
+use stagger::{Backoff, Class, Jitter, Policy};
 
 use super::amplify::{self, Engine, Subject};
 use super::{numbers, transient_grpc, AuditError, Fault, Finding, Input, Layer};
@@ -232,7 +232,8 @@ fn written_attempts(raw: &Map<String, Value>, policy: &str) -> Option<u64> {
 
 fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer: &mut Layer) {
     let mc: &MethodConfig = &e.parsed.methods[0];
-    if mc.retry.is_none() && mc.hedging.is_none() {
+    let policy = &mc.policy;
+    if !policy.has_retry_policy() && policy.hedging_delay().is_none() {
         if let Some(u) = &e.unbounded {
             unbounded(e, u, throttled, layer);
         }
@@ -252,9 +253,12 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
     alone.methods[0].names = vec![(String::new(), String::new())];
     let bucket = move || throttling.map(|t| t.token_bucket()).transpose();
     let (written, field, effective, failure, make): (Option<u64>, &str, u32, Class, MakeEngine) =
-        if let Some(r) = &mc.retry {
-            codes_finding(&mut push, "retryableStatusCodes", &r.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
-            backoff_findings(&mut push, r.multiplier, r.initial_backoff, r.max_backoff);
+        if policy.has_retry_policy() {
+            let r = policy;
+            let codes = r.retryable_codes().unwrap_or(&[]);
+            codes_finding(&mut push, "retryableStatusCodes", codes, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+            let b = r.backoff();
+            backoff_findings(&mut push, b.get_multiplier(), b.get_base(), b.get_cap());
             let make = move || -> Result<Engine, Fault> {
                 let b = bucket()?;
                 let p = alone.policy_with("", "", b.as_ref())?;
@@ -264,55 +268,42 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
             (
                 written_attempts(e.raw, "retryPolicy"),
                 "retryPolicy.maxAttempts",
-                r.max_attempts,
+                r.max_attempts(),
                 r.class_of(UNAVAILABLE),
                 Box::new(make),
             )
-        } else if let Some(h) = &mc.hedging {
+        } else if let Some(delay) = policy.hedging_delay() {
+            let h = policy;
+            let non_fatal = h.retryable_codes().unwrap_or(&[]);
             codes_finding(
                 &mut push,
                 "nonFatalStatusCodes",
-                &h.non_fatal,
+                non_fatal,
                 "so hedging on them only repeats the failure; keep UNAVAILABLE at most",
             );
-            if h.delay.is_zero() {
+            if delay.is_zero() {
                 push(
                 "no_backoff",
                 "hedgingDelay is 0 (or absent): every hedge is sent at once, so every call costs maxAttempts requests even when the dependency is healthy; set hedgingDelay near the method's p95 latency".to_string(),
             );
-            } else if !h.non_fatal.is_empty() {
+            } else if !non_fatal.is_empty() {
                 push(
                 "no_backoff",
                 "a non-fatal status sends the next hedge at once, with no backoff, while the dependency is failing; leave nonFatalStatusCodes empty or use a retryPolicy".to_string(),
             );
             }
-            let h2 = h.clone();
-            // The engine the gRPC layer builds for a hedging policy: no backoff
-            // between attempts, the channel's bucket as the retry budget and as
-            // the budget of every timed hedge.
+            // The engine the gRPC layer drives for this hedging policy.
             let make = move || -> Result<Engine, Fault> {
                 let b = bucket()?;
-                let mut engine = Policy::builder()
-                    .backoff(Backoff::new().base(Duration::ZERO).jitter(Jitter::None))
-                    .max_attempts(h2.max_attempts);
-                if let Some(t) = &b {
-                    engine = engine.budget(t.clone());
-                }
-                let hp = HedgePolicy::builder()
-                    .max_attempts(h2.max_attempts)
-                    .delay(HedgeDelay::Fixed(h2.delay))
-                    .policy(engine.build()?);
-                let hp = match b {
-                    Some(t) => hp.shared_budget(t),
-                    None => hp.unbudgeted(),
-                };
-                Ok(Engine::Hedge(hp.build()?))
+                let p = alone.hedge_policy_with("", "", b.as_ref())?;
+                p.map(Engine::Hedge)
+                    .ok_or_else(|| Fault::new("hedgingPolicy", "could not be read"))
             };
             (
                 written_attempts(e.raw, "hedgingPolicy"),
                 "hedgingPolicy.maxAttempts",
-                h.max_attempts,
-                stagger::classify::grpc_code_listed(UNAVAILABLE, &h.non_fatal),
+                h.max_attempts(),
+                h.class_of(UNAVAILABLE),
                 Box::new(make),
             )
         } else {
@@ -333,12 +324,12 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
         ),
         _ => {}
     }
-    common(&mut push, throttled, mc.timeout);
+    common(&mut push, throttled, mc.policy.timeout());
     layer.findings.append(&mut out);
     let subject = Subject {
         make: &*make,
         failure,
-        deadline: mc.timeout,
+        deadline: mc.policy.timeout(),
         shared: throttling.is_some(),
     };
     match numbers(e.label.clone(), e.names.clone(), &subject) {
@@ -366,7 +357,7 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
     };
     codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
     backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
-    let until = match mc.timeout {
+    let until = match mc.policy.timeout() {
         Some(t) => match until_timeout(u, t) {
             Ok(n) => Some(n),
             Err(err) => {
@@ -383,7 +374,7 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
     );
     push(
         "no_max_attempts",
-        match (mc.timeout, until) {
+        match (mc.policy.timeout(), until) {
             (Some(t), Some(n)) => format!(
                 "retryPolicy has no maxAttempts: gRPC's clients reject or ignore the policy (1 attempt), while a client that retries until the timeout (Google's generated client libraries) makes {n} attempts in {t:?} at {schedule} when the dependency is down; set maxAttempts (3) so every client does the same"
             ),
@@ -395,12 +386,12 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
     let make = || -> Result<Engine, Fault> {
         Ok(Engine::Retry(Policy::builder().max_attempts(1).build()?))
     };
-    common(&mut push, throttled, mc.timeout);
+    common(&mut push, throttled, mc.policy.timeout());
     layer.findings.append(&mut out);
     let subject = Subject {
         make: &make,
         failure: Class::Transient,
-        deadline: mc.timeout,
+        deadline: mc.policy.timeout(),
         shared: false,
     };
     match numbers(e.label.clone(), e.names.clone(), &subject) {

@@ -26,7 +26,7 @@
 //! assert!(seen.iter().any(|l| matches!(l, Leniency::KeyCase { .. })));
 //! assert!(seen.iter().any(|l| matches!(l, Leniency::BareFraction { .. })));
 //! let config = ServiceConfig::from_json(&v.to_string())?;
-//! assert_eq!(config.methods[0].retry.as_ref().unwrap().max_attempts, 3);
+//! assert_eq!(config.methods[0].policy.max_attempts(), 3);
 //! # Ok::<(), stagger::ConfigError>(())
 //! ```
 
@@ -37,6 +37,7 @@ use serde_json::{Map, Value};
 
 use super::ServiceConfig;
 use crate::error::ConfigError;
+use crate::grpc::MethodPolicy;
 
 /// One way a service config departs from A6's spelling, and who reads it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -351,13 +352,15 @@ pub fn take_retry_without_max_attempts(
             .methods
             .into_iter()
             .next()
-            .and_then(|m| m.retry)
+            .map(|m| m.policy)
+            .filter(MethodPolicy::has_retry_policy)
             .ok_or_else(|| ConfigError::new("retryPolicy", "could not be read"))?;
+        let b = r.backoff();
         Ok(UnboundedRetry {
-            initial_backoff: r.initial_backoff,
-            max_backoff: r.max_backoff,
-            multiplier: r.multiplier,
-            retryable: r.retryable,
+            initial_backoff: b.get_base(),
+            max_backoff: b.get_cap(),
+            multiplier: b.get_multiplier(),
+            retryable: r.retryable_codes().unwrap_or(&[]).to_vec(),
         })
     }))
 }

@@ -9,7 +9,6 @@ use crate::backoff::{Backoff, Jitter};
 use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
-#[cfg(feature = "grpc")]
 use crate::hedge::{HedgeDelay, HedgePolicy};
 use crate::policy::Policy;
 
@@ -225,7 +224,6 @@ impl MethodPolicy {
     /// The hedging engine for a hedging policy: attempts `delay` apart, the
     /// engine policy judging each status, and the channel's throttling
     /// bucket admitting every timed hedge.
-    #[cfg(feature = "grpc")]
     pub(crate) fn hedge_engine(
         &self,
         engine: &Policy,
