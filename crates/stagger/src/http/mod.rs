@@ -52,9 +52,9 @@ mod call;
 pub mod inbound;
 
 pub use crate::outcome::NotRetried;
-#[cfg(any(feature = "tower", feature = "reqwest"))]
-pub(crate) use call::Driver;
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
+#[cfg(any(feature = "tower", feature = "reqwest"))]
+pub(crate) use call::{Driver, Facts, HedgeRules};
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.
@@ -601,4 +601,16 @@ mod tests {
             ("grpc-timeout", "1500000u")
         );
     }
+}
+
+/// Attempt `body`'s request: the original request's head with this body.
+#[cfg(feature = "tower")]
+pub(crate) fn rebuild<B>(parts: &http::request::Parts, body: B) -> http::Request<B> {
+    let mut req = http::Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = parts.uri.clone();
+    *req.version_mut() = parts.version;
+    *req.headers_mut() = parts.headers.clone();
+    *req.extensions_mut() = parts.extensions.clone();
+    req
 }
