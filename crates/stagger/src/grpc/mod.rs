@@ -69,15 +69,18 @@ use crate::http::{GRPC_PUSHBACK, GRPC_STATUS};
 use crate::outcome::{Failure, StopReason};
 
 mod body;
+mod call;
 mod hedged;
 mod layer;
 mod method;
 mod service;
+mod shared;
 
 pub use body::{CallReport, GrpcBody, Summary};
-pub use layer::{MakeBody, RetryLayer, RetryLayerBuilder, Unchanged, MAX_TRANSPARENT_RETRIES};
+pub use layer::{RetryLayer, RetryLayerBuilder, MAX_TRANSPARENT_RETRIES};
 pub use method::{MethodPolicy, MethodPolicyBuilder, MAX_ATTEMPTS};
 pub use service::RetryService;
+pub use shared::{MakeBody, Unchanged};
 
 /// One attempt as reported to an
 /// [`on_attempt`](RetryLayerBuilder::on_attempt) hook.
