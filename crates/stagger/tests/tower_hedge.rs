@@ -177,6 +177,15 @@ fn the_budget_limits_hedges_across_calls() {
     });
 }
 
+/// Sends one request through a ready client.
+async fn send<S>(client: &mut S, req: Request<Full<Bytes>>) -> Response<String>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<String>>,
+    S::Error: std::fmt::Debug,
+{
+    client.ready().await.unwrap().call(req).await.unwrap()
+}
+
 fn with<T: Clone + Send + Sync + 'static>(
     mut req: Request<Full<Bytes>>,
     ext: T,
@@ -195,13 +204,7 @@ fn hedging_honours_call_options() {
         let options = CallOptions::new()
             .idempotent(true)
             .timeout(Duration::from_secs(3));
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(with(req(Method::POST), options))
-            .await
-            .unwrap();
+        let resp = send(&mut client, with(req(Method::POST), options)).await;
         assert_eq!(resp.body(), "2");
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 2);
@@ -219,25 +222,13 @@ fn hedging_honours_call_options() {
         // A 500 is final by default and non-fatal when the options say so.
         let (svc, seen) = server(&[(5, 500), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(req(Method::GET))
-            .await
-            .unwrap();
+        let resp = send(&mut client, req(Method::GET)).await;
         assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(seen.lock().unwrap().len(), 1);
         let (svc, seen) = server(&[(5, 500), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
         let opt_in = CallOptions::new().retry_500(true);
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(with(req(Method::GET), opt_in))
-            .await
-            .unwrap();
+        let resp = send(&mut client, with(req(Method::GET), opt_in)).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(seen.lock().unwrap().len(), 2);
     });
@@ -251,13 +242,7 @@ fn hedging_keeps_the_one_layer_rule() {
         let (svc, seen) = server(&[(100, 503), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
         let inbound = Inbound::new(2, None);
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(with(req(Method::GET), inbound.clone()))
-            .await
-            .unwrap();
+        let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(seen.lock().unwrap().len(), 1, "no hedge");
         let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -268,13 +253,7 @@ fn hedging_keeps_the_one_layer_rule() {
         let (svc, seen) = server(&[(100, 503), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
         let inbound = Inbound::new(1, None);
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(with(req(Method::GET), inbound.clone()))
-            .await
-            .unwrap();
+        let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(seen.lock().unwrap().len(), 2);
         assert!(!inbound.downstream_gave_up());
@@ -289,13 +268,7 @@ fn a_hedge_reads_x_no_retry_as_gave_up_below() {
         let (svc, seen) = server(&[(NO_RETRY_MS, 503), (5, 200)]);
         let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
         let inbound = Inbound::new(1, None);
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(with(req(Method::GET), inbound.clone()))
-            .await
-            .unwrap();
+        let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(seen.lock().unwrap().len(), 1);
         let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -307,13 +280,7 @@ fn a_hedge_reads_x_no_retry_as_gave_up_below() {
         let policy = hedging(2, 1_000);
         let settings = Settings::new(policy.policy().clone()).one_layer(false);
         let mut client = HedgeLayer::new(policy).settings(settings).layer(svc);
-        let resp = client
-            .ready()
-            .await
-            .unwrap()
-            .call(req(Method::GET))
-            .await
-            .unwrap();
+        let resp = send(&mut client, req(Method::GET)).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(seen.lock().unwrap().len(), 2);
     });

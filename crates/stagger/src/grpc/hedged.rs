@@ -6,8 +6,6 @@
 //! of an answer (status from the head, commitment, never sent) and the
 //! replay buffer, whose overflow leaves the leading attempt alone.
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use http::request::Parts;
@@ -24,9 +22,9 @@ use crate::hedge::driver::{drive, timed_out, Answer, Attempt, Attempts, End, Ove
 use crate::hedge::HedgePolicy;
 use crate::http::{error_class, rebuild, TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
 use crate::outcome::{Failure, Idempotency, NotRetried, Outcome};
-use crate::tower::{AttemptTimedOut, BoxError, Error, ErrorKind, Replay};
-
-type Pending<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
+use crate::tower::{
+    send_clone, AttemptTimedOut, BoxError, Channel, Error, ErrorKind, Replay, Sent,
+};
 
 /// The gRPC part of a hedged call: attempt k is the request's head with its
 /// view of the one replayed body, sent to its own clone of the channel.
@@ -43,27 +41,22 @@ struct Sends<'a, S, M, B> {
 
 impl<S, M, B, ResB> Attempts for Sends<'_, S, M, B>
 where
+    B: Body,
     M: MakeBody<B>,
     M::Output: Send + 'static,
-    S: Service<Request<M::Output>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    ResB: Send + 'static,
+    S: Channel<Request<M::Output>, Response = Response<ResB>>,
 {
-    type Answer = Result<Response<ResB>, BoxError>;
-    type Future = Pending<Response<ResB>>;
+    type Future = Sent<S::Response>;
+    type Answer = Result<S::Response, BoxError>;
 
+    /// Each attempt gets its own view of the one replayed body; which
+    /// attempt got which body tells the leader when it overflows.
     fn start(&mut self, a: Attempt) -> Option<Self::Future> {
-        let b = self.body.next()?;
+        let b = self.make.make(self.body.next()?);
         self.bodies.push(a.id);
-        let mut req = rebuild(self.parts, self.make.make(b));
+        let mut req = rebuild(self.parts, b);
         stamp(req.headers_mut(), a);
-        let mut svc = self.inner.clone();
-        Some(Box::pin(async move {
-            poll_fn(|cx| svc.poll_ready(cx)).await.map_err(Into::into)?;
-            svc.call(req).await.map_err(Into::into)
-        }))
+        Some(send_clone(self.inner, req))
     }
 
     fn judge(&mut self, answer: &Answer<Self::Answer>) -> Verdict {

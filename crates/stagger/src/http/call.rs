@@ -17,7 +17,7 @@ use super::{
 };
 use crate::call::Call;
 use crate::clock::Clock;
-use crate::hedge::driver::End;
+use crate::hedge::driver::{drive, Answer, Attempts, End};
 use crate::hedge::{HedgePolicy, HedgedCall};
 use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
@@ -600,13 +600,20 @@ pub(crate) struct HedgeRules {
     pub(crate) settings: Settings,
 }
 
-/// One hedged HTTP call as its request opens it.
+/// One hedged HTTP call as its request opens it (its [`Facts`] go to the
+/// front-end's [`Attempts`], which reads every answer with them).
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) struct HttpHedge<'a> {
-    pub(crate) facts: Facts,
     /// The layer's hedging, or the same over the request's own policy.
-    pub(crate) hedging: Cow<'a, HedgePolicy>,
+    hedging: Cow<'a, HedgePolicy>,
     pub(crate) call: HedgedCall,
+}
+
+/// An HTTP front-end's attempts, which read answers with the call's facts.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) trait HttpAttempts: Attempts {
+    /// The call's facts.
+    fn facts(&self) -> &Facts;
 }
 
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
@@ -634,32 +641,45 @@ impl HedgeRules {
         method: &Method,
         headers: &HeaderMap,
         extensions: &Extensions,
-    ) -> HttpHedge<'_> {
+    ) -> (HttpHedge<'_>, Facts) {
         let o = Facts::open(&self.settings, method, headers, extensions);
         let hedging = match o.policy {
             Some(p) => Cow::Owned(self.hedging.with_policy(p)),
             None => Cow::Borrowed(&self.hedging),
         };
         let call = hedging.call(o.call);
-        HttpHedge {
-            facts: o.facts,
-            hedging,
-            call,
-        }
+        (HttpHedge { hedging, call }, o.facts)
     }
 }
 
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 impl HttpHedge<'_> {
+    /// Runs the call to its end on tokio's clock and timer: its summary and
+    /// the last answer.
+    pub(crate) async fn run<A: HttpAttempts>(
+        &mut self,
+        attempts: &mut A,
+    ) -> (RetryInfo, Option<Answer<A::Answer>>) {
+        let finish = drive(
+            &self.hedging,
+            &mut self.call,
+            attempts,
+            &TokioClock,
+            tokio::time::sleep,
+        )
+        .await;
+        (self.finish(attempts.facts(), finish.end), finish.last)
+    }
+
     /// Ends the call: the one-layer rule's word to the inbound request, and
     /// the summary.
-    pub(crate) fn finish(&self, end: End) -> RetryInfo {
+    pub(crate) fn finish(&self, facts: &Facts, end: End) -> RetryInfo {
         let reason = match end {
             End::Stopped(r) => r,
             End::Taken => StopReason::Success,
         };
         let call = self.call.call();
-        self.facts.finish(call, reason);
+        facts.finish(call, reason);
         RetryInfo {
             attempts: call.attempts(),
             reason,

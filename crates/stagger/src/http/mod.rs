@@ -54,7 +54,7 @@ pub mod inbound;
 pub use crate::outcome::NotRetried;
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
-pub(crate) use call::{Driver, Facts, HedgeRules};
+pub(crate) use call::{Driver, Facts, HedgeRules, HttpAttempts};
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.

@@ -9,9 +9,9 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
 use super::{classify, replayable, Refused};
-use crate::hedge::driver::{drive, timed_out, Answer, Attempt, Attempts, Verdict};
+use crate::hedge::driver::{timed_out, Answer, Attempt, Attempts, Verdict};
 use crate::hedge::HedgePolicy;
-use crate::http::{AttemptTimedOut, Facts, HedgeRules, Settings, TokioClock};
+use crate::http::{AttemptTimedOut, Facts, HedgeRules, HttpAttempts, Settings};
 use crate::outcome::Outcome;
 
 /// Hedges idempotent reqwest requests under a shared [`HedgePolicy`], with
@@ -80,7 +80,13 @@ struct Sends<'a> {
     first: Option<Request>,
     template: Option<Request>,
     extensions: &'a Extensions,
-    facts: &'a mut Facts,
+    facts: Facts,
+}
+
+impl HttpAttempts for Sends<'_> {
+    fn facts(&self) -> &Facts {
+        &self.facts
+    }
 }
 
 impl<'a> Attempts for Sends<'a> {
@@ -119,7 +125,7 @@ impl Middleware for HedgeMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
-        let mut hc = self.rules.open(req.method(), req.headers(), extensions);
+        let (mut hc, facts) = self.rules.open(req.method(), req.headers(), extensions);
         let template = match replayable(&req, &self.rules.settings) {
             Ok(t) => Some(t),
             Err(why) => {
@@ -132,19 +138,11 @@ impl Middleware for HedgeMiddleware {
             first: Some(req),
             template,
             extensions,
-            facts: &mut hc.facts,
+            facts,
         };
-        let finish = drive(
-            &hc.hedging,
-            &mut hc.call,
-            &mut sends,
-            &TokioClock,
-            tokio::time::sleep,
-        )
-        .await;
-        let info = hc.finish(finish.end);
+        let (info, last) = hc.run(&mut sends).await;
         extensions.insert(info);
-        match finish.last {
+        match last {
             Some(Answer::Came(Ok(mut resp))) => {
                 resp.extensions_mut().insert(info);
                 Ok(resp)

@@ -1,7 +1,5 @@
 //! The client [`HedgeLayer`]: hedged HTTP requests under a [`HedgePolicy`].
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -13,10 +11,10 @@ use tower_service::Service;
 
 use super::body::{prepare, Prepared, ReplayBody};
 use super::error::{AttemptTimedOut, BoxError, Error, ErrorKind};
-use super::future::ResponseFuture;
-use crate::hedge::driver::{drive, timed_out, Answer, Attempt, Attempts, End, Verdict};
+use super::future::{send_clone, Channel, ResponseFuture, Sent};
+use crate::hedge::driver::{timed_out, Answer, Attempt, Attempts, End, Verdict};
 use crate::hedge::HedgePolicy;
-use crate::http::{error_failure, rebuild, Facts, HedgeRules, Settings, TokioClock};
+use crate::http::{error_failure, rebuild, Facts, HedgeRules, HttpAttempts, Settings};
 use crate::outcome::{Outcome, StopReason};
 
 /// Wraps a client service so idempotent requests are hedged under one
@@ -183,36 +181,36 @@ where
     }
 }
 
-type Pending<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
-
 /// The tower part of a hedged call: attempt k is the request's head with
 /// its own copy of the body, sent to its own clone of the inner service.
 struct Sends<'a, S, B> {
     inner: &'a mut S,
     parts: &'a Parts,
     body: Prepared<B>,
-    facts: &'a mut Facts,
+    facts: Facts,
+}
+
+impl<S, B> HttpAttempts for Sends<'_, S, B>
+where
+    Self: Attempts,
+{
+    fn facts(&self) -> &Facts {
+        &self.facts
+    }
 }
 
 impl<S, B, ResB> Attempts for Sends<'_, S, B>
 where
-    S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
+    S: Channel<Request<ReplayBody<B>>, Response = Response<ResB>>,
     B: Body + Send + 'static,
-    ResB: Send + 'static,
 {
     type Answer = Result<Response<ResB>, BoxError>;
-    type Future = Pending<Response<ResB>>;
+    type Future = Sent<Response<ResB>>;
 
     fn start(&mut self, a: Attempt) -> Option<Self::Future> {
         let mut req = rebuild(self.parts, self.body.next()?);
         self.facts.stamp(req.headers_mut(), a.number, a.timeout);
-        let mut svc = self.inner.clone();
-        Some(Box::pin(async move {
-            poll_fn(|cx| svc.poll_ready(cx)).await.map_err(Into::into)?;
-            svc.call(req).await.map_err(Into::into)
-        }))
+        Some(send_clone(self.inner, req))
     }
 
     fn judge(&mut self, answer: &Answer<Self::Answer>) -> Verdict {
@@ -242,12 +240,12 @@ where
     B::Error: Into<BoxError>,
     ResB: Send + 'static,
 {
-    let mut hc = rules.open(req.method(), req.headers(), req.extensions());
+    let (mut hc, facts) = rules.open(req.method(), req.headers(), req.extensions());
     let (parts, body) = req.into_parts();
     let body = match prepare(body, rules.settings.get_max_replay_bytes()).await {
         Ok(b) => b,
         Err(e) => {
-            let info = hc.finish(End::Stopped(StopReason::NotRetryable));
+            let info = hc.finish(&facts, End::Stopped(StopReason::NotRetryable));
             return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
         }
     };
@@ -259,18 +257,10 @@ where
         inner: &mut inner,
         parts: &parts,
         body,
-        facts: &mut hc.facts,
+        facts,
     };
-    let finish = drive(
-        &hc.hedging,
-        &mut hc.call,
-        &mut sends,
-        &TokioClock,
-        tokio::time::sleep,
-    )
-    .await;
-    let info = hc.finish(finish.end);
-    match finish.last {
+    let (info, last) = hc.run(&mut sends).await;
+    match last {
         Some(Answer::Came(Ok(mut resp))) => {
             resp.extensions_mut().insert(info);
             Ok(resp)
