@@ -80,7 +80,7 @@ pub struct Hedged<'p, F, W = AllTransient, S = DefaultSleeper, C = MonotonicCloc
 
 impl<'p, F, W, S, C> Hedged<'p, F, W, S, C> {
     /// Classifies errors with a closure returning a
-    /// [`Class`](crate::Class) or a [`Failure`].
+    /// [`Class`](crate::Class) or a [`Failure`](crate::Failure).
     pub fn when<W2>(self, when: W2) -> Hedged<'p, F, W2, S, C> {
         Hedged {
             op: self.op,

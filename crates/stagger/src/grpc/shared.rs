@@ -12,7 +12,7 @@ use crate::tower::ReplayBody;
 /// Turns the body the layer replays into the body the inner service takes.
 /// The default, [`Unchanged`], hands the inner service a
 /// [`ReplayBody`]; a tonic channel wants its own body type, so give the
-/// layer tonic's constructor with [`RetryLayer::body`]
+/// layer tonic's constructor with [`RetryLayer::body`](super::RetryLayer::body)
 /// (`.body(tonic::body::Body::new)`). Any `Fn(ReplayBody<B>) -> T` is one.
 pub trait MakeBody<B> {
     /// The inner service's request body.

@@ -413,6 +413,18 @@ pub fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderVal
     }
 }
 
+/// Attempt `body`'s request: the original request's head with this body.
+#[cfg(feature = "tower")]
+pub(crate) fn rebuild<B>(parts: &http::request::Parts, body: B) -> http::Request<B> {
+    let mut req = http::Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = parts.uri.clone();
+    *req.version_mut() = parts.version;
+    *req.headers_mut() = parts.headers.clone();
+    *req.extensions_mut() = parts.extensions.clone();
+    req
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,16 +613,4 @@ mod tests {
             ("grpc-timeout", "1500000u")
         );
     }
-}
-
-/// Attempt `body`'s request: the original request's head with this body.
-#[cfg(feature = "tower")]
-pub(crate) fn rebuild<B>(parts: &http::request::Parts, body: B) -> http::Request<B> {
-    let mut req = http::Request::new(body);
-    *req.method_mut() = parts.method.clone();
-    *req.uri_mut() = parts.uri.clone();
-    *req.version_mut() = parts.version;
-    *req.headers_mut() = parts.headers.clone();
-    *req.extensions_mut() = parts.extensions.clone();
-    req
 }

@@ -69,6 +69,11 @@ impl HedgeMiddleware {
         Arc::make_mut(&mut self.rules).settings.idempotency_keys = on;
         self
     }
+
+    /// The hedging policy.
+    pub fn policy(&self) -> &HedgePolicy {
+        self.rules.hedging()
+    }
 }
 
 type Pending<'a> = Pin<Box<dyn Future<Output = Result<Response>> + Send + 'a>>;
