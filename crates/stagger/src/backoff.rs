@@ -226,6 +226,21 @@ impl Backoff {
         self.jitter.validate()
     }
 
+    /// The checks gRPC A6 makes of a `retryPolicy`'s schedule, which are
+    /// looser than [`validate`](Backoff::validate)'s: any positive finite
+    /// multiplier (below 1 the schedule shrinks) and a base above the cap
+    /// (every delay is then capped).
+    pub(crate) fn validate_a6(&self) -> Result<(), ConfigError> {
+        let m = self.multiplier;
+        if !(m.is_finite() && m > 0.0) {
+            return Err(ConfigError::new(
+                "multiplier",
+                format!("{m} must be a positive finite number"),
+            ));
+        }
+        self.jitter.validate()
+    }
+
     /// The capped backoff `b_n` before retry `n` (1-based; 0 is treated as 1),
     /// saturating at the cap for any `n`.
     #[inline]
@@ -235,12 +250,13 @@ impl Backoff {
 
     #[inline(always)]
     pub(crate) fn backoff_ns(&self, retry: u32) -> u64 {
-        if self.base_ns >= self.cap_ns {
-            return self.cap_ns.min(self.base_ns);
+        let shrinking = self.multiplier < 1.0;
+        if self.base_ns >= self.cap_ns && !shrinking {
+            return self.cap_ns;
         }
         let exp = retry.saturating_sub(1);
         if exp == 0 || self.base_ns == 0 {
-            return self.base_ns;
+            return self.base_ns.min(self.cap_ns);
         }
         if self.multiplier == 2.0 {
             // The common case, exactly and without a float power.
@@ -253,6 +269,10 @@ impl Backoff {
         let b = self.base_ns as f64 * self.multiplier.powi(exp);
         // NaN (a bad multiplier) or beyond the cap both land on the cap.
         if b < self.cap_ns as f64 {
+            if shrinking {
+                // A6 allows a multiplier below 1: a shrinking schedule.
+                return b as u64;
+            }
             // Float rounding of a huge base must not dip below it.
             (b as u64).clamp(self.base_ns, self.cap_ns)
         } else {

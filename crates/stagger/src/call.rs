@@ -28,6 +28,10 @@ pub struct Call<R = LazyRng> {
     pub(crate) retry_in: Option<Duration>,
     pub(crate) transparent_left: u32,
     pub(crate) transparent: u32,
+    /// Attempts of this call may run side by side (a hedged call): the next
+    /// one after a failure goes out at once, or after the server's hint,
+    /// never after a backoff.
+    pub(crate) hedged: bool,
     pub(crate) rng: R,
 }
 
@@ -91,6 +95,7 @@ impl<R> Call<R> {
             retry_in: None,
             transparent_left: 0,
             transparent: 0,
+            hedged: false,
             rng,
         }
     }

@@ -112,25 +112,25 @@ pub fn grpc_code(code: u32) -> Class {
     }
 }
 
-/// The class of a gRPC status code under a service config's
-/// `retryableStatusCodes` (gRPC A6): a listed code is retried — still only
-/// with pushback for RESOURCE_EXHAUSTED and only for idempotent calls for
-/// DEADLINE_EXCEEDED, as docs/behaviour.md §2 says — and an unlisted one never.
+/// The class of a gRPC status code under a method's `retryableStatusCodes`
+/// (or a hedging policy's `nonFatalStatusCodes`), as gRPC A6 says: a listed
+/// code is retried — RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED included, with
+/// or without pushback, since an operator who lists a code means it — and an
+/// unlisted one never. The "only with pushback" and "only if idempotent"
+/// rules of [`grpc_code`] are for calls without such a list.
 ///
 /// ```
 /// use stagger::classify::{grpc_code_listed, Class};
 /// assert_eq!(grpc_code_listed(13, &[13, 14]), Class::Transient);
 /// assert_eq!(grpc_code_listed(14, &[13]), Class::Permanent);
-/// assert_eq!(grpc_code_listed(8, &[8]), Class::OnlyWithHint);
+/// assert_eq!(grpc_code_listed(8, &[8]), Class::Transient);
+/// assert_eq!(grpc_code_listed(4, &[4]), Class::Transient);
 /// ```
 pub fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
-    if !retryable.contains(&code) {
-        return Class::Permanent;
-    }
-    match grpc_code(code) {
-        Class::OnlyWithHint => Class::OnlyWithHint,
-        Class::Unknown => Class::Unknown,
-        _ => Class::Transient,
+    if retryable.contains(&code) {
+        Class::Transient
+    } else {
+        Class::Permanent
     }
 }
 

@@ -12,10 +12,13 @@
 //! A6's rules, as applied here: `maxAttempts` must be an integer above 1 and
 //! values above 5 are treated as 5; `initialBackoff` and `maxBackoff` must be
 //! positive durations written as protobuf JSON strings (`"0.1s"`);
-//! `backoffMultiplier` must be positive (stagger also needs it to be at
-//! least 1); `retryableStatusCodes` must be non-empty, each code a name
+//! `backoffMultiplier` must be positive (below 1 the schedule shrinks) and
+//! an `initialBackoff` above `maxBackoff` is valid (every delay is capped);
+//! `retryableStatusCodes` must be non-empty, each code a name
 //! (`"UNAVAILABLE"`) or a number (`14`); `retryThrottling.maxTokens` must be
-//! in (0, 1000] and `tokenRatio` positive. Every error names the field.
+//! in (0, 1000] and `tokenRatio` positive (it may exceed `maxTokens`), both
+//! kept to three decimals with further digits dropped. Every error names
+//! the field.
 //! Delays use gRPC's jitter, `proportional(0.2)`. A `hedgingPolicy`
 //! (`maxAttempts` capped at 5 the same way, `hedgingDelay` default 0,
 //! `nonFatalStatusCodes` possibly empty) is read into
@@ -57,7 +60,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::backoff::{Backoff, Jitter};
+use crate::backoff::Backoff;
 use crate::budget::TokenBucket;
 use crate::classify::grpc_code_listed;
 use crate::error::ConfigError;
@@ -69,7 +72,7 @@ mod policy_file;
 pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_ATTEMPTS};
 
 /// A6's ceiling on `maxAttempts`: larger values are treated as this.
-pub const MAX_ATTEMPTS_CEILING: u32 = 5;
+pub const MAX_ATTEMPTS_CEILING: u32 = crate::a6::MAX_ATTEMPTS;
 
 /// gRPC status code names, by number.
 pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;
@@ -180,9 +183,9 @@ impl RetryPolicy {
         self.retryable.binary_search(&code).is_ok()
     }
 
-    /// The class of `code` under this policy: listed codes are retried
-    /// (RESOURCE_EXHAUSTED still only with pushback, DEADLINE_EXCEEDED only
-    /// for idempotent calls, as docs/behaviour.md §2 says), others are permanent.
+    /// The class of `code` under this policy: a listed code is retried (as
+    /// A6 says, RESOURCE_EXHAUSTED with or without pushback), others are
+    /// permanent.
     pub fn class_of(&self, code: u32) -> Class {
         grpc_code_listed(code, &self.retryable)
     }
@@ -192,12 +195,12 @@ impl RetryPolicy {
     /// timeout if given.
     pub fn policy_builder(&self) -> PolicyBuilder {
         let mut b = Policy::builder()
-            .backoff(
+            .a6_backoff(
                 Backoff::new()
                     .base(self.initial_backoff)
                     .cap(self.max_backoff)
                     .multiplier(self.multiplier)
-                    .jitter(Jitter::Proportional(0.2)),
+                    .jitter(crate::a6::JITTER),
             )
             .max_attempts(self.max_attempts);
         if let Some(t) = self.attempt_timeout {
@@ -418,9 +421,7 @@ fn retry_policy(v: &Value) -> Result<RetryPolicy, ConfigError> {
     };
     let max = field("retryPolicy.maxAttempts", "maxAttempts")?;
     let max_attempts = match max.as_u64().or_else(|| whole(max.as_f64())) {
-        Some(n) if n > 1 => {
-            u32::try_from(n.min(u64::from(MAX_ATTEMPTS_CEILING))).unwrap_or(MAX_ATTEMPTS_CEILING)
-        }
+        Some(n) if n > 1 => crate::a6::effective_attempts(n),
         _ => {
             return Err(ConfigError::new(
                 "retryPolicy.maxAttempts",
@@ -491,9 +492,7 @@ fn hedging_policy(v: &Value) -> Result<HedgingPolicy, ConfigError> {
         .filter(|v| !v.is_null())
         .ok_or_else(|| ConfigError::new("hedgingPolicy.maxAttempts", "is required"))?;
     let max_attempts = match max.as_u64().or_else(|| whole(max.as_f64())) {
-        Some(n) if n > 1 => {
-            u32::try_from(n.min(u64::from(MAX_ATTEMPTS_CEILING))).unwrap_or(MAX_ATTEMPTS_CEILING)
-        }
+        Some(n) if n > 1 => crate::a6::effective_attempts(n),
         _ => {
             return Err(ConfigError::new(
                 "hedgingPolicy.maxAttempts",

@@ -74,6 +74,10 @@ pub(crate) mod driver;
 /// The most attempts one hedged call may make (gRPC allows 5).
 pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
 
+/// Attempts one hedged call can have sent: its counted attempts plus the
+/// transparent retries of attempts that never left the client.
+const SLOTS: usize = (MAX_HEDGE_ATTEMPTS + crate::a6::MAX_TRANSPARENT_RETRIES) as usize;
+
 /// When the next hedge goes out after the previous attempt.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum HedgeDelay {
@@ -348,7 +352,7 @@ pub enum HedgeStep {
 #[derive(Debug)]
 pub struct HedgedCall<R = LazyRng> {
     call: Call<R>,
-    sent: [Option<Instant>; MAX_HEDGE_ATTEMPTS as usize],
+    sent: [Option<Instant>; SLOTS],
     in_flight: u32,
     next_at: Option<Instant>,
     /// The next attempt answers a non-fatal failure (the retry policy has
@@ -397,6 +401,15 @@ impl<R> HedgedCall<R> {
         self.last_stop.get_or_insert(StopReason::NotRetryable);
     }
 
+    /// Attempts that count toward max attempts (and the attempt headers):
+    /// those sent, less the transparent retries of attempts that never left
+    /// the client.
+    fn counted(&self) -> u32 {
+        self.call
+            .attempts()
+            .saturating_sub(self.call.transparent_retries_made())
+    }
+
     /// Whether attempt `attempt` was sent and has not reported.
     pub fn is_running(&self, attempt: u32) -> bool {
         attempt >= 1
@@ -427,10 +440,11 @@ impl HedgePolicy {
     }
 
     /// Starts a hedged call.
-    pub fn call<R>(&self, call: Call<R>) -> HedgedCall<R> {
+    pub fn call<R>(&self, mut call: Call<R>) -> HedgedCall<R> {
+        call.hedged = true;
         HedgedCall {
             call,
-            sent: [None; MAX_HEDGE_ATTEMPTS as usize],
+            sent: [None; SLOTS],
             in_flight: 0,
             next_at: None,
             follow_up: false,
@@ -489,7 +503,7 @@ impl HedgePolicy {
         if let Some(at) = h.next_at {
             if at <= now && !h.no_more {
                 h.next_at = None;
-                if h.call.attempts() >= self.max_attempts {
+                if h.counted() >= self.max_attempts || h.call.attempts() as usize >= SLOTS {
                     h.no_more = true;
                 } else if h.follow_up {
                     h.follow_up = false;
@@ -534,7 +548,7 @@ impl HedgePolicy {
                 // time (the one-layer rule): no timed hedge.
                 if h.call.get_idempotency() == Idempotency::Idempotent
                     && !h.call.serving_retry
-                    && attempt < self.max_attempts
+                    && h.counted() < self.max_attempts
                     && !h.no_more
                 {
                     h.next_at = self.current_delay(now).and_then(|d| now.checked_add(d));
@@ -582,39 +596,46 @@ impl HedgePolicy {
                 h.winner = Some(attempt);
                 self.finish(h, StopReason::Success, now);
             }
-            Outcome::Failure(f) => match self.policy.decide(&mut h.call, f, now) {
-                Decision::Retry { after } => {
-                    // Non-fatal: the next attempt goes out now, or after the
-                    // server's hint (the backoff is not a hedge's business).
-                    let wait = if f.hint.is_some() {
-                        after
-                    } else {
-                        Duration::ZERO
-                    };
-                    h.next_at = now.checked_add(wait);
-                    h.follow_up = true;
+            Outcome::Failure(f) => {
+                let decision = self.policy.decide(&mut h.call, f, now);
+                self.after_failure(h, f, decision, now);
+            }
+        }
+    }
+
+    /// What a failed attempt means for the call. A fatal failure (one no
+    /// attempt could clear: a status the policy does not list, a
+    /// cancellation) or the deadline ends the call, whatever came before.
+    /// A non-fatal one never ends a call whose other attempts still run:
+    /// the next attempt goes out at once (or after the server's hint), or,
+    /// when the retry policy holds it back (a "do not retry" pushback, a
+    /// hint longer than the deadline or `max_retry_after`, a spent budget,
+    /// max attempts), no further attempt is sent and the call ends when
+    /// the last one running has answered.
+    fn after_failure<R: RandomSource>(
+        &self,
+        h: &mut HedgedCall<R>,
+        f: Failure,
+        decision: Decision,
+        now: Instant,
+    ) {
+        let expired = h.call.deadline.is_some_and(|d| now >= d);
+        match decision {
+            Decision::Retry { after } => {
+                // Non-fatal: the next attempt goes out when the engine says
+                // (at once, or after the server's hint).
+                h.next_at = now.checked_add(after);
+                h.follow_up = true;
+            }
+            Decision::Stop(r) if f.class.may_clear() && !expired => {
+                h.last_stop = Some(r);
+                h.no_more = true;
+                h.next_at = None;
+                if h.in_flight == 0 {
+                    self.finish(h, r, now);
                 }
-                // The server said not to retry: no further hedge, but the
-                // attempts already running may still answer.
-                Decision::Stop(r @ StopReason::NotRetryable)
-                    if h.call.not_retried() == Some(NotRetried::ServerSaidNo) =>
-                {
-                    h.last_stop = Some(r);
-                    h.no_more = true;
-                    h.next_at = None;
-                    if h.in_flight == 0 {
-                        self.finish(h, r, now);
-                    }
-                }
-                Decision::Stop(r @ (StopReason::AttemptsExhausted | StopReason::Budget)) => {
-                    h.last_stop = Some(r);
-                    h.no_more = true;
-                    if h.in_flight == 0 {
-                        self.finish(h, r, now);
-                    }
-                }
-                Decision::Stop(r) => self.finish(h, r, now),
-            },
+            }
+            Decision::Stop(r) => self.finish(h, r, now),
         }
     }
 

@@ -78,7 +78,11 @@
 //! - `config` (feature `serde`): gRPC service-config import.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// docs.rs builds with `--cfg docsrs`: every item behind a feature then says
+// which feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod a6;
 mod backoff;
 mod breaker;
 pub mod budget;

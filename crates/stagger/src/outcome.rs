@@ -105,6 +105,10 @@ pub struct Failure {
     /// `x-no-retry: 1`), so this layer passes it up instead of multiplying
     /// the attempts (the one-layer rule).
     pub gave_up_below: bool,
+    /// The caller's own deadline ended the attempt (set by the engine, not
+    /// by front-ends): the dependency is not to blame, so gRPC's throttling
+    /// takes no token for it.
+    pub(crate) past_deadline: bool,
 }
 
 impl Failure {
@@ -115,6 +119,7 @@ impl Failure {
             hint: None,
             not_sent: false,
             gave_up_below: false,
+            past_deadline: false,
         }
     }
 

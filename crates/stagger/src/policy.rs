@@ -397,7 +397,7 @@ impl Policy {
                 Ok(()) => {
                     let retry = call.attempt.saturating_sub(call.backoff_origin).max(1);
                     Decision::Retry {
-                        after: Duration::from_nanos(self.jittered(call, retry)),
+                        after: Duration::from_nanos(self.backoff_of(call, retry)),
                     }
                 }
             };
@@ -412,8 +412,10 @@ impl Policy {
         f: Failure,
         now: &mut LazyNow<C>,
     ) -> Decision {
+        let past_deadline = call.deadline.is_some_and(|d| now.get() >= d);
         if self.guardrail.is_some() || call.attempt_started.is_some() {
-            self.record(call, &Outcome::Failure(f), now);
+            let seen = Failure { past_deadline, ..f };
+            self.record(call, &Outcome::Failure(seen), now);
         }
         if self.observer.is_some() {
             self.emit(Event::AttemptFailed {
@@ -427,7 +429,7 @@ impl Policy {
                 });
             }
         }
-        if f.class != Class::Cancelled && call.deadline.is_some_and(|d| now.get() >= d) {
+        if f.class != Class::Cancelled && past_deadline {
             // The deadline ended this attempt (or arrived with it): that is
             // why the call stops, whatever the failure's class.
             return Decision::Stop(self.stop(call, StopReason::Deadline));
@@ -442,7 +444,7 @@ impl Policy {
                 (nanos(h).saturating_add(spread as u64), Some(h))
             }
             Some(Hint::Pushback(h)) => (nanos(h), Some(h)),
-            _ => (self.jittered(call, retry), None),
+            _ => (self.backoff_of(call, retry), None),
         };
         let delay = Duration::from_nanos(delay_ns);
         if let Some(deadline) = call.deadline {
@@ -523,7 +525,7 @@ impl Policy {
         call.transparent_left -= 1;
         call.transparent = call.transparent.saturating_add(1);
         let retry = call.attempt.saturating_sub(call.backoff_origin).max(1);
-        let delay = Duration::from_nanos(self.jittered(call, retry));
+        let delay = Duration::from_nanos(self.backoff_of(call, retry));
         if let Some(deadline) = call.deadline {
             let wake = now
                 .get()
@@ -534,6 +536,17 @@ impl Policy {
             }
         }
         Decision::Retry { after: delay }
+    }
+
+    /// The wait before the next attempt when the server gave no hint: the
+    /// jittered backoff, or none for a hedged call, whose next attempt goes
+    /// out at once (its other attempts are the spacing).
+    #[inline]
+    fn backoff_of<R: RandomSource>(&self, call: &mut Call<R>, retry: u32) -> u64 {
+        if call.hedged {
+            return 0;
+        }
+        self.jittered(call, retry)
     }
 
     #[inline]

@@ -14,7 +14,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{qualifies, refill, thousandths, Budget, Withdrawal};
+use super::{qualifies, refill, Budget, Withdrawal};
 use crate::error::ConfigError;
 use crate::outcome::Failure;
 use crate::sync::{AtomicU64, Ordering::*, Padded};
@@ -110,7 +110,9 @@ impl Budget for TokenBucket {
 
     #[inline]
     fn on_failure(&self, failure: &Failure, _now: Instant) {
-        if !qualifies(failure) {
+        // A6 charges the failures a client would retry (or was told not
+        // to); the caller's own deadline is not the server's doing.
+        if !qualifies(failure) || failure.past_deadline {
             return;
         }
         let cell = &self.inner.tokens;
@@ -135,8 +137,8 @@ impl Budget for TokenBucket {
 }
 
 /// Configures a [`TokenBucket`] with A6's limits: `max_tokens` in
-/// `(0, 1000]`, `token_ratio` in `(0, max_tokens]` with at most three
-/// decimals (more are rounded).
+/// `(0, 1000]`, `token_ratio` positive (it may exceed `max_tokens`), each
+/// kept to three decimals with further digits dropped.
 ///
 /// ```
 /// use stagger::budget::TokenBucket;
@@ -178,19 +180,25 @@ impl TokenBucketBuilder {
         self
     }
 
-    /// Validates and builds.
+    /// Validates and builds. Both numbers keep three decimals, further
+    /// digits dropped (A6: a `token_ratio` of 0.5466 is 0.546); the ratio may
+    /// exceed `max_tokens` (one success then refills the bucket).
     pub fn build(self) -> Result<TokenBucket, ConfigError> {
-        let max = thousandths("max_tokens", self.max_tokens, 0.0, 1000.0)?;
-        if max == 0 {
-            return Err(ConfigError::new("max_tokens", "must be above 0"));
-        }
-        let ratio = thousandths("token_ratio", self.token_ratio, 0.0, self.max_tokens)?;
-        if ratio == 0 {
-            return Err(ConfigError::new(
-                "token_ratio",
-                "must be at least 0.001 (A6 keeps three decimals)",
-            ));
-        }
+        let milli = |field: &'static str, x: f64, max: f64| {
+            if !(x.is_finite() && x > 0.0 && x <= max) {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be in (0, {max}], got {x}"),
+                ));
+            }
+            crate::a6::truncated_thousandths(x)
+                .filter(|m| *m > 0)
+                .ok_or_else(|| {
+                    ConfigError::new(field, "must be at least 0.001 (A6 keeps three decimals)")
+                })
+        };
+        let max = milli("max_tokens", self.max_tokens, crate::a6::MAX_TOKENS)?;
+        let ratio = milli("token_ratio", self.token_ratio, f64::MAX)?;
         Ok(TokenBucket::with_milli(max, ratio))
     }
 }

@@ -91,9 +91,10 @@ impl Driver {
     }
 
     /// Writes this attempt's headers: the time left, and from the second
-    /// attempt on the count of earlier ones.
+    /// attempt on the count of earlier ones (a transparent retry is not one:
+    /// the attempt before it never reached a server).
     pub(super) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
-        let attempt = self.call.attempts();
+        let attempt = self.call.attempts() - self.call.transparent_retries_made();
         if attempt > 1 {
             headers.insert(GRPC_PREVIOUS_ATTEMPTS, HeaderValue::from(attempt - 1));
         }

@@ -13,8 +13,7 @@ use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
 
-/// A6 bounds transparent retries per call at this many.
-pub const MAX_TRANSPARENT_RETRIES: u32 = 10;
+pub use crate::a6::MAX_TRANSPARENT_RETRIES;
 
 /// Retries for a gRPC channel, as A6 specifies and grpc-go and grpc-java do
 /// it: per-method policies, commitment, pushback, throttling, transparent

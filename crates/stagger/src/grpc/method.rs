@@ -11,8 +11,7 @@ use crate::event::Observer;
 use crate::hedge::{HedgeDelay, HedgePolicy};
 use crate::policy::Policy;
 
-/// A6's ceiling on `maxAttempts`: larger values are treated as this.
-pub const MAX_ATTEMPTS: u32 = 5;
+pub use crate::a6::MAX_ATTEMPTS;
 
 /// One method's retry policy, as a gRPC service config's `retryPolicy`
 /// states it: max attempts (capped at 5), the backoff, the retryable status
@@ -90,7 +89,7 @@ impl MethodPolicy {
         }
         Ok(MethodPolicy {
             backoff: Backoff::new().base(Duration::ZERO).jitter(Jitter::None),
-            max_attempts: max_attempts.min(MAX_ATTEMPTS),
+            max_attempts: crate::a6::effective_attempts(u64::from(max_attempts)),
             retryable: Some(codes.into()),
             timeout: None,
             attempt_timeout: None,
@@ -112,7 +111,7 @@ impl MethodPolicy {
                     .base(Duration::from_millis(100))
                     .multiplier(2.0)
                     .cap(Duration::from_secs(1))
-                    .jitter(Jitter::Proportional(0.2)),
+                    .jitter(crate::a6::JITTER),
                 max_attempts: MAX_ATTEMPTS,
                 retryable: Some(Arc::from([14u32].as_slice())),
                 timeout: None,
@@ -129,7 +128,7 @@ impl MethodPolicy {
             backoff: Backoff::new()
                 .base(Duration::from_millis(100))
                 .cap(Duration::from_secs(1))
-                .jitter(Jitter::Proportional(0.2)),
+                .jitter(crate::a6::JITTER),
             max_attempts: 1,
             retryable: None,
             timeout: None,
@@ -173,7 +172,7 @@ impl MethodPolicy {
         observer: Option<&Arc<dyn Observer>>,
     ) -> Result<Policy, ConfigError> {
         let mut b = Policy::builder()
-            .backoff(self.backoff)
+            .a6_backoff(self.backoff)
             .max_attempts(self.max_attempts);
         if let Some(t) = self.attempt_timeout {
             b = b.attempt_timeout(t);
@@ -236,7 +235,7 @@ impl MethodPolicyBuilder {
         self
     }
 
-    /// `backoffMultiplier` (at least 1).
+    /// `backoffMultiplier`: positive; below 1 the schedule shrinks.
     pub fn multiplier(mut self, m: f64) -> Self {
         self.policy.backoff = self.policy.backoff.multiplier(m);
         self
@@ -278,8 +277,8 @@ impl MethodPolicyBuilder {
                 "must be at least 2 (use MethodPolicy::no_retries for one attempt)",
             ));
         }
-        p.max_attempts = p.max_attempts.min(MAX_ATTEMPTS);
-        p.backoff.validate()?;
+        p.max_attempts = crate::a6::effective_attempts(u64::from(p.max_attempts));
+        p.backoff.validate_a6()?;
         if p.backoff.get_base().is_zero() {
             return Err(ConfigError::new(
                 "initial_backoff",

@@ -63,9 +63,9 @@ use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::classify::{grpc_code, grpc_code_listed, grpc_code_of_http};
+use crate::classify::{grpc_code_listed, grpc_code_of_http};
 use crate::hint::parse_pushback;
-use crate::http::{GRPC_PUSHBACK, GRPC_STATUS};
+use crate::http::{grpc_status, GRPC_PUSHBACK};
 use crate::outcome::{Failure, StopReason};
 
 mod body;
@@ -106,18 +106,6 @@ pub struct AttemptRecord {
 /// A hook shown every attempt.
 pub(crate) type AttemptHook = Arc<dyn Fn(&AttemptRecord) + Send + Sync>;
 
-/// The `grpc-status` a header map carries, if any (a malformed one reads
-/// as UNKNOWN).
-pub(crate) fn grpc_status(headers: &HeaderMap) -> Option<u32> {
-    let v = headers.get(GRPC_STATUS)?;
-    Some(
-        v.to_str()
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(2),
-    )
-}
-
 /// The status of an attempt from its response head, when the head decides
 /// it: a trailers-only answer's `grpc-status`, or a proxy's non-200 HTTP
 /// status mapped to gRPC's code. `None` for a 200 without a status: the
@@ -127,22 +115,23 @@ pub(crate) fn attempt_status(status: StatusCode, headers: &HeaderMap) -> Option<
         .or_else(|| (status != StatusCode::OK).then(|| grpc_code_of_http(status.as_u16())))
 }
 
-/// A failed status as the engine's facts: its class (under the method's
-/// `retryableStatusCodes`, or the default table without a policy) and the
-/// server's pushback. Also returns the pushback as sent, for reports.
+/// A failed status as the engine's facts: its class under the method's
+/// `retryableStatusCodes` (or a hedging policy's `nonFatalStatusCodes`; a
+/// method without a policy lists none, so nothing it returns is retried or
+/// charged to throttling, as A6 says) and the server's pushback. Also
+/// returns the pushback as sent, for reports.
 pub(crate) fn status_failure(
     code: u32,
     headers: &HeaderMap,
-    retryable: Option<&[u32]>,
+    listed: Option<&[u32]>,
 ) -> (Failure, Option<i64>) {
-    let class = match retryable {
-        Some(codes) => grpc_code_listed(code, codes),
-        None => grpc_code(code),
-    };
+    let class = grpc_code_listed(code, listed.unwrap_or(&[]));
     let raw = headers
         .get(GRPC_PUSHBACK)
         .map(|v| v.to_str().unwrap_or("?"));
-    let hint = raw.map(parse_pushback);
+    // A pushback speaks to a retry policy; a method without one has none
+    // to hold back, nor a token to pay for it.
+    let hint = raw.filter(|_| listed.is_some()).map(parse_pushback);
     let shown = raw.and_then(|s| s.trim().parse::<i64>().ok());
     (Failure::new(class).with_hint_opt(hint), shown)
 }

@@ -280,3 +280,33 @@ fn a_hedge_past_the_deadline_is_not_sent_but_the_running_attempt_may_still_win()
         HedgeStep::Stop(StopReason::Success)
     );
 }
+
+#[test]
+fn events_report_only_the_waits_that_happen() {
+    use crate::event::{Event, Observer};
+    use std::sync::Mutex;
+    #[derive(Default)]
+    struct Waits(Mutex<Vec<Duration>>);
+    impl Observer for Waits {
+        fn on_event(&self, e: &Event) {
+            if let Event::RetryScheduled { delay, .. } = e {
+                self.0.lock().unwrap().push(*delay);
+            }
+        }
+    }
+    let waits = Arc::new(Waits::default());
+    let retry = Policy::builder()
+        .max_attempts(3)
+        .observer(waits.clone())
+        .build()
+        .unwrap();
+    let h = fixed(3, 100).policy(retry).build().unwrap();
+    let t0 = Instant::now();
+    let mut c = h.call(Call::seeded(3).idempotent(true));
+    assert_eq!(sent(h.poll(&mut c, t0)), 1);
+    // A non-fatal failure: the next attempt goes out at once, and the event
+    // says so (not the 100 ms ±jitter backoff a retry would have slept).
+    h.report(&mut c, 1, Failure::transient(), t0 + ms(5));
+    assert_eq!(sent(h.poll(&mut c, t0 + ms(5))), 2);
+    assert_eq!(*waits.0.lock().unwrap(), vec![Duration::ZERO]);
+}

@@ -268,13 +268,6 @@ impl CallOptions {
     }
 }
 
-fn grpc_status(headers: &HeaderMap) -> Option<u32> {
-    headers
-        .get(super::GRPC_STATUS)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// The HTTP fact reader of one call, shared by every HTTP front-end (the
 /// retry layer, the hedging layer, both reqwest middlewares): what the
 /// request, its [`CallOptions`] and the inbound request it serves say
@@ -401,7 +394,7 @@ impl Facts {
     /// The failure a response is, if it is one, with every fact it carries.
     pub(crate) fn response(&mut self, status: StatusCode, headers: &HeaderMap) -> Option<Failure> {
         let mut f = raw_response_failure(status, headers, self.retry_500, SystemTime::now())?;
-        if let (Some(codes), Some(code)) = (&self.grpc_retryable, grpc_status(headers)) {
+        if let (Some(codes), Some(code)) = (&self.grpc_retryable, super::grpc_status(headers)) {
             f.class = crate::classify::grpc_code_listed(code, codes);
         }
         // `x-no-retry` belongs to the one-layer rule: with the rule off it is

@@ -190,13 +190,23 @@ pub fn inbound_attempt(headers: &HeaderMap) -> u32 {
         .unwrap_or(1)
 }
 
+/// The `grpc-status` a header map carries, if any: the one reading of that
+/// header for every front-end. A value that is not a decimal number reads
+/// as UNKNOWN (2), as grpc-java reads it.
+pub(crate) fn grpc_status(headers: &HeaderMap) -> Option<u32> {
+    let v = headers.get(GRPC_STATUS)?;
+    Some(
+        v.to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(2),
+    )
+}
+
 /// Whether a response is a failed gRPC call whose status travels in its
 /// headers (a trailers-only answer): a `grpc-status` other than 0.
 pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
-    headers
-        .get(GRPC_STATUS)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim() != "0")
+    grpc_status(headers).is_some_and(|c| c != 0)
 }
 
 /// Reads how a response bears on retrying: `None` when it is not a failure
@@ -232,15 +242,10 @@ pub(crate) fn raw_response_failure(
     retry_500: bool,
     now: SystemTime,
 ) -> Option<Failure> {
-    let failure = if let Some(code) = headers.get(GRPC_STATUS) {
-        let code = code
-            .to_str()
-            .ok()
-            .and_then(|c| c.trim().parse::<u32>().ok());
+    let failure = if let Some(code) = grpc_status(headers) {
         match code {
-            Some(0) => return None,
-            Some(c) => Failure::new(classify::grpc_code(c)),
-            None => Failure::new(Class::Permanent),
+            0 => return None,
+            c => Failure::new(classify::grpc_code(c)),
         }
         .with_hint_opt(headers.get(GRPC_PUSHBACK).map(|v| match v.to_str() {
             Ok(s) => parse_pushback(s),

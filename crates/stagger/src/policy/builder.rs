@@ -48,6 +48,8 @@ pub struct PolicyBuilder {
     /// (see `guard.rs`), combined into one [`Guardrails`](crate::Guardrails)
     /// at build time.
     pub(crate) parts: Parts,
+    /// The schedule is a gRPC `retryPolicy`'s, checked as A6 checks it.
+    a6_schedule: bool,
 }
 
 impl Default for PolicyBuilder {
@@ -69,7 +71,17 @@ impl PolicyBuilder {
             guardrail: None,
             observer: None,
             parts: Parts::default(),
+            a6_schedule: false,
         }
+    }
+
+    /// Takes `backoff` as a gRPC `retryPolicy` states it, checked as A6
+    /// checks it (a multiplier below 1, a base above the cap).
+    #[cfg_attr(not(any(feature = "serde", feature = "grpc")), allow(dead_code))]
+    pub(crate) fn a6_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self.a6_schedule = true;
+        self
     }
 
     /// Replaces the whole backoff schedule.
@@ -152,7 +164,11 @@ impl PolicyBuilder {
 
     /// Validates and builds.
     pub fn build(self) -> Result<Policy, ConfigError> {
-        self.backoff.validate()?;
+        if self.a6_schedule {
+            self.backoff.validate_a6()?;
+        } else {
+            self.backoff.validate()?;
+        }
         if self.max_attempts == 0 {
             return Err(ConfigError::new(
                 "max_attempts",

@@ -11,10 +11,12 @@ SERVING. Steps:
   exhausted           RESOURCE_EXHAUSTED
   exhausted:MS        RESOURCE_EXHAUSTED with grpc-retry-pushback-ms: MS
   slow:MS             sleep MS milliseconds, then answer SERVING
+  internal            INTERNAL (trailers-only)
+  late:MS             sleep MS milliseconds, then UNAVAILABLE
 
 Listens on 127.0.0.1 on a free port and prints `PORT <n>`; then prints one
 line per request, `REQ prev=<grpc-previous-rpc-attempts or -> left_ms=<time
-left or ->`. Stops when stdin closes.
+left or -> t=<ms since the server started>`. Stops when stdin closes.
 """
 
 import sys
@@ -26,6 +28,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 lock = threading.Lock()
+START = time.monotonic()
 
 
 class Faulty(health_pb2_grpc.HealthServicer):
@@ -38,7 +41,9 @@ class Faulty(health_pb2_grpc.HealthServicer):
         left = "-" if left is None or left > 1e6 else str(int(left * 1000))
         with lock:
             step = self.steps.pop(0) if self.steps else "ok"
-            print("REQ prev=%s left_ms=%s" % (meta.get("grpc-previous-rpc-attempts", "-"), left), flush=True)
+            now_ms = (time.monotonic() - START) * 1000.0
+            prev = meta.get("grpc-previous-rpc-attempts", "-")
+            print("REQ prev=%s left_ms=%s t=%.1f" % (prev, left, now_ms), flush=True)
         name, _, arg = step.partition(":")
         if name == "unavailable":
             context.abort(grpc.StatusCode.UNAVAILABLE, "scripted")
@@ -52,6 +57,11 @@ class Faulty(health_pb2_grpc.HealthServicer):
             if arg:
                 context.set_trailing_metadata((("grpc-retry-pushback-ms", arg),))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "scripted")
+        if name == "internal":
+            context.abort(grpc.StatusCode.INTERNAL, "scripted")
+        if name == "late":
+            time.sleep(int(arg) / 1000.0)
+            context.abort(grpc.StatusCode.UNAVAILABLE, "scripted late")
         if name == "slow":
             time.sleep(int(arg) / 1000.0)
         return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
