@@ -402,3 +402,38 @@ async fn replay_overflow_keeps_the_leading_hedge_and_cancels_the_rest() {
     assert_eq!(s.attempts, 2, "no hedge after the overflow");
     assert_eq!(s.reason, Some(StopReason::Success));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_transparent_retry_uses_up_no_hedge_and_many_of_them_never_hang_the_call() {
+    // Attempt 1 never leaves; its transparent retry goes out as the first
+    // attempt, and the one hedge maxAttempts 2 allows still follows it.
+    let layer = hedging(2, 50, &[14]);
+    let svc = Scripted::new(
+        [
+            Step::RefusedStream,
+            Step::SlowOk(ms(1000)),
+            Step::SlowOk(ms(10)),
+        ],
+        unavailable(),
+    );
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    let seen = svc.seen();
+    assert_eq!(
+        seen.iter().map(previous).collect::<Vec<_>>(),
+        vec![None, None, Some(1)]
+    );
+    assert_eq!(report.get().attempts, 3);
+    // Seven attempts that never leave: ids past maxAttempts (and past 5)
+    // still run to an answer.
+    let svc = Scripted::new(
+        std::iter::repeat_n(Step::RefusedStream, 7).chain([Step::SlowOk(ms(5))]),
+        unavailable(),
+    );
+    let answered = tokio::time::timeout(ms(60_000), call(&layer, &svc, request(b"x"))).await;
+    let (status, report) = answered.expect("the call ends");
+    assert_eq!(status, Some(0));
+    assert_eq!(svc.seen().len(), 8);
+    let s = report.get();
+    assert_eq!((s.attempts, s.transparent_retries), (8, 7));
+}
