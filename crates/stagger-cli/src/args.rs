@@ -50,10 +50,15 @@ pub struct Attempts(pub Option<u32>);
 fn attempts(s: &str) -> Result<Attempts, String> {
     match s.trim() {
         "unlimited" => Ok(Attempts(None)),
-        t => t
-            .parse()
-            .map(|n| Attempts(Some(n)))
-            .map_err(|_| format!("`{t}` is not a whole number or `unlimited`")),
+        t if t.starts_with('-') => Err(format!(
+            "`{t}` is negative; give a whole number of attempts, 1 or more (e.g. 5)"
+        )),
+        t => match t.parse::<u64>() {
+            Ok(n) => u32::try_from(n)
+                .map(|n| Attempts(Some(n)))
+                .map_err(|_| format!("`{t}` is more than the most attempts, {}", u32::MAX)),
+            Err(_) => Err(format!("`{t}` is not a whole number or `unlimited`")),
+        },
     }
 }
 
@@ -198,17 +203,24 @@ pub struct Verbosity {
     pub quiet: bool,
 }
 
-/// Makes every option whose value is a duration (`D`) take a value that
-/// starts with `-`, so `--deadline -1s` reaches the parser and gets a
-/// message naming the flag, instead of clap's "unexpected argument".
+/// Makes negative values reach the parsers, so `--deadline -1s`,
+/// `--attempts -3` and `--spread -10%` get a message naming the flag
+/// instead of clap's "unexpected argument '-3' found": an option whose
+/// value is a duration (`D`) or a spread (`S`) takes any value that starts
+/// with `-`; every other option that takes a value takes a negative
+/// number (`-3`, `-0.5`), so `-H -v` still reads `-v` as a flag.
 pub fn negative_durations_reach_the_parser(cmd: clap::Command) -> clap::Command {
     let cmd = cmd.mut_args(|a| {
-        if a.get_value_names()
-            .is_some_and(|v| v.len() == 1 && v[0] == "D")
-        {
+        let takes_value = a.get_action().takes_values();
+        let hyphen = a
+            .get_value_names()
+            .is_some_and(|v| v.len() == 1 && (v[0] == "D" || v[0] == "S"));
+        if a.is_positional() || !(takes_value || hyphen) {
+            a
+        } else if hyphen {
             a.allow_hyphen_values(true)
         } else {
-            a
+            a.allow_negative_numbers(true)
         }
     });
     let names: Vec<String> = cmd
@@ -238,6 +250,10 @@ pub fn exit_naming_the_flag_typed(e: clap::Error, argv: &[std::ffi::OsString]) -
             eprint!("{msg}");
             std::process::exit(e.exit_code());
         }
+    }
+    if let Some(msg) = negative_count(&e, argv) {
+        eprint!("{msg}");
+        std::process::exit(e.exit_code());
     }
     let renamed = match (
         e.kind(),
@@ -269,6 +285,37 @@ pub fn exit_naming_the_flag_typed(e: clap::Error, argv: &[std::ffi::OsString]) -
         }
         None => e.exit(),
     }
+}
+
+/// clap's message for a negative value given to a whole-number option
+/// (`--retry -1`: "invalid digit found in string"), said as what the flag
+/// takes. `None` for every other error.
+fn negative_count(e: &clap::Error, argv: &[std::ffi::OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) else {
+        return None;
+    };
+    // A whole-number option refuses `-3` in one of two ways: the integer
+    // parser finds a digit it does not expect (usize, u64), or clap's
+    // ranged parser says it is not in 0..=MAX (u8 to u32).
+    let unsigned = std::error::Error::source(e).is_some_and(|s| {
+        s.downcast_ref::<std::num::ParseIntError>()
+            .is_some_and(|p| *p.kind() == std::num::IntErrorKind::InvalidDigit)
+            || s.to_string()
+                .starts_with(&format!("{value} is not in 0..="))
+    });
+    if e.kind() != ErrorKind::ValueValidation || !value.starts_with('-') || !unsigned {
+        return None;
+    }
+    let canonical = arg.split(' ').next().unwrap_or(arg);
+    let flag = typed_flag(argv, value).unwrap_or_else(|| canonical.to_string());
+    Some(format!(
+        "error: {flag}: `{value}` is negative; {flag} takes a whole number, 0 or more \
+         (e.g. {flag} 3)\n\nFor more information, try '--help'.\n"
+    ))
 }
 
 /// What stagger calls a flag that curl or timeout(1) users reach for

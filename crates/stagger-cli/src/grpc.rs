@@ -26,7 +26,7 @@ use stagger::grpc::{AttemptRecord, CallReport, MethodPolicy, RetryLayer};
 use stagger::StopReason;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::args::{duration, ScheduleArgs};
+use crate::args::{duration, limit, ScheduleArgs};
 
 /// gRPC tools.
 #[derive(Debug, clap::Args)]
@@ -76,10 +76,10 @@ pub struct HealthArgs {
     service: String,
     #[command(flatten)]
     schedule: ScheduleArgs,
-    /// A deadline over every attempt and wait (e.g. `--deadline 30s`).
+    /// A deadline over every attempt and wait (e.g. `--deadline 30s`; 0 = no limit).
     #[arg(long, default_value = "10s", value_parser = duration, value_name = "D")]
     deadline: Duration,
-    /// How long one connection attempt may take (e.g. `--connect-timeout 2s`).
+    /// How long one connection attempt may take (e.g. `--connect-timeout 2s`; 0 = no limit).
     #[arg(long, default_value = "1s", value_parser = duration, value_name = "D")]
     connect_timeout: Duration,
     /// A gRPC service config (JSON): its policy for
@@ -208,32 +208,38 @@ type Records = Arc<Mutex<Vec<AttemptJson>>>;
 
 fn build_layer(a: &HealthArgs, records: Records) -> Result<RetryLayer, String> {
     let (sink, verbose) = (records, a.verbose);
-    let mut b = RetryLayer::builder().on_attempt(move |r: &AttemptRecord| {
-        let status = r.status.map(|c| grpc_code_name(c).unwrap_or("UNKNOWN"));
-        if verbose {
-            let what = match (&status, &r.error) {
-                (Some(s), _) => (*s).to_string(),
-                (None, Some(e)) => e.clone(),
-                _ => "no answer".into(),
-            };
-            let next = match (r.delay, r.stop) {
-                (Some(d), _) => format!("retry in {d:?}"),
-                (None, Some(s)) => format!("stop: {s}"),
-                _ => String::new(),
-            };
-            eprintln!("stagger: attempt {}: {what}; {next}", r.attempt);
-        }
-        if let Ok(mut v) = sink.lock() {
-            v.push(AttemptJson {
-                attempt: r.attempt,
-                grpc_status: status,
-                pushback_ms: r.pushback_ms,
-                delay_ms: r.delay.map(|d| d.as_millis() as u64),
-                // hyper-util's words for a connection that was never made.
-                connect: r.error.as_deref().is_some_and(|e| e.contains("(Connect)")),
+    // A probe counts every try, a connection that was refused included:
+    // `--attempts 1` connects once. So the layer makes no transparent
+    // retries; a refused connection is an attempt like any other.
+    let mut b =
+        RetryLayer::builder()
+            .transparent_retries(0)
+            .on_attempt(move |r: &AttemptRecord| {
+                let status = r.status.map(|c| grpc_code_name(c).unwrap_or("UNKNOWN"));
+                if verbose {
+                    let what = match (&status, &r.error) {
+                        (Some(s), _) => (*s).to_string(),
+                        (None, Some(e)) => e.clone(),
+                        _ => "no answer".into(),
+                    };
+                    let next = match (r.delay, r.stop) {
+                        (Some(d), _) => format!("retry in {d:?}"),
+                        (None, Some(s)) => format!("stop: {s}"),
+                        _ => String::new(),
+                    };
+                    eprintln!("stagger: attempt {}: {what}; {next}", r.attempt);
+                }
+                if let Ok(mut v) = sink.lock() {
+                    v.push(AttemptJson {
+                        attempt: r.attempt,
+                        grpc_status: status,
+                        pushback_ms: r.pushback_ms,
+                        delay_ms: r.delay.map(|d| d.as_millis() as u64),
+                        // hyper-util's words for a connection that was never made.
+                        connect: r.error.as_deref().is_some_and(|e| e.contains("(Connect)")),
+                    });
+                }
             });
-        }
-    });
     match &a.service_config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -330,21 +336,25 @@ fn varint(b: &[u8]) -> Option<(u64, &[u8])> {
 
 async fn probe(a: &HealthArgs, layer: RetryLayer, uri: http::Uri) -> Ending {
     let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(a.connect_timeout));
+    connector.set_connect_timeout(limit(Some(a.connect_timeout)));
     connector.set_nodelay(true);
     let client = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .build(connector);
     let mut svc = layer.layer(client);
-    let timeout = stagger::deadline::format_grpc_timeout(a.deadline);
-    let req = Request::post(uri)
+    let mut req = Request::post(uri)
         .version(http::Version::HTTP_2)
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header(
+        .header("te", "trailers");
+    // `--deadline 0` is no limit, as everywhere else: no grpc-timeout.
+    if let Some(d) = limit(Some(a.deadline)) {
+        let timeout = stagger::deadline::format_grpc_timeout(d);
+        req = req.header(
             "grpc-timeout",
             HeaderValue::from_str(&timeout).unwrap_or(HeaderValue::from_static("10S")),
-        )
+        );
+    }
+    let req = req
         .body(Full::new(request_frame(&a.service)))
         .unwrap_or_default();
     let failed = |code, reason, message: String| Ending {

@@ -55,6 +55,11 @@ fn parse_spread(s: &str) -> Result<Spread, String> {
                 .trim()
                 .parse()
                 .map_err(|_| format!("`{s}` is not a percentage; write e.g. 10%"))?;
+            if p < 0.0 {
+                return Err(format!(
+                    "`{s}` is negative; a spread is 0% to 100% or a duration (e.g. 10%, 5s)"
+                ));
+            }
             if !(0.0..=100.0).contains(&p) {
                 return Err(format!("{s} is outside 0% to 100%"));
             }

@@ -52,6 +52,10 @@ struct Schedule {
 }
 
 const MAX_SAMPLES: usize = 10_000_000;
+/// At most this many retries in one schedule's table; a longer schedule
+/// shows its first ones and says so.
+const MAX_ROWS: u32 = 10_000;
+
 /// At most this many delays in one schedule (400 MB of samples).
 const MAX_DRAWS: usize = 50_000_000;
 
@@ -109,7 +113,7 @@ fn build(a: &Args) -> anyhow::Result<(Backoff, u32, Schedule)> {
         )));
     }
     let attempts = a.policy.schedule.limit()?;
-    let retries = attempts.saturating_sub(1).min(10_000);
+    let retries = attempts.saturating_sub(1).min(MAX_ROWS);
     if (retries as usize).saturating_mul(a.samples) > MAX_DRAWS {
         anyhow::bail!(UsageError(format!(
             "--samples: {} samples × {retries} retries is more than {MAX_DRAWS} delays; lower --samples or --attempts",
@@ -147,15 +151,24 @@ fn print_table(
     attempts: u32,
     s: &Schedule,
 ) -> std::io::Result<()> {
+    let shown = s.retries.len();
+    // More retries than the table holds: say it stops short.
+    let retries = if u64::from(attempts.saturating_sub(1)) > shown as u64 {
+        format!(
+            "{} retries; the first {shown} shown",
+            attempts.saturating_sub(1)
+        )
+    } else {
+        format!("{shown} retries")
+    };
     writeln!(
         out,
-        "base {:?}, ×{}, cap {:?}, jitter {}, {} attempts ({} retries)",
+        "base {:?}, ×{}, cap {:?}, jitter {}, {} attempts ({retries})",
         b.get_base(),
         b.get_multiplier(),
         b.get_cap(),
         b.get_jitter(),
         attempts,
-        s.retries.len()
     )?;
     writeln!(
         out,

@@ -161,6 +161,19 @@ fn usage(e: stagger_sim::SimError) -> anyhow::Error {
     UsageError(e.to_string()).into()
 }
 
+/// `--model` names none of the models: the simulator's own, and hedging
+/// (which runs on its own engine, so the simulator's list lacks it).
+fn unknown_model(given: &str) -> anyhow::Error {
+    let names: Vec<&str> = Model::ALL.iter().map(|m| m.as_str()).collect();
+    bad(
+        "model",
+        format!(
+            "unknown model `{given}` (expected {} or hedging)",
+            names.join(", ")
+        ),
+    )
+}
+
 fn bad(flag: &str, why: String) -> anyhow::Error {
     UsageError(format!("--{flag}: {why}")).into()
 }
@@ -170,8 +183,14 @@ fn list<T: std::str::FromStr>(flag: &str, s: &str) -> anyhow::Result<Vec<T>> {
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(|t| {
-            t.parse::<T>()
-                .map_err(|_| bad(flag, format!("`{t}` is not a valid number")))
+            t.parse::<T>().map_err(|_| {
+                let why = if t.starts_with('-') {
+                    format!("`{t}` is negative; give numbers of 0 or more")
+                } else {
+                    format!("`{t}` is not a valid number")
+                };
+                bad(flag, why)
+            })
         })
         .collect()
 }
@@ -179,7 +198,7 @@ fn list<T: std::str::FromStr>(flag: &str, s: &str) -> anyhow::Result<Vec<T>> {
 impl Args {
     /// The parameters the flags describe, validated.
     pub(crate) fn params(&self) -> anyhow::Result<(Params, Vec<Strategy>)> {
-        let model: Model = self.model.parse().map_err(usage)?;
+        let model: Model = self.model.parse().map_err(|_| unknown_model(&self.model))?;
         if self.drill && model != Model::Failover {
             return Err(bad(
                 "drill",

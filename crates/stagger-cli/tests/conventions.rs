@@ -115,6 +115,71 @@ fn negative_durations_are_refused_naming_the_flag() {
     }
 }
 
+/// `--attempts -3` used to be "unexpected argument '-3' found": a negative
+/// number never reached the flag's parser.
+#[test]
+fn negative_numbers_are_refused_naming_the_flag_and_what_it_takes() {
+    let dir = TempDir::new("negative-numbers");
+    let cases: &[(&[&str], &str)] = &[
+        (&["simulate", "--attempts", "-3"], "1 or more"),
+        (&["http", "--retry", "-1", "127.0.0.1:9"], "0 or more"),
+        (&["http", "--max-redirs", "-1", "127.0.0.1:9"], "0 or more"),
+        (&["jitter", "30s", "--spread", "-10%"], "0% to 100%"),
+        (&["simulate", "--clients", "-3"], "1.."),
+        (&["run", "--attempts", "-2", "--", "true"], "1 or more"),
+    ];
+    for (args, takes) in cases {
+        let d = stagger(args, &dir);
+        let flag = args.iter().find(|a| a.starts_with("--")).unwrap();
+        assert_eq!(code(&d), Some(2), "{args:?}: {}", d.stderr);
+        assert!(d.stderr.contains(flag), "{args:?}: {}", d.stderr);
+        assert!(d.stderr.contains("negative"), "{args:?}: {}", d.stderr);
+        assert!(d.stderr.contains(takes), "{args:?}: {}", d.stderr);
+        assert!(
+            !d.stderr.contains("unexpected argument"),
+            "{args:?}: {}",
+            d.stderr
+        );
+    }
+    // A flag after a value-taking option is still a flag.
+    let d = stagger(&["http", "-H", "-v", "127.0.0.1:9"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+}
+
+#[test]
+fn unknown_model_lists_every_model_hedging_included() {
+    let dir = TempDir::new("model");
+    let d = stagger(&["simulate", "--model", "bogus"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+    for m in ["failover", "contention", "metastable", "layers", "hedging"] {
+        assert!(d.stderr.contains(m), "{m}: {}", d.stderr);
+    }
+}
+
+#[test]
+fn schedule_says_when_it_shows_fewer_retries_than_asked() {
+    let dir = TempDir::new("capped");
+    let d = stagger(
+        &["schedule", "--attempts", "4294967295", "--samples", "0"],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(0), "{}", d.stderr);
+    let first = d.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("4294967294 retries; the first 10000 shown"),
+        "{first}"
+    );
+    // One more than the most is too many, not "not a whole number".
+    let d = stagger(&["schedule", "--attempts", "4294967296"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+    assert!(
+        d.stderr.contains("more than the most attempts"),
+        "{}",
+        d.stderr
+    );
+    assert!(!d.stderr.contains("not a whole number"), "{}", d.stderr);
+}
+
 /// 0 means "no limit", as in timeout(1) and curl.
 #[test]
 fn zero_deadline_and_attempt_timeout_mean_no_limit() {

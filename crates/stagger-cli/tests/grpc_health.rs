@@ -230,3 +230,49 @@ async fn bad_usage_exits_1() {
     assert_eq!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stdout).contains("Exit status:"));
 }
+
+/// A port with nothing listening on it.
+fn closed_port() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attempts_1_against_a_closed_port_connects_once_and_exits_2_at_once() {
+    let addr = closed_port();
+    let started = std::time::Instant::now();
+    let out = stagger(args(addr, &["--attempts", "1", "--format", "json"])).await;
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v = json(&out);
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
+    assert!(took < Duration::from_secs(2), "took {took:?}: {v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn attempts_bound_every_connect_a_refused_one_included() {
+    let addr = closed_port();
+    let out = stagger(args(
+        addr,
+        &["--attempts", "3", "--base", "10ms", "--format", "json"],
+    ))
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let v = json(&out);
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 3, "{v}");
+    assert_eq!(v["stop_reason"], "attempts_exhausted", "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deadline_0_is_no_limit() {
+    let script = Script::new([Fault::Slow(Duration::from_millis(300))]);
+    let addr = start(script).await;
+    let out = stagger(args(addr, &["--deadline", "0", "--connect-timeout", "0"])).await;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "status: SERVING"
+    );
+}

@@ -183,6 +183,25 @@ async fn plain(script: impl Fn(&Seen, usize) -> Answer + Send + Sync + 'static) 
 fn certificate() -> (tokio_rustls::TlsAcceptor, String) {
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string()];
     let rcgen::CertifiedKey { cert, key_pair } = rcgen::generate_simple_self_signed(names).unwrap();
+    acceptor(cert, key_pair)
+}
+
+/// A self-signed certificate that says it is a CA (`CA:TRUE`, what
+/// `openssl req -x509` makes by default), for `names`, used as the
+/// server's own certificate.
+fn ca_certificate(names: &[&str]) -> (tokio_rustls::TlsAcceptor, String) {
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    let mut params = rcgen::CertificateParams::new(names).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let key_pair = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key_pair).unwrap();
+    acceptor(cert, key_pair)
+}
+
+fn acceptor(
+    cert: rcgen::Certificate,
+    key_pair: rcgen::KeyPair,
+) -> (tokio_rustls::TlsAcceptor, String) {
     let der = cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::try_from(key_pair.serialize_der()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -300,6 +319,55 @@ async fn an_untrusted_certificate_exits_60_unless_insecure() {
     let o = stagger(&[&url, "-k"]).await;
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(out(&o), "secret");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
+async fn cacert_accepts_a_ca_true_certificate_that_is_the_servers_own() {
+    let (acceptor, pem) = ca_certificate(&["localhost", "127.0.0.1"]);
+    let s = serve(Arc::new(|_: &Seen, _| ok("pinned")), Some(acceptor)).await;
+    let dir = Dir::new("ca-true");
+    std::fs::write(dir.file("cert.pem"), &pem).unwrap();
+    let url = format!("{}/", s.base);
+    let o = stagger(&[&url, "--attempts", "1", "--cacert", &dir.file("cert.pem")]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(out(&o), "pinned");
+    // Without it the same server is refused, and the message says what to do.
+    let o = stagger(&[&url, "--attempts", "1"]).await;
+    assert_eq!(o.status.code(), Some(60), "{}", err(&o));
+    assert!(err(&o).contains("--cacert"), "{}", err(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
+async fn a_pinned_certificate_for_another_name_is_still_refused() {
+    let (acceptor, pem) = ca_certificate(&["elsewhere.invalid"]);
+    let s = serve(Arc::new(|_: &Seen, _| ok("pinned")), Some(acceptor)).await;
+    let dir = Dir::new("ca-true-name");
+    std::fs::write(dir.file("cert.pem"), &pem).unwrap();
+    let url = format!("{}/", s.base);
+    let o = stagger(&[&url, "--attempts", "1", "--cacert", &dir.file("cert.pem")]).await;
+    assert_eq!(o.status.code(), Some(60), "{}", err(&o));
+    assert!(err(&o).contains("not for the host"), "{}", err(&o));
+    assert_eq!(out(&o), "");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
+async fn certificate_errors_say_what_was_wrong_and_which_flag_changes_it() {
+    let (acceptor, _) = certificate();
+    let s = serve(Arc::new(|_: &Seen, _| ok("secret")), Some(acceptor)).await;
+    let (_, other) = certificate();
+    let dir = Dir::new("worded");
+    std::fs::write(dir.file("other.pem"), other).unwrap();
+    let url = format!("{}/", s.base);
+    let o = stagger(&[&url, "--attempts", "1", "--cacert", &dir.file("other.pem")]).await;
+    assert_eq!(o.status.code(), Some(60), "{}", err(&o));
+    let e = err(&o);
+    assert!(e.contains("signed by none of the certificates in"), "{e}");
+    assert!(e.contains("--cacert FILE") && e.contains("-k"), "{e}");
+    // rustls' own words for it are not what a person reads.
+    assert!(!e.contains("UnknownIssuer"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

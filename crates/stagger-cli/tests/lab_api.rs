@@ -184,6 +184,19 @@ fn bad_parameters_are_a_400_naming_them() {
 }
 
 #[test]
+fn decide_without_a_failure_is_a_400_naming_the_parameter() {
+    let lab = Lab::start();
+    for query in ["/api/decide", "/api/decide?method=GET&attempt=1"] {
+        let (status, body) = lab.get(query);
+        assert_eq!(status, 400, "{query}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).expect("a JSON error");
+        assert_eq!(v["parameter"], "status", "{query}: {body}");
+        let error = v["error"].as_str().unwrap();
+        assert!(error.contains("io") && error.contains("grpc"), "{error}");
+    }
+}
+
+#[test]
 fn a_foreign_host_is_refused() {
     let lab = Lab::start();
     let port = lab.addr.port();
@@ -209,6 +222,7 @@ fn the_page_and_its_assets_are_served_from_the_binary() {
     assert_eq!(status, 200);
     for asset in [
         "/app.js",
+        "/scenes.js",
         "/app.css",
         "/uPlot.iife.min.js",
         "/uPlot.min.css",

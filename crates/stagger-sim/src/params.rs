@@ -144,6 +144,11 @@ impl FromStr for ClientRange {
     fn from_str(s: &str) -> Result<Self, SimError> {
         let bad = |why: String| SimError::new("clients", why);
         let num = |t: &str| -> Result<u32, SimError> {
+            if t.trim().starts_with('-') {
+                return Err(bad(format!(
+                    "`{t}` is negative; give a count of clients in 1..{MAX_CLIENTS} (e.g. 10 or 1..100)"
+                )));
+            }
             let n: u32 = t
                 .trim()
                 .parse()

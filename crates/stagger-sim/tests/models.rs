@@ -270,6 +270,31 @@ fn metastable_backlog_of_expired_work_keeps_goodput_at_zero_unless_skipped() {
     assert!(healed.goodput_after.unwrap() > 0.95 * 280.0);
 }
 
+/// Retries used to be counted as they were sent and attempts as they
+/// reached the server: while the slowdown held attempts back, "of which
+/// retries" stood above "attempts arriving".
+#[test]
+fn metastable_retries_are_never_more_than_the_attempts_arriving_in_a_second() {
+    for skip in [false, true] {
+        for row in metastable("exponential,full", skip, 40) {
+            let s = &row.series;
+            assert!(
+                s.retries.iter().any(|r| *r > 0.0),
+                "{}: no retries",
+                row.strategy
+            );
+            for (i, (retries, load)) in s.retries.iter().zip(&s.load).enumerate() {
+                assert!(
+                    retries <= load,
+                    "{} at {} s: {retries} retries, {load} attempts",
+                    row.strategy,
+                    s.t_s[i]
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn metastable_without_retries_drains_eventually_and_with_retries_does_not() {
     // The backlog drains at capacity − rate = 20/s, so give it time.

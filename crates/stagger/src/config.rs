@@ -21,9 +21,10 @@
 //! the field.
 //! Delays use gRPC's jitter, `proportional(0.2)`. A `hedgingPolicy`
 //! (`maxAttempts` capped at 5 the same way, `hedgingDelay` default 0,
-//! `nonFatalStatusCodes` possibly empty) is read into
-//! [`MethodConfig::hedging`]; a method with both a `retryPolicy` and a
-//! `hedgingPolicy` is an error, as A6 says.
+//! `nonFatalStatusCodes` possibly empty) is read too; a method with both a
+//! `retryPolicy` and a `hedgingPolicy` is an error, as A6 says. Either reads
+//! as the one type for a method's policy, [`MethodPolicy`] (also what the
+//! gRPC layer takes in code), in [`MethodConfig::policy`].
 //!
 //! ```
 //! use stagger::config::ServiceConfig;
@@ -44,8 +45,9 @@
 //! }"#;
 //! let config = ServiceConfig::from_json(json)?;
 //! let method = config.method("shop.Cart", "Add").unwrap();
-//! let retry = method.retry.as_ref().unwrap();
-//! assert_eq!(retry.max_attempts, 4);
+//! let retry = &method.policy;
+//! assert!(retry.has_retry_policy());
+//! assert_eq!(retry.max_attempts(), 4);
 //! assert!(retry.is_retryable(14) && retry.is_retryable(8) && !retry.is_retryable(13));
 //!
 //! let policy = config.policy("shop.Cart", "Add")?.unwrap();
@@ -60,12 +62,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::backoff::Backoff;
 use crate::budget::TokenBucket;
-use crate::classify::grpc_code_listed;
 use crate::error::ConfigError;
-use crate::outcome::Class;
-use crate::policy::{Policy, PolicyBuilder};
+use crate::grpc::MethodPolicy;
+use crate::policy::Policy;
 
 mod policy_file;
 
@@ -109,45 +109,10 @@ pub struct MethodConfig {
     /// method means every method of the service and an empty service the
     /// default for every service.
     pub names: Vec<(String, String)>,
-    /// `timeout`: the call's deadline.
-    pub timeout: Option<Duration>,
-    /// `retryPolicy`, if present.
-    pub retry: Option<RetryPolicy>,
-    /// `hedgingPolicy`, if present (never together with `retry`).
-    pub hedging: Option<HedgingPolicy>,
-}
-
-/// A validated `hedgingPolicy`: up to `max_attempts` attempts of one call,
-/// each sent `delay` after the previous while none has answered; a status in
-/// `non_fatal` sends the next at once, any other status ends the call.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct HedgingPolicy {
-    /// Max attempts, the first included (2 to 5).
-    pub max_attempts: u32,
-    /// `hedgingDelay` (absent means 0: every attempt at once).
-    pub delay: Duration,
-    /// `nonFatalStatusCodes`, as numbers, sorted, without duplicates (may be
-    /// empty).
-    pub non_fatal: Vec<u32>,
-}
-
-/// A validated `retryPolicy`.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct RetryPolicy {
-    /// Max attempts, the first included (2 to 5).
-    pub max_attempts: u32,
-    /// `initialBackoff`.
-    pub initial_backoff: Duration,
-    /// `maxBackoff`.
-    pub max_backoff: Duration,
-    /// `backoffMultiplier`.
-    pub multiplier: f64,
-    /// `retryableStatusCodes`, as numbers, sorted, without duplicates.
-    pub retryable: Vec<u32>,
-    /// `perAttemptRecvTimeout`, if present.
-    pub attempt_timeout: Option<Duration>,
+    /// What the entry says about retrying: its `retryPolicy` or
+    /// `hedgingPolicy` (never both), or no retries, each with the entry's
+    /// `timeout` ([`MethodPolicy::timeout`]).
+    pub policy: MethodPolicy,
 }
 
 /// A validated `retryThrottling`.
@@ -174,39 +139,6 @@ impl Throttling {
                 };
                 ConfigError::new(field, e.problem().to_string())
             })
-    }
-}
-
-impl RetryPolicy {
-    /// Whether gRPC status `code` is listed as retryable.
-    pub fn is_retryable(&self, code: u32) -> bool {
-        self.retryable.binary_search(&code).is_ok()
-    }
-
-    /// The class of `code` under this policy: a listed code is retried (as
-    /// A6 says, RESOURCE_EXHAUSTED with or without pushback), others are
-    /// permanent.
-    pub fn class_of(&self, code: u32) -> Class {
-        grpc_code_listed(code, &self.retryable)
-    }
-
-    /// A policy builder with this schedule: the backoffs, the multiplier,
-    /// max attempts, gRPC's `proportional(0.2)` jitter, and the attempt
-    /// timeout if given.
-    pub fn policy_builder(&self) -> PolicyBuilder {
-        let mut b = Policy::builder()
-            .a6_backoff(
-                Backoff::new()
-                    .base(self.initial_backoff)
-                    .cap(self.max_backoff)
-                    .multiplier(self.multiplier)
-                    .jitter(crate::a6::JITTER),
-            )
-            .max_attempts(self.max_attempts);
-        if let Some(t) = self.attempt_timeout {
-            b = b.attempt_timeout(t);
-        }
-        b
     }
 }
 
@@ -296,22 +228,10 @@ impl ServiceConfig {
         method: &str,
         bucket: Option<&TokenBucket>,
     ) -> Result<Option<Policy>, ConfigError> {
-        let Some(retry) = self.method(service, method).and_then(|m| m.retry.as_ref()) else {
-            return Ok(None);
-        };
-        let mut b = retry.policy_builder();
-        if let Some(t) = bucket {
-            b = b.budget(t.clone());
+        match self.method(service, method) {
+            Some(m) if m.policy.has_retry_policy() => m.policy.engine(bucket, None).map(Some),
+            _ => Ok(None),
         }
-        b.build().map(Some).map_err(|e| {
-            let field = match e.field() {
-                "multiplier" => "retryPolicy.backoffMultiplier",
-                "cap" => "retryPolicy.maxBackoff",
-                "base" => "retryPolicy.initialBackoff",
-                other => other,
-            };
-            ConfigError::new(field, e.problem().to_string())
-        })
     }
 }
 
@@ -341,13 +261,13 @@ impl ServiceConfig {
         let Some(policy) = self.policy(service, method)? else {
             return Ok(None);
         };
-        let m = self.method(service, method);
+        let m = self.method(service, method).map(|m| &m.policy);
         let codes = m
-            .and_then(|m| m.retry.as_ref())
-            .map(|r| r.retryable.clone())
+            .and_then(MethodPolicy::retryable_codes)
+            .map(<[u32]>::to_vec)
             .unwrap_or_default();
         let mut s = crate::http::Settings::new(policy).grpc_retryable_codes(codes);
-        if let Some(t) = m.and_then(|m| m.timeout) {
+        if let Some(t) = m.and_then(MethodPolicy::timeout) {
             s = s.timeout(t);
         }
         Ok(Some(s))
@@ -388,29 +308,28 @@ fn method_config(m: &Map<String, Value>) -> Result<MethodConfig, ConfigError> {
         None | Some(Value::Null) => None,
         Some(v) => Some(duration("methodConfig.timeout", v, false)?),
     };
-    let retry = match m.get("retryPolicy") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(retry_policy(v)?),
+    let present = |key: &str| m.get(key).filter(|v| !v.is_null());
+    let policy = match (present("retryPolicy"), present("hedgingPolicy")) {
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                "methodConfig",
+                "has both retryPolicy and hedgingPolicy; a method takes one or the other",
+            ))
+        }
+        (Some(v), None) => retry_policy(v)?,
+        (None, Some(v)) => hedging_policy(v)?,
+        (None, None) => MethodPolicy::no_retries(),
     };
-    let hedging = match m.get("hedgingPolicy") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(hedging_policy(v)?),
-    };
-    if retry.is_some() && hedging.is_some() {
-        return Err(ConfigError::new(
-            "methodConfig",
-            "has both retryPolicy and hedgingPolicy; a method takes one or the other",
-        ));
-    }
     Ok(MethodConfig {
         names,
-        timeout,
-        retry,
-        hedging,
+        policy: policy.with_timeout(timeout),
     })
 }
 
-fn retry_policy(v: &Value) -> Result<RetryPolicy, ConfigError> {
+/// A `retryPolicy` as [`MethodPolicy`]: the JSON's shape is checked here,
+/// the values by the policy's builder (A6's rules, in one place), its
+/// errors named by their JSON field.
+fn retry_policy(v: &Value) -> Result<MethodPolicy, ConfigError> {
     let p = v
         .as_object()
         .ok_or_else(|| ConfigError::new("retryPolicy", "must be an object"))?;
@@ -420,15 +339,7 @@ fn retry_policy(v: &Value) -> Result<RetryPolicy, ConfigError> {
             .ok_or_else(|| ConfigError::new(name, "is required"))
     };
     let max = field("retryPolicy.maxAttempts", "maxAttempts")?;
-    let max_attempts = match max.as_u64().or_else(|| whole(max.as_f64())) {
-        Some(n) if n > 1 => crate::a6::effective_attempts(n),
-        _ => {
-            return Err(ConfigError::new(
-                "retryPolicy.maxAttempts",
-                format!("must be an integer above 1, got {max}"),
-            ))
-        }
-    };
+    let max_attempts = attempts("retryPolicy.maxAttempts", max)?;
     let initial_backoff = duration(
         "retryPolicy.initialBackoff",
         field("retryPolicy.initialBackoff", "initialBackoff")?,
@@ -440,42 +351,52 @@ fn retry_policy(v: &Value) -> Result<RetryPolicy, ConfigError> {
         true,
     )?;
     let m = field("retryPolicy.backoffMultiplier", "backoffMultiplier")?;
-    let multiplier = match m.as_f64() {
-        Some(x) if x.is_finite() && x > 0.0 => x,
-        _ => {
-            return Err(ConfigError::new(
-                "retryPolicy.backoffMultiplier",
-                format!("must be a positive number, got {m}"),
-            ))
-        }
-    };
+    let multiplier = m.as_f64().ok_or_else(|| {
+        ConfigError::new(
+            "retryPolicy.backoffMultiplier",
+            format!("must be a positive number, got {m}"),
+        )
+    })?;
     let codes = field("retryPolicy.retryableStatusCodes", "retryableStatusCodes")?
         .as_array()
         .ok_or_else(|| ConfigError::new("retryPolicy.retryableStatusCodes", "must be a list"))?;
-    if codes.is_empty() {
-        return Err(ConfigError::new(
-            "retryPolicy.retryableStatusCodes",
-            "must not be empty",
-        ));
-    }
     let mut retryable = Vec::with_capacity(codes.len());
     for c in codes {
         retryable.push(status_code("retryPolicy.retryableStatusCodes", c)?);
     }
-    retryable.sort_unstable();
-    retryable.dedup();
-    let attempt_timeout = match p.get("perAttemptRecvTimeout") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(duration("retryPolicy.perAttemptRecvTimeout", v, true)?),
-    };
-    Ok(RetryPolicy {
-        max_attempts,
-        initial_backoff,
-        max_backoff,
-        multiplier,
-        retryable,
-        attempt_timeout,
+    let mut b = MethodPolicy::builder()
+        .max_attempts(max_attempts)
+        .initial_backoff(initial_backoff)
+        .max_backoff(max_backoff)
+        .multiplier(multiplier)
+        .retryable_codes(retryable);
+    if let Some(v) = p.get("perAttemptRecvTimeout").filter(|v| !v.is_null()) {
+        b = b.attempt_timeout(duration("retryPolicy.perAttemptRecvTimeout", v, true)?);
+    }
+    b.build().map_err(|e| {
+        let field = match e.field() {
+            "max_attempts" => "retryPolicy.maxAttempts",
+            "initial_backoff" | "base" => "retryPolicy.initialBackoff",
+            "max_backoff" | "cap" => "retryPolicy.maxBackoff",
+            "multiplier" => "retryPolicy.backoffMultiplier",
+            "retryable_codes" => "retryPolicy.retryableStatusCodes",
+            "attempt_timeout" => "retryPolicy.perAttemptRecvTimeout",
+            _ => "retryPolicy",
+        };
+        ConfigError::new(field, e.problem().to_string())
     })
+}
+
+/// `maxAttempts` as a whole number (the policy checks that it is above 1
+/// and caps it at 5).
+fn attempts(field: &'static str, v: &Value) -> Result<u32, ConfigError> {
+    match v.as_u64().or_else(|| whole(v.as_f64())) {
+        Some(n) if n > 1 => Ok(crate::a6::effective_attempts(n)),
+        _ => Err(ConfigError::new(
+            field,
+            format!("must be an integer above 1, got {v}"),
+        )),
+    }
 }
 
 fn whole(x: Option<f64>) -> Option<u64> {
@@ -483,7 +404,8 @@ fn whole(x: Option<f64>) -> Option<u64> {
         .map(|x| x as u64)
 }
 
-fn hedging_policy(v: &Value) -> Result<HedgingPolicy, ConfigError> {
+/// A `hedgingPolicy` as [`MethodPolicy::hedging`].
+fn hedging_policy(v: &Value) -> Result<MethodPolicy, ConfigError> {
     let p = v
         .as_object()
         .ok_or_else(|| ConfigError::new("hedgingPolicy", "must be an object"))?;
@@ -491,15 +413,7 @@ fn hedging_policy(v: &Value) -> Result<HedgingPolicy, ConfigError> {
         .get("maxAttempts")
         .filter(|v| !v.is_null())
         .ok_or_else(|| ConfigError::new("hedgingPolicy.maxAttempts", "is required"))?;
-    let max_attempts = match max.as_u64().or_else(|| whole(max.as_f64())) {
-        Some(n) if n > 1 => crate::a6::effective_attempts(n),
-        _ => {
-            return Err(ConfigError::new(
-                "hedgingPolicy.maxAttempts",
-                format!("must be an integer above 1, got {max}"),
-            ))
-        }
-    };
+    let max_attempts = attempts("hedgingPolicy.maxAttempts", max)?;
     let delay = match p.get("hedgingDelay") {
         None | Some(Value::Null) => Duration::ZERO,
         Some(v) => duration("hedgingPolicy.hedgingDelay", v, false)?,
@@ -519,12 +433,13 @@ fn hedging_policy(v: &Value) -> Result<HedgingPolicy, ConfigError> {
             ))
         }
     }
-    non_fatal.sort_unstable();
-    non_fatal.dedup();
-    Ok(HedgingPolicy {
-        max_attempts,
-        delay,
-        non_fatal,
+    MethodPolicy::hedging(max_attempts, delay, non_fatal).map_err(|e| {
+        let field = match e.field() {
+            "max_attempts" => "hedgingPolicy.maxAttempts",
+            "non_fatal_codes" => "hedgingPolicy.nonFatalStatusCodes",
+            _ => "hedgingPolicy",
+        };
+        ConfigError::new(field, e.problem().to_string())
     })
 }
 

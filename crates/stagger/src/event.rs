@@ -121,6 +121,13 @@ pub enum Event {
 pub trait Observer: Send + Sync {
     /// Called for every event.
     fn on_event(&self, event: &Event);
+
+    /// Called when a policy or guardrails is built with this observer,
+    /// before any event: an exporter registers here the series it knows in
+    /// advance, so they are exported (at 0) from the first scrape rather
+    /// than from the first event. May be called more than once (a policy
+    /// and its guardrails share an observer); does nothing by default.
+    fn on_attach(&self) {}
 }
 
 impl<F: Fn(&Event) + Send + Sync> Observer for F {
@@ -133,6 +140,10 @@ impl<O: Observer + ?Sized> Observer for Arc<O> {
     fn on_event(&self, event: &Event) {
         (**self).on_event(event)
     }
+
+    fn on_attach(&self) {
+        (**self).on_attach()
+    }
 }
 
 /// Sends every event to each observer in turn.
@@ -140,6 +151,12 @@ impl Observer for Vec<Arc<dyn Observer>> {
     fn on_event(&self, event: &Event) {
         for o in self {
             o.on_event(event);
+        }
+    }
+
+    fn on_attach(&self) {
+        for o in self {
+            o.on_attach();
         }
     }
 }

@@ -36,9 +36,18 @@
 //! Time slept between attempts is the histogram's sum
 //! (`stagger_retry_delay_seconds_sum` in a Prometheus exposition, which
 //! renders the histogram as a summary unless buckets are configured).
-//! `stagger_breaker_state` is set on every transition, so it is absent until
-//! a breaker first changes state. [`MetricsObserver::describe`] registers a
-//! help text and unit for each name with the installed recorder.
+//!
+//! Every series known in advance exists from the first scrape, at 0: when
+//! a policy, guardrails or breaker is built with the observer
+//! ([`Observer::on_attach`](crate::Observer::on_attach)), it registers each
+//! counter for each label value it can take (`stagger_retries_total` for
+//! the classes a retry can have, every stop reason, every breaker
+//! transition…), and `stagger_breaker_state` at 0, closed. Rules that
+//! divide one counter by another then see data before the first retry,
+//! refusal or breaker change. The two SLI gauges appear at the first
+//! [`MetricsObserver::record_sli`]. [`MetricsObserver::describe`]
+//! registers a help text and unit for each name with the installed
+//! recorder.
 
 #[cfg(feature = "metrics")]
 pub use self::metrics_export::MetricsObserver;
@@ -50,6 +59,7 @@ mod metrics_export {
     use metrics::{Label, Unit};
 
     use crate::event::{BreakerState, Event, Observer};
+    use crate::outcome::{Class, StopReason};
     use crate::sli::{SliSnapshot, SliState};
 
     /// Sends every event to the `metrics` facade under the names of the
@@ -154,6 +164,23 @@ mod metrics_export {
         ),
     ];
 
+    /// Every class of failure, as `stagger_failures_total` labels them.
+    const CLASSES: [Class; 5] = [
+        Class::Transient,
+        Class::Unknown,
+        Class::OnlyWithHint,
+        Class::Permanent,
+        Class::Cancelled,
+    ];
+
+    /// The state changes a breaker makes.
+    const TRANSITIONS: [(BreakerState, BreakerState); 4] = [
+        (BreakerState::Closed, BreakerState::Open),
+        (BreakerState::Open, BreakerState::HalfOpen),
+        (BreakerState::HalfOpen, BreakerState::Closed),
+        (BreakerState::HalfOpen, BreakerState::Open),
+    ];
+
     #[derive(Debug, Clone, Copy)]
     enum Kind {
         Counter,
@@ -199,6 +226,43 @@ mod metrics_export {
             }
         }
 
+        /// Registers every series of the contract that is known in
+        /// advance, with this observer's labels, at 0 (the breaker closed),
+        /// without changing one that already counts. A policy built with
+        /// the observer does it ([`Observer::on_attach`]); call it yourself
+        /// when you feed the observer events by hand.
+        pub fn register_series(&self) {
+            let zero = |name: &'static str, extra: &[(&'static str, &'static str)]| {
+                metrics::counter!(name, self.with(extra)).increment(0);
+            };
+            zero("stagger_logical_requests_total", &[]);
+            zero("stagger_attempts_total", &[]);
+            zero("stagger_budget_refusals_total", &[]);
+            // A retry follows only a failure that may clear.
+            for class in [Class::Transient, Class::Unknown, Class::OnlyWithHint] {
+                zero("stagger_retries_total", &[("cause", class.as_str())]);
+            }
+            for class in CLASSES {
+                zero("stagger_failures_total", &[("class", class.as_str())]);
+            }
+            for reason in StopReason::ALL {
+                zero("stagger_stops_total", &[("reason", reason.as_str())]);
+            }
+            for (from, to) in TRANSITIONS {
+                zero(
+                    "stagger_breaker_transitions_total",
+                    &[("from", from.as_str()), ("to", to.as_str())],
+                );
+            }
+            for outcome in ["used", "invalid"] {
+                zero("stagger_hints_total", &[("outcome", outcome)]);
+            }
+            // Adding 0 registers the gauge at 0 (closed) and leaves a state
+            // already set alone.
+            metrics::gauge!("stagger_breaker_state", self.with(&[])).increment(0.0);
+            let _ = metrics::histogram!("stagger_retry_delay_seconds", self.with(&[]));
+        }
+
         fn with(&self, extra: &[(&'static str, &'static str)]) -> Vec<Label> {
             let mut labels = self.labels.clone();
             labels.extend(extra.iter().map(|(k, v)| Label::new(*k, *v)));
@@ -219,6 +283,10 @@ mod metrics_export {
     }
 
     impl Observer for MetricsObserver {
+        fn on_attach(&self) {
+            self.register_series();
+        }
+
         fn on_event(&self, event: &Event) {
             match *event {
                 Event::AttemptStarted { attempt } => {

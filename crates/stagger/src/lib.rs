@@ -96,7 +96,7 @@ mod error;
 mod event;
 pub mod exec;
 pub mod export;
-#[cfg(feature = "grpc")]
+#[cfg(any(feature = "grpc", feature = "serde"))]
 pub mod grpc;
 mod guard;
 mod hedge;

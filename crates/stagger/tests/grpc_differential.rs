@@ -401,9 +401,10 @@ async fn hedging_is_where_grpcio_differs_it_sends_one_attempt() {
     let ours = stagger(&py, &s, 3).await;
     assert_eq!(ours.statuses, ["OK"], "{ours:?}");
     assert_eq!(&ours.prev[..2], ["-", "1"], "{ours:?}");
+    // The second attempt went out while the first still ran (it fails only
+    // at 300 ms): a hedge, not a retry. Its exact spacing is pinned under
+    // paused time in grpc_hedging.rs; here the server's clock only sees
+    // when each handler started.
     let gap = ours.gaps_ms()[0];
-    assert!(
-        (45.0..120.0).contains(&gap),
-        "hedge after {gap} ms: {ours:?}"
-    );
+    assert!(gap < 250.0, "hedge after {gap} ms: {ours:?}");
 }

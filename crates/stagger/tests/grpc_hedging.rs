@@ -234,10 +234,10 @@ async fn a_service_config_hedging_policy_caps_max_attempts_at_five() {
         "hedgingDelay":"0.05s","nonFatalStatusCodes":["UNAVAILABLE"]}}]}"#,
     )
     .unwrap();
-    let h = config.methods[0].hedging.as_ref().unwrap();
+    let h = &config.methods[0].policy;
     assert_eq!(
-        (h.max_attempts, h.delay, &h.non_fatal[..]),
-        (5, ms(50), &[14][..])
+        (h.max_attempts(), h.hedging_delay(), h.retryable_codes()),
+        (5, Some(ms(50)), Some(&[14][..]))
     );
     let layer = RetryLayer::from_service_config(&config).unwrap();
     let svc = Scripted::new([], Step::Late(ms(500), 14, &[]));

@@ -238,3 +238,78 @@ fn counters_add_up_to_the_amplification() {
         10.0
     );
 }
+
+/// Before the first retry, refusal or breaker change, a game-day's first
+/// scrapes used to hold no `stagger_retries_total`,
+/// `stagger_budget_refusals_total` or `stagger_breaker_state` at all, so
+/// the shipped rules saw no data.
+#[test]
+fn every_series_known_in_advance_is_exported_at_zero_from_the_first_scrape() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        let o = Arc::new(MetricsObserver::for_dependency("payments").label("pod", "a"));
+        let guard = Arc::new(
+            Guardrails::new()
+                .budget(RatioBudget::default())
+                .breaker(Breaker::default())
+                .observer(o.clone()),
+        );
+        let _policy = Policy::builder()
+            .observer(o as Arc<dyn Observer>)
+            .guardrail(guard)
+            .build()
+            .unwrap();
+    });
+    let text = handle.render();
+    let value = |series: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    };
+    let labels = "dependency=\"payments\",pod=\"a\"";
+    for series in [
+        format!("stagger_logical_requests_total{{{labels}}}"),
+        format!("stagger_attempts_total{{{labels}}}"),
+        format!("stagger_retries_total{{{labels},cause=\"transient\"}}"),
+        format!("stagger_retries_total{{{labels},cause=\"unknown\"}}"),
+        format!("stagger_budget_refusals_total{{{labels}}}"),
+        format!("stagger_breaker_state{{{labels}}}"),
+        format!("stagger_stops_total{{{labels},reason=\"budget\"}}"),
+        format!("stagger_breaker_transitions_total{{{labels},from=\"closed\",to=\"open\"}}"),
+        format!("stagger_hints_total{{{labels},outcome=\"used\"}}"),
+    ] {
+        assert_eq!(value(&series), Some(0.0), "{series}\n{text}");
+    }
+    // Only the observer's full set of labels: no series without `pod`.
+    assert!(
+        !text.contains("{dependency=\"payments\"}"),
+        "a series with part of the labels\n{text}"
+    );
+}
+
+/// Registering again (a second policy on the same observer) leaves what
+/// was counted, and the breaker's state, as they were.
+#[test]
+fn attaching_again_keeps_the_counts_and_the_breaker_state() {
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        let o = Arc::new(MetricsObserver::for_dependency("db"));
+        o.on_attach();
+        o.on_event(&stagger::Event::BudgetRefused { attempt: 1 });
+        o.on_event(&stagger::Event::BreakerStateChanged {
+            from: stagger::BreakerState::Closed,
+            to: stagger::BreakerState::Open,
+        });
+        o.on_attach();
+    });
+    let text = handle.render();
+    assert!(
+        text.contains("stagger_budget_refusals_total{dependency=\"db\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("stagger_breaker_state{dependency=\"db\"} 1"),
+        "{text}"
+    );
+}

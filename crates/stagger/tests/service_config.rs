@@ -21,7 +21,7 @@ fn err(json: &str) -> &'static str {
 fn max_attempts_over_five_is_five_and_one_is_an_error() {
     let c = ServiceConfig::from_json(&retry("").replace("\"maxAttempts\":3", "\"maxAttempts\":9"))
         .unwrap();
-    assert_eq!(c.methods[0].retry.as_ref().unwrap().max_attempts, 5);
+    assert_eq!(c.methods[0].policy.max_attempts(), 5);
     for bad in ["1", "0", "-2", "2.5", "\"3\""] {
         let j = retry("").replace("\"maxAttempts\":3", &format!("\"maxAttempts\":{bad}"));
         assert_eq!(err(&j), "retryPolicy.maxAttempts", "{bad}");
@@ -52,8 +52,8 @@ fn codes_by_name_or_number_and_never_empty() {
         "[\"unavailable\", 8, 14, \"DEADLINE_EXCEEDED\"]",
     );
     let c = ServiceConfig::from_json(&j).unwrap();
-    let r = c.methods[0].retry.as_ref().unwrap();
-    assert_eq!(r.retryable, [4, 8, 14]);
+    let r = &c.methods[0].policy;
+    assert_eq!(r.retryable_codes(), Some(&[4, 8, 14][..]));
     assert_eq!(r.class_of(14), Class::Transient);
     // A6: a listed code is retried, pushback or not.
     assert_eq!(r.class_of(8), Class::Transient);
@@ -103,12 +103,12 @@ fn lookup_order_and_policy() {
         {"name":[{"service":"a","method":"m"}],"timeout":"1s"}]}"#;
     let c = ServiceConfig::from_json(j).unwrap();
     assert_eq!(
-        c.method("a", "m").unwrap().timeout,
+        c.method("a", "m").unwrap().policy.timeout(),
         Some(Duration::from_secs(1))
     );
-    assert!(c.method("a", "x").unwrap().retry.is_some());
+    assert!(c.method("a", "x").unwrap().policy.has_retry_policy());
     assert_eq!(
-        c.method("b", "x").unwrap().timeout,
+        c.method("b", "x").unwrap().policy.timeout(),
         Some(Duration::from_secs(5))
     );
     let p = c.policy("a", "x").unwrap().unwrap();

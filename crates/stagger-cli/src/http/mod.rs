@@ -23,6 +23,8 @@ use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageErro
 
 mod output;
 mod request;
+#[cfg(feature = "tls")]
+mod tls;
 
 use output::{BodyError, Dest, Out, WriteError};
 
@@ -264,9 +266,26 @@ impl Args {
                     path.display()
                 )));
             }
-            // As curl's --cacert: these certificates instead of the system's.
-            for c in certs {
-                b = b.add_root_certificate(c);
+            if self.insecure {
+                // -k checks nothing: the file changes nothing.
+                for c in certs {
+                    b = b.add_root_certificate(c);
+                }
+            } else {
+                // As curl's --cacert: these certificates instead of the
+                // system's, as CAs or as the server's own certificate.
+                use rustls::pki_types::pem::PemObject;
+                let ders = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| {
+                        usage(format!(
+                            "--cacert: {} is not PEM certificates: {e}",
+                            path.display()
+                        ))
+                    })?;
+                let config = tls::cacert_config(ders)
+                    .map_err(|e| usage(format!("--cacert: {}: {e}", path.display())))?;
+                b = b.use_preconfigured_tls(config);
             }
         } else if !self.insecure {
             // The system's roots. Unreadable ones are skipped: a server
@@ -436,7 +455,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 s.as_u16(),
                 s.canonical_reason().unwrap_or("")
             ),
-            Err(e) => stagger::http::error_chain(e),
+            Err(e) => certificate_problem(a, e).unwrap_or_else(|| stagger::http::error_chain(e)),
         };
         // One line: why it failed, or with -v how it went.
         if (code != 0 && a.errors_shown()) || a.verbose() {
@@ -447,6 +466,19 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("stagger: {e}");
     }
     Ok(ExitCode::from(code))
+}
+
+/// What was wrong with the server's certificate and which flag changes
+/// it, when that is why the call failed.
+#[cfg(feature = "tls")]
+fn certificate_problem(a: &Args, e: &reqwest_middleware::Error) -> Option<String> {
+    let cacert = a.cacert.as_ref().map(|p| p.display().to_string());
+    tls::explain(e, cacert.as_deref())
+}
+
+#[cfg(not(feature = "tls"))]
+fn certificate_problem(_: &Args, _: &reqwest_middleware::Error) -> Option<String> {
+    None
 }
 
 /// An HTTP error: what curl's `--fail` fails on.

@@ -4,17 +4,24 @@
 use plotters::prelude::*;
 use stagger::{Backoff, FastRng};
 
-/// Colours, one per line, in order.
+/// Colours, one per line, in order. Neither green nor red: those mark the
+/// thresholds ([`HEALTHY`], [`ALARM`]), and a line must not pass for one.
 const PALETTE: [RGBColor; 8] = [
-    RGBColor(214, 39, 40),
     RGBColor(31, 119, 180),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
     RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
     RGBColor(23, 190, 207),
     RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
     RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
 ];
+
+/// The colour of a "healthy" threshold line.
+pub(super) const HEALTHY: RGBColor = RGBColor(44, 160, 44);
+
+/// The colour of an "alarm" threshold line.
+pub(super) const ALARM: RGBColor = RGBColor(214, 39, 40);
 
 /// The colour of line `i`.
 pub(super) fn color(i: usize) -> RGBColor {

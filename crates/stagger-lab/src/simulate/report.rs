@@ -6,8 +6,6 @@ use std::path::Path;
 
 use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
-use plotters::style::RGBColor;
-
 use super::charts::{self, color, Frame, HLine, Line};
 use super::table;
 use crate::{Error, ErrorKind};
@@ -337,12 +335,12 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
                 HLine {
                     y: 10.0,
                     label: "10 % healthy".into(),
-                    color: RGBColor(44, 160, 44),
+                    color: charts::HEALTHY,
                 },
                 HLine {
                     y: 20.0,
                     label: "20 % alarm".into(),
-                    color: RGBColor(214, 39, 40),
+                    color: charts::ALARM,
                 },
             ],
             span: None,
@@ -603,6 +601,26 @@ mod tests {
         // The 10 % and 20 % lines have their own colours in the legend.
         assert!(ratio.contains("dashed #2ca02c'></i>10 % healthy"));
         assert!(ratio.contains("dashed #d62728'></i>20 % alarm"));
+    }
+
+    /// The `full` line used to be drawn in the same green as the "10 %
+    /// healthy" threshold.
+    #[test]
+    fn no_strategy_line_takes_a_threshold_colour() {
+        let (p, r) = failover("none,exponential,full,full+budget", defaults(2));
+        let h = html(&p, &r);
+        let ratio = &h[h.find("<h2>Retry ratio").unwrap()..];
+        for (i, row) in r.strategies.iter().enumerate() {
+            let c = color(i);
+            assert!(
+                c != charts::HEALTHY && c != charts::ALARM,
+                "{} is drawn in a threshold's colour",
+                row.strategy
+            );
+        }
+        // Each threshold's colour appears once in the legend: its own entry.
+        assert_eq!(ratio.matches("#2ca02c'></i>").count(), 2, "two charts");
+        assert_eq!(ratio.matches("#d62728'></i>").count(), 2, "two charts");
     }
 
     #[test]

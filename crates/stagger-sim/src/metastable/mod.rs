@@ -126,9 +126,6 @@ impl World<'_> {
         };
         self.out.attempts += 1;
         Self::bump(&mut self.out.sent, t);
-        if attempt > 1 {
-            Self::bump(&mut self.out.retries, t);
-        }
         self.s
             .timeouts
             .push_back((t.saturating_add(self.timeout), job));
@@ -145,7 +142,12 @@ impl World<'_> {
 
     /// A request reaches the server at `t`.
     fn arrive(&mut self, job: Job, t: u64) {
+        // Retries are counted where `load` is, as they reach the server, so
+        // they are never more than the attempts arriving in any second.
         Self::bump(&mut self.out.load, t);
+        if job.attempt > 1 {
+            Self::bump(&mut self.out.retries, t);
+        }
         let mut token = None;
         if let Some(limiter) = &self.limiter {
             if self.expired(&job, t) {

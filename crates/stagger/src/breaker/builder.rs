@@ -204,6 +204,7 @@ impl BreakerBuilder {
 
     /// Receives `BreakerStateChanged` events.
     pub fn observer(mut self, o: Arc<dyn Observer>) -> Self {
+        o.on_attach();
         self.observer = Some(o);
         self
     }

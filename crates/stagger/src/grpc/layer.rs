@@ -197,42 +197,7 @@ impl RetryLayerBuilder {
         config: &crate::config::ServiceConfig,
     ) -> Result<Self, ConfigError> {
         for m in &config.methods {
-            let policy = match &m.retry {
-                Some(r) => {
-                    let mut b = MethodPolicy::builder()
-                        .max_attempts(r.max_attempts)
-                        .initial_backoff(r.initial_backoff)
-                        .max_backoff(r.max_backoff)
-                        .multiplier(r.multiplier)
-                        .retryable_codes(r.retryable.iter().copied());
-                    if let Some(t) = r.attempt_timeout {
-                        b = b.attempt_timeout(t);
-                    }
-                    if let Some(t) = m.timeout {
-                        b = b.timeout(t);
-                    }
-                    b.build().map_err(|e| {
-                        let field = match e.field() {
-                            "multiplier" => "retryPolicy.backoffMultiplier",
-                            "cap" => "retryPolicy.maxBackoff",
-                            "base" | "initial_backoff" => "retryPolicy.initialBackoff",
-                            "timeout" => "methodConfig.timeout",
-                            _ => "retryPolicy",
-                        };
-                        ConfigError::new(field, e.problem().to_string())
-                    })?
-                }
-                None => match &m.hedging {
-                    Some(h) => {
-                        MethodPolicy::hedging(h.max_attempts, h.delay, h.non_fatal.iter().copied())
-                            .map_err(|e| {
-                                ConfigError::new("hedgingPolicy", e.problem().to_string())
-                            })?
-                            .with_timeout(m.timeout)
-                    }
-                    None => MethodPolicy::no_retries().with_timeout(m.timeout),
-                },
-            };
+            let policy = &m.policy;
             for name in &m.names {
                 self.entries.push((name.clone(), policy.clone()));
             }

@@ -1,5 +1,6 @@
 //! Retry policies per gRPC method, and the lookup that finds a request's.
 
+#[cfg(feature = "grpc")]
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use crate::backoff::{Backoff, Jitter};
 use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
+#[cfg(feature = "grpc")]
 use crate::hedge::{HedgeDelay, HedgePolicy};
 use crate::policy::Policy;
 
@@ -138,7 +140,6 @@ impl MethodPolicy {
     }
 
     /// The same policy with the method's `timeout` set (or cleared).
-    #[cfg(feature = "serde")]
     pub(crate) fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.timeout = timeout;
         self
@@ -149,12 +150,47 @@ impl MethodPolicy {
         self.max_attempts
     }
 
+    /// Whether this is a `retryPolicy` (not a hedging policy, nor a method
+    /// without either).
+    pub fn has_retry_policy(&self) -> bool {
+        self.hedge_delay.is_none() && self.retryable.is_some()
+    }
+
+    /// The backoff schedule: `initialBackoff` as its base, `maxBackoff` as
+    /// its cap, `backoffMultiplier`, and A6's jitter.
+    pub fn backoff(&self) -> &Backoff {
+        &self.backoff
+    }
+
+    /// `perAttemptRecvTimeout`, if set.
+    pub fn attempt_timeout(&self) -> Option<Duration> {
+        self.attempt_timeout
+    }
+
+    /// How a later attempt's status `code` bears on retrying under this
+    /// policy: a listed code is `transient` (A6 retries it, pushback or
+    /// not), any other is `permanent`.
+    ///
+    /// ```
+    /// use stagger::grpc::MethodPolicy;
+    /// use stagger::Class;
+    /// let p = MethodPolicy::builder().retryable_codes([14, 8]).build()?;
+    /// assert_eq!(p.class_of(8), Class::Transient);
+    /// assert_eq!(p.class_of(13), Class::Permanent);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn class_of(&self, code: u32) -> crate::outcome::Class {
+        crate::classify::grpc_code_listed(code, self.retryable.as_deref().unwrap_or(&[]))
+    }
+
     /// Whether status `code` is listed as retryable.
     pub fn is_retryable(&self, code: u32) -> bool {
         self.retryable.as_deref().is_some_and(|c| c.contains(&code))
     }
 
-    /// The retryable codes (`None` for a method without a retry policy).
+    /// The codes a later attempt may clear: a retry policy's
+    /// `retryableStatusCodes`, a hedging policy's `nonFatalStatusCodes`
+    /// (`None` for a method with neither).
     pub fn retryable_codes(&self) -> Option<&[u32]> {
         self.retryable.as_deref()
     }
@@ -189,6 +225,7 @@ impl MethodPolicy {
     /// The hedging engine for a hedging policy: attempts `delay` apart, the
     /// engine policy judging each status, and the channel's throttling
     /// bucket admitting every timed hedge.
+    #[cfg(feature = "grpc")]
     pub(crate) fn hedge_engine(
         &self,
         engine: &Policy,
@@ -312,6 +349,7 @@ impl MethodPolicyBuilder {
 
 /// A method's policy made ready for calls: the engine policy (with the
 /// channel's bucket) and the facts the driver reads.
+#[cfg(feature = "grpc")]
 #[derive(Debug)]
 pub(crate) struct Resolved {
     pub(crate) engine: Policy,
@@ -323,6 +361,7 @@ pub(crate) struct Resolved {
 
 /// The policies of a channel, found as gRPC finds a method config: the
 /// exact `service/method`, else the service's, else the default.
+#[cfg(feature = "grpc")]
 #[derive(Debug)]
 pub(crate) struct Methods {
     exact: HashMap<String, Arc<Resolved>>,
@@ -332,8 +371,10 @@ pub(crate) struct Methods {
 
 /// A method's name as the builder collects it: `(service, method)`, empty
 /// method for the whole service, both empty for the default.
+#[cfg(feature = "grpc")]
 pub(crate) type Entry = ((String, String), MethodPolicy);
 
+#[cfg(feature = "grpc")]
 impl Methods {
     pub(crate) fn build(
         entries: &[Entry],
@@ -400,7 +441,7 @@ impl Methods {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "grpc"))]
 mod tests {
     use super::*;
 

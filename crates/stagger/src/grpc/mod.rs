@@ -1,6 +1,8 @@
-//! gRPC retries (feature `grpc`): a tower layer for tonic channels that
-//! retries as gRPC's retry design (A6) says, the way grpc-go and grpc-java
-//! do.
+//! gRPC retries as gRPC's retry design (A6) says, the way grpc-go and
+//! grpc-java do: one method's policy, [`MethodPolicy`] (with feature
+//! `grpc` or `serde`: it is also what a service config's `retryPolicy` or
+//! `hedgingPolicy` reads as), and with feature `grpc` a tower layer for
+//! tonic channels that applies it.
 //!
 //! tonic has no retries of its own and ignores a service config's
 //! `retryPolicy`; `tower::retry` cannot clone a tonic request and never sees
@@ -58,159 +60,32 @@
 //! The repository's `crates/stagger/examples/grpc_client.rs` is the same
 //! as a complete program; `README.md` shows it too.
 
-use http::{HeaderMap, StatusCode};
-use std::error::Error as StdError;
-use std::sync::Arc;
-use std::time::Duration;
-
-use crate::classify::{grpc_code_listed, grpc_code_of_http};
-use crate::hint::parse_pushback;
-use crate::http::{grpc_status, GRPC_PUSHBACK};
-use crate::outcome::{Failure, StopReason};
-
+#[cfg(feature = "grpc")]
 mod body;
+#[cfg(feature = "grpc")]
 mod call;
+#[cfg(feature = "grpc")]
+mod facts;
+#[cfg(feature = "grpc")]
 mod hedged;
+#[cfg(feature = "grpc")]
 mod layer;
 mod method;
+#[cfg(feature = "grpc")]
 mod service;
+#[cfg(feature = "grpc")]
 mod shared;
 
+#[cfg(feature = "grpc")]
 pub use body::{CallReport, GrpcBody, Summary};
+#[cfg(feature = "grpc")]
+pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook};
+#[cfg(feature = "grpc")]
+pub use facts::{never_sent, AttemptRecord};
+#[cfg(feature = "grpc")]
 pub use layer::{RetryLayer, RetryLayerBuilder, MAX_TRANSPARENT_RETRIES};
 pub use method::{MethodPolicy, MethodPolicyBuilder, MAX_ATTEMPTS};
+#[cfg(feature = "grpc")]
 pub use service::RetryService;
+#[cfg(feature = "grpc")]
 pub use shared::{MakeBody, Unchanged};
-
-/// One attempt as reported to an
-/// [`on_attempt`](RetryLayerBuilder::on_attempt) hook.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct AttemptRecord {
-    /// The attempt (1-based, transparent retries included).
-    pub attempt: u32,
-    /// Its gRPC status, when it got an answer (a proxy's HTTP error mapped).
-    pub status: Option<u32>,
-    /// Its transport error or timeout, when it got no answer.
-    pub error: Option<String>,
-    /// `grpc-retry-pushback-ms` as sent, when it is an integer.
-    pub pushback_ms: Option<i64>,
-    /// Whether the next attempt is a transparent retry (this one never left).
-    pub transparent: bool,
-    /// The wait before the next attempt; `None` when the call stops here.
-    pub delay: Option<Duration>,
-    /// Why the call stopped, when it stops here.
-    pub stop: Option<StopReason>,
-}
-
-/// A hook shown every attempt.
-pub(crate) type AttemptHook = Arc<dyn Fn(&AttemptRecord) + Send + Sync>;
-
-/// The status of an attempt from its response head, when the head decides
-/// it: a trailers-only answer's `grpc-status`, or a proxy's non-200 HTTP
-/// status mapped to gRPC's code. `None` for a 200 without a status: the
-/// messages and the status follow in the body.
-pub(crate) fn attempt_status(status: StatusCode, headers: &HeaderMap) -> Option<u32> {
-    grpc_status(headers)
-        .or_else(|| (status != StatusCode::OK).then(|| grpc_code_of_http(status.as_u16())))
-}
-
-/// A failed status as the engine's facts: its class under the method's
-/// `retryableStatusCodes` (or a hedging policy's `nonFatalStatusCodes`; a
-/// method without a policy lists none, so nothing it returns is retried or
-/// charged to throttling, as A6 says) and the server's pushback. Also
-/// returns the pushback as sent, for reports.
-pub(crate) fn status_failure(
-    code: u32,
-    headers: &HeaderMap,
-    listed: Option<&[u32]>,
-) -> (Failure, Option<i64>) {
-    let class = grpc_code_listed(code, listed.unwrap_or(&[]));
-    let raw = headers
-        .get(GRPC_PUSHBACK)
-        .map(|v| v.to_str().unwrap_or("?"));
-    // A pushback speaks to a retry policy; a method without one has none
-    // to hold back, nor a token to pay for it.
-    let hint = raw.filter(|_| listed.is_some()).map(parse_pushback);
-    let shown = raw.and_then(|s| s.trim().parse::<i64>().ok());
-    (Failure::new(class).with_hint_opt(hint), shown)
-}
-
-/// Whether a transport error certainly happened before the request reached
-/// the server: what [`http::never_sent`](crate::http::never_sent) knows (a
-/// refused connection, a temporary DNS failure), or an HTTP/2 stream the
-/// server refused before processing it (REFUSED_STREAM, which is also how a
-/// GOAWAY reports the streams it did not process).
-pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
-    if crate::http::never_sent(error) {
-        return true;
-    }
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(error);
-    for _ in 0..=32 {
-        let Some(e) = cur else { break };
-        // h2 spells REFUSED_STREAM this way in its errors.
-        let text = e.to_string().to_ascii_lowercase();
-        if text.contains("refused stream") || text.contains("refused_stream") {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::outcome::{Class, Hint};
-    use http::HeaderValue;
-
-    fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-        let mut m = HeaderMap::new();
-        for (k, v) in pairs {
-            m.insert(*k, HeaderValue::from_static(v));
-        }
-        m
-    }
-
-    #[test]
-    fn the_head_decides_trailers_only_and_proxy_answers() {
-        assert_eq!(
-            attempt_status(StatusCode::OK, &h(&[("grpc-status", "14")])),
-            Some(14)
-        );
-        assert_eq!(attempt_status(StatusCode::OK, &h(&[])), None);
-        assert_eq!(attempt_status(StatusCode::BAD_GATEWAY, &h(&[])), Some(14));
-        assert_eq!(attempt_status(StatusCode::UNAUTHORIZED, &h(&[])), Some(16));
-        assert_eq!(
-            attempt_status(StatusCode::OK, &h(&[("grpc-status", "x")])),
-            Some(2)
-        );
-    }
-
-    #[test]
-    fn pushback_is_a_hint_and_garbage_says_stop() {
-        let (f, shown) = status_failure(14, &h(&[("grpc-retry-pushback-ms", "250")]), Some(&[14]));
-        assert_eq!(f.hint, Some(Hint::Pushback(Duration::from_millis(250))));
-        assert_eq!(shown, Some(250));
-        let (f, shown) = status_failure(14, &h(&[("grpc-retry-pushback-ms", "-1")]), Some(&[14]));
-        assert_eq!((f.hint, shown), (Some(Hint::DoNotRetry), Some(-1)));
-        let (f, _) = status_failure(14, &h(&[("grpc-retry-pushback-ms", "soon")]), Some(&[14]));
-        assert_eq!(f.hint, Some(Hint::DoNotRetry));
-        assert_eq!(
-            status_failure(13, &h(&[]), Some(&[14])).0.class,
-            Class::Permanent
-        );
-        assert_eq!(
-            status_failure(13, &h(&[]), Some(&[13])).0.class,
-            Class::Transient
-        );
-    }
-
-    #[test]
-    fn a_refused_stream_never_left() {
-        let e = h2::Error::from(h2::Reason::REFUSED_STREAM);
-        assert!(never_sent(&e), "{e}");
-        let e = h2::Error::from(h2::Reason::INTERNAL_ERROR);
-        assert!(!never_sent(&e), "{e}");
-    }
-}

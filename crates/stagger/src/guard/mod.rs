@@ -223,6 +223,7 @@ impl Guardrails {
     /// Also sends the breaker's state changes to `observer` (a policy built
     /// with [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) passes its own observer here).
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        observer.on_attach();
         self.observer = Some(observer);
         self
     }

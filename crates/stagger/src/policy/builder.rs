@@ -156,8 +156,10 @@ impl PolicyBuilder {
         self
     }
 
-    /// Attaches an observer of every event.
+    /// Attaches an observer of every event (and tells it so, see
+    /// [`Observer::on_attach`]).
     pub fn observer(mut self, o: Arc<dyn Observer>) -> Self {
+        o.on_attach();
         self.observer = Some(o);
         self
     }

@@ -205,9 +205,6 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
             }
         }
     }
-    if let Some(w) = what {
-        question.what = w;
-    }
     if question
         .remaining
         .is_some_and(|r| r > Duration::from_secs(86_400))
@@ -236,5 +233,13 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
     b.validate()
         .map_err(|e| BadParam::new(e.field(), e.problem().to_string()))?;
     question.backoff = b;
+    // Nothing is assumed: a question without a failure is not answered.
+    question.what = what.ok_or_else(|| {
+        BadParam::new(
+            "status",
+            "give the failure asked about: status (an HTTP status), io (an I/O error) or grpc \
+             (a gRPC status)",
+        )
+    })?;
     Ok(question)
 }
