@@ -55,30 +55,6 @@ impl RetryLayer {
             observer: None,
         }
     }
-
-    /// A layer for the methods and throttling of a gRPC service config
-    /// (feature `serde`): each method's `retryPolicy` or `hedgingPolicy`
-    /// and `timeout`, found
-    /// by exact name, then service, then the default entry; a method with
-    /// no `retryPolicy` is not retried (transparent retries still apply).
-    ///
-    /// ```
-    /// use stagger::config::ServiceConfig;
-    /// use stagger::grpc::RetryLayer;
-    ///
-    /// let config = ServiceConfig::from_json(r#"{
-    ///   "methodConfig": [{ "name": [{ "service": "grpc.health.v1.Health" }],
-    ///     "retryPolicy": { "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
-    ///       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"] } }],
-    ///   "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 } }"#)?;
-    /// let layer = RetryLayer::from_service_config(&config)?;
-    /// # let _ = layer;
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    #[cfg(feature = "serde")]
-    pub fn from_service_config(config: &crate::config::ServiceConfig) -> Result<Self, ConfigError> {
-        Self::builder().service_config(config)?.build()
-    }
 }
 
 impl<M> RetryLayer<M> {
@@ -188,24 +164,6 @@ impl RetryLayerBuilder {
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self
-    }
-
-    /// Takes the methods, timeouts and throttling of a service config.
-    #[cfg(feature = "serde")]
-    pub fn service_config(
-        mut self,
-        config: &crate::config::ServiceConfig,
-    ) -> Result<Self, ConfigError> {
-        for m in &config.methods {
-            let policy = &m.policy;
-            for name in &m.names {
-                self.entries.push((name.clone(), policy.clone()));
-            }
-        }
-        if let Some(t) = &config.throttling {
-            self.throttling = Some((t.max_tokens, t.token_ratio));
-        }
-        Ok(self)
     }
 
     /// Validates and builds: one bucket for the channel, one engine policy
