@@ -58,6 +58,7 @@ impl HedgeMiddleware {
     /// [`RetryMiddleware`](super::RetryMiddleware) does; the settings'
     /// policy is the retry policy every attempt is judged by (in place of
     /// the hedging policy's own).
+    /// The settings' `on_attempt` hook is not called for hedged attempts.
     pub fn settings(mut self, settings: Settings) -> Self {
         Arc::make_mut(&mut self.rules).set(settings);
         self

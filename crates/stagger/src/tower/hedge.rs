@@ -90,6 +90,7 @@ impl HedgeLayer {
     /// the call's deadline and whether it travels downstream, the one-layer
     /// rule, the replay limit. The settings' policy is the retry policy
     /// every attempt is judged by (in place of the hedging policy's own).
+    /// The settings' `on_attempt` hook is not called for hedged attempts.
     ///
     /// ```
     /// use stagger::http::Settings;
