@@ -265,6 +265,52 @@ impl ServiceConfig {
     }
 }
 
+// The gRPC layer's service-config entry points live here, beside the
+// config they read, so the layer never imports this module (which imports
+// the layer's method policy).
+#[cfg(feature = "grpc")]
+impl crate::grpc::RetryLayer {
+    /// A layer for the methods and throttling of a gRPC service config
+    /// (feature `serde`): each method's `retryPolicy` or `hedgingPolicy`
+    /// and `timeout`, found
+    /// by exact name, then service, then the default entry; a method with
+    /// no `retryPolicy` is not retried (transparent retries still apply).
+    ///
+    /// ```
+    /// use stagger::config::ServiceConfig;
+    /// use stagger::grpc::RetryLayer;
+    ///
+    /// let config = ServiceConfig::from_json(r#"{
+    ///   "methodConfig": [{ "name": [{ "service": "grpc.health.v1.Health" }],
+    ///     "retryPolicy": { "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
+    ///       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"] } }],
+    ///   "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 } }"#)?;
+    /// let layer = RetryLayer::from_service_config(&config)?;
+    /// # let _ = layer;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn from_service_config(config: &ServiceConfig) -> Result<Self, ConfigError> {
+        Self::builder().service_config(config)?.build()
+    }
+}
+
+#[cfg(feature = "grpc")]
+impl crate::grpc::RetryLayerBuilder {
+    /// Takes the methods, timeouts and throttling of a service config
+    /// (feature `serde`).
+    pub fn service_config(mut self, config: &ServiceConfig) -> Result<Self, ConfigError> {
+        for m in &config.methods {
+            for (service, method) in &m.names {
+                self = self.method(service, method, m.policy.clone());
+            }
+        }
+        if let Some(t) = &config.throttling {
+            self = self.throttling(t.max_tokens, t.token_ratio);
+        }
+        Ok(self)
+    }
+}
+
 #[cfg(feature = "http")]
 impl ServiceConfig {
     /// HTTP client settings for `service`/`method` (feature `http`): the

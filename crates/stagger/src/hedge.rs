@@ -69,6 +69,8 @@ use crate::outcome::{Decision, Failure, Idempotency, NotRetried, Outcome, StopRe
 use crate::policy::Policy;
 use crate::rng::RandomSource;
 
+pub(crate) mod driver;
+
 /// The most attempts one hedged call may make (gRPC allows 5).
 pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
 
@@ -542,7 +544,10 @@ impl HedgePolicy {
                 }
                 h.in_flight += 1;
                 h.next_at = None;
+                // Serving an inbound retry, a call makes one attempt at a
+                // time (the one-layer rule): no timed hedge.
                 if h.call.get_idempotency() == Idempotency::Idempotent
+                    && !h.call.serving_retry
                     && h.counted() < self.max_attempts
                     && !h.no_more
                 {
@@ -641,6 +646,26 @@ impl HedgePolicy {
         if h.in_flight > 0 {
             h.call.attempt_started = h.sent.iter().flatten().next().copied();
             self.policy.abandon(&mut h.call, now);
+        }
+    }
+
+    /// Forgets running attempt `attempt` without an outcome: the front-end
+    /// cancelled it on its own (its request could not be completed), so its
+    /// answer, if any, is not the call's.
+    pub(crate) fn withdraw<R>(&self, h: &mut HedgedCall<R>, attempt: u32) {
+        if h.done.is_none() && h.is_running(attempt) {
+            h.sent[attempt as usize - 1] = None;
+            h.in_flight -= 1;
+        }
+    }
+
+    /// The same hedging (window, budget, limits) over another retry policy:
+    /// a request's own policy.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn with_policy(&self, policy: Policy) -> HedgePolicy {
+        HedgePolicy {
+            policy,
+            ..self.clone()
         }
     }
 

@@ -99,6 +99,17 @@ fn classify(e: &reqwest_middleware::Error) -> Failure {
     }
 }
 
+/// A copy of `req` to send again, or why it cannot be: a body larger than
+/// the replay limit, or a stream reqwest cannot clone.
+fn replayable(req: &Request, settings: &Settings) -> std::result::Result<Request, NotRetried> {
+    let limit = settings.max_replay_bytes;
+    let len = req.body().and_then(|b| b.as_bytes()).map(<[u8]>::len);
+    if len.is_some_and(|n| n > limit) {
+        return Err(NotRetried::BodyTooLarge { limit });
+    }
+    req.try_clone().ok_or(NotRetried::BodyStream)
+}
+
 #[async_trait::async_trait]
 impl Middleware for RetryMiddleware {
     async fn handle(
@@ -113,17 +124,13 @@ impl Middleware for RetryMiddleware {
             req.headers(),
             extensions,
         );
-        let len = req.body().and_then(|b| b.as_bytes()).map(<[u8]>::len);
-        let mut template = None;
-        match (len, req.try_clone()) {
-            (Some(n), _) if n > self.settings.max_replay_bytes => {
-                driver.commit(NotRetried::BodyTooLarge {
-                    limit: self.settings.max_replay_bytes,
-                });
+        let template = match replayable(&req, &self.settings) {
+            Ok(copy) => Some(copy),
+            Err(why) => {
+                driver.commit(why);
+                None
             }
-            (_, Some(copy)) => template = Some(copy),
-            (_, None) => driver.commit(NotRetried::BodyStream),
-        }
+        };
         let mut once = Some(req);
         let mut last: Option<Result<Response>> = None;
         loop {

@@ -350,12 +350,11 @@ async fn a_method_without_a_policy_spends_no_token_as_in_grpcio() {
     // The policy names another service: Health calls have none, so their
     // UNAVAILABLE answers cost nothing and a later listed method could
     // still retry (checked through the bucket on our side).
-    let config = format!(
-        r#"{{"methodConfig":[{{"name":[{{"service":"other.Service"}}],"retryPolicy":{{
+    let config = r#"{"methodConfig":[{"name":[{"service":"other.Service"}],"retryPolicy":{
         "maxAttempts":3,"initialBackoff":"0.01s","maxBackoff":"0.05s","backoffMultiplier":2,
-        "retryableStatusCodes":["UNAVAILABLE"]}}}}],
-        "retryThrottling":{{"maxTokens":2,"tokenRatio":0.1}}}}"#
-    );
+        "retryableStatusCodes":["UNAVAILABLE"]}}],
+        "retryThrottling":{"maxTokens":2,"tokenRatio":0.1}}"#
+        .to_owned();
     let s = Scenario {
         calls: 4,
         ..scenario("unavailable,unavailable,unavailable,unavailable", config)

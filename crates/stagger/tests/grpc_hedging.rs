@@ -5,12 +5,25 @@
 
 mod grpc_scripted;
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use grpc_scripted::{call, request, unavailable, Scripted, Step};
+use http::{Request, Response};
+use http_body::{Body, Frame};
+use http_body_util::{BodyExt, Empty};
 use stagger::config::ServiceConfig;
+use stagger::grpc::CallReport;
 use stagger::grpc::{MethodPolicy, RetryLayer};
+use stagger::tower::{BoxError, ReplayBody};
 use stagger::{NotRetried, StopReason};
+use tower::{Layer, Service, ServiceExt};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -252,4 +265,175 @@ fn a_method_with_both_policies_is_rejected() {
     let err = ServiceConfig::from_json(r#"{"methodConfig":[{"hedgingPolicy":{"maxAttempts":1}}]}"#)
         .unwrap_err();
     assert_eq!(err.field(), "hedgingPolicy.maxAttempts");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transparent_retry_in_a_hedged_call_does_not_raise_the_attempt_count() {
+    let layer = hedging(2, 1000, &[14]);
+    // Attempt 1 never leaves the client: it is retried at once, and the
+    // retry goes out as the first attempt still.
+    let svc = Scripted::new([Step::RefusedStream, Step::SlowOk(ms(5))], unavailable());
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    let seen = svc.seen();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen.iter().map(previous).collect::<Vec<_>>(),
+        vec![None, None]
+    );
+    let s = report.get();
+    assert_eq!((s.attempts, s.transparent_retries), (2, 1));
+}
+
+/// A request body that yields its chunks at set offsets from its first
+/// poll, as a client streaming a large upload does.
+struct Paced {
+    chunks: VecDeque<(Duration, &'static [u8])>,
+    start: Option<tokio::time::Instant>,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Paced {
+    fn new(chunks: &[(u64, &'static [u8])]) -> Self {
+        Paced {
+            chunks: chunks.iter().map(|(at, c)| (ms(*at), *c)).collect(),
+            start: None,
+            timer: None,
+        }
+    }
+}
+
+impl Body for Paced {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let start = *self.start.get_or_insert_with(tokio::time::Instant::now);
+        let Some(&(at, chunk)) = self.chunks.front() else {
+            return Poll::Ready(None);
+        };
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(start + at)));
+        if timer.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        self.timer = None;
+        self.chunks.pop_front();
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(chunk)))))
+    }
+}
+
+/// What each attempt's server read: its attempt count and the whole body,
+/// recorded only once the body ended.
+type Bodies = Arc<Mutex<Vec<(Option<u32>, Vec<u8>)>>>;
+
+/// A server that reads the whole request, then answers: the first attempt
+/// after 5 ms with OK, every later one at once with INTERNAL (a fatal
+/// status that would end the call).
+fn reader(
+    bodies: Bodies,
+) -> impl Service<
+    Request<ReplayBody<Paced>>,
+    Response = Response<Empty<Bytes>>,
+    Error = BoxError,
+    Future = impl Send,
+> + Clone
+       + Send
+       + 'static {
+    tower::service_fn(move |req: Request<ReplayBody<Paced>>| {
+        let bodies = bodies.clone();
+        async move {
+            let previous = req
+                .headers()
+                .get("grpc-previous-rpc-attempts")
+                .map(|v| v.to_str().unwrap().parse().unwrap());
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            bodies.lock().unwrap().push((previous, body.to_vec()));
+            let status = if previous.is_none() {
+                tokio::time::sleep(ms(5)).await;
+                "0"
+            } else {
+                "13"
+            };
+            Ok::<_, BoxError>(
+                Response::builder()
+                    .header("content-type", "application/grpc")
+                    .header("grpc-status", status)
+                    .body(Empty::new())
+                    .unwrap(),
+            )
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn replay_overflow_keeps_the_leading_hedge_and_cancels_the_rest() {
+    let layer = RetryLayer::builder()
+        .default_policy(MethodPolicy::hedging(3, ms(15), [14]).unwrap())
+        .max_replay_bytes(6)
+        .build()
+        .unwrap();
+    let bodies: Bodies = Arc::default();
+    let mut client = layer.layer(reader(bodies.clone()));
+    // Attempt 1 reads the first chunk; the hedge at 15 ms replays it and
+    // waits with attempt 1 for more. The chunk at 20 ms outgrows the buffer:
+    // attempt 1 leads and goes on alone; the hedge, four bytes into the
+    // body, must not reach its server as a complete request.
+    let body = Paced::new(&[(0, b"aaaa"), (20, b"bbbb"), (40, b"cccc")]);
+    let req = Request::post(grpc_scripted::PATH)
+        .header("content-type", "application/grpc")
+        .body(body)
+        .unwrap();
+    let resp = client.ready().await.unwrap().call(req).await.unwrap();
+    let status = resp.headers().get("grpc-status").unwrap().to_str().unwrap();
+    assert_eq!(status, "0", "the leader's answer, not the hedge's INTERNAL");
+    let report = resp.extensions().get::<CallReport>().cloned().unwrap();
+    tokio::time::sleep(ms(1000)).await;
+    assert_eq!(
+        *bodies.lock().unwrap(),
+        vec![(None, b"aaaabbbbcccc".to_vec())],
+        "only the leader's server got a request, and all of it"
+    );
+    let s = report.get();
+    assert_eq!(s.attempts, 2, "no hedge after the overflow");
+    assert_eq!(s.reason, Some(StopReason::Success));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transparent_retry_uses_up_no_hedge_and_many_of_them_never_hang_the_call() {
+    // Attempt 1 never leaves; its transparent retry goes out as the first
+    // attempt, and the one hedge maxAttempts 2 allows still follows it.
+    let layer = hedging(2, 50, &[14]);
+    let svc = Scripted::new(
+        [
+            Step::RefusedStream,
+            Step::SlowOk(ms(1000)),
+            Step::SlowOk(ms(10)),
+        ],
+        unavailable(),
+    );
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    let seen = svc.seen();
+    assert_eq!(
+        seen.iter().map(previous).collect::<Vec<_>>(),
+        vec![None, None, Some(1)]
+    );
+    assert_eq!(report.get().attempts, 3);
+    // Seven attempts that never leave: ids past maxAttempts (and past 5)
+    // still run to an answer.
+    let svc = Scripted::new(
+        std::iter::repeat_n(Step::RefusedStream, 7).chain([Step::SlowOk(ms(5))]),
+        unavailable(),
+    );
+    let answered = tokio::time::timeout(ms(60_000), call(&layer, &svc, request(b"x"))).await;
+    let (status, report) = answered.expect("the call ends");
+    assert_eq!(status, Some(0));
+    assert_eq!(svc.seen().len(), 8);
+    let s = report.get();
+    assert_eq!((s.attempts, s.transparent_retries), (8, 7));
 }

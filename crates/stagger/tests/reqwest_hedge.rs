@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use stagger::http::RetryInfo;
+use stagger::http::{CallOptions, RetryInfo};
 use stagger::reqwest::HedgeMiddleware;
 use stagger::{HedgeDelay, HedgePolicy, StopReason};
 
@@ -79,4 +79,22 @@ async fn a_post_hedges_only_with_a_key_and_sends_the_same_key_every_time() {
     assert_eq!(resp.text().await.unwrap(), "1");
     assert!(start.elapsed() >= Duration::from_secs(2));
     assert_eq!(seen.lock().unwrap().len(), 1, "never hedged");
+}
+
+#[tokio::test]
+async fn reqwest_hedge_sends_the_time_left() {
+    let (url, seen) = server().await;
+    let resp = client(false)
+        .get(&url)
+        .with_extension(CallOptions::new().timeout(Duration::from_secs(5)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.text().await.unwrap(), "2");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    for h in seen.iter() {
+        let left: u64 = h["x-request-timeout-ms"].to_str().unwrap().parse().unwrap();
+        assert!((4_000..=5_000).contains(&left), "{left}");
+    }
 }

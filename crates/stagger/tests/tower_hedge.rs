@@ -8,12 +8,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use stagger::http::RetryInfo;
+use stagger::http::{CallOptions, Inbound, RetryInfo, Settings};
 use stagger::tower::HedgeLayer;
-use stagger::{HedgeDelay, HedgePolicy, StopReason};
+use stagger::{HedgeDelay, HedgePolicy, NotRetried, StopReason};
 use tower::{Layer, Service, ServiceExt};
 
 type Seen = Arc<Mutex<Vec<HeaderMap>>>;
+
+/// An answer slow by this many milliseconds with a 503 also carries
+/// `x-no-retry: 1` (a layer below gave up).
+const NO_RETRY_MS: u64 = 7;
 
 /// A service whose attempt N answers `plan[N-1]` after `ms` milliseconds,
 /// recording every request's headers.
@@ -32,20 +36,26 @@ fn server(
 ) {
     let seen: Seen = Arc::default();
     let log = seen.clone();
-    let svc = tower::service_fn(move |req: Request<_>| {
-        let n = {
-            let mut log = log.lock().unwrap();
-            log.push(req.headers().clone());
-            log.len()
-        };
-        async move {
-            let (ms, status) = plan[(n - 1).min(plan.len() - 1)];
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            let mut resp = Response::new(n.to_string());
-            *resp.status_mut() = StatusCode::from_u16(status).unwrap();
-            Ok(resp)
-        }
-    });
+    let svc = tower::service_fn(
+        move |req: Request<stagger::tower::ReplayBody<Full<Bytes>>>| {
+            let n = {
+                let mut log = log.lock().unwrap();
+                log.push(req.headers().clone());
+                log.len()
+            };
+            async move {
+                let (ms, status) = plan[(n - 1).min(plan.len() - 1)];
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                let mut resp = Response::new(n.to_string());
+                *resp.status_mut() = StatusCode::from_u16(status).unwrap();
+                if status == 503 && ms == NO_RETRY_MS {
+                    resp.headers_mut()
+                        .insert("x-no-retry", http::HeaderValue::from_static("1"));
+                }
+                Ok(resp)
+            }
+        },
+    );
     (svc, seen)
 }
 
@@ -164,5 +174,113 @@ fn the_budget_limits_hedges_across_calls() {
         }
         // 100 requests, 5 % plus one per window.
         assert_eq!(seen.lock().unwrap().len(), 106);
+    });
+}
+
+/// Sends one request through a ready client.
+async fn send<S>(client: &mut S, req: Request<Full<Bytes>>) -> Response<String>
+where
+    S: Service<Request<Full<Bytes>>, Response = Response<String>>,
+    S::Error: std::fmt::Debug,
+{
+    client.ready().await.unwrap().call(req).await.unwrap()
+}
+
+fn with<T: Clone + Send + Sync + 'static>(
+    mut req: Request<Full<Bytes>>,
+    ext: T,
+) -> Request<Full<Bytes>> {
+    req.extensions_mut().insert(ext);
+    req
+}
+
+#[test]
+fn hedging_honours_call_options() {
+    rt().block_on(async {
+        // Declared idempotent by its options, a POST without a key hedges,
+        // and every attempt carries the time the options' deadline leaves.
+        let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
+        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let options = CallOptions::new()
+            .idempotent(true)
+            .timeout(Duration::from_secs(3));
+        let resp = send(&mut client, with(req(Method::POST), options)).await;
+        assert_eq!(resp.body(), "2");
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 2);
+        let left: Vec<u64> = seen
+            .iter()
+            .map(|h| h["x-request-timeout-ms"].to_str().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(
+            left,
+            vec![3_000, 2_980],
+            "the deadline covers both attempts"
+        );
+
+        // A 500 is final by default and non-fatal when the options say so.
+        let (svc, seen) = server(&[(5, 500), (5, 200)]);
+        let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
+        let resp = send(&mut client, req(Method::GET)).await;
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        let (svc, seen) = server(&[(5, 500), (5, 200)]);
+        let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
+        let opt_in = CallOptions::new().retry_500(true);
+        let resp = send(&mut client, with(req(Method::GET), opt_in)).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    });
+}
+
+#[test]
+fn hedging_keeps_the_one_layer_rule() {
+    rt().block_on(async {
+        // Serving an inbound retry, a slow call sends no hedge, and its
+        // retryable failure is passed up and marks the inbound request.
+        let (svc, seen) = server(&[(100, 503), (5, 200)]);
+        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let inbound = Inbound::new(2, None);
+        let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(seen.lock().unwrap().len(), 1, "no hedge");
+        let info = resp.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!(info.not_retried, Some(NotRetried::ServingRetry));
+        assert!(inbound.downstream_gave_up());
+
+        // A first inbound attempt hedges as usual.
+        let (svc, seen) = server(&[(100, 503), (5, 200)]);
+        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let inbound = Inbound::new(1, None);
+        let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert!(!inbound.downstream_gave_up());
+    });
+}
+
+#[test]
+fn a_hedge_reads_x_no_retry_as_gave_up_below() {
+    rt().block_on(async {
+        // A layer below gave up: no further attempt, the failure goes up,
+        // and the inbound request this call serves is told.
+        let (svc, seen) = server(&[(NO_RETRY_MS, 503), (5, 200)]);
+        let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
+        let inbound = Inbound::new(1, None);
+        let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        let info = resp.extensions().get::<RetryInfo>().unwrap();
+        assert_eq!(info.not_retried, Some(NotRetried::ServerSaidNo));
+        assert!(inbound.downstream_gave_up(), "passed up as given up");
+
+        // With the one-layer rule off, `x-no-retry` is not read.
+        let (svc, seen) = server(&[(NO_RETRY_MS, 503), (5, 200)]);
+        let policy = hedging(2, 1_000);
+        let settings = Settings::new(policy.policy().clone()).one_layer(false);
+        let mut client = HedgeLayer::new(policy).settings(settings).layer(svc);
+        let resp = send(&mut client, req(Method::GET)).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(seen.lock().unwrap().len(), 2);
     });
 }

@@ -33,18 +33,16 @@
 //! # });
 //! ```
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::task::Poll;
-use std::time::Instant;
+use std::future::Future;
 
 use crate::call::Call;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
 use crate::exec::future::{DefaultSleeper, Sleeper};
 use crate::exec::{AllTransient, Classifier, Report};
-use crate::hedge::{HedgePolicy, HedgeStep, MAX_HEDGE_ATTEMPTS};
-use crate::outcome::{Failure, Idempotency, Outcome, StopReason};
+use crate::hedge::driver::{drive, timed_out, Answer, Attempt, Attempts, End, Verdict};
+use crate::hedge::HedgePolicy;
+use crate::outcome::{Idempotency, Outcome, StopReason};
 
 /// Adds `.hedge(&policy)` to every `FnMut(u32) -> impl Future<Output = Result<T, E>>`
 /// (the argument is the attempt number, from 1).
@@ -82,7 +80,7 @@ pub struct Hedged<'p, F, W = AllTransient, S = DefaultSleeper, C = MonotonicCloc
 
 impl<'p, F, W, S, C> Hedged<'p, F, W, S, C> {
     /// Classifies errors with a closure returning a
-    /// [`Class`](crate::Class) or a [`Failure`].
+    /// [`Class`](crate::Class) or a [`Failure`](crate::Failure).
     pub fn when<W2>(self, when: W2) -> Hedged<'p, F, W2, S, C> {
         Hedged {
             op: self.op,
@@ -130,8 +128,6 @@ impl<'p, F, W, S, C> Hedged<'p, F, W, S, C> {
     }
 }
 
-type Running<Fut, Sl> = Option<(Pin<Box<Fut>>, Option<Pin<Box<Sl>>>)>;
-
 impl<F, Fut, T, E, W, S, C> Hedged<'_, F, W, S, C>
 where
     F: FnMut(u32) -> Fut,
@@ -149,81 +145,55 @@ where
     pub async fn report(mut self) -> Report<T, E> {
         let policy = self.policy;
         let mut h = policy.call(Call::new().idempotency(self.idempotency));
-        let mut running: [Running<Fut, S::Sleep>; MAX_HEDGE_ATTEMPTS as usize] =
-            std::array::from_fn(|_| None);
-        let mut timer: Option<(Instant, Pin<Box<S::Sleep>>)> = None;
-        let mut value: Option<T> = None;
-        let mut last: Option<E> = None;
-        let mut timed_out = false;
-        let reason = poll_fn(|cx| loop {
-            let now = self.clock.now();
-            match policy.poll(&mut h, now) {
-                HedgeStep::Send { attempt, timeout } => {
-                    let fut = Box::pin((self.op)(attempt));
-                    let limit = timeout.map(|t| Box::pin(self.sleep.sleep(t)));
-                    running[attempt as usize - 1] = Some((fut, limit));
-                    continue;
-                }
-                HedgeStep::Stop(r) => return Poll::Ready(r),
-                HedgeStep::WaitUntil(at) => {
-                    if timer.as_ref().is_none_or(|(t, _)| *t != at) {
-                        let wait = at.saturating_duration_since(now);
-                        timer = Some((at, Box::pin(self.sleep.sleep(wait))));
-                    }
-                }
-                HedgeStep::Wait => timer = None,
-            }
-            let mut answered = false;
-            for (i, slot) in running.iter_mut().enumerate() {
-                let Some((fut, limit)) = slot else { continue };
-                let attempt = i as u32 + 1;
-                if let Poll::Ready(result) = fut.as_mut().poll(cx) {
-                    *slot = None;
-                    answered = true;
-                    let now = self.clock.now();
-                    match result {
-                        Ok(v) => {
-                            value = Some(v);
-                            policy.report(&mut h, attempt, Outcome::Success, now);
-                        }
-                        Err(e) => {
-                            let f = self.when.classify(&e);
-                            last = Some(e);
-                            policy.report(&mut h, attempt, f, now);
-                        }
-                    }
-                } else if limit
-                    .as_mut()
-                    .is_some_and(|l| l.as_mut().poll(cx).is_ready())
-                {
-                    *slot = None;
-                    answered = true;
-                    timed_out = true;
-                    policy.report(&mut h, attempt, Failure::timeout(), self.clock.now());
-                }
-                if answered {
-                    break;
-                }
-            }
-            if answered {
-                continue;
-            }
-            if let Some((_, t)) = &mut timer {
-                if t.as_mut().poll(cx).is_ready() {
-                    timer = None;
-                    continue;
-                }
-            }
-            return Poll::Pending;
+        let mut attempts = Closure {
+            op: &mut self.op,
+            when: &mut self.when,
+        };
+        let sleep = &mut self.sleep;
+        let finish = drive(policy, &mut h, &mut attempts, &self.clock, |d| {
+            sleep.sleep(d)
         })
         .await;
-        // Attempts still running are cancelled here, by dropping them.
-        drop(running);
-        let result = match (reason, value) {
-            (StopReason::Success, Some(v)) => Ok(v),
-            _ => Err(last),
+        let timed_out = matches!(finish.last, Some(Answer::TimedOut));
+        let result = match (finish.end, finish.last) {
+            (End::Stopped(StopReason::Success), Some(Answer::Came(Ok(v)))) => Ok(v),
+            (_, Some(Answer::Came(Err(e)))) => Err(Some(e)),
+            _ => Err(None),
+        };
+        let reason = match finish.end {
+            End::Stopped(r) => r,
+            End::Taken => StopReason::Success,
         };
         Report::finish(result, h.call(), &self.clock, reason, timed_out)
+    }
+}
+
+/// The closure's part of the loop: attempt k is its future, an error's facts
+/// come from the classifier.
+struct Closure<'a, F, W> {
+    op: &'a mut F,
+    when: &'a mut W,
+}
+
+impl<F, Fut, T, E, W> Attempts for Closure<'_, F, W>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    W: Classifier<E>,
+{
+    type Answer = Result<T, E>;
+    type Future = Fut;
+
+    fn start(&mut self, attempt: Attempt) -> Option<Fut> {
+        Some((self.op)(attempt.number))
+    }
+
+    fn judge(&mut self, answer: &Answer<Result<T, E>>) -> Verdict {
+        match answer {
+            Answer::Came(Ok(_)) => Verdict::Report(Outcome::Success),
+            Answer::Came(Err(e)) => Verdict::Report(Outcome::Failure(self.when.classify(e))),
+            Answer::TimedOut => timed_out(),
+        }
     }
 }
 
@@ -234,7 +204,7 @@ mod tests {
     use crate::outcome::Class;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()

@@ -15,7 +15,7 @@ use crate::http::GRPC_PUSHBACK;
 use crate::outcome::{Failure, StopReason};
 
 /// One attempt as reported to an
-/// [`on_attempt`](RetryLayerBuilder::on_attempt) hook.
+/// [`on_attempt`](super::RetryLayerBuilder::on_attempt) hook.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AttemptRecord {

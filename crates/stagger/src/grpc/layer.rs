@@ -7,70 +7,13 @@ use tower_layer::Layer;
 
 use super::method::{Entry, MethodPolicy, Methods};
 use super::service::RetryService;
+use super::shared::{Shared, Unchanged};
 use super::{AttemptHook, AttemptRecord};
 use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
-use crate::tower::ReplayBody;
 
 pub use crate::a6::MAX_TRANSPARENT_RETRIES;
-
-/// Turns the body the layer replays into the body the inner service takes.
-/// The default, [`Unchanged`], hands the inner service a
-/// [`ReplayBody`]; a tonic channel wants its own body type, so give the
-/// layer tonic's constructor with [`RetryLayer::body`]
-/// (`.body(tonic::body::Body::new)`). Any `Fn(ReplayBody<B>) -> T` is one.
-pub trait MakeBody<B> {
-    /// The inner service's request body.
-    type Output;
-    /// Wraps one attempt's body.
-    fn make(&self, body: ReplayBody<B>) -> Self::Output;
-}
-
-/// The default [`MakeBody`]: the inner service gets the [`ReplayBody`].
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Unchanged;
-
-impl<B> MakeBody<B> for Unchanged {
-    type Output = ReplayBody<B>;
-    fn make(&self, body: ReplayBody<B>) -> ReplayBody<B> {
-        body
-    }
-}
-
-impl<B, F, T> MakeBody<B> for F
-where
-    F: Fn(ReplayBody<B>) -> T,
-{
-    type Output = T;
-    fn make(&self, body: ReplayBody<B>) -> T {
-        self(body)
-    }
-}
-
-/// What every service of one layer shares: the method policies (built with
-/// the layer's one throttling bucket) and the limits.
-pub(crate) struct Shared {
-    pub(crate) methods: Methods,
-    pub(crate) bucket: Option<TokenBucket>,
-    pub(crate) max_replay_bytes: usize,
-    pub(crate) transparent_retries: u32,
-    pub(crate) one_layer: bool,
-    pub(crate) hook: Option<AttemptHook>,
-}
-
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("methods", &self.methods)
-            .field("bucket", &self.bucket)
-            .field("max_replay_bytes", &self.max_replay_bytes)
-            .field("transparent_retries", &self.transparent_retries)
-            .field("one_layer", &self.one_layer)
-            .field("hook", &self.hook.is_some())
-            .finish()
-    }
-}
 
 /// Retries for a gRPC channel, as A6 specifies and grpc-go and grpc-java do
 /// it: per-method policies, commitment, pushback, throttling, transparent
@@ -111,30 +54,6 @@ impl RetryLayer {
             hook: None,
             observer: None,
         }
-    }
-
-    /// A layer for the methods and throttling of a gRPC service config
-    /// (feature `serde`): each method's `retryPolicy` or `hedgingPolicy`
-    /// and `timeout`, found
-    /// by exact name, then service, then the default entry; a method with
-    /// no `retryPolicy` is not retried (transparent retries still apply).
-    ///
-    /// ```
-    /// use stagger::config::ServiceConfig;
-    /// use stagger::grpc::RetryLayer;
-    ///
-    /// let config = ServiceConfig::from_json(r#"{
-    ///   "methodConfig": [{ "name": [{ "service": "grpc.health.v1.Health" }],
-    ///     "retryPolicy": { "maxAttempts": 4, "initialBackoff": "0.1s", "maxBackoff": "1s",
-    ///       "backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"] } }],
-    ///   "retryThrottling": { "maxTokens": 10, "tokenRatio": 0.1 } }"#)?;
-    /// let layer = RetryLayer::from_service_config(&config)?;
-    /// # let _ = layer;
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    #[cfg(feature = "serde")]
-    pub fn from_service_config(config: &crate::config::ServiceConfig) -> Result<Self, ConfigError> {
-        Self::builder().service_config(config)?.build()
     }
 }
 
@@ -245,24 +164,6 @@ impl RetryLayerBuilder {
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
         self
-    }
-
-    /// Takes the methods, timeouts and throttling of a service config.
-    #[cfg(feature = "serde")]
-    pub fn service_config(
-        mut self,
-        config: &crate::config::ServiceConfig,
-    ) -> Result<Self, ConfigError> {
-        for m in &config.methods {
-            let policy = &m.policy;
-            for name in &m.names {
-                self.entries.push((name.clone(), policy.clone()));
-            }
-        }
-        if let Some(t) = &config.throttling {
-            self.throttling = Some((t.max_tokens, t.token_ratio));
-        }
-        Ok(self)
     }
 
     /// Validates and builds: one bucket for the channel, one engine policy

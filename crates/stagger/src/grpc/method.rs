@@ -139,6 +139,7 @@ impl MethodPolicy {
     }
 
     /// The same policy with the method's `timeout` set (or cleared).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) fn with_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.timeout = timeout;
         self

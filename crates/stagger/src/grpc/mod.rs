@@ -63,6 +63,8 @@
 #[cfg(feature = "grpc")]
 mod body;
 #[cfg(feature = "grpc")]
+mod call;
+#[cfg(feature = "grpc")]
 mod facts;
 #[cfg(feature = "grpc")]
 mod hedged;
@@ -71,6 +73,8 @@ mod layer;
 mod method;
 #[cfg(feature = "grpc")]
 mod service;
+#[cfg(feature = "grpc")]
+mod shared;
 
 #[cfg(feature = "grpc")]
 pub use body::{CallReport, GrpcBody, Summary};
@@ -79,7 +83,9 @@ pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook}
 #[cfg(feature = "grpc")]
 pub use facts::{never_sent, AttemptRecord};
 #[cfg(feature = "grpc")]
-pub use layer::{MakeBody, RetryLayer, RetryLayerBuilder, Unchanged, MAX_TRANSPARENT_RETRIES};
+pub use layer::{RetryLayer, RetryLayerBuilder, MAX_TRANSPARENT_RETRIES};
 pub use method::{MethodPolicy, MethodPolicyBuilder, MAX_ATTEMPTS};
 #[cfg(feature = "grpc")]
 pub use service::RetryService;
+#[cfg(feature = "grpc")]
+pub use shared::{MakeBody, Unchanged};

@@ -2,6 +2,7 @@
 //! per-request overrides, what the caller is told at the end, and the driver
 //! both front-ends (tower and reqwest) run, so every rule is written once.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -16,6 +17,8 @@ use super::{
 };
 use crate::call::Call;
 use crate::clock::Clock;
+use crate::hedge::driver::{drive, Answer, Attempts, End};
+use crate::hedge::{HedgePolicy, HedgedCall};
 use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
 };
@@ -265,42 +268,43 @@ impl CallOptions {
     }
 }
 
-impl Drop for Driver {
-    /// A call dropped mid-attempt (its future was cancelled) gives back what
-    /// the attempt holds, such as a half-open breaker's probe slot.
-    fn drop(&mut self) {
-        let (policy, call) = self.engine();
-        policy.abandon(call, TokioClock);
-    }
-}
-
-/// The per-call state machine shared by the front-ends.
+/// The HTTP fact reader of one call, shared by every HTTP front-end (the
+/// retry layer, the hedging layer, both reqwest middlewares): what the
+/// request, its [`CallOptions`] and the inbound request it serves say
+/// (idempotency, deadline, the one-layer rule), the headers every attempt
+/// carries, and the failure an answer is, with every fact it carries
+/// (`Retry-After`, `x-no-retry`, `retry_500`, gRPC codes a config lists).
+/// It reads; the engine decides.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) struct Driver {
-    /// The client's settings, shared: nothing of them is copied per call.
-    settings: Arc<Settings>,
-    /// A per-request policy from [`CallOptions`], if any.
-    policy: Option<Policy>,
-    call: Call,
+pub(crate) struct Facts {
     retry_500: bool,
     propagate: bool,
     one_layer: bool,
     grpc: bool,
-    pub(crate) key: Option<HeaderValue>,
+    grpc_retryable: Option<Arc<[u32]>>,
+    key: Option<HeaderValue>,
     inbound: Option<Inbound>,
-    waited: Duration,
     last_class: Option<Class>,
 }
 
+/// A call as its request opens it: the facts, the engine's per-call state,
+/// and the request's own policy, if its [`CallOptions`] give one.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-impl Driver {
-    pub(crate) fn new(
-        shared: Arc<Settings>,
+pub(crate) struct Opened {
+    pub(crate) facts: Facts,
+    pub(crate) call: Call,
+    pub(crate) policy: Option<Policy>,
+}
+
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+impl Facts {
+    /// Reads a request under `settings`.
+    pub(crate) fn open(
+        settings: &Settings,
         method: &Method,
         headers: &HeaderMap,
         extensions: &Extensions,
-    ) -> Self {
-        let settings = &*shared;
+    ) -> Opened {
         let options = extensions.get::<CallOptions>();
         let inbound = if settings.one_layer || settings.propagate_deadline {
             extensions
@@ -350,19 +354,134 @@ impl Driver {
         let retry_500 = options
             .and_then(|o| o.retry_500)
             .unwrap_or(settings.retry_500);
-        let (propagate, one_layer) = (settings.propagate_deadline, settings.one_layer);
+        let facts = Facts {
+            retry_500,
+            propagate: settings.propagate_deadline,
+            one_layer: settings.one_layer,
+            grpc,
+            grpc_retryable: settings.grpc_retryable.clone(),
+            key,
+            inbound,
+            last_class: None,
+        };
+        Opened {
+            facts,
+            call,
+            policy,
+        }
+    }
+
+    /// Writes the headers of the attempt sent as number `attempt`:
+    /// `x-retry-attempt` (and gRPC's `grpc-previous-rpc-attempts`), the
+    /// call's one idempotency key, and the remaining time.
+    pub(crate) fn stamp(&self, headers: &mut HeaderMap, attempt: u32, timeout: Option<Duration>) {
+        headers.insert(RETRY_ATTEMPT, attempt_value(attempt));
+        if self.grpc && attempt > 1 {
+            // gRPC's own spelling of the same fact (A6).
+            headers.insert(super::GRPC_PREVIOUS_ATTEMPTS, attempt_value(attempt - 1));
+        }
+        if let Some(k) = &self.key {
+            headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+        if self.propagate {
+            if let Some(t) = timeout {
+                let (name, value) = timeout_header(self.grpc, t);
+                headers.insert(name, value);
+            }
+        }
+    }
+
+    /// The failure a response is, if it is one, with every fact it carries.
+    pub(crate) fn response(&mut self, status: StatusCode, headers: &HeaderMap) -> Option<Failure> {
+        let mut f = raw_response_failure(status, headers, self.retry_500, SystemTime::now())?;
+        if let (Some(codes), Some(code)) = (&self.grpc_retryable, super::grpc_status(headers)) {
+            f.class = crate::classify::grpc_code_listed(code, codes);
+        }
+        // `x-no-retry` belongs to the one-layer rule: with the rule off it is
+        // not read, and the server's hint stays in force.
+        if self.one_layer && headers.contains_key(NO_RETRY) {
+            f = f.gave_up_below();
+        }
+        Some(self.failure(f))
+    }
+
+    /// A transport error or a timeout as it goes to the engine (noted for
+    /// the one-layer rule).
+    pub(crate) fn failure(&mut self, f: Failure) -> Failure {
+        self.last_class = Some(f.class);
+        f
+    }
+
+    /// The answer's outcome: a success, or the failure a response or a
+    /// transport error is.
+    pub(crate) fn outcome(&mut self, status: StatusCode, headers: &HeaderMap) -> Outcome {
+        match self.response(status, headers) {
+            None => Outcome::Success,
+            Some(f) => Outcome::Failure(f),
+        }
+    }
+
+    /// Ends the call: under the one-layer rule, tells the inbound request
+    /// when a failure that could have cleared was given up on here.
+    pub(crate) fn finish<R>(&self, call: &Call<R>, reason: StopReason) {
+        if !self.one_layer || reason == StopReason::Success {
+            return;
+        }
+        let retryable = self.last_class.is_some_and(Class::may_clear);
+        let declined = matches!(
+            call.not_retried(),
+            Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
+        );
+        // A layer that made one attempt and was not asked to hold back (say
+        // it allows no retries) leaves retrying to its caller.
+        if retryable && (call.attempts() > 1 || declined) {
+            if let Some(i) = &self.inbound {
+                i.mark_gave_up();
+            }
+        }
+    }
+}
+
+impl Drop for Driver {
+    /// A call dropped mid-attempt (its future was cancelled) gives back what
+    /// the attempt holds, such as a half-open breaker's probe slot.
+    fn drop(&mut self) {
+        let (policy, call) = self.engine();
+        policy.abandon(call, TokioClock);
+    }
+}
+
+/// The per-call state machine of the retrying front-ends.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) struct Driver {
+    /// The client's settings, shared: nothing of them is copied per call.
+    settings: Arc<Settings>,
+    /// A per-request policy from [`CallOptions`], if any.
+    policy: Option<Policy>,
+    call: Call,
+    facts: Facts,
+    waited: Duration,
+}
+
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+impl Driver {
+    pub(crate) fn new(
+        shared: Arc<Settings>,
+        method: &Method,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) -> Self {
+        let Opened {
+            facts,
+            call,
+            policy,
+        } = Facts::open(&shared, method, headers, extensions);
         Driver {
             settings: shared,
             policy,
             call,
-            retry_500,
-            propagate,
-            one_layer,
-            grpc,
-            key,
-            inbound,
+            facts,
             waited: Duration::ZERO,
-            last_class: None,
         }
     }
 
@@ -387,48 +506,23 @@ impl Driver {
     /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
     /// key, and the remaining time.
     pub(crate) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
-        let attempt = self.call.attempts();
-        headers.insert(RETRY_ATTEMPT, attempt_value(attempt));
-        if self.grpc && attempt > 1 {
-            // gRPC's own spelling of the same fact (A6).
-            headers.insert(super::GRPC_PREVIOUS_ATTEMPTS, attempt_value(attempt - 1));
-        }
-        if let Some(k) = &self.key {
-            headers.insert(IDEMPOTENCY_KEY, k.clone());
-        }
-        if self.propagate {
-            if let Some(t) = timeout {
-                let (name, value) = timeout_header(self.grpc, t);
-                headers.insert(name, value);
-            }
-        }
+        self.facts.stamp(headers, self.call.attempts(), timeout);
     }
 
     /// After a response: its failure, if it is one, with every fact the
     /// response carries.
     pub(crate) fn after_response(&mut self, status: StatusCode, headers: &HeaderMap) -> Decision {
-        match raw_response_failure(status, headers, self.retry_500, SystemTime::now()) {
+        match self.facts.response(status, headers) {
             None => self.success(Some(status.as_u16())),
-            Some(mut f) => {
-                if let (Some(codes), Some(code)) =
-                    (&self.settings.grpc_retryable, super::grpc_status(headers))
-                {
-                    f.class = crate::classify::grpc_code_listed(code, codes);
-                }
-                // `x-no-retry` belongs to the one-layer rule: with the rule
-                // off it is not read, and the server's hint stays in force.
-                if self.one_layer && headers.contains_key(NO_RETRY) {
-                    f = f.gave_up_below();
-                }
-                self.failure(f, Some(status.as_u16()), None)
-            }
+            Some(f) => self.failure(f, Some(status.as_u16()), None),
         }
     }
 
     /// After a transport error or a timeout (the failure says whether the
     /// request surely never reached the server).
     pub(crate) fn after_error(&mut self, failure: Failure, error: String) -> Decision {
-        self.failure(failure, None, Some(error))
+        let f = self.facts.failure(failure);
+        self.failure(f, None, Some(error))
     }
 
     fn success(&mut self, status: Option<u16>) -> Decision {
@@ -439,7 +533,6 @@ impl Driver {
     }
 
     fn failure(&mut self, f: Failure, status: Option<u16>, error: Option<String>) -> Decision {
-        self.last_class = Some(f.class);
         let hint = match f.hint {
             Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
             _ => None,
@@ -476,28 +569,115 @@ impl Driver {
         }
     }
 
-    /// Ends the call: tells the inbound request (one-layer rule) when a
-    /// retryable failure was given up on here, and returns the summary.
+    /// Ends the call: the one-layer rule's word to the inbound request, and
+    /// the summary.
     pub(crate) fn finish(&self, reason: StopReason) -> RetryInfo {
-        if self.one_layer && reason != StopReason::Success {
-            let retryable = self.last_class.is_some_and(Class::may_clear);
-            let declined = matches!(
-                self.call.not_retried(),
-                Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
-            );
-            // A layer that made one attempt and was not asked to hold back
-            // (say it allows no retries) leaves retrying to its caller.
-            if retryable && (self.call.attempts() > 1 || declined) {
-                if let Some(i) = &self.inbound {
-                    i.mark_gave_up();
-                }
-            }
-        }
+        self.facts.finish(&self.call, reason);
         RetryInfo {
             attempts: self.call.attempts(),
             reason,
             not_retried: self.call.not_retried(),
             waited: self.waited,
+        }
+    }
+}
+
+/// What an HTTP hedging front-end shares between its calls: the hedging
+/// policy, and the HTTP settings every call is read by (the retry layer's).
+/// The settings' policy is the retry policy the hedging policy judges every
+/// attempt with.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) struct HedgeRules {
+    hedging: HedgePolicy,
+    pub(crate) settings: Settings,
+}
+
+/// One hedged HTTP call as its request opens it (its [`Facts`] go to the
+/// front-end's [`Attempts`], which reads every answer with them).
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) struct HttpHedge<'a> {
+    /// The layer's hedging, or the same over the request's own policy.
+    hedging: Cow<'a, HedgePolicy>,
+    pub(crate) call: HedgedCall,
+}
+
+/// An HTTP front-end's attempts, which read answers with the call's facts.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) trait HttpAttempts: Attempts {
+    /// The call's facts.
+    fn facts(&self) -> &Facts;
+}
+
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+impl HedgeRules {
+    /// Hedging under `hedging`, read by the default HTTP settings.
+    pub(crate) fn new(hedging: HedgePolicy) -> Self {
+        let settings = Settings::new(hedging.policy().clone());
+        HedgeRules { hedging, settings }
+    }
+
+    /// The hedging policy.
+    pub(crate) fn hedging(&self) -> &HedgePolicy {
+        &self.hedging
+    }
+
+    /// Reads every call by `settings`, whose policy judges the attempts.
+    pub(crate) fn set(&mut self, settings: Settings) {
+        self.hedging = self.hedging.with_policy(settings.policy.clone());
+        self.settings = settings;
+    }
+
+    /// Opens a call for a request.
+    pub(crate) fn open(
+        &self,
+        method: &Method,
+        headers: &HeaderMap,
+        extensions: &Extensions,
+    ) -> (HttpHedge<'_>, Facts) {
+        let o = Facts::open(&self.settings, method, headers, extensions);
+        let hedging = match o.policy {
+            Some(p) => Cow::Owned(self.hedging.with_policy(p)),
+            None => Cow::Borrowed(&self.hedging),
+        };
+        let call = hedging.call(o.call);
+        (HttpHedge { hedging, call }, o.facts)
+    }
+}
+
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+impl HttpHedge<'_> {
+    /// Runs the call to its end on tokio's clock and timer: its summary and
+    /// the last answer.
+    pub(crate) async fn run<A: HttpAttempts>(
+        &mut self,
+        attempts: &mut A,
+    ) -> (RetryInfo, Option<Answer<A::Answer>>) {
+        let finish = drive(
+            &self.hedging,
+            &mut self.call,
+            attempts,
+            &TokioClock,
+            tokio::time::sleep,
+        )
+        .await;
+        (self.finish(attempts.facts(), finish.end), finish.last)
+    }
+
+    /// Ends the call: the one-layer rule's word to the inbound request, and
+    /// the summary.
+    pub(crate) fn finish(&self, facts: &Facts, end: End) -> RetryInfo {
+        let reason = match end {
+            End::Stopped(r) => r,
+            End::Taken => StopReason::Success,
+        };
+        let call = self.call.call();
+        facts.finish(call, reason);
+        RetryInfo {
+            attempts: call.attempts(),
+            reason,
+            not_retried: call.not_retried(),
+            waited: Duration::ZERO,
         }
     }
 }

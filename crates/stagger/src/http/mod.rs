@@ -52,9 +52,9 @@ mod call;
 pub mod inbound;
 
 pub use crate::outcome::NotRetried;
-#[cfg(any(feature = "tower", feature = "reqwest"))]
-pub(crate) use call::Driver;
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
+#[cfg(any(feature = "tower", feature = "reqwest"))]
+pub(crate) use call::{Driver, Facts, HedgeRules, HttpAttempts};
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.
@@ -416,6 +416,18 @@ pub fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderVal
         let ms = u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX);
         (REQUEST_TIMEOUT, HeaderValue::from(ms))
     }
+}
+
+/// Attempt `body`'s request: the original request's head with this body.
+#[cfg(feature = "tower")]
+pub(crate) fn rebuild<B>(parts: &http::request::Parts, body: B) -> http::Request<B> {
+    let mut req = http::Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = parts.uri.clone();
+    *req.version_mut() = parts.version;
+    *req.headers_mut() = parts.headers.clone();
+    *req.extensions_mut() = parts.extensions.clone();
+    req
 }
 
 #[cfg(test)]

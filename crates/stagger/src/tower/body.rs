@@ -5,6 +5,8 @@ use std::fmt;
 use std::pin::Pin;
 #[cfg(feature = "grpc")]
 use std::sync::{Arc, Mutex};
+#[cfg(feature = "grpc")]
+use std::task::Waker;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
@@ -194,6 +196,11 @@ pub(crate) struct Tee<B> {
     /// Hedged attempts run side by side: whichever is ahead reads the
     /// source and the others catch up from the kept frames.
     side_by_side: bool,
+    /// The attempt (generation) whose read outgrew the buffer: side by
+    /// side, it alone goes on.
+    leader: Option<u64>,
+    /// Woken when the buffer is outgrown (see [`Replay::poll_outgrown`]).
+    watcher: Option<Waker>,
 }
 
 #[cfg(feature = "grpc")]
@@ -213,6 +220,8 @@ impl<B: Body> Replay<B> {
                 outgrown: false,
                 generation: 0,
                 side_by_side: false,
+                leader: None,
+                watcher: None,
             })),
         }
     }
@@ -248,12 +257,38 @@ impl<B: Body> Replay<B> {
     pub(crate) fn outgrown(&self) -> bool {
         self.tee.lock().unwrap_or_else(|p| p.into_inner()).outgrown
     }
+
+    /// Ready once the body outgrew the buffer (or its source failed), with
+    /// the attempt that read on past it: the `n`-th body [`next`](Self::next)
+    /// gave is attempt `n`. Until then `cx` is woken when it happens. Side by
+    /// side, every other attempt's body stops there and waits, never ending
+    /// early: a cut-off request must not reach a server as if complete, so
+    /// those attempts are to be cancelled.
+    pub(crate) fn poll_outgrown(&self, cx: &mut Context<'_>) -> Poll<Option<u64>> {
+        let mut t = self.tee.lock().unwrap_or_else(|p| p.into_inner());
+        if t.outgrown {
+            return Poll::Ready(t.leader);
+        }
+        if !t.watcher.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            t.watcher = Some(cx.waker().clone());
+        }
+        Poll::Pending
+    }
 }
 
 #[cfg(feature = "grpc")]
 impl<B: Body> Tee<B> {
     fn frames(&self) -> usize {
         self.base + self.kept.len()
+    }
+
+    /// The buffer is outgrown by attempt `generation`'s read.
+    fn outgrow(&mut self, generation: u64) {
+        self.outgrown = true;
+        self.leader = Some(generation);
+        if let Some(w) = self.watcher.take() {
+            w.wake();
+        }
     }
 
     fn poll_for(
@@ -263,6 +298,11 @@ impl<B: Body> Tee<B> {
         generation: u64,
         trailers_sent: &mut bool,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        if self.side_by_side && self.outgrown && self.leader != Some(generation) {
+            // Only the leader can still send the whole body; this attempt
+            // waits to be cancelled rather than end its request early.
+            return Poll::Pending;
+        }
         if *pos < self.frames() {
             if *pos < self.base {
                 // Dropped when the buffer was outgrown: this attempt is over.
@@ -292,7 +332,7 @@ impl<B: Body> Tee<B> {
             }
             Poll::Ready(Some(Err(e))) => {
                 // What was read cannot be completed: no attempt can follow.
-                self.outgrown = true;
+                self.outgrow(generation);
                 Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
@@ -304,7 +344,7 @@ impl<B: Body> Tee<B> {
                         self.kept_len = self.kept_len.saturating_add(b.len());
                         self.kept.push(b.clone());
                         if self.kept_len > self.limit {
-                            self.outgrown = true;
+                            self.outgrow(generation);
                             self.base += self.kept.len();
                             self.kept = Vec::new();
                         }

@@ -1,29 +1,21 @@
 //! The client [`HedgeLayer`]: hedged HTTP requests under a [`HedgePolicy`].
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
 
-use http::{HeaderValue, Request, Response};
+use http::request::Parts;
+use http::{Request, Response};
 use http_body::Body;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::body::{prepare, Prepared, ReplayBody};
 use super::error::{AttemptTimedOut, BoxError, Error, ErrorKind};
-use super::future::ResponseFuture;
-use crate::call::Call;
-use crate::clock::Clock;
-use crate::hedge::{HedgePolicy, HedgeStep, MAX_HEDGE_ATTEMPTS};
-use crate::http::{
-    attempt_value, error_failure, is_idempotent, needs_key, new_idempotency_key, response_failure,
-    timeout_header, RetryInfo, TokioClock, IDEMPOTENCY_KEY, RETRY_ATTEMPT,
-};
-use crate::outcome::{Failure, Idempotency, Outcome, StopReason};
-
-/// The largest body buffered so a request can be hedged (1 MiB).
-const MAX_REPLAY_BYTES: usize = 1 << 20;
+use super::future::{send_clone, Channel, ResponseFuture, Sent};
+use crate::hedge::driver::{timed_out, Answer, Attempt, Attempts, End, Verdict};
+use crate::hedge::HedgePolicy;
+use crate::http::{error_failure, rebuild, Facts, HedgeRules, HttpAttempts, Settings};
+use crate::outcome::{Outcome, StopReason};
 
 /// Wraps a client service so idempotent requests are hedged under one
 /// shared [`HedgePolicy`] (its latency window and budget are shared by every
@@ -38,12 +30,19 @@ const MAX_REPLAY_BYTES: usize = 1 << 20;
 /// connection) sends the next attempt at once, a final one (404) ends the
 /// call, the first success wins and the other attempts are dropped.
 ///
+/// Requests are read by the same HTTP rules as the retry layer's
+/// ([`Settings`], see [`settings`](HedgeLayer::settings)): per-request
+/// [`CallOptions`](crate::http::CallOptions), `retry_500`, and the one-layer
+/// rule (no hedge while serving an inbound retry; an `x-no-retry` answer
+/// stops further attempts and is passed up, and a given-up failure marks
+/// the inbound request).
+///
 /// Every attempt carries `x-retry-attempt: N`, the call's one
 /// `Idempotency-Key` and, when the attempt has a timeout, the time it has
-/// left as `x-request-timeout-ms`. The body is buffered (up to 1 MiB) so it
-/// can be sent more than once; a larger body or a stream is sent once and
-/// the request is not hedged. The final response carries a
-/// [`RetryInfo`] in its extensions.
+/// left as `x-request-timeout-ms`. The body is buffered (up to 1 MiB by
+/// default) so it can be sent more than once; a larger body or a stream is
+/// sent once and the request is not hedged. The final response carries a
+/// [`RetryInfo`](crate::http::RetryInfo) in its extensions.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -75,30 +74,51 @@ const MAX_REPLAY_BYTES: usize = 1 << 20;
 /// ```
 #[derive(Debug, Clone)]
 pub struct HedgeLayer {
-    policy: HedgePolicy,
-    keys: bool,
+    rules: Arc<HedgeRules>,
 }
 
 impl HedgeLayer {
-    /// A layer hedging under `policy`.
+    /// A layer hedging under `policy`, with the default HTTP settings.
     pub fn new(policy: HedgePolicy) -> Self {
         HedgeLayer {
-            policy,
-            keys: false,
+            rules: Arc::new(HedgeRules::new(policy)),
         }
+    }
+
+    /// Reads every request by these HTTP settings, as the
+    /// [`RetryLayer`](super::RetryLayer) does: `retry_500`, generated keys,
+    /// the call's deadline and whether it travels downstream, the one-layer
+    /// rule, the replay limit. The settings' policy is the retry policy
+    /// every attempt is judged by (in place of the hedging policy's own).
+    /// The settings' `on_attempt` hook is not called for hedged attempts.
+    ///
+    /// ```
+    /// use stagger::http::Settings;
+    /// use stagger::tower::HedgeLayer;
+    /// use stagger::HedgePolicy;
+    ///
+    /// let hedging = HedgePolicy::builder().build()?;
+    /// let retries = hedging.policy().clone();
+    /// let layer = HedgeLayer::new(hedging).settings(Settings::new(retries).retry_500(true));
+    /// # let _ = layer;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn settings(mut self, settings: Settings) -> Self {
+        Arc::make_mut(&mut self.rules).set(settings);
+        self
     }
 
     /// Adds an `Idempotency-Key` to POST and PATCH requests that lack one,
     /// the same on every attempt, which makes them idempotent and so
     /// hedgeable (default off).
     pub fn idempotency_keys(mut self, on: bool) -> Self {
-        self.keys = on;
+        Arc::make_mut(&mut self.rules).settings.idempotency_keys = on;
         self
     }
 
     /// The policy.
     pub fn policy(&self) -> &HedgePolicy {
-        &self.policy
+        self.rules.hedging()
     }
 }
 
@@ -108,7 +128,7 @@ impl<S> Layer<S> for HedgeLayer {
     fn layer(&self, inner: S) -> HedgeService<S> {
         HedgeService {
             inner,
-            layer: self.clone(),
+            rules: self.rules.clone(),
         }
     }
 }
@@ -118,16 +138,13 @@ impl<S> Layer<S> for HedgeLayer {
 #[derive(Debug, Clone)]
 pub struct HedgeService<S> {
     inner: S,
-    layer: HedgeLayer,
+    rules: Arc<HedgeRules>,
 }
 
 impl<S> HedgeService<S> {
     /// Wraps `inner` to hedge under `policy` (no `Idempotency-Key` added).
     pub fn new(inner: S, policy: HedgePolicy) -> Self {
-        HedgeService {
-            inner,
-            layer: HedgeLayer::new(policy),
-        }
+        HedgeLayer::new(policy).layer(inner)
     }
 
     /// The inner service.
@@ -161,16 +178,58 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        ResponseFuture::new(Box::pin(run(self.inner.clone(), self.layer.clone(), req)))
+        ResponseFuture::new(Box::pin(run(self.inner.clone(), self.rules.clone(), req)))
     }
 }
 
-type Attempt<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
-type Running<T> = Option<(Attempt<T>, Option<Pin<Box<tokio::time::Sleep>>>)>;
+/// The tower part of a hedged call: attempt k is the request's head with
+/// its own copy of the body, sent to its own clone of the inner service.
+struct Sends<'a, S, B> {
+    inner: &'a mut S,
+    parts: &'a Parts,
+    body: Prepared<B>,
+    facts: Facts,
+}
+
+impl<S, B> HttpAttempts for Sends<'_, S, B>
+where
+    Self: Attempts,
+{
+    fn facts(&self) -> &Facts {
+        &self.facts
+    }
+}
+
+impl<S, B, ResB> Attempts for Sends<'_, S, B>
+where
+    S: Channel<Request<ReplayBody<B>>, Response = Response<ResB>>,
+    B: Body + Send + 'static,
+{
+    type Answer = Result<Response<ResB>, BoxError>;
+    type Future = Sent<Response<ResB>>;
+
+    fn start(&mut self, a: Attempt) -> Option<Self::Future> {
+        let mut req = rebuild(self.parts, self.body.next()?);
+        self.facts.stamp(req.headers_mut(), a.number, a.timeout);
+        Some(send_clone(self.inner, req))
+    }
+
+    fn judge(&mut self, answer: &Answer<Self::Answer>) -> Verdict {
+        match answer {
+            Answer::Came(Ok(resp)) => {
+                Verdict::Report(self.facts.outcome(resp.status(), resp.headers()))
+            }
+            Answer::Came(Err(e)) => {
+                Verdict::Report(Outcome::Failure(self.facts.failure(error_failure(&**e))))
+            }
+            Answer::TimedOut => timed_out(),
+        }
+    }
+}
 
 async fn run<S, B, ResB>(
     mut inner: S,
-    layer: HedgeLayer,
+    rules: Arc<HedgeRules>,
     req: Request<B>,
 ) -> Result<Response<ResB>, Error>
 where
@@ -182,173 +241,37 @@ where
     B::Error: Into<BoxError>,
     ResB: Send + 'static,
 {
-    let policy = &layer.policy;
-    // Borrowed mutably, so the future needs `S: Send` only, not `Sync`.
-    let inner = &mut inner;
+    let (mut hc, facts) = rules.open(req.method(), req.headers(), req.extensions());
     let (parts, body) = req.into_parts();
-    let mut key = None;
-    if layer.keys && needs_key(&parts.method) && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
-        key = Some(new_idempotency_key());
-    }
-    let mut idempotency = if key.is_some() || is_idempotent(&parts.method, &parts.headers) {
-        Idempotency::Idempotent
-    } else {
-        Idempotency::NotIdempotent
-    };
-    let mut body = match prepare(body, MAX_REPLAY_BYTES).await {
+    let body = match prepare(body, rules.settings.get_max_replay_bytes()).await {
         Ok(b) => b,
         Err(e) => {
-            return Err(Error::new(
-                ErrorKind::Body,
-                info(0, StopReason::NotRetryable, None),
-                Some(e.into()),
-            ))
+            let info = hc.finish(&facts, End::Stopped(StopReason::NotRetryable));
+            return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
         }
     };
-    let mut call = Call::new();
     if let Prepared::Once(_, why) = &body {
-        call.commit(*why);
-        idempotency = Idempotency::Unspecified;
+        hc.call.commit(*why);
     }
-    let mut h = policy.call(call.idempotency(idempotency));
-    let mut running: [Running<Response<ResB>>; MAX_HEDGE_ATTEMPTS as usize] =
-        std::array::from_fn(|_| None);
-    let mut timer: Option<(Instant, Pin<Box<tokio::time::Sleep>>)> = None;
-    let mut last: Option<Result<Response<ResB>, (ErrorKind, BoxError)>> = None;
-    let mut winner: Option<Response<ResB>> = None;
-    let reason = poll_fn(|cx| loop {
-        let now = TokioClock.now();
-        match policy.poll(&mut h, now) {
-            HedgeStep::Send { attempt, timeout } => {
-                let Some(b) = body.next() else {
-                    // A one-shot body is spent: no further attempt.
-                    policy.cancel(&mut h, now);
-                    return Poll::Ready(StopReason::NotRetryable);
-                };
-                let mut req = Request::new(b);
-                *req.method_mut() = parts.method.clone();
-                *req.uri_mut() = parts.uri.clone();
-                *req.version_mut() = parts.version;
-                *req.headers_mut() = parts.headers.clone();
-                *req.extensions_mut() = parts.extensions.clone();
-                stamp(req.headers_mut(), attempt, key.as_ref(), timeout);
-                let source: &mut S = &mut *inner;
-                let mut svc = source.clone();
-                let fut: Attempt<Response<ResB>> = Box::pin(async move {
-                    poll_fn(|cx| svc.poll_ready(cx)).await.map_err(Into::into)?;
-                    svc.call(req).await.map_err(Into::into)
-                });
-                let limit = timeout.map(|t| Box::pin(tokio::time::sleep(t)));
-                running[attempt as usize - 1] = Some((fut, limit));
-                continue;
-            }
-            HedgeStep::Stop(r) => return Poll::Ready(r),
-            HedgeStep::WaitUntil(at) => {
-                if timer.as_ref().is_none_or(|(t, _)| *t != at) {
-                    let wait = at.saturating_duration_since(now);
-                    timer = Some((at, Box::pin(tokio::time::sleep(wait))));
-                }
-            }
-            HedgeStep::Wait => timer = None,
-        }
-        let mut answered = false;
-        for (i, slot) in running.iter_mut().enumerate() {
-            let Some((fut, limit)) = slot else { continue };
-            let attempt = i as u32 + 1;
-            if let Poll::Ready(result) = fut.as_mut().poll(cx) {
-                *slot = None;
-                answered = true;
-                let now = TokioClock.now();
-                match result {
-                    Ok(resp) => {
-                        match response_failure(
-                            resp.status(),
-                            resp.headers(),
-                            false,
-                            SystemTime::now(),
-                        ) {
-                            None => {
-                                policy.report(&mut h, attempt, Outcome::Success, now);
-                                winner = Some(resp);
-                            }
-                            Some(f) => {
-                                policy.report(&mut h, attempt, f, now);
-                                last = Some(Ok(resp));
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        policy.report(&mut h, attempt, error_failure(&*e), now);
-                        last = Some(Err((ErrorKind::Service, e)));
-                    }
-                }
-            } else if limit
-                .as_mut()
-                .is_some_and(|l| l.as_mut().poll(cx).is_ready())
-            {
-                *slot = None;
-                answered = true;
-                policy.report(&mut h, attempt, Failure::timeout(), TokioClock.now());
-                last = Some(Err((ErrorKind::Timeout, Box::new(AttemptTimedOut))));
-            }
-            if answered {
-                break;
-            }
-        }
-        if answered {
-            continue;
-        }
-        if let Some((_, t)) = &mut timer {
-            if t.as_mut().poll(cx).is_ready() {
-                timer = None;
-                continue;
-            }
-        }
-        return Poll::Pending;
-    })
-    .await;
-    // The attempts still running are cancelled here.
-    drop(running);
-    let info = info(h.call().attempts(), reason, h.call().not_retried());
-    match (winner, last) {
-        (Some(mut resp), _) => {
+    let mut sends = Sends {
+        // Borrowed mutably, so the future needs `S: Send` only, not `Sync`.
+        inner: &mut inner,
+        parts: &parts,
+        body,
+        facts,
+    };
+    let (info, last) = hc.run(&mut sends).await;
+    match last {
+        Some(Answer::Came(Ok(mut resp))) => {
             resp.extensions_mut().insert(info);
             Ok(resp)
         }
-        (None, Some(Ok(mut resp))) => {
-            resp.extensions_mut().insert(info);
-            Ok(resp)
-        }
-        (None, Some(Err((kind, e)))) => Err(Error::new(kind, info, Some(e))),
-        (None, None) => Err(Error::new(ErrorKind::Refused, info, None)),
-    }
-}
-
-fn info(
-    attempts: u32,
-    reason: StopReason,
-    not_retried: Option<crate::outcome::NotRetried>,
-) -> RetryInfo {
-    RetryInfo {
-        attempts,
-        reason,
-        not_retried,
-        waited: Duration::ZERO,
-    }
-}
-
-fn stamp(
-    headers: &mut http::HeaderMap,
-    attempt: u32,
-    key: Option<&HeaderValue>,
-    timeout: Option<Duration>,
-) {
-    headers.insert(RETRY_ATTEMPT, attempt_value(attempt));
-    if let Some(k) = key {
-        headers.insert(IDEMPOTENCY_KEY, k.clone());
-    }
-    if let Some(t) = timeout {
-        let (name, value) = timeout_header(false, t);
-        headers.insert(name, value);
+        Some(Answer::Came(Err(e))) => Err(Error::new(ErrorKind::Service, info, Some(e))),
+        Some(Answer::TimedOut) => Err(Error::new(
+            ErrorKind::Timeout,
+            info,
+            Some(Box::new(AttemptTimedOut)),
+        )),
+        None => Err(Error::new(ErrorKind::Refused, info, None)),
     }
 }

@@ -91,6 +91,8 @@ pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
+#[cfg(feature = "grpc")]
+pub(crate) use future::{send_clone, Channel, Sent};
 pub use hedge::{HedgeLayer, HedgeService};
 pub use layer::RetryLayer;
 pub use service::RetryService;
