@@ -21,7 +21,7 @@ use stagger::reqwest::RetryMiddleware;
 use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
-use super::bins::{Bins, Timeline};
+use crate::bins::{Bins, Timeline};
 use super::soak::Reservoir;
 use stagger_sim::{Schedule, Strategy};
 

@@ -25,17 +25,17 @@ use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
 
-mod bins;
+
 pub mod exporter;
 mod fleet;
 pub mod hedging;
 mod measure;
 mod report;
-mod reset;
+
 mod server;
 pub mod soak;
 
-use bins::{Timeline, BIN};
+use crate::bins::{Timeline, BIN};
 pub use measure::{Latency, Row, Series};
 pub use report::{html, legend, table, Params, Results, KEY};
 pub use server::Fault;

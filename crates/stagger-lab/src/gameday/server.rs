@@ -54,8 +54,8 @@ use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 use tower_service::Service;
 
-use super::bins::{Bins, Timeline};
-use super::reset::{ResetHandle, Resettable};
+use crate::bins::{Bins, Timeline};
+use crate::reset::{ResetHandle, Resettable};
 
 /// A scripted fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
