@@ -21,7 +21,8 @@ use stagger_sim::Strategy;
 
 use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError, Verbosity};
 
-/// Reproduce a retry storm over loopback HTTP and compare strategies.
+/// Reproduce a retry storm over loopback HTTP (or against a real upstream
+/// through the fault proxy, `--target`) and compare strategies.
 ///
 /// Example: `stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s`
 #[derive(Debug, clap::Args)]
@@ -30,6 +31,7 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --drill                      (400 thin pods, a 2 s stall)
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
   stagger gameday --drill --shed-retries --drop-expired
+  stagger gameday --drill --target http://127.0.0.1:8080/work   (a real upstream behind the fault proxy)
   stagger gameday --fault throttle --duration 20 --format json > result.json
   stagger gameday --strategy full --server-limit gradient --drop-expired --rate 100 --ramp-to 300
 
@@ -132,6 +134,12 @@ pub struct Args {
     /// grew after the warm-up (e.g. `--soak --fault none --duration 10m`).
     #[arg(long)]
     pub soak: bool,
+    /// Drive a real upstream instead of the game-day's own server: the
+    /// fleet POSTs to this URL through an embedded fault proxy on 127.0.0.1
+    /// that injects the fault; `--workers` ÷ `--service-time` state its
+    /// capacity (e.g. `--target http://127.0.0.1:8080/work`).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -199,6 +207,7 @@ impl Args {
             ramp_to: self.limit.ramp_to,
             keys: !self.no_keys,
             soak: self.soak,
+            target: self.target.clone(),
         })
     }
 }

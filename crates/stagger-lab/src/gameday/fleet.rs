@@ -9,7 +9,6 @@
 //! as users do, so retries add load instead of slowing arrivals down.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -121,13 +120,13 @@ struct Pod {
     guard: Option<Arc<stagger::Guardrails>>,
 }
 
-/// Runs the fleet against `addr` until its traffic period is over and every
+/// Runs the fleet against `url` (every request a POST of one order) until its traffic period is over and every
 /// request has ended (each is bounded by its deadline); must run inside a
 /// tokio runtime. Requests still running `grace` after the traffic period
 /// are cut off and counted.
 pub async fn run(
     cfg: Config,
-    addr: SocketAddr,
+    url: &str,
     line: Timeline,
     grace: Duration,
 ) -> Result<Outcome, Error> {
@@ -161,7 +160,7 @@ pub async fn run(
             guard,
         });
     }
-    let url: Arc<str> = format!("http://{addr}/work").into();
+    let url: Arc<str> = url.into();
     let end = line.start + cfg.duration;
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {

@@ -34,6 +34,7 @@ mod report;
 
 mod server;
 pub mod soak;
+mod target;
 
 use crate::bins::{Timeline, BIN};
 pub use measure::{Latency, Row, Series};
@@ -111,6 +112,10 @@ pub struct Config {
     /// A soak ([`soak`]): one strategy, up to [`MAX_SOAK_DURATION`] and
     /// [`MAX_SOAK_REQUESTS`].
     pub soak: bool,
+    /// `--target`: drive this real upstream (`http://HOST:PORT/PATH`, every
+    /// request a POST to PATH) through an embedded fault proxy that injects
+    /// the fault ([`target`]), instead of the game-day's own server.
+    pub target: Option<String>,
 }
 
 fn usage(msg: String) -> Error {
@@ -144,6 +149,7 @@ fn ledger_memory(a: &Config) -> Duration {
 #[derive(Debug, Clone)]
 pub struct Plan {
     strategies: Vec<Strategy>,
+    target: Option<target::Target>,
     server: server::Config,
     fleet: fleet::Config,
     params: report::Params,
@@ -275,6 +281,11 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             )));
         }
     }
+    let target = a
+        .target
+        .as_deref()
+        .map(|url| target::Target::check(url, a))
+        .transpose()?;
     let schedule = Schedule {
         attempts: Some(a.attempts),
         base: a.base,
@@ -322,6 +333,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         drop_expired: a.drop_expired,
         server_limit: a.server_limit.map(|l| l.to_string()),
         ramp_to: a.ramp_to,
+        target: a.target.clone(),
     };
     let fleet = fleet::Config {
         clients: a.clients,
@@ -339,6 +351,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
     };
     Ok(Plan {
         strategies,
+        target,
         server,
         fleet,
         params,
@@ -383,6 +396,9 @@ impl Plan {
         };
         let grace = plan.fleet.deadline + Duration::from_secs(2);
         let result = rt.block_on(async {
+            if let Some(t) = &plan.target {
+                return t.run(plan, fleet_cfg, grace).await;
+            }
             // The timeline starts a moment from now, once the server listens.
             let start = Instant::now() + Duration::from_millis(200);
             let line = Timeline::new(start, plan.fleet.duration + grace);
@@ -391,17 +407,35 @@ impl Plan {
                 .map_err(|e| {
                     Error::with(ErrorKind::Run, "cannot start the server on 127.0.0.1", e)
                 })?;
-            let out = fleet::run(fleet_cfg, srv.addr, line, grace).await;
-            let stats = srv.stats.clone();
+            let url = format!("http://{}/work", srv.addr);
+            let out = fleet::run(fleet_cfg, &url, line, grace).await;
+            let st = srv.stats.clone();
             let shed = srv.shed.as_ref().map(|l| {
                 let s = l.stats();
                 s.shed_first + s.shed_retries
             });
             srv.stop();
-            Ok::<_, Error>((out?, stats, shed))
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            let seen = Arrived {
+                first: st.first.snapshot(),
+                retries: st.retries.snapshot(),
+                completed: st.completed.snapshot(),
+                abandoned: st.abandoned.snapshot(),
+                rejected: st.rejected.snapshot(),
+                duplicates: st.duplicates.load(relaxed),
+                deduplicated: st.deduplicated.load(relaxed),
+                shed,
+            };
+            Ok::<_, Error>((out?, seen))
         });
         rt.shutdown_timeout(Duration::from_secs(1));
-        let (out, st, shed) = result?;
+        let (out, seen) = result?;
+        Ok(plan.finish(strategy, out, seen))
+    }
+
+    /// One run's row from what the clients and the far side saw.
+    fn finish(&self, strategy: Strategy, out: fleet::Outcome, seen: Arrived) -> Run {
+        let plan = self;
         let bins = |d: Duration| (d.as_millis() / BIN.as_millis()) as usize;
         let p = &plan.server;
         let fault_end = plan
@@ -415,13 +449,13 @@ impl Plan {
             traffic_bins: bins(plan.fleet.duration),
             fault_end_bin: fault_end.map(bins),
             fault_end,
-            first: st.first.snapshot(),
-            retries: st.retries.snapshot(),
-            completed: st.completed.snapshot(),
-            abandoned: st.abandoned.snapshot(),
-            rejected: st.rejected.snapshot(),
-            duplicates: st.duplicates.load(std::sync::atomic::Ordering::Relaxed),
-            deduplicated: st.deduplicated.load(std::sync::atomic::Ordering::Relaxed),
+            first: seen.first,
+            retries: seen.retries,
+            completed: seen.completed,
+            abandoned: seen.abandoned,
+            rejected: seen.rejected,
+            duplicates: seen.duplicates,
+            deduplicated: seen.deduplicated,
             sent: out.sent,
             successes: out.successes,
             requests: out.requests,
@@ -430,13 +464,27 @@ impl Plan {
             latencies_ms: out.latencies_ms,
             budget_refusals: out.budget_refusals,
             breaker_opens: out.breaker_opens,
-            shed,
+            shed: seen.shed,
         };
-        Ok(Run {
+        Run {
             row: measure::summarize(&raw),
             cut_off: out.cut_off,
-        })
+        }
     }
+}
+
+/// What the far side of a run saw, per 100 ms bin and in total: the
+/// game-day's own server, or the fault proxy in front of a target.
+#[derive(Debug, Default)]
+struct Arrived {
+    first: Vec<u32>,
+    retries: Vec<u32>,
+    completed: Vec<u32>,
+    abandoned: Vec<u32>,
+    rejected: Vec<u32>,
+    duplicates: u64,
+    deduplicated: u64,
+    shed: Option<u64>,
 }
 
 /// Writes `report.html` (self-contained, inline SVG) and `results.json`
@@ -495,6 +543,7 @@ mod tests {
             ramp_to: None,
             keys: true,
             soak: false,
+            target: None,
         }
     }
 

@@ -55,6 +55,9 @@ pub struct Params {
     /// The rate the fleet ramps up to by the end of the traffic (`null`: a
     /// steady rate).
     pub ramp_to: Option<f64>,
+    /// `--target`: the real upstream the fleet drove through the fault
+    /// proxy (`null`: the game-day's own server).
+    pub target: Option<String>,
 }
 
 /// The whole result, the `--format json` document.
@@ -190,16 +193,27 @@ pub fn legend(p: &Params) -> String {
     } else {
         format!("fault {} from {:.1} s to {end}", p.fault, p.outage_start_s)
     };
+    let server = match &p.target {
+        // A real upstream: its capacity is what the flags state it to be.
+        Some(url) => format!(
+            "target {url} through the fault proxy (capacity stated as {:.0}/s: {} workers × {:.0} ms)",
+            p.capacity,
+            p.workers,
+            p.service_time_s * 1e3
+        ),
+        None => format!(
+            "server capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers})",
+            p.capacity,
+            p.workers,
+            p.service_time_s * 1e3,
+            p.queue
+        ),
+    };
     format!(
-        "{fault}; {rate} new requests/s from {} clients in {} pods; server \
-         capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}); attempt timeout {:.0} ms, \
-         deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
+        "{fault}; {rate} new requests/s from {} clients in {} pods; {server}; attempt timeout \
+         {:.0} ms, deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
         p.clients,
         p.pods,
-        p.capacity,
-        p.workers,
-        p.service_time_s * 1e3,
-        p.queue,
         p.timeout_s * 1e3,
         p.deadline_s,
         p.attempts,
@@ -341,6 +355,7 @@ mod tests {
             drop_expired: false,
             server_limit: None,
             ramp_to: None,
+            target: None,
         }
     }
 

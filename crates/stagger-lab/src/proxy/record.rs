@@ -72,6 +72,9 @@ pub struct Recorder {
     retries: Bins,
     /// Answered 2xx by the upstream, per bin of the answer.
     ok: Bins,
+    /// Answered 5xx, 503 or 429 by a fault, reset, or unreachable upstream,
+    /// per bin.
+    failed: Bins,
     keys: Mutex<Keys>,
     ok_keys: Mutex<Keys>,
     counts: Counts,
@@ -135,6 +138,7 @@ impl Recorder {
             first: line.series(),
             retries: line.series(),
             ok: line.series(),
+            failed: line.series(),
             keys: keys(),
             ok_keys: keys(),
             counts: Counts::default(),
@@ -186,6 +190,13 @@ impl Recorder {
     /// Counts what became of a request.
     pub fn event(&self, e: Event) {
         let c = &self.counts;
+        if matches!(
+            e,
+            Event::Answered503 | Event::Answered429 | Event::Reset | Event::UpstreamError
+        ) || matches!(e, Event::Answered(s) if s >= 500)
+        {
+            self.failed.add(Instant::now());
+        }
         let n = match e {
             Event::Forwarded => &c.forwarded,
             Event::Answered(s) if (200..300).contains(&s) => {
@@ -233,6 +244,12 @@ impl Recorder {
     /// Upstream 2xx answers per bin so far.
     pub fn successes(&self) -> Vec<u32> {
         self.ok.snapshot()
+    }
+
+    /// Failed answers per bin so far (5xx, a fault's 503 or 429, a reset,
+    /// an unreachable upstream).
+    pub fn rejected(&self) -> Vec<u32> {
+        self.failed.snapshot()
     }
 
     /// Everything so far, `until` the bins worth showing.
