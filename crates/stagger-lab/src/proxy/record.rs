@@ -434,8 +434,7 @@ impl Report {
                 .filter(|w| t + 1.0 > w.start_s && w.end_s.is_none_or(|e| t < e))
                 .map(|w| w.kind.as_str())
                 .collect();
-            let _ = writeln!(
-                out,
+            let line = format!(
                 "{i:>6}  {f:>7}  {r:>7}  {}{}{}",
                 "#".repeat(bar(*f)),
                 "+".repeat(bar(*r)),
@@ -445,6 +444,7 @@ impl Report {
                     format!("  [{}]", marks.join(", "))
                 }
             );
+            let _ = writeln!(out, "{}", line.trim_end());
         }
         out
     }
