@@ -55,6 +55,10 @@ pub struct Config {
     /// The rate reached at the end of the traffic, growing linearly from
     /// `rate` (an overload ramp); `None`: steady.
     pub ramp_to: Option<f64>,
+    /// The number of this fleet's first client in the whole fleet (0; a
+    /// `--hosts` share starts after the shares before it), so every order
+    /// name is unique across the fleets of one run.
+    pub first_client: usize,
 }
 
 /// When a client that sent at `t` (since the start) sends next: one fleet
@@ -92,6 +96,32 @@ pub struct Outcome {
     pub breaker_opens: u64,
     /// Requests still running when the run was cut off (none normally).
     pub cut_off: u64,
+}
+
+impl Outcome {
+    /// The outcome of two fleets that ran side by side on one timeline.
+    pub fn merge(mut self, o: Outcome) -> Outcome {
+        let add = |a: &mut Vec<u32>, b: Vec<u32>| {
+            if a.len() < b.len() {
+                a.resize(b.len(), 0);
+            }
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        };
+        add(&mut self.sent, o.sent);
+        add(&mut self.successes, o.successes);
+        self.requests += o.requests;
+        self.attempts += o.attempts;
+        for (k, v) in o.stops {
+            *self.stops.entry(k).or_insert(0) += v;
+        }
+        self.latencies_ms.extend(o.latencies_ms);
+        self.budget_refusals += o.budget_refusals;
+        self.breaker_opens += o.breaker_opens;
+        self.cut_off += o.cut_off;
+        self
+    }
 }
 
 struct Counters {
@@ -143,7 +173,10 @@ pub async fn run(
         let http = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(1))
+            // Below the attempt timeout, so a dead host's dropped SYN ends
+            // as a connect error ("never sent") rather than an attempt
+            // timeout whose request may have left.
+            .connect_timeout((cfg.schedule.attempt_timeout.unwrap_or(Duration::from_secs(2)) / 2).min(Duration::from_secs(1)))
             .build()
             .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
@@ -178,7 +211,7 @@ pub async fn run(
         // Phases spread evenly: the fleet as a whole sends every 1/rate s.
         let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);
         let me = Client {
-            name: format!("{}.{}", i % cfg.pods, i),
+            name: format!("{}.{}", i % cfg.pods, cfg.first_client + i),
             client,
             url: url.clone(),
             counters: counters.clone(),

@@ -34,6 +34,7 @@ mod report;
 
 mod server;
 pub mod soak;
+mod hosts;
 mod target;
 
 use crate::bins::{Timeline, BIN};
@@ -116,6 +117,9 @@ pub struct Config {
     /// request a POST to PATH) through an embedded fault proxy that injects
     /// the fault ([`target`]), instead of the game-day's own server.
     pub target: Option<String>,
+    /// `--hosts N`: the server in one network namespace and the pods spread
+    /// over N others, joined by a bridge ([`hosts`]); Linux and root only.
+    pub hosts: Option<usize>,
 }
 
 fn usage(msg: String) -> Error {
@@ -150,6 +154,7 @@ fn ledger_memory(a: &Config) -> Duration {
 pub struct Plan {
     strategies: Vec<Strategy>,
     target: Option<target::Target>,
+    hosts: Option<hosts::Hosts>,
     server: server::Config,
     fleet: fleet::Config,
     params: report::Params,
@@ -286,6 +291,15 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         .as_deref()
         .map(|url| target::Target::check(url, a))
         .transpose()?;
+    let hosts = a.hosts.map(|n| hosts::Hosts::check(n, a)).transpose()?;
+    if hosts.is_none() && matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition)
+        && a.target.is_none()
+    {
+        return Err(usage(format!(
+            "--fault: {} is a kernel fault between hosts; give --hosts N (Linux, root)",
+            a.fault.as_str()
+        )));
+    }
     let schedule = Schedule {
         attempts: Some(a.attempts),
         base: a.base,
@@ -305,6 +319,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         remember: ledger_memory(a),
         limit: a.server_limit,
         seed: a.seed,
+        bind: std::net::Ipv4Addr::LOCALHOST.into(),
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -334,6 +349,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         server_limit: a.server_limit.map(|l| l.to_string()),
         ramp_to: a.ramp_to,
         target: a.target.clone(),
+        hosts: a.hosts,
     };
     let fleet = fleet::Config {
         clients: a.clients,
@@ -348,10 +364,12 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         metrics: a.metrics,
         keys: a.keys,
         ramp_to: a.ramp_to,
+        first_client: 0,
     };
     Ok(Plan {
         strategies,
         target,
+        hosts,
         server,
         fleet,
         params,
@@ -395,6 +413,11 @@ impl Plan {
             ..plan.fleet
         };
         let grace = plan.fleet.deadline + Duration::from_secs(2);
+        if let Some(h) = &plan.hosts {
+            drop(rt);
+            let (out, seen) = h.run(plan, fleet_cfg, grace)?;
+            return Ok(plan.finish(strategy, out, seen));
+        }
         let result = rt.block_on(async {
             if let Some(t) = &plan.target {
                 return t.run(plan, fleet_cfg, grace).await;
@@ -544,6 +567,7 @@ mod tests {
             keys: true,
             soak: false,
             target: None,
+            hosts: None,
         }
     }
 

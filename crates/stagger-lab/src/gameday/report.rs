@@ -58,6 +58,9 @@ pub struct Params {
     /// `--target`: the real upstream the fleet drove through the fault
     /// proxy (`null`: the game-day's own server).
     pub target: Option<String>,
+    /// `--hosts`: client hosts (network namespaces) the pods were spread
+    /// over (`null`: all on loopback).
+    pub hosts: Option<usize>,
 }
 
 /// The whole result, the `--format json` document.
@@ -200,6 +203,15 @@ pub fn legend(p: &Params) -> String {
             p.capacity,
             p.workers,
             p.service_time_s * 1e3
+        ),
+        None if p.hosts.is_some() => format!(
+            "server capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}) in a network \
+             namespace of its own, the pods over {} more",
+            p.capacity,
+            p.workers,
+            p.service_time_s * 1e3,
+            p.queue,
+            p.hosts.unwrap_or(0)
         ),
         None => format!(
             "server capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers})",
@@ -356,6 +368,7 @@ mod tests {
             server_limit: None,
             ramp_to: None,
             target: None,
+            hosts: None,
         }
     }
 

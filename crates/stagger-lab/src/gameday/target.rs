@@ -54,6 +54,13 @@ impl Target {
                     .into(),
             ));
         }
+        if matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition) {
+            return Err(Error::usage(format!(
+                "--fault: {} is a kernel fault of --hosts; in front of a target the proxy \
+                 knows stall, failover, dead, throttle, slow and reset",
+                a.fault.as_str()
+            )));
+        }
         if a.soak {
             return Err(bad("a soak runs against the game-day's own server".into()));
         }
@@ -72,6 +79,8 @@ impl Target {
             Fault::Throttle => Kind::Throttle,
             Fault::Slow => Kind::Slow(s.service.saturating_mul(9)),
             Fault::Reset => Kind::Reset,
+            // Refused by Target::check; the proxy's blackhole is the nearest.
+            Fault::Blackhole | Fault::Reject | Fault::Partition => Kind::Blackhole,
         };
         vec![Window {
             kind,
