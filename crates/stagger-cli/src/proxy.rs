@@ -25,7 +25,8 @@ use crate::args::{duration, lab_error, FormatArgs, UsageError, Verbosity};
 ///
 /// Example: `stagger proxy http://127.0.0.1:8080 --fault stall@10s+2s --fault 503@20s+5s`
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Faults (KIND@START+DURATION, from the proxy's start; +DURATION left out: to the end):
+#[command(
+    after_help = "Faults (KIND@START+DURATION, from the proxy's start; +DURATION left out: to the end):
   stall       hold requests until the stall ends, then forward them
   failover    close the listener: connections refused, open ones dropped
   503, 429    answer at once with Retry-After: 1, forward nothing
@@ -43,7 +44,8 @@ A request is counted as a retry when it carries x-retry-attempt >= 2,
 grpc-previous-rpc-attempts >= 1, or an Idempotency-Key seen before.
 
 Exit status: 0 the proxy ran and stopped; 1 it could not run (say a port
-could not be bound); 2 bad usage (the message names the flag and the part).")]
+could not be bound); 2 bad usage (the message names the flag and the part)."
+)]
 pub struct Args {
     /// Where requests go: `http://HOST:PORT`; HTTP/2 clients are forwarded
     /// over h2c, others over HTTP/1.1 (e.g. `http://127.0.0.1:8080`).
@@ -131,7 +133,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 }
             );
             if let Some(s) = stats {
-                eprintln!("stagger proxy: histogram at http://{s}/stats, metrics at http://{s}/metrics");
+                eprintln!(
+                    "stagger proxy: histogram at http://{s}/stats, metrics at http://{s}/metrics"
+                );
             }
         }
     })
@@ -153,7 +157,10 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             std::fs::write(&p, body).with_context(|| format!("--out: writing {}", p.display()))?;
         }
         if talk {
-            eprintln!("stagger proxy: histogram in {}", dir.join("histogram.svg").display());
+            eprintln!(
+                "stagger proxy: histogram in {}",
+                dir.join("histogram.svg").display()
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

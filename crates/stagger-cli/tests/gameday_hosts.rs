@@ -19,11 +19,16 @@ use serde_json::Value;
 
 fn can_run() -> bool {
     let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
         .unwrap_or(false);
-    let tools = ["ip", "nft"]
-        .iter()
-        .all(|t| ["/usr/sbin", "/sbin", "/usr/bin"].iter().any(|d| std::path::Path::new(d).join(t).exists()));
+    let tools = ["ip", "nft"].iter().all(|t| {
+        ["/usr/sbin", "/sbin", "/usr/bin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(t).exists())
+    });
     if root && tools && cfg!(target_os = "linux") {
         return true;
     }
@@ -67,8 +72,20 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
     let started = Instant::now();
     let child = spawn(
         &[
-            "gameday", "--drill", "--hosts", "4", "--fault", "blackhole", "--duration", "9s",
-            "--fault-at", "3s", "--strategy", "none,full+budget+breaker", "--format", "json",
+            "gameday",
+            "--drill",
+            "--hosts",
+            "4",
+            "--fault",
+            "blackhole",
+            "--duration",
+            "9s",
+            "--fault-at",
+            "3s",
+            "--strategy",
+            "none,full+budget+breaker",
+            "--format",
+            "json",
         ],
         &dir.0,
         false,
@@ -77,7 +94,10 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
     let sweep = Sweep(prefix.clone());
     let done = finish(child, started, Duration::from_secs(90));
     assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
-    assert!(leftovers(&sweep.0).is_empty(), "the command removed its namespaces");
+    assert!(
+        leftovers(&sweep.0).is_empty(),
+        "the command removed its namespaces"
+    );
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
     assert_eq!(v["params"]["hosts"], 4);
     let row = |s: &str| {
@@ -103,10 +123,21 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
 #[test]
 fn a_kernel_fault_without_hosts_is_a_usage_error() {
     let dir = TempDir::new("gameday-hosts-bad");
-    let done = stagger(&["gameday", "--fault", "blackhole", "--duration", "10s"], &dir);
+    let done = stagger(
+        &["gameday", "--fault", "blackhole", "--duration", "10s"],
+        &dir,
+    );
     assert_eq!(code(&done), Some(2), "{}", done.stderr);
-    assert!(done.stderr.contains("--fault: blackhole is a kernel fault"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("--fault: blackhole is a kernel fault"),
+        "{}",
+        done.stderr
+    );
     let done = stagger(&["gameday", "--hosts", "0", "--duration", "10s"], &dir);
     assert_eq!(code(&done), Some(2));
-    assert!(done.stderr.contains("--hosts: must be between 1 and 16"), "{}", done.stderr);
+    assert!(
+        done.stderr.contains("--hosts: must be between 1 and 16"),
+        "{}",
+        done.stderr
+    );
 }

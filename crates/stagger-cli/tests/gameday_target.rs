@@ -71,7 +71,11 @@ fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
         success(guarded),
         success(none)
     );
-    assert!(success(none) > 0.5, "nginx served the fleet: {}", success(none));
+    assert!(
+        success(none) > 0.5,
+        "nginx served the fleet: {}",
+        success(none)
+    );
     // The stall held requests: nothing was retried without a fault.
     assert_eq!(none["retries"], 0);
     // nginx served no more than arrived at the proxy, and at least every
@@ -86,7 +90,11 @@ fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
         .map(|r| r["requests"].as_f64().unwrap() * success(r))
         .sum();
     assert!(log.len() as u64 <= arrived, "{} > {arrived}", log.len());
-    assert!(log.len() as f64 >= requests.floor(), "{} < {requests}", log.len());
+    assert!(
+        log.len() as f64 >= requests.floor(),
+        "{} < {requests}",
+        log.len()
+    );
     assert!(log.iter().all(|l| l.method == "POST" && l.uri == "/work"));
 }
 

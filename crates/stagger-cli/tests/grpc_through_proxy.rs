@@ -24,7 +24,9 @@ async fn grpc_retries_through_the_proxy_are_counted_and_the_trailers_pass() {
     let addr = p.addr.to_string();
     let run = tokio::task::spawn_blocking(move || {
         std::process::Command::new(bin)
-            .args(["grpc", "health", &addr, "--format", "json", "--base", "10ms"])
+            .args([
+                "grpc", "health", &addr, "--format", "json", "--base", "10ms",
+            ])
             .output()
             .unwrap()
     });

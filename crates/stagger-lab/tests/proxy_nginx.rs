@@ -50,7 +50,10 @@ async fn nothing_is_lost_or_invented_between_the_proxy_and_nginx() {
     let (mut sent, mut retries, mut got_503, mut got_200) = (0u64, 0u64, 0u64, 0u64);
     let start = Instant::now();
     for i in 0..60 {
-        let mut req = http.post(&url).header("idempotency-key", key(i)).body("order");
+        let mut req = http
+            .post(&url)
+            .header("idempotency-key", key(i))
+            .body("order");
         if i % 5 == 0 {
             req = req.header("x-retry-attempt", "2");
         }
@@ -96,10 +99,18 @@ async fn nothing_is_lost_or_invented_between_the_proxy_and_nginx() {
     assert_eq!((r2.arrivals(), r2.forwarded, r2.upstream_ok), (20, 20, 20));
     assert!(got_503 > 5 && got_200 > 20, "503 {got_503}, 200 {got_200}");
     let log = nginx.log();
-    assert_eq!(r.arrivals() + r2.arrivals(), sent, "every request counted once");
+    assert_eq!(
+        r.arrivals() + r2.arrivals(),
+        sent,
+        "every request counted once"
+    );
     assert_eq!(r.retries, retries);
     assert_eq!(r.answered_503, got_503);
-    assert_eq!(r.forwarded + r2.forwarded, got_200, "forwarded = answered by nginx");
+    assert_eq!(
+        r.forwarded + r2.forwarded,
+        got_200,
+        "forwarded = answered by nginx"
+    );
     assert_eq!(
         log.len() as u64,
         r.forwarded + r2.forwarded,
@@ -120,13 +131,24 @@ async fn nothing_is_lost_or_invented_between_the_proxy_and_nginx() {
     assert!(log
         .iter()
         .filter(|l| l.protocol == "HTTP/1.1")
-        .all(|l| l.method == "POST" && l.uri == "/work" && l.key.as_deref().is_some_and(|k| k.starts_with("k-"))));
+        .all(|l| l.method == "POST"
+            && l.uri == "/work"
+            && l.key.as_deref().is_some_and(|k| k.starts_with("k-"))));
     // The histogram holds the same arrivals, bin by bin.
-    let binned: u32 = r.series.first_attempts.iter().chain(&r.series.retries).sum();
+    let binned: u32 = r
+        .series
+        .first_attempts
+        .iter()
+        .chain(&r.series.retries)
+        .sum();
     assert_eq!(u64::from(binned), r.arrivals());
 }
 
-async fn status(http: &reqwest::Client, addr: SocketAddr, timeout: Duration) -> Result<u16, String> {
+async fn status(
+    http: &reqwest::Client,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<u16, String> {
     http.get(format!("http://{addr}/"))
         .timeout(timeout)
         .send()
@@ -164,35 +186,62 @@ async fn each_fault_does_what_it_says_and_clears_on_time() {
     let t0 = Instant::now();
     let at = |ms: u64| tokio::time::sleep_until((t0 + Duration::from_millis(ms)).into());
     // A fresh client per step: a pooled connection would hide a failover.
-    let client = || reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    let client = || {
+        reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap()
+    };
     let long = Duration::from_secs(3);
 
     at(50).await;
     let sent = Instant::now();
     assert_eq!(status(&client(), p.addr, long).await, Ok(200));
     let held = sent.elapsed();
-    assert!(held >= Duration::from_millis(300), "a stall holds until it ends: {held:?}");
+    assert!(
+        held >= Duration::from_millis(300),
+        "a stall holds until it ends: {held:?}"
+    );
 
     at(450).await;
     let sent = Instant::now();
     assert_eq!(status(&client(), p.addr, long).await, Ok(200));
-    assert!(sent.elapsed() >= Duration::from_millis(200), "slow:200 adds 200 ms");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(200),
+        "slow:200 adds 200 ms"
+    );
 
     at(850).await;
-    assert_eq!(status(&client(), p.addr, long).await, Err("broken".into()), "reset: no answer");
+    assert_eq!(
+        status(&client(), p.addr, long).await,
+        Err("broken".into()),
+        "reset: no answer"
+    );
 
     at(1250).await;
     let e = status(&client(), p.addr, Duration::from_millis(250)).await;
     assert_eq!(e, Err("timeout".into()), "blackhole: never answered");
 
     at(1700).await;
-    assert_eq!(status(&client(), p.addr, long).await, Err("connect".into()), "failover refuses");
+    assert_eq!(
+        status(&client(), p.addr, long).await,
+        Err("connect".into()),
+        "failover refuses"
+    );
 
     at(2150).await;
-    assert_eq!(status(&client(), p.addr, long).await, Ok(200), "listening again");
+    assert_eq!(
+        status(&client(), p.addr, long).await,
+        Ok(200),
+        "listening again"
+    );
     let r = p.report();
     p.stop();
-    assert_eq!((r.stalled, r.slowed, r.reset, r.refused_connections), (1, 1, 1, 1));
+    assert_eq!(
+        (r.stalled, r.slowed, r.reset, r.refused_connections),
+        (1, 1, 1, 1)
+    );
     assert!(r.blackholed >= 1);
     // The reset request was the first of its fault: forwarded before the
     // reset, so nginx served it although the client got no answer.

@@ -20,8 +20,8 @@ use stagger::reqwest::RetryMiddleware;
 use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
-use crate::bins::{Bins, Timeline};
 use super::soak::Reservoir;
+use crate::bins::{Bins, Timeline};
 use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
@@ -176,7 +176,13 @@ pub async fn run(
             // Below the attempt timeout, so a dead host's dropped SYN ends
             // as a connect error ("never sent") rather than an attempt
             // timeout whose request may have left.
-            .connect_timeout((cfg.schedule.attempt_timeout.unwrap_or(Duration::from_secs(2)) / 2).min(Duration::from_secs(1)))
+            .connect_timeout(
+                (cfg.schedule
+                    .attempt_timeout
+                    .unwrap_or(Duration::from_secs(2))
+                    / 2)
+                .min(Duration::from_secs(1)),
+            )
             .build()
             .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());

@@ -97,12 +97,7 @@ impl Hosts {
                 "--hosts: runs the game-day's own server; it does not combine with --target",
             ));
         }
-        let why = unsupported(
-            cfg!(target_os = "linux"),
-            root(),
-            found("ip"),
-            found("nft"),
-        );
+        let why = unsupported(cfg!(target_os = "linux"), root(), found("ip"), found("nft"));
         match why {
             Some(m) => Err(Error::usage(m)),
             None => Ok(Hosts { n }),
@@ -142,9 +137,9 @@ impl Hosts {
                 seen.map_err(|e| Error::with(ErrorKind::Run, "--hosts: the server failed", e))
             })
         });
-        let addr = addr_rx.recv_timeout(Duration::from_secs(5)).map_err(|e| {
-            Error::with(ErrorKind::Run, "--hosts: the server did not start", e)
-        })?;
+        let addr = addr_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|e| Error::with(ErrorKind::Run, "--hosts: the server did not start", e))?;
         let faults = self.schedule_fault(plan, &net, addr.port(), start);
         let url = format!("http://{addr}/work");
         let mut fleets = Vec::new();
@@ -165,10 +160,12 @@ impl Hosts {
         let mut failed = None;
         for f in fleets {
             match f.join() {
-                Ok(Ok(o)) => out = Some(match out {
-                    Some(acc) => acc.merge(o),
-                    None => o,
-                }),
+                Ok(Ok(o)) => {
+                    out = Some(match out {
+                        Some(acc) => acc.merge(o),
+                        None => o,
+                    })
+                }
                 Ok(Err(e)) => failed = Some(e),
                 Err(_) => failed = Some(Error::usage("--hosts: a client host's thread panicked")),
             }
@@ -405,8 +402,12 @@ mod tests {
         assert!(e.starts_with("--hosts: ") && e.contains("Linux"), "{e}");
         let e = unsupported(true, false, true, true).unwrap();
         assert!(e.contains("root"), "{e}");
-        assert!(unsupported(true, true, true, false).unwrap().contains("nftables"));
-        assert!(unsupported(true, true, false, true).unwrap().contains("iproute2"));
+        assert!(unsupported(true, true, true, false)
+            .unwrap()
+            .contains("nftables"));
+        assert!(unsupported(true, true, false, true)
+            .unwrap()
+            .contains("iproute2"));
         assert_eq!(unsupported(true, true, true, true), None);
     }
 

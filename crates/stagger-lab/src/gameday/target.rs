@@ -32,9 +32,11 @@ impl Target {
     /// Checks `--target` against the rest of the game-day's flags.
     pub fn check(url: &str, a: &Config) -> Result<Target, Error> {
         let bad = |m: String| Error::usage(format!("--target: {m}"));
-        let uri: Uri = url
-            .parse()
-            .map_err(|_| bad(format!("`{url}` is not a URL (e.g. http://127.0.0.1:8080/work)")))?;
+        let uri: Uri = url.parse().map_err(|_| {
+            bad(format!(
+                "`{url}` is not a URL (e.g. http://127.0.0.1:8080/work)"
+            ))
+        })?;
         let path = uri
             .path_and_query()
             .map_or("/".to_string(), |p| p.as_str().to_string());
@@ -106,7 +108,11 @@ impl Target {
         cfg.faults = Target::faults(plan);
         cfg.span = span;
         let p = Proxy::start_at(cfg, start).await.map_err(|e| {
-            Error::with(ErrorKind::Run, "cannot start the fault proxy on 127.0.0.1", e)
+            Error::with(
+                ErrorKind::Run,
+                "cannot start the fault proxy on 127.0.0.1",
+                e,
+            )
         })?;
         let url = format!("http://{}{}", p.addr, self.path);
         let out = fleet::run(fleet_cfg, &url, line, grace).await;

@@ -242,10 +242,19 @@ mod tests {
     #[test]
     fn a_spec_gives_kind_start_and_length() {
         let w = parse("stall@10s+2s").unwrap();
-        assert_eq!((w.kind, w.start, w.length), (Kind::Stall, S(10), Some(S(2))));
+        assert_eq!(
+            (w.kind, w.start, w.length),
+            (Kind::Stall, S(10), Some(S(2)))
+        );
         let w = parse("slow:250@1500ms+3").unwrap();
         assert_eq!(w.kind, Kind::Slow(Duration::from_millis(250)));
-        assert_eq!((w.start, w.end()), (Duration::from_millis(1500), Some(Duration::from_millis(4500))));
+        assert_eq!(
+            (w.start, w.end()),
+            (
+                Duration::from_millis(1500),
+                Some(Duration::from_millis(4500))
+            )
+        );
         let w = parse("503@5").unwrap();
         assert_eq!((w.kind, w.length), (Kind::Unavailable, None));
         assert_eq!(parse("blackhole").unwrap().start, Duration::ZERO);

@@ -141,8 +141,7 @@ fn strip_hop_headers(h: &mut HeaderMap) {
         h.remove(n);
     }
     // `te: trailers` is the one TE value HTTP/2 allows, and gRPC needs it.
-    if h
-        .get(header::TE)
+    if h.get(header::TE)
         .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"trailers"))
     {
         h.remove(header::TE);

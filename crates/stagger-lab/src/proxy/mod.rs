@@ -42,6 +42,7 @@ use crate::{Error, ErrorKind};
 pub mod fault;
 mod forward;
 pub mod record;
+mod render;
 mod stats;
 
 pub use fault::{Kind, Window};
@@ -313,9 +314,7 @@ async fn connection(
 ) {
     let stream = Resettable::new(stream);
     let reset = stream.handle();
-    let svc = hyper::service::service_fn(move |req| {
-        forward::handle(s.clone(), reset.clone(), req)
-    });
+    let svc = hyper::service::service_fn(move |req| forward::handle(s.clone(), reset.clone(), req));
     let mut b = auto::Builder::new(TokioExecutor::new());
     b.http1()
         .timer(TokioTimer::new())
@@ -383,7 +382,10 @@ mod tests {
             ("ht tp://", "not a URL"),
         ] {
             let e = upstream("UPSTREAM", bad).unwrap_err();
-            assert!(e.starts_with("UPSTREAM: ") && e.contains(says), "{bad}: {e}");
+            assert!(
+                e.starts_with("UPSTREAM: ") && e.contains(says),
+                "{bad}: {e}"
+            );
         }
     }
 }

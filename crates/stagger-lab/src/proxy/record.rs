@@ -9,7 +9,6 @@
 //! every [`KEY_MEMORY`], so memory stays flat however long the proxy runs.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -20,7 +19,6 @@ use stagger::http::{parse_attempt, IDEMPOTENCY_KEY, RETRY_ATTEMPT};
 
 use super::fault::{Window, WindowJson};
 use crate::bins::{Bins, Timeline, BIN};
-use crate::svg::Histogram;
 
 /// Keys remembered per generation.
 pub const KEYS: usize = 500_000;
@@ -370,161 +368,6 @@ pub struct Report {
     pub series: ProxySeries,
 }
 
-impl Report {
-    /// Requests that arrived.
-    pub fn arrivals(&self) -> u64 {
-        self.first_attempts + self.retries
-    }
-
-    /// The histogram as text: one line per second (first attempts and
-    /// retries, a bar of each), faults marked.
-    pub fn text(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "{} requests arrived: {} first attempts, {} retries ({} by x-retry-attempt, {} by \
-             grpc-previous-rpc-attempts, {} by a repeated Idempotency-Key)",
-            self.arrivals(),
-            self.first_attempts,
-            self.retries,
-            self.retries_by.x_retry_attempt,
-            self.retries_by.grpc_previous_rpc_attempts,
-            self.retries_by.idempotency_key
-        );
-        let _ = writeln!(
-            out,
-            "forwarded {} (upstream 2xx {}, 5xx {}, unreachable {}); answered by faults: 503 {}, \
-             429 {}, reset {}, blackholed {}; stalled {}, slowed {}, connections refused {}; \
-             keys answered 2xx twice {}",
-            self.forwarded,
-            self.upstream_ok,
-            self.upstream_5xx,
-            self.upstream_errors,
-            self.answered_503,
-            self.answered_429,
-            self.reset,
-            self.blackholed,
-            self.stalled,
-            self.slowed,
-            self.refused_connections,
-            self.duplicates
-        );
-        let s = &self.series;
-        let per_s = (1000 / self.bin_ms.max(1)).max(1) as usize;
-        let secs: Vec<(u64, u64)> = s
-            .first_attempts
-            .chunks(per_s)
-            .zip(s.retries.chunks(per_s))
-            .map(|(f, r)| {
-                (
-                    f.iter().map(|&x| u64::from(x)).sum(),
-                    r.iter().map(|&x| u64::from(x)).sum(),
-                )
-            })
-            .collect();
-        let top = secs.iter().map(|(f, r)| f + r).max().unwrap_or(0).max(1);
-        let _ = writeln!(out, "arrivals per second (# first attempts, + retries):");
-        let _ = writeln!(out, "{:>6}  {:>7}  {:>7}", "second", "first", "retries");
-        for (i, (f, r)) in secs.iter().enumerate() {
-            let bar = |n: u64| ((n * 50).div_ceil(top)) as usize;
-            let t = i as f64;
-            let marks: Vec<&str> = self
-                .faults
-                .iter()
-                .filter(|w| t + 1.0 > w.start_s && w.end_s.is_none_or(|e| t < e))
-                .map(|w| w.kind.as_str())
-                .collect();
-            let line = format!(
-                "{i:>6}  {f:>7}  {r:>7}  {}{}{}",
-                "#".repeat(bar(*f)),
-                "+".repeat(bar(*r)),
-                if marks.is_empty() {
-                    String::new()
-                } else {
-                    format!("  [{}]", marks.join(", "))
-                }
-            );
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
-        out
-    }
-
-    /// The histogram as an SVG chart: first attempts and retries stacked
-    /// per 100 ms, upstream successes as a line, faults shaded.
-    pub fn svg(&self) -> String {
-        let s = &self.series;
-        let top = s
-            .first_attempts
-            .iter()
-            .zip(&s.retries)
-            .map(|(f, r)| f64::from(f + r))
-            .fold(1.0, f64::max)
-            * 1.1;
-        let n = s.first_attempts.len() as f64;
-        let bins = |x: f64| x * 1000.0 / self.bin_ms.max(1) as f64;
-        Histogram {
-            first: &s.first_attempts,
-            retries: &s.retries,
-            successes: Some(&s.upstream_ok),
-            shaded: self
-                .faults
-                .iter()
-                .map(|w| (bins(w.start_s), w.end_s.map_or(n, bins)))
-                .collect(),
-            lines: Vec::new(),
-            top,
-        }
-        .svg()
-    }
-
-    /// The counters in the Prometheus text format (`--metrics-addr`).
-    pub fn prometheus(&self) -> String {
-        let mut out = String::new();
-        let mut family = |name: &str, help: &str, rows: &[(&str, u64)]| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for (labels, v) in rows {
-                let _ = writeln!(out, "{name}{labels} {v}");
-            }
-        };
-        family(
-            "stagger_proxy_arrivals_total",
-            "Requests arriving at the proxy, by attempt (first or retry).",
-            &[
-                ("{attempt=\"first\"}", self.first_attempts),
-                ("{attempt=\"retry\"}", self.retries),
-            ],
-        );
-        family(
-            "stagger_proxy_forwarded_total",
-            "Requests sent to the upstream.",
-            &[("", self.forwarded)],
-        );
-        family(
-            "stagger_proxy_upstream_responses_total",
-            "Upstream answers, by class (ok: 2xx, error: 5xx, unreachable: no answer).",
-            &[
-                ("{class=\"ok\"}", self.upstream_ok),
-                ("{class=\"error\"}", self.upstream_5xx),
-                ("{class=\"unreachable\"}", self.upstream_errors),
-            ],
-        );
-        family(
-            "stagger_proxy_faulted_total",
-            "Requests or connections a fault acted on, by fault.",
-            &[
-                ("{fault=\"503\"}", self.answered_503),
-                ("{fault=\"429\"}", self.answered_429),
-                ("{fault=\"reset\"}", self.reset),
-                ("{fault=\"blackhole\"}", self.blackholed),
-                ("{fault=\"stall\"}", self.stalled),
-                ("{fault=\"slow\"}", self.slowed),
-                ("{fault=\"failover\"}", self.refused_connections),
-            ],
-        );
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,14 +443,23 @@ mod tests {
         for i in 0..25u64 {
             r.arrival(&headers(&[]), start + Duration::from_millis(i * 100));
         }
-        r.arrival(&headers(&[("x-retry-attempt", "2")]), start + Duration::from_millis(1200));
+        r.arrival(
+            &headers(&[("x-retry-attempt", "2")]),
+            start + Duration::from_millis(1200),
+        );
         let faults = [super::super::fault::parse("503@1+1").unwrap()];
         let rep = r.report(&faults, start + Duration::from_millis(2900));
         let text = rep.text();
         let lines: Vec<&str> = text.lines().skip(4).collect();
         assert_eq!(lines.len(), 3, "{text}");
-        assert!(lines[0].trim_start().starts_with("0       10        0"), "{text}");
-        assert!(lines[1].contains("[503]") && !lines[0].contains("[503]"), "{text}");
+        assert!(
+            lines[0].trim_start().starts_with("0       10        0"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("[503]") && !lines[0].contains("[503]"),
+            "{text}"
+        );
         assert!(rep.svg().starts_with("<svg") && rep.svg().contains("#d9534f"));
         assert!(rep
             .prometheus()

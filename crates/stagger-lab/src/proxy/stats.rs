@@ -44,7 +44,10 @@ pub(super) async fn start(
                             serde_json::to_string_pretty(&r).unwrap_or_default(),
                         ),
                         Some("format=svg") => ([(header::CONTENT_TYPE, "image/svg+xml")], r.svg()),
-                        _ => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], r.text()),
+                        _ => (
+                            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                            r.text(),
+                        ),
                     }
                     .into_response()
                 }

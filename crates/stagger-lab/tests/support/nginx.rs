@@ -120,14 +120,18 @@ http {{
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                let log = std::fs::read_to_string(self.dir.join("logs/error.log")).unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(self.dir.join("logs/error.log")).unwrap_or_default();
                 panic!("nginx exited at start ({status}): {log}");
             }
             let up = |a| TcpStream::connect_timeout(&a, Duration::from_millis(200)).is_ok();
             if up(self.h1) && up(self.h2) {
                 return;
             }
-            assert!(Instant::now() < deadline, "nginx did not listen within 10 s");
+            assert!(
+                Instant::now() < deadline,
+                "nginx did not listen within 10 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
