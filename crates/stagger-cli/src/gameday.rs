@@ -21,7 +21,8 @@ use stagger_sim::Strategy;
 
 use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, UsageError, Verbosity};
 
-/// Reproduce a retry storm over loopback HTTP and compare strategies.
+/// Reproduce a retry storm over loopback HTTP (or against a real upstream
+/// through the fault proxy, `--target`) and compare strategies.
 ///
 /// Example: `stagger gameday --fault stall --strategy immediate,full+budget+breaker --duration 20s`
 #[derive(Debug, clap::Args)]
@@ -30,6 +31,8 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --drill                      (400 thin pods, a 2 s stall)
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
   stagger gameday --drill --shed-retries --drop-expired
+  stagger gameday --drill --target http://127.0.0.1:8080/work   (a real upstream behind the fault proxy)
+  stagger gameday --drill --hosts 4 --fault blackhole            (network namespaces; Linux, root)
   stagger gameday --fault throttle --duration 20 --format json > result.json
   stagger gameday --strategy full --server-limit gradient --drop-expired --rate 100 --ramp-to 300
 
@@ -60,7 +63,10 @@ pub struct Args {
     /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
     /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | reset
     /// (each request read, then its connection reset with RST, for 3 s;
-    /// every other one applied first) | none (default stall).
+    /// every other one applied first) | none (default stall); with
+    /// `--hosts`, kernel faults for 3 s: blackhole (packets to the server
+    /// dropped: connect timeouts) | reject (TCP reset) | partition (half
+    /// the client hosts cut off).
     #[arg(long, value_parser = fault, value_name = "F")]
     pub fault: Option<Fault>,
     /// Strategies to compare, run one after the other: none, immediate,
@@ -132,6 +138,18 @@ pub struct Args {
     /// grew after the warm-up (e.g. `--soak --fault none --duration 10m`).
     #[arg(long)]
     pub soak: bool,
+    /// Drive a real upstream instead of the game-day's own server: the
+    /// fleet POSTs to this URL through an embedded fault proxy on 127.0.0.1
+    /// that injects the fault; `--workers` ÷ `--service-time` state its
+    /// capacity (e.g. `--target http://127.0.0.1:8080/work`).
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Off loopback: the server in a network namespace of its own and the
+    /// pods spread over N more, joined by a bridge the command creates and
+    /// always removes; the kernel faults blackhole, reject and partition
+    /// need it (Linux, root; e.g. `--hosts 4 --fault blackhole`).
+    #[arg(long, value_name = "N")]
+    pub hosts: Option<usize>,
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -155,7 +173,8 @@ fn fault(s: &str) -> Result<Fault, String> {
         .find(|f| f.as_str() == s)
         .ok_or_else(|| {
             format!(
-                "unknown fault `{s}` (expected stall, failover, dead, throttle, slow, reset or none)"
+                "unknown fault `{s}` (expected stall, failover, dead, throttle, slow, reset, none, \
+                 or with --hosts blackhole, reject, partition)"
             )
         })
 }
@@ -199,6 +218,8 @@ impl Args {
             ramp_to: self.limit.ramp_to,
             keys: !self.no_keys,
             soak: self.soak,
+            target: self.target.clone(),
+            hosts: self.hosts,
         })
     }
 }

@@ -17,6 +17,7 @@ mod http;
 mod jitter;
 mod lab;
 mod progress;
+mod proxy;
 mod run;
 mod schedule;
 mod simulate;
@@ -29,6 +30,7 @@ Examples:
   stagger sleep 0..5m && backup.sh                 (a crontab line)
   stagger schedule --jitter full --attempts 6
   stagger simulate --model failover --format json
+  stagger proxy http://127.0.0.1:8080 --fault stall@10s+2s
 
 Exit status:
   0 success; 2 bad usage (the message names the flag); every other code is
@@ -58,6 +60,8 @@ enum Command {
     Http(http::Args),
     /// Reproduce a retry storm and its cure over loopback HTTP (a game-day).
     Gameday(gameday::Args),
+    /// Put a fault-injecting proxy in front of a real HTTP/1.1 or h2c service; print the arrival histogram.
+    Proxy(proxy::Args),
     /// gRPC tools: `stagger grpc health ADDR` probes a health service with A6 retries.
     Grpc(grpc::Args),
     /// Serve the interactive lab in a browser: failover, jitter, layers, hedging, "retry?".
@@ -102,6 +106,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate(a) => simulate::run(&a),
         Command::Http(a) => http::run(&a),
         Command::Gameday(a) => gameday::run(&a),
+        Command::Proxy(a) => proxy::run(&a),
         Command::Audit(a) => audit::run(&a),
         Command::Grpc(a) => grpc::run(&a),
         Command::Lab(a) => lab::run(&a),

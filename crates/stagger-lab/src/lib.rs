@@ -7,6 +7,9 @@
 //!   127.0.0.1 with a finite capacity and a scripted fault, a fleet of
 //!   clients using the library's reqwest middleware and guardrails, and
 //!   what arrived at the server and what the clients got, per 100 ms;
+//! - [`proxy`]: the same faults in front of any real HTTP/1.1 or HTTP/2
+//!   service — a fault-injecting reverse proxy that counts first attempts
+//!   and retries per 100 ms;
 //! - [`simulate`]: the table and the self-contained HTML/SVG report of a
 //!   [`stagger_sim`] simulation.
 //!
@@ -20,8 +23,12 @@
 
 use std::fmt;
 
+mod bins;
 pub mod gameday;
+pub mod proxy;
+mod reset;
 pub mod simulate;
+mod svg;
 
 /// What kind of failure an [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,6 @@
 //! as users do, so retries add load instead of slowing arrivals down.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,8 +20,8 @@ use stagger::reqwest::RetryMiddleware;
 use stagger::{Observer, Stats, StopReason};
 use tokio::task::JoinSet;
 
-use super::bins::{Bins, Timeline};
 use super::soak::Reservoir;
+use crate::bins::{Bins, Timeline};
 use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
@@ -56,6 +55,10 @@ pub struct Config {
     /// The rate reached at the end of the traffic, growing linearly from
     /// `rate` (an overload ramp); `None`: steady.
     pub ramp_to: Option<f64>,
+    /// The number of this fleet's first client in the whole fleet (0; a
+    /// `--hosts` share starts after the shares before it), so every order
+    /// name is unique across the fleets of one run.
+    pub first_client: usize,
 }
 
 /// When a client that sent at `t` (since the start) sends next: one fleet
@@ -95,6 +98,32 @@ pub struct Outcome {
     pub cut_off: u64,
 }
 
+impl Outcome {
+    /// The outcome of two fleets that ran side by side on one timeline.
+    pub fn merge(mut self, o: Outcome) -> Outcome {
+        let add = |a: &mut Vec<u32>, b: Vec<u32>| {
+            if a.len() < b.len() {
+                a.resize(b.len(), 0);
+            }
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        };
+        add(&mut self.sent, o.sent);
+        add(&mut self.successes, o.successes);
+        self.requests += o.requests;
+        self.attempts += o.attempts;
+        for (k, v) in o.stops {
+            *self.stops.entry(k).or_insert(0) += v;
+        }
+        self.latencies_ms.extend(o.latencies_ms);
+        self.budget_refusals += o.budget_refusals;
+        self.breaker_opens += o.breaker_opens;
+        self.cut_off += o.cut_off;
+        self
+    }
+}
+
 struct Counters {
     sent: Bins,
     successes: Bins,
@@ -121,13 +150,13 @@ struct Pod {
     guard: Option<Arc<stagger::Guardrails>>,
 }
 
-/// Runs the fleet against `addr` until its traffic period is over and every
+/// Runs the fleet against `url` (every request a POST of one order) until its traffic period is over and every
 /// request has ended (each is bounded by its deadline); must run inside a
 /// tokio runtime. Requests still running `grace` after the traffic period
 /// are cut off and counted.
 pub async fn run(
     cfg: Config,
-    addr: SocketAddr,
+    url: &str,
     line: Timeline,
     grace: Duration,
 ) -> Result<Outcome, Error> {
@@ -144,7 +173,16 @@ pub async fn run(
         let http = reqwest::Client::builder()
             .no_proxy()
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(1))
+            // Below the attempt timeout, so a dead host's dropped SYN ends
+            // as a connect error ("never sent") rather than an attempt
+            // timeout whose request may have left.
+            .connect_timeout(
+                (cfg.schedule
+                    .attempt_timeout
+                    .unwrap_or(Duration::from_secs(2))
+                    / 2)
+                .min(Duration::from_secs(1)),
+            )
             .build()
             .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
@@ -161,7 +199,7 @@ pub async fn run(
             guard,
         });
     }
-    let url: Arc<str> = format!("http://{addr}/work").into();
+    let url: Arc<str> = url.into();
     let end = line.start + cfg.duration;
     let mut fleet = JoinSet::new();
     for i in 0..cfg.clients {
@@ -179,7 +217,7 @@ pub async fn run(
         // Phases spread evenly: the fleet as a whole sends every 1/rate s.
         let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);
         let me = Client {
-            name: format!("{}.{}", i % cfg.pods, i),
+            name: format!("{}.{}", i % cfg.pods, cfg.first_client + i),
             client,
             url: url.clone(),
             counters: counters.clone(),

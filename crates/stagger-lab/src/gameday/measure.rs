@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 use stagger_sim::recovery::{self, window_bins, Observed, PACED_WINDOW};
 
-use super::bins::BIN;
+use crate::bins::BIN;
 
 /// Bins per 1 s window.
 const WINDOW: usize = 10;

@@ -25,17 +25,18 @@ use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
 
-mod bins;
 pub mod exporter;
 mod fleet;
 pub mod hedging;
 mod measure;
 mod report;
-mod reset;
+
+mod hosts;
 mod server;
 pub mod soak;
+mod target;
 
-use bins::{Timeline, BIN};
+use crate::bins::{Timeline, BIN};
 pub use measure::{Latency, Row, Series};
 pub use report::{html, legend, table, Params, Results, KEY};
 pub use server::Fault;
@@ -111,6 +112,14 @@ pub struct Config {
     /// A soak ([`soak`]): one strategy, up to [`MAX_SOAK_DURATION`] and
     /// [`MAX_SOAK_REQUESTS`].
     pub soak: bool,
+    /// `--target`: drive this real upstream (`http://HOST:PORT/PATH`, every
+    /// request a POST to PATH) through an embedded fault proxy that injects
+    /// the fault (see [`crate::proxy`]), instead of the game-day's own server.
+    pub target: Option<String>,
+    /// `--hosts N`: the server in one network namespace and the pods spread
+    /// over N others, joined by a bridge, with kernel faults (nftables);
+    /// Linux and root only.
+    pub hosts: Option<usize>,
 }
 
 fn usage(msg: String) -> Error {
@@ -144,6 +153,8 @@ fn ledger_memory(a: &Config) -> Duration {
 #[derive(Debug, Clone)]
 pub struct Plan {
     strategies: Vec<Strategy>,
+    target: Option<target::Target>,
+    hosts: Option<hosts::Hosts>,
     server: server::Config,
     fleet: fleet::Config,
     params: report::Params,
@@ -275,6 +286,21 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             )));
         }
     }
+    let target = a
+        .target
+        .as_deref()
+        .map(|url| target::Target::check(url, a))
+        .transpose()?;
+    let hosts = a.hosts.map(|n| hosts::Hosts::check(n, a)).transpose()?;
+    if hosts.is_none()
+        && matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition)
+        && a.target.is_none()
+    {
+        return Err(usage(format!(
+            "--fault: {} is a kernel fault between hosts; give --hosts N (Linux, root)",
+            a.fault.as_str()
+        )));
+    }
     let schedule = Schedule {
         attempts: Some(a.attempts),
         base: a.base,
@@ -294,6 +320,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         remember: ledger_memory(a),
         limit: a.server_limit,
         seed: a.seed,
+        bind: std::net::Ipv4Addr::LOCALHOST.into(),
     };
     // Builds one policy per strategy now, so a bad combination is a usage
     // error before anything starts.
@@ -322,6 +349,8 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         drop_expired: a.drop_expired,
         server_limit: a.server_limit.map(|l| l.to_string()),
         ramp_to: a.ramp_to,
+        target: a.target.clone(),
+        hosts: a.hosts,
     };
     let fleet = fleet::Config {
         clients: a.clients,
@@ -336,9 +365,12 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         metrics: a.metrics,
         keys: a.keys,
         ramp_to: a.ramp_to,
+        first_client: 0,
     };
     Ok(Plan {
         strategies,
+        target,
+        hosts,
         server,
         fleet,
         params,
@@ -382,7 +414,15 @@ impl Plan {
             ..plan.fleet
         };
         let grace = plan.fleet.deadline + Duration::from_secs(2);
+        if let Some(h) = &plan.hosts {
+            drop(rt);
+            let (out, seen) = h.run(plan, fleet_cfg, grace)?;
+            return Ok(plan.finish(strategy, out, seen));
+        }
         let result = rt.block_on(async {
+            if let Some(t) = &plan.target {
+                return t.run(plan, fleet_cfg, grace).await;
+            }
             // The timeline starts a moment from now, once the server listens.
             let start = Instant::now() + Duration::from_millis(200);
             let line = Timeline::new(start, plan.fleet.duration + grace);
@@ -391,17 +431,35 @@ impl Plan {
                 .map_err(|e| {
                     Error::with(ErrorKind::Run, "cannot start the server on 127.0.0.1", e)
                 })?;
-            let out = fleet::run(fleet_cfg, srv.addr, line, grace).await;
-            let stats = srv.stats.clone();
+            let url = format!("http://{}/work", srv.addr);
+            let out = fleet::run(fleet_cfg, &url, line, grace).await;
+            let st = srv.stats.clone();
             let shed = srv.shed.as_ref().map(|l| {
                 let s = l.stats();
                 s.shed_first + s.shed_retries
             });
             srv.stop();
-            Ok::<_, Error>((out?, stats, shed))
+            let relaxed = std::sync::atomic::Ordering::Relaxed;
+            let seen = Arrived {
+                first: st.first.snapshot(),
+                retries: st.retries.snapshot(),
+                completed: st.completed.snapshot(),
+                abandoned: st.abandoned.snapshot(),
+                rejected: st.rejected.snapshot(),
+                duplicates: st.duplicates.load(relaxed),
+                deduplicated: st.deduplicated.load(relaxed),
+                shed,
+            };
+            Ok::<_, Error>((out?, seen))
         });
         rt.shutdown_timeout(Duration::from_secs(1));
-        let (out, st, shed) = result?;
+        let (out, seen) = result?;
+        Ok(plan.finish(strategy, out, seen))
+    }
+
+    /// One run's row from what the clients and the far side saw.
+    fn finish(&self, strategy: Strategy, out: fleet::Outcome, seen: Arrived) -> Run {
+        let plan = self;
         let bins = |d: Duration| (d.as_millis() / BIN.as_millis()) as usize;
         let p = &plan.server;
         let fault_end = plan
@@ -415,13 +473,13 @@ impl Plan {
             traffic_bins: bins(plan.fleet.duration),
             fault_end_bin: fault_end.map(bins),
             fault_end,
-            first: st.first.snapshot(),
-            retries: st.retries.snapshot(),
-            completed: st.completed.snapshot(),
-            abandoned: st.abandoned.snapshot(),
-            rejected: st.rejected.snapshot(),
-            duplicates: st.duplicates.load(std::sync::atomic::Ordering::Relaxed),
-            deduplicated: st.deduplicated.load(std::sync::atomic::Ordering::Relaxed),
+            first: seen.first,
+            retries: seen.retries,
+            completed: seen.completed,
+            abandoned: seen.abandoned,
+            rejected: seen.rejected,
+            duplicates: seen.duplicates,
+            deduplicated: seen.deduplicated,
             sent: out.sent,
             successes: out.successes,
             requests: out.requests,
@@ -430,13 +488,27 @@ impl Plan {
             latencies_ms: out.latencies_ms,
             budget_refusals: out.budget_refusals,
             breaker_opens: out.breaker_opens,
-            shed,
+            shed: seen.shed,
         };
-        Ok(Run {
+        Run {
             row: measure::summarize(&raw),
             cut_off: out.cut_off,
-        })
+        }
     }
+}
+
+/// What the far side of a run saw, per 100 ms bin and in total: the
+/// game-day's own server, or the fault proxy in front of a target.
+#[derive(Debug, Default)]
+struct Arrived {
+    first: Vec<u32>,
+    retries: Vec<u32>,
+    completed: Vec<u32>,
+    abandoned: Vec<u32>,
+    rejected: Vec<u32>,
+    duplicates: u64,
+    deduplicated: u64,
+    shed: Option<u64>,
 }
 
 /// Writes `report.html` (self-contained, inline SVG) and `results.json`
@@ -453,111 +525,4 @@ pub fn write_report(dir: &Path, results: &Results, json: &str) -> Result<(), Err
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn faults_start_after_a_full_breaker_window_when_there_is_room() {
-        let s = Duration::from_secs;
-        assert_eq!(default_fault_at(s(30), s(2)), s(10));
-        assert_eq!(default_fault_at(s(20), s(2)), s(10));
-        assert_eq!(default_fault_at(s(12), s(2)), s(6));
-        assert_eq!(default_fault_at(s(8), s(2)), s(3));
-        assert_eq!(default_fault_at(s(2), s(5)), s(1));
-    }
-
-    fn config() -> Config {
-        let ms = Duration::from_millis;
-        Config {
-            fault: Fault::Stall,
-            strategies: vec![
-                "immediate".parse().unwrap(),
-                "full+budget+breaker".parse().unwrap(),
-            ],
-            duration: Duration::from_secs(20),
-            rate: 100.0,
-            clients: 200,
-            pods: 10,
-            workers: 20,
-            service_time: ms(100),
-            queue: 200,
-            fault_at: None,
-            deadline: ms(2000),
-            attempt_timeout: ms(500),
-            attempts: 5,
-            base: ms(100),
-            cap: ms(10_000),
-            seed: 1,
-            metrics: false,
-            shed_retries: false,
-            drop_expired: false,
-            server_limit: None,
-            ramp_to: None,
-            keys: true,
-            soak: false,
-        }
-    }
-
-    /// `--fault none` described a fault "from 0.0 s to 0.0 s".
-    #[test]
-    fn a_baseline_is_described_as_no_fault() {
-        let c = Config {
-            fault: Fault::None,
-            ..config()
-        };
-        let legend = report::legend(plan(&c).unwrap().params());
-        assert!(legend.starts_with("no fault"), "{legend}");
-        assert!(!legend.contains("from 0.0 s"), "{legend}");
-        let legend = report::legend(plan(&config()).unwrap().params());
-        assert!(legend.starts_with("fault stall from 10.0 s"), "{legend}");
-    }
-
-    /// `--duration 1s` blamed `--fault-at`, a flag nobody typed.
-    #[test]
-    fn a_run_too_short_for_the_default_fault_start_names_duration() {
-        let c = Config {
-            duration: Duration::from_secs(1),
-            ..config()
-        };
-        let Err(e) = plan(&c) else {
-            panic!("a 1 s game-day was accepted")
-        };
-        let e = e.to_string();
-        assert!(e.contains("--duration") && !e.contains("--fault-at"), "{e}");
-    }
-
-    #[test]
-    fn a_plan_reports_its_parameters_and_keeps_the_strategy_order() {
-        let plan = plan(&config()).unwrap();
-        let names: Vec<String> = plan.strategies().iter().map(|s| s.to_string()).collect();
-        assert_eq!(names, ["immediate", "full+budget+breaker"]);
-        let p = plan.params();
-        assert_eq!((p.outage_start_s, p.outage_end_s), (10.0, Some(12.0)));
-        assert_eq!(p.capacity, 200.0);
-        assert_eq!(p.seed, 1);
-    }
-
-    #[test]
-    fn bad_settings_are_usage_errors_naming_the_flag() {
-        type Spoil = fn(&mut Config);
-        let cases: [(&str, Spoil); 7] = [
-            ("--ramp-to", |c| c.ramp_to = Some(-1.0)),
-            ("--server-limit", |c| {
-                c.server_limit = Some(Algorithm::Fixed(8));
-                c.shed_retries = true;
-            }),
-            ("--rate", |c| c.rate = 0.0),
-            ("--duration", |c| c.duration = Duration::from_secs(500)),
-            ("--attempts", |c| c.attempts = 0),
-            ("--base", |c| c.base = Duration::from_secs(20)),
-            ("--strategy", |c| c.strategies.clear()),
-        ];
-        for (flag, bad) in cases {
-            let mut c = config();
-            bad(&mut c);
-            let e = plan(&c).unwrap_err();
-            assert_eq!(e.kind(), ErrorKind::Usage, "{flag}");
-            assert!(e.to_string().starts_with(flag), "{flag}: {e}");
-        }
-    }
-}
+mod tests;

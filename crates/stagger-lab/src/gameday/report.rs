@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::measure::Row;
+use crate::svg::Histogram;
 
 /// The parameters of a game-day, as written in JSON (durations in seconds).
 #[derive(Debug, Clone, Serialize)]
@@ -54,6 +55,12 @@ pub struct Params {
     /// The rate the fleet ramps up to by the end of the traffic (`null`: a
     /// steady rate).
     pub ramp_to: Option<f64>,
+    /// `--target`: the real upstream the fleet drove through the fault
+    /// proxy (`null`: the game-day's own server).
+    pub target: Option<String>,
+    /// `--hosts`: client hosts (network namespaces) the pods were spread
+    /// over (`null`: all on loopback).
+    pub hosts: Option<usize>,
 }
 
 /// The whole result, the `--format json` document.
@@ -189,16 +196,36 @@ pub fn legend(p: &Params) -> String {
     } else {
         format!("fault {} from {:.1} s to {end}", p.fault, p.outage_start_s)
     };
+    let server = match &p.target {
+        // A real upstream: its capacity is what the flags state it to be.
+        Some(url) => format!(
+            "target {url} through the fault proxy (capacity stated as {:.0}/s: {} workers × {:.0} ms)",
+            p.capacity,
+            p.workers,
+            p.service_time_s * 1e3
+        ),
+        None if p.hosts.is_some() => format!(
+            "server capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}) in a network \
+             namespace of its own, the pods over {} more",
+            p.capacity,
+            p.workers,
+            p.service_time_s * 1e3,
+            p.queue,
+            p.hosts.unwrap_or(0)
+        ),
+        None => format!(
+            "server capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers})",
+            p.capacity,
+            p.workers,
+            p.service_time_s * 1e3,
+            p.queue
+        ),
+    };
     format!(
-        "{fault}; {rate} new requests/s from {} clients in {} pods; server \
-         capacity {:.0}/s ({} workers × {:.0} ms, queue {}{layers}); attempt timeout {:.0} ms, \
-         deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
+        "{fault}; {rate} new requests/s from {} clients in {} pods; {server}; attempt timeout \
+         {:.0} ms, deadline {:.1} s, up to {} attempts, backoff {:.0} ms ×2 up to {:.0} s",
         p.clients,
         p.pods,
-        p.capacity,
-        p.workers,
-        p.service_time_s * 1e3,
-        p.queue,
         p.timeout_s * 1e3,
         p.deadline_s,
         p.attempts,
@@ -212,13 +239,6 @@ fn escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
 }
-
-const W: f64 = 960.0;
-const H: f64 = 280.0;
-const LEFT: f64 = 64.0;
-const RIGHT: f64 = 10.0;
-const TOP: f64 = 20.0;
-const BOTTOM: f64 = 30.0;
 
 /// The top of the y axis shared by every strategy's chart: the highest
 /// load of any of them, and at least 1.2× capacity.
@@ -236,114 +256,22 @@ fn shared_top(rows: &[Row], p: &Params) -> f64 {
 pub fn chart(row: &Row, p: &Params, top: f64) -> String {
     let s = &row.series;
     let n = s.load.len().max(1);
-    let cap_bin = p.capacity / 10.0;
-    let base_bin = p.rate / 10.0;
-    let top = top.max(1.0);
-    let pw = W - LEFT - RIGHT;
-    let ph = H - TOP - BOTTOM;
-    let x = |i: f64| LEFT + pw * i / n as f64;
-    let y = |v: f64| TOP + ph * (1.0 - v / top);
-    let bw = (pw / n as f64).max(0.5);
-    let mut g = String::new();
-    let _ = write!(
-        g,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"##
-    );
-    let (fs, fe) = (
+    let fault = (
         p.outage_start_s * 10.0,
         p.outage_end_s.map_or(n as f64, |e| e * 10.0),
     );
-    let _ = write!(
-        g,
-        r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{ph}" fill="#eee"/>"##,
-        x(fs),
-        (x(fe.min(n as f64)) - x(fs)).max(0.0)
-    );
-    for (i, (f, r)) in s.first_attempts.iter().zip(&s.retries).enumerate() {
-        let (f, r) = (f64::from(*f), f64::from(*r));
-        let xi = x(i as f64);
-        if f > 0.0 {
-            let _ = write!(
-                g,
-                r##"<rect x="{xi:.1}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="#4a78c2"/>"##,
-                y(f),
-                y(0.0) - y(f)
-            );
-        }
-        if r > 0.0 {
-            let _ = write!(
-                g,
-                r##"<rect x="{xi:.1}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="#d9534f"/>"##,
-                y(f + r),
-                y(f) - y(f + r)
-            );
-        }
+    Histogram {
+        first: &s.first_attempts,
+        retries: &s.retries,
+        successes: Some(&s.successes),
+        shaded: vec![fault],
+        lines: vec![
+            (p.capacity / 10.0, "#000", "6,3", "capacity".into()),
+            (p.rate / 10.0, "#777", "2,3", "baseline".into()),
+        ],
+        top,
     }
-    let pts: Vec<String> = s
-        .successes
-        .iter()
-        .enumerate()
-        .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64 + 0.5), y(f64::from(*v))))
-        .collect();
-    let _ = write!(
-        g,
-        r##"<polyline points="{}" fill="none" stroke="#2e8b57" stroke-width="1.2"/>"##,
-        pts.join(" ")
-    );
-    for (v, color, dash, label) in [
-        (cap_bin, "#000", "6,3", "capacity"),
-        (base_bin, "#777", "2,3", "baseline"),
-    ] {
-        let _ = write!(
-            g,
-            r##"<line x1="{LEFT}" x2="{:.1}" y1="{yv:.1}" y2="{yv:.1}" stroke="{color}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{color}">{label}</text>"##,
-            W - RIGHT,
-            W - RIGHT - 2.0,
-            y(v) - 3.0,
-            yv = y(v)
-        );
-    }
-    // Axes: seconds along the bottom, attempts per 100 ms on the left.
-    let _ = write!(
-        g,
-        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" stroke="#000"/><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#000"/>"##,
-        y(0.0),
-        W - RIGHT,
-        y(0.0),
-        y(0.0)
-    );
-    let secs = n / 10;
-    let step = if secs > 40 {
-        10
-    } else if secs > 15 {
-        5
-    } else {
-        1
-    };
-    for t in (0..=secs).step_by(step) {
-        let xt = x(t as f64 * 10.0);
-        let _ = write!(
-            g,
-            r##"<text x="{xt:.1}" y="{:.1}" text-anchor="middle">{t}s</text>"##,
-            y(0.0) + 14.0
-        );
-    }
-    let _ = write!(
-        g,
-        r##"<text transform="translate(14,{:.1}) rotate(-90)" text-anchor="middle">attempts per 100 ms</text>"##,
-        TOP + ph / 2.0
-    );
-    for k in 0..=4 {
-        let v = top * f64::from(k) / 4.0;
-        let _ = write!(
-            g,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
-            LEFT - 4.0,
-            y(v) + 4.0
-        );
-    }
-    g.push_str("</svg>");
-    g
+    .svg()
 }
 
 /// The whole report: the legend, the table, one chart per strategy.
@@ -439,6 +367,8 @@ mod tests {
             drop_expired: false,
             server_limit: None,
             ramp_to: None,
+            target: None,
+            hosts: None,
         }
     }
 

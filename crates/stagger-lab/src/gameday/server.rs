@@ -54,8 +54,8 @@ use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::JoinHandle;
 use tower_service::Service;
 
-use super::bins::{Bins, Timeline};
-use super::reset::{ResetHandle, Resettable};
+use crate::bins::{Bins, Timeline};
+use crate::reset::{ResetHandle, Resettable};
 
 /// A scripted fault.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,17 +75,29 @@ pub enum Fault {
     /// Each request is read, then its connection reset (RST, no answer);
     /// every other one is applied first, so the client cannot know which.
     Reset,
+    /// `--hosts` only: every packet to the server's port dropped in the
+    /// kernel (nftables): new connections time out, open ones hang.
+    Blackhole,
+    /// `--hosts` only: every packet to the server's port answered with a
+    /// TCP reset in the kernel (nftables).
+    Reject,
+    /// `--hosts` only: half the client hosts (rounded up) cut off from the
+    /// server in the kernel (nftables): their packets to it are dropped.
+    Partition,
 }
 
 impl Fault {
     /// Every fault, in the order of `--help`.
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 10] = [
         Fault::Stall,
         Fault::Failover,
         Fault::Dead,
         Fault::Throttle,
         Fault::Slow,
         Fault::Reset,
+        Fault::Blackhole,
+        Fault::Reject,
+        Fault::Partition,
         Fault::None,
     ];
 
@@ -99,6 +111,9 @@ impl Fault {
             Fault::Throttle => "throttle",
             Fault::Slow => "slow",
             Fault::Reset => "reset",
+            Fault::Blackhole => "blackhole",
+            Fault::Reject => "reject",
+            Fault::Partition => "partition",
         }
     }
 
@@ -110,7 +125,9 @@ impl Fault {
             Fault::Failover => Some(Duration::from_secs(3)),
             Fault::Dead => None,
             Fault::Throttle | Fault::Slow => Some(Duration::from_secs(5)),
-            Fault::Reset => Some(Duration::from_secs(3)),
+            Fault::Reset | Fault::Blackhole | Fault::Reject | Fault::Partition => {
+                Some(Duration::from_secs(3))
+            }
         }
     }
 }
@@ -145,6 +162,9 @@ pub struct Config {
     pub remember: Duration,
     /// Seeds the limiter's jitter.
     pub seed: u64,
+    /// The address it listens on (127.0.0.1, or its namespace's with
+    /// `--hosts`).
+    pub bind: std::net::IpAddr,
 }
 
 impl Config {
@@ -302,7 +322,7 @@ impl Server {
     /// Binds 127.0.0.1 on a free port and starts serving; must run inside a
     /// tokio runtime.
     pub async fn start(cfg: Config, line: Timeline) -> io::Result<Server> {
-        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let listener = TcpListener::bind((cfg.bind, 0)).await?;
         let addr = listener.local_addr()?;
         let stats = Arc::new(Stats::new(&line));
         let shared = Arc::new(Shared {
@@ -546,6 +566,7 @@ mod tests {
                 remember: Duration::from_secs(60),
                 limit: None,
                 seed: 1,
+                bind: std::net::Ipv4Addr::LOCALHOST.into(),
             },
             start,
             stats: Arc::new(Stats::new(&line)),
@@ -638,6 +659,7 @@ mod tests {
                 remember: Duration::from_secs(60),
                 limit: None,
                 seed: 1,
+                bind: std::net::Ipv4Addr::LOCALHOST.into(),
             };
             let srv = Server::start(cfg, line).await.unwrap();
             let url = format!("http://{}/work", srv.addr);

@@ -1,0 +1,134 @@
+//! `--target`: the game-day against a real upstream.
+//!
+//! The fleet is the game-day's (pods, rate, strategies, the drill); the
+//! server is the user's, and an embedded fault proxy ([`crate::proxy`]) on
+//! 127.0.0.1 in front of it injects the fault on the game-day's timeline:
+//! `stall` holds requests, `failover` refuses connections, `dead` answers
+//! 503 for the whole run, `throttle` 429 with `Retry-After`, `slow` adds
+//! nine service times (the game-day's ×10) before forwarding, `reset`
+//! resets connections after forwarding every other request. What arrives
+//! is counted at the proxy, first attempts and retries told apart as
+//! [`crate::proxy::record`] does; `dup` counts keys the upstream answered
+//! with success twice (writes applied twice unless it deduplicates by key).
+//! The upstream's capacity is what `--workers` ÷ `--service-time` state.
+
+use std::time::{Duration, Instant};
+
+use http::uri::Uri;
+
+use super::{fleet, Arrived, Config, Fault, Plan};
+use crate::bins::Timeline;
+use crate::proxy::{self, Kind, Proxy, Upstream, Window};
+use crate::{Error, ErrorKind};
+
+/// A checked `--target`.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    upstream: Upstream,
+    path: String,
+}
+
+impl Target {
+    /// Checks `--target` against the rest of the game-day's flags.
+    pub fn check(url: &str, a: &Config) -> Result<Target, Error> {
+        let bad = |m: String| Error::usage(format!("--target: {m}"));
+        let uri: Uri = url.parse().map_err(|_| {
+            bad(format!(
+                "`{url}` is not a URL (e.g. http://127.0.0.1:8080/work)"
+            ))
+        })?;
+        let path = uri
+            .path_and_query()
+            .map_or("/".to_string(), |p| p.as_str().to_string());
+        let base = match (uri.scheme_str(), uri.authority()) {
+            (Some(s), Some(h)) => format!("{s}://{h}"),
+            _ => {
+                return Err(bad(format!(
+                    "`{url}` needs a scheme and a host (e.g. http://127.0.0.1:8080/work)"
+                )))
+            }
+        };
+        let upstream = proxy::upstream("--target", &base).map_err(Error::usage)?;
+        if a.shed_retries || a.drop_expired || a.server_limit.is_some() {
+            return Err(bad(
+                "--shed-retries, --drop-expired and --server-limit are layers of the \
+                 game-day's own server; a target brings its own"
+                    .into(),
+            ));
+        }
+        if matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition) {
+            return Err(Error::usage(format!(
+                "--fault: {} is a kernel fault of --hosts; in front of a target the proxy \
+                 knows stall, failover, dead, throttle, slow and reset",
+                a.fault.as_str()
+            )));
+        }
+        if a.soak {
+            return Err(bad("a soak runs against the game-day's own server".into()));
+        }
+        Ok(Target { upstream, path })
+    }
+
+    /// The fault as proxy windows on the game-day's timeline.
+    fn faults(plan: &Plan) -> Vec<Window> {
+        let s = &plan.server;
+        let length = s.fault_end.checked_sub(s.fault_start);
+        let kind = match s.fault {
+            Fault::None => return Vec::new(),
+            Fault::Stall => Kind::Stall,
+            Fault::Failover => Kind::Failover,
+            Fault::Dead => Kind::Unavailable,
+            Fault::Throttle => Kind::Throttle,
+            Fault::Slow => Kind::Slow(s.service.saturating_mul(9)),
+            Fault::Reset => Kind::Reset,
+            // Refused by Target::check; the proxy's blackhole is the nearest.
+            Fault::Blackhole | Fault::Reject | Fault::Partition => Kind::Blackhole,
+        };
+        vec![Window {
+            kind,
+            start: s.fault_start,
+            length: if s.fault == Fault::Dead { None } else { length },
+        }]
+    }
+
+    /// One strategy's fleet through a fresh proxy in front of the target.
+    pub async fn run(
+        &self,
+        plan: &Plan,
+        fleet_cfg: fleet::Config,
+        grace: Duration,
+    ) -> Result<(fleet::Outcome, Arrived), Error> {
+        let start = Instant::now() + Duration::from_millis(200);
+        let span = plan.fleet.duration + grace;
+        let line = Timeline::new(start, span);
+        let mut cfg = proxy::Config::new(
+            (std::net::Ipv4Addr::LOCALHOST, 0).into(),
+            self.upstream.clone(),
+        );
+        cfg.faults = Target::faults(plan);
+        cfg.span = span;
+        let p = Proxy::start_at(cfg, start).await.map_err(|e| {
+            Error::with(
+                ErrorKind::Run,
+                "cannot start the fault proxy on 127.0.0.1",
+                e,
+            )
+        })?;
+        let url = format!("http://{}{}", p.addr, self.path);
+        let out = fleet::run(fleet_cfg, &url, line, grace).await;
+        let rec = p.recorder();
+        let n = line.len;
+        let seen = Arrived {
+            first: rec.first(),
+            retries: rec.retries(),
+            completed: rec.successes(),
+            abandoned: vec![0; n],
+            rejected: rec.rejected(),
+            duplicates: p.report().duplicates,
+            deduplicated: 0,
+            shed: None,
+        };
+        p.stop();
+        Ok((out?, seen))
+    }
+}
