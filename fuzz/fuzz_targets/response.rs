@@ -11,7 +11,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
 use stagger::http::response_failure;
-use stagger::{Call, Decision, ManualClock, Outcome, Policy};
+use stagger::{Call, Decision, Outcome, Policy};
+use stagger::time::ManualClock;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 4 {

@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use stagger::{FastRng, RandomSource};
+use stagger::random::{FastRng, RandomSource};
 
 use crate::args::{duration, SeedArgs, UsageError, Verbosity};
 

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::Serialize;
-use stagger::{Backoff, FastRng, Jitter};
+use stagger::random::FastRng;
+use stagger::{Backoff, Jitter};
 
 use crate::args::{FormatArgs, PolicyArgs, SeedArgs, UsageError};
 

@@ -20,7 +20,8 @@
 use std::cmp::Reverse;
 use std::collections::binary_heap::{BinaryHeap, PeekMut};
 
-use stagger::{Call, Class, Decision, FastRng, Outcome};
+use stagger::random::FastRng;
+use stagger::{Call, Class, Decision, Outcome};
 
 use crate::engine::{mix, ns, At, Normal, VirtualTime};
 use crate::guard::ClientPolicies;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use stagger::{FastRng, RandomSource};
+use stagger::random::{FastRng, RandomSource};
 
 /// Virtual time: nanoseconds since one origin `Instant`. The library reads
 /// time only as `Instant`s it is handed (an `Instant` is a frozen clock), so
@@ -39,7 +39,7 @@ impl VirtualTime {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct At(pub(crate) VirtualTime, pub(crate) u64);
 
-impl stagger::Clock for At {
+impl stagger::time::Clock for At {
     #[inline]
     fn now(&self) -> Instant {
         self.0.at(self.1)

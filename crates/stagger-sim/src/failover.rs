@@ -23,7 +23,8 @@
 //!
 //! [`Policy::decide`]: stagger::Policy::decide
 
-use stagger::{Call, Class, Decision, FastRng, Outcome, RandomSource, StopReason};
+use stagger::random::{FastRng, RandomSource};
+use stagger::{Call, Class, Decision, Outcome, StopReason};
 
 use crate::engine::{mix, ns, shed_answer, VirtualTime};
 use crate::guard::ClientPolicies;

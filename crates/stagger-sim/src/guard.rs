@@ -8,7 +8,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use stagger::{BreakerState, Event, Observer, Policy};
+use stagger::guardrails::BreakerState;
+use stagger::{Event, Observer, Policy};
 
 use crate::params::Params;
 use crate::strategy::{Schedule, Strategy};

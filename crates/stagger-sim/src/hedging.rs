@@ -35,9 +35,9 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stagger::{
-    Call, FastRng, HedgeDelay, HedgePolicy, HedgeStep, HedgedCall, Outcome, RandomSource,
-};
+use stagger::hedging::{HedgeStep, HedgedCall};
+use stagger::random::{FastRng, RandomSource};
+use stagger::{Call, HedgeDelay, HedgePolicy, Outcome};
 
 use crate::engine::{exponential_ns, mix, ns, par_map};
 use crate::{Options, SimError};
@@ -170,12 +170,12 @@ impl HedgingParams {
                 format!("must be 1 to {MAX_REQUESTS}, got {}", self.requests),
             );
         }
-        if self.hedge_attempts == 0 || self.hedge_attempts > stagger::MAX_HEDGE_ATTEMPTS {
+        if self.hedge_attempts == 0 || self.hedge_attempts > stagger::hedging::MAX_HEDGE_ATTEMPTS {
             return bad(
                 "hedge-attempts",
                 format!(
                     "must be 1 to {}, got {}",
-                    stagger::MAX_HEDGE_ATTEMPTS,
+                    stagger::hedging::MAX_HEDGE_ATTEMPTS,
                     self.hedge_attempts
                 ),
             );
@@ -529,7 +529,7 @@ struct Live {
     arrived: u64,
     h: HedgedCall<FastRng>,
     /// The server serving each attempt, `u32::MAX` when none.
-    servers: [u32; stagger::MAX_HEDGE_ATTEMPTS as usize],
+    servers: [u32; stagger::hedging::MAX_HEDGE_ATTEMPTS as usize],
     timer_at: u64,
 }
 
@@ -651,7 +651,7 @@ impl Sim<'_> {
             uid,
             arrived: t,
             h: self.policy.call(Call::seeded(uid).idempotent(true)),
-            servers: [u32::MAX; stagger::MAX_HEDGE_ATTEMPTS as usize],
+            servers: [u32::MAX; stagger::hedging::MAX_HEDGE_ATTEMPTS as usize],
             timer_at: u64::MAX,
         };
         match self.free.pop() {

@@ -32,7 +32,8 @@
 
 use std::time::Instant;
 
-use stagger::{Call, Decision, Failure, FastRng, NotRetried, Outcome, Policy, RandomSource};
+use stagger::random::{FastRng, RandomSource};
+use stagger::{Call, Decision, Failure, NotRetried, Outcome, Policy};
 
 use crate::engine::{mix, VirtualTime};
 use crate::guard::ClientPolicies;

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stagger::budget::RatioBudget;
-use stagger::{Backoff, Breaker, Guardrails, Jitter, Observer, Policy, Throttle};
+use stagger::guardrails::Guardrails;
+use stagger::{Backoff, Breaker, Jitter, Observer, Policy, Throttle};
 
 use crate::engine::mix;
 use crate::params::{Model, Params};

@@ -13,7 +13,8 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use stagger::{AsyncRetryExt, Backoff, FastRng, Policy, RetryExt};
+use stagger::random::FastRng;
+use stagger::{AsyncRetryExt, Backoff, Policy, RetryExt};
 
 /// Polls a future that completes without waking to completion.
 #[inline(always)]

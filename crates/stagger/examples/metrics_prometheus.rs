@@ -13,7 +13,8 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use stagger::budget::RatioBudget;
 use stagger::export::MetricsObserver;
-use stagger::{Breaker, Guardrails, Policy, RetryExt};
+use stagger::guardrails::Guardrails;
+use stagger::{Breaker, Policy, RetryExt};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let recorder = PrometheusBuilder::new().build_recorder();

@@ -109,7 +109,8 @@ impl Jitter {
 /// cap, letting delays reach twice the cap).
 ///
 /// ```
-/// use stagger::{Backoff, FastRng, Jitter};
+/// use stagger::{Backoff, Jitter};
+/// use stagger::random::FastRng;
 /// use std::time::Duration;
 ///
 /// let backoff = Backoff::new().jitter(Jitter::Full);

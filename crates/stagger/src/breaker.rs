@@ -202,7 +202,8 @@ pub(crate) struct Config {
 /// Time always comes in as an argument.
 ///
 /// ```
-/// use stagger::{Breaker, BreakerState, Class, Outcome};
+/// use stagger::{Breaker, Class, Outcome};
+/// use stagger::guardrails::BreakerState;
 /// use std::time::{Duration, Instant};
 ///
 /// let breaker = Breaker::builder().min_calls(4).build()?;

@@ -8,7 +8,8 @@
 //! retries [`Class::Permanent`] or [`Class::Cancelled`] ones.
 //!
 //! ```
-//! use stagger::classify::{http_status, Class};
+//! use stagger::classify::http_status;
+//! use stagger::Class;
 //! assert_eq!(http_status(503, false), Class::Transient);
 //! assert_eq!(http_status(408, false), Class::Unknown);
 //! assert_eq!(http_status(500, false), Class::Permanent);
@@ -18,7 +19,7 @@
 
 use std::io;
 
-pub use crate::outcome::Class;
+use crate::outcome::Class;
 
 /// Errors that know their own class. Implemented for [`std::io::Error`];
 /// the executors use it when no classifier closure is given.
@@ -41,7 +42,8 @@ impl Classify for io::Error {
 /// name that does not exist, which stays permanent.
 ///
 /// ```
-/// use stagger::classify::{io_error, Class};
+/// use stagger::classify::io_error;
+/// use stagger::Class;
 /// use std::io;
 ///
 /// let e = io::Error::other(
@@ -120,7 +122,8 @@ pub fn grpc_code(code: u32) -> Class {
 /// rules of [`grpc_code`] are for calls without such a list.
 ///
 /// ```
-/// use stagger::classify::{grpc_code_listed, Class};
+/// use stagger::classify::grpc_code_listed;
+/// use stagger::Class;
 /// assert_eq!(grpc_code_listed(13, &[13, 14]), Class::Transient);
 /// assert_eq!(grpc_code_listed(14, &[13]), Class::Permanent);
 /// assert_eq!(grpc_code_listed(8, &[8]), Class::Transient);

@@ -32,7 +32,7 @@ impl Clock for MonotonicClock {
 /// [`set`](ManualClock::set) is called. Clones share the same time.
 ///
 /// ```
-/// use stagger::{Clock, ManualClock};
+/// use stagger::time::{Clock, ManualClock};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();

@@ -99,7 +99,8 @@ pub enum Event {
 /// docs/behaviour.md §9 in atomics; closures are observers too.
 ///
 /// ```
-/// use stagger::{Call, Class, Decision, Policy, Stats};
+/// use stagger::{Call, Class, Decision, Policy};
+/// use stagger::export::Stats;
 /// use std::sync::Arc;
 /// use std::time::Instant;
 ///

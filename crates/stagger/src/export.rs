@@ -1,5 +1,6 @@
 //! Exporting events: the `metrics` facade (feature `metrics`) and `tracing`
-//! (feature `tracing`).
+//! (feature `tracing`), and the in-process observers: running counts
+//! ([`Stats`]) and the retry-ratio SLI window ([`SliWindow`]).
 //!
 //! Both are [`Observer`](crate::Observer)s: attach one to a policy with
 //! [`PolicyBuilder::observer`](crate::PolicyBuilder::observer), or several
@@ -48,6 +49,9 @@
 //! [`MetricsObserver::record_sli`]. [`MetricsObserver::describe`]
 //! registers a help text and unit for each name with the installed
 //! recorder.
+
+pub use crate::event::{Stats, StatsSnapshot};
+pub use crate::sli::{SliSnapshot, SliState, SliWindow};
 
 #[cfg(feature = "metrics")]
 pub use self::metrics_export::MetricsObserver;

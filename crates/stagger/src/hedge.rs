@@ -34,7 +34,8 @@
 //! and owns the sending, the timers and the cancelling.
 //!
 //! ```
-//! use stagger::{Call, HedgeDelay, HedgePolicy, HedgeStep, StopReason};
+//! use stagger::{Call, HedgeDelay, HedgePolicy, StopReason};
+//! use stagger::hedging::HedgeStep;
 //! use std::time::{Duration, Instant};
 //!
 //! let hedging = HedgePolicy::builder()

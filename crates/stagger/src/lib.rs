@@ -119,26 +119,49 @@ pub mod tower;
 mod window;
 
 pub use backoff::{Backoff, Delays, Jitter};
-pub use breaker::{Breaker, BreakerBuilder, BreakerOpen, Permit};
-pub use call::{Call, LazyRng};
-pub use classify::Classify;
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use breaker::Breaker;
+pub use call::Call;
 pub use error::{ConfigError, RetryError};
-pub use event::{BreakerState, Event, Observer, Stats, StatsSnapshot};
-pub use exec::{
-    AsyncRetry, AsyncRetryExt, Attempt, BlockingSleeper, HedgeExt, Notice, Report, Retry,
-    RetryAttemptExt, RetryExt, Sleeper,
-};
-pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
-pub use hedge::{
-    HedgeDelay, HedgePolicy, HedgePolicyBuilder, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS,
-};
+pub use event::{Event, Observer};
+pub use exec::future::AsyncRetryExt;
+pub use exec::hedge::HedgeExt;
+pub use exec::sync::{RetryAttemptExt, RetryExt};
+pub use hedge::{HedgeDelay, HedgePolicy};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
 pub use policy::{Policy, PolicyBuilder};
-pub use rng::{FastRng, RandomSource};
-pub use scheduled::{JitteredTtl, Reconnect, Ticks};
-pub use sli::{SliSnapshot, SliState, SliWindow};
-pub use throttle::{Throttle, ThrottleBuilder};
+pub use throttle::Throttle;
+
+/// The shared guardrails' secondary types: builders, refusals, the breaker's
+/// state, and the [`Guardrail`](guardrails::Guardrail) trait with which a
+/// policy consults them. [`Breaker`], [`Throttle`] and the [`budget`]s are
+/// the guardrails themselves; [`Guardrails`](guardrails::Guardrails)
+/// combines them.
+pub mod guardrails {
+    pub use crate::breaker::{BreakerBuilder, BreakerOpen, Permit};
+    pub use crate::event::BreakerState;
+    pub use crate::guard::{Guardrail, Guardrails, Refusal, Ticket};
+    pub use crate::throttle::ThrottleBuilder;
+}
+
+/// Hedged requests' secondary types: the builder, and the sans-IO protocol
+/// ([`HedgedCall`](hedging::HedgedCall) driven by
+/// [`HedgePolicy::poll`] and [`HedgePolicy::report`]) a front-end speaks.
+pub mod hedging {
+    pub use crate::hedge::{HedgePolicyBuilder, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS};
+}
+
+/// Time as the engine reads it: the [`Clock`](time::Clock) seam, the real
+/// monotonic clock and a manual one for tests and simulations.
+pub mod time {
+    pub use crate::clock::{Clock, ManualClock, MonotonicClock};
+}
+
+/// Randomness as the engine draws it: the
+/// [`RandomSource`](random::RandomSource) seam and the fast, seedable
+/// generator every call gets by default.
+pub mod random {
+    pub use crate::rng::{FastRng, RandomSource};
+}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

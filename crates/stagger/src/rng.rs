@@ -50,7 +50,7 @@ impl FastRng {
     /// A generator that replays the same stream for the same seed.
     ///
     /// ```
-    /// use stagger::{FastRng, RandomSource};
+    /// use stagger::random::{FastRng, RandomSource};
     /// let (mut a, mut b) = (FastRng::seeded(7), FastRng::seeded(7));
     /// assert_eq!(a.next_u64(), b.next_u64());
     /// ```

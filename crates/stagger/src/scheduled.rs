@@ -24,7 +24,7 @@
 //!
 //! ```
 //! use stagger::scheduled::JitteredTtl;
-//! use stagger::FastRng;
+//! use stagger::random::FastRng;
 //! use std::time::Duration;
 //!
 //! let ttl = JitteredTtl::with_fraction(Duration::from_secs(300), 0.1)?; // 5 min ± 30 s
@@ -60,7 +60,7 @@ pub use ttl::JitteredTtl;
 ///
 /// ```
 /// use stagger::scheduled::uniform;
-/// use stagger::FastRng;
+/// use stagger::random::FastRng;
 /// use std::time::Duration;
 ///
 /// let mut rng = FastRng::fresh();

@@ -18,7 +18,7 @@ const PPM: u128 = 1_000_000;
 /// How the retry ratio looks.
 ///
 /// ```
-/// assert_eq!(stagger::SliState::Alarm.as_str(), "alarm");
+/// assert_eq!(stagger::export::SliState::Alarm.as_str(), "alarm");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SliState {
@@ -51,7 +51,7 @@ impl fmt::Display for SliState {
 /// The SLI at one moment.
 ///
 /// ```
-/// let s = stagger::SliWindow::new().snapshot();
+/// let s = stagger::export::SliWindow::new().snapshot();
 /// assert_eq!((s.requests, s.retries, s.ratio), (0, 0, 0.0));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,7 +85,9 @@ pub struct SliSnapshot {
 /// within one bucket (5 s) of the ratio having held for a minute.
 ///
 /// ```
-/// use stagger::{Event, ManualClock, Observer, SliState, SliWindow};
+/// use stagger::{Event, Observer};
+/// use stagger::export::{SliState, SliWindow};
+/// use stagger::time::ManualClock;
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
@@ -119,7 +121,8 @@ pub struct SliSnapshot {
 /// The sliding-minute retry ratio, as an [`Observer`].
 ///
 /// ```
-/// use stagger::{Policy, SliState, SliWindow};
+/// use stagger::Policy;
+/// use stagger::export::{SliState, SliWindow};
 /// use std::sync::Arc;
 ///
 /// let sli = Arc::new(SliWindow::new());
@@ -183,9 +186,9 @@ impl<C: Clock> SliWindow<C> {
     /// Sets the thresholds (fractions in `[0, 10]`, `healthy ≤ alarm`).
     ///
     /// ```
-    /// let sli = stagger::SliWindow::new().thresholds(0.05, 0.1)?;
+    /// let sli = stagger::export::SliWindow::new().thresholds(0.05, 0.1)?;
     /// # let _ = sli;
-    /// assert!(stagger::SliWindow::new().thresholds(0.3, 0.2).is_err());
+    /// assert!(stagger::export::SliWindow::new().thresholds(0.3, 0.2).is_err());
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn thresholds(mut self, healthy: f64, alarm: f64) -> Result<Self, ConfigError> {

@@ -38,7 +38,8 @@ const ACCEPTS: usize = 1;
 /// integers.
 ///
 /// ```
-/// use stagger::{Class, FastRng, Outcome, Throttle};
+/// use stagger::{Class, Outcome, Throttle};
+/// use stagger::random::FastRng;
 /// use std::time::Instant;
 ///
 /// let throttle = Throttle::default();
@@ -66,7 +67,8 @@ const ACCEPTS: usize = 1;
 /// Adaptive throttling (docs/behaviour.md §7). Cheap to clone; clones share the counts.
 ///
 /// ```
-/// use stagger::{FastRng, Throttle};
+/// use stagger::Throttle;
+/// use stagger::random::FastRng;
 /// use std::time::Instant;
 ///
 /// let throttle = Throttle::default();

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use stagger::{AsyncRetryExt, Backoff, FastRng, Policy, RetryExt};
+use stagger::random::FastRng;
+use stagger::{AsyncRetryExt, Backoff, Policy, RetryExt};
 
 struct Counting;
 

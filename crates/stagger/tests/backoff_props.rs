@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stagger::{Backoff, Call, Class, Decision, FastRng, Jitter, Policy, RandomSource};
+use stagger::random::{FastRng, RandomSource};
+use stagger::{Backoff, Call, Class, Decision, Jitter, Policy};
 
 fn jitter() -> impl Strategy<Value = Jitter> {
     prop_oneof![

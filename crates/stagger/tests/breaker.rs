@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use stagger::{Breaker, BreakerState, Class, Clock, Event, Failure, ManualClock, Outcome};
+use stagger::guardrails::BreakerState;
+use stagger::time::{Clock, ManualClock};
+use stagger::{Breaker, Class, Event, Failure, Outcome};
 
 fn fail() -> Outcome {
     Outcome::Failure(Failure::transient())
@@ -26,13 +28,13 @@ fn rate_only() -> Breaker {
     Breaker::builder().no_sparse_failures().build().unwrap()
 }
 
-fn no_jitter() -> stagger::BreakerBuilder {
+fn no_jitter() -> stagger::guardrails::BreakerBuilder {
     Breaker::builder().open_jitter(0.0).seed(7)
 }
 
 type Log = Arc<Mutex<Vec<(BreakerState, BreakerState)>>>;
 
-fn logged(builder: stagger::BreakerBuilder) -> (Breaker, Log) {
+fn logged(builder: stagger::guardrails::BreakerBuilder) -> (Breaker, Log) {
     let log: Log = Arc::default();
     let sink = log.clone();
     let b = builder

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use stagger::budget::{Budget, QuotaBudget, RatioBudget, RefillBudget, TokenBucket, Withdrawal};
-use stagger::{Clock, Failure, ManualClock};
+use stagger::time::{Clock, ManualClock};
+use stagger::Failure;
 
 fn retry(b: &dyn Budget, clock: &ManualClock) -> bool {
     b.try_withdraw(&Failure::transient(), clock.now()).is_some()

@@ -4,17 +4,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use stagger::hint::retry_after_hint;
-use stagger::{
-    Call, Class, Clock, Decision, Event, Failure, Hint, Jitter, ManualClock, Outcome, Policy,
-    StopReason,
-};
+use stagger::time::{Clock, ManualClock};
+use stagger::{Call, Class, Decision, Event, Failure, Hint, Jitter, Outcome, Policy, StopReason};
 
 const MS: Duration = Duration::from_millis(1);
 const S: Duration = Duration::from_secs(1);
 
 fn fail_once(
     policy: &Policy,
-    call: &mut Call<stagger::FastRng>,
+    call: &mut Call<stagger::random::FastRng>,
     f: impl Into<Outcome>,
     now: Instant,
 ) -> Decision {
@@ -404,7 +402,7 @@ fn huge_hints_and_deadlines_never_panic() {
 /// attempt) was never counted; every failure is counted by class.
 #[test]
 fn invalid_hints_and_failures_are_counted_even_when_the_call_stops() {
-    let stats = Arc::new(stagger::Stats::new());
+    let stats = Arc::new(stagger::export::Stats::new());
     let policy = Policy::builder()
         .max_attempts(1)
         .observer(stats.clone())

@@ -8,9 +8,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use stagger::{
-    AsyncRetryExt, Class, Failure, Hint, Jitter, ManualClock, Policy, RetryExt, StopReason,
-};
+use stagger::time::ManualClock;
+use stagger::{AsyncRetryExt, Class, Failure, Hint, Jitter, Policy, RetryExt, StopReason};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -296,7 +295,7 @@ fn dropping_an_async_call_mid_attempt_frees_the_probe_slot() {
         .clock(clock.clone())
         .sleep(|_| {})
         .call();
-    assert_eq!(breaker.state(), stagger::BreakerState::Open);
+    assert_eq!(breaker.state(), stagger::guardrails::BreakerState::Open);
     clock.advance(Duration::from_secs(7));
     {
         let fut = (|| std::future::pending::<Result<(), &str>>())

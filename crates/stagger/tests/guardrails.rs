@@ -5,9 +5,12 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use stagger::budget::{QuotaBudget, RatioBudget, RefillBudget};
+use stagger::export::Stats;
+use stagger::guardrails::{BreakerState, Guardrails};
+use stagger::random::FastRng;
+use stagger::time::{Clock, ManualClock};
 use stagger::{
-    Breaker, BreakerState, Call, Class, Clock, Decision, Event, Failure, FastRng, Guardrails,
-    ManualClock, Outcome, Policy, Stats, StopReason, Throttle,
+    Breaker, Call, Class, Decision, Event, Failure, Outcome, Policy, StopReason, Throttle,
 };
 
 /// Runs one call whose attempts fail with `failures` (then succeed), and

@@ -10,10 +10,10 @@ use std::time::Duration;
 use metrics_exporter_prometheus::PrometheusBuilder;
 use stagger::budget::RatioBudget;
 use stagger::export::MetricsObserver;
-use stagger::{
-    Breaker, Call, Class, Decision, Failure, Guardrails, Hint, ManualClock, Observer, Outcome,
-    Policy, SliWindow,
-};
+use stagger::export::SliWindow;
+use stagger::guardrails::Guardrails;
+use stagger::time::ManualClock;
+use stagger::{Breaker, Call, Class, Decision, Failure, Hint, Observer, Outcome, Policy};
 
 /// The documented contract: `name -> (kind, label keys)`, read from the
 /// table of `docs/metrics.md` (rows that start with "| `stagger_").
@@ -298,8 +298,8 @@ fn attaching_again_keeps_the_counts_and_the_breaker_state() {
         o.on_attach();
         o.on_event(&stagger::Event::BudgetRefused { attempt: 1 });
         o.on_event(&stagger::Event::BreakerStateChanged {
-            from: stagger::BreakerState::Closed,
-            to: stagger::BreakerState::Open,
+            from: stagger::guardrails::BreakerState::Closed,
+            to: stagger::guardrails::BreakerState::Open,
         });
         o.on_attach();
     });

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::{bounded, status, with_header, Server};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use stagger::http::{CallOptions, NotRetried, RetryInfo};
+use stagger::http::{CallOptions, RetryInfo};
+use stagger::NotRetried;
 use stagger::reqwest::RetryMiddleware;
 use stagger::{Policy, StopReason};
 

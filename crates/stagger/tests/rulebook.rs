@@ -12,12 +12,13 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
 use stagger::budget::{Budget, TokenBucket};
+use stagger::exec::Attempt;
+use stagger::export::Stats;
 use stagger::http::{Inbound, RetryInfo};
 use stagger::tower::{DeadlineLayer, ReplayBody, RetryLayer, ShedLayer};
-use stagger::Attempt;
 use stagger::{
     Call, Decision, Event, Failure, Hint, Idempotency, NotRetried, Observer, Policy,
-    RetryAttemptExt, RetryExt, Stats, StopReason,
+    RetryAttemptExt, RetryExt, StopReason,
 };
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};

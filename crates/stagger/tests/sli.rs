@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use stagger::{
-    Call, Class, Decision, Event, ManualClock, Observer, Outcome, Policy, SliState, SliWindow,
-};
+use stagger::export::{SliState, SliWindow};
+use stagger::time::ManualClock;
+use stagger::{Call, Class, Decision, Event, Observer, Outcome, Policy};
 
 fn feed(sli: &SliWindow<ManualClock>, requests: u32, retries: u32) {
     for _ in 0..requests {

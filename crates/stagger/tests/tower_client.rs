@@ -36,11 +36,11 @@ use hyper_util::client::legacy::connect::dns::Name;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use stagger::export::Stats;
+use stagger::guardrails::{Guardrail, Ticket};
 use stagger::http::{CallOptions, RetryInfo};
 use stagger::tower::{ErrorKind, ReplayBody, RetryLayer, RetryService};
-use stagger::{
-    Class, Failure, Guardrail, Hint, NotRetried, Outcome, Policy, Stats, StopReason, Ticket,
-};
+use stagger::{Class, Failure, Hint, NotRetried, Outcome, Policy, StopReason};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 
@@ -575,7 +575,7 @@ async fn clones_share_the_breaker() {
         let mut b = a.clone();
         let resp = send(&mut a, get(&server.url("/"))).await.unwrap();
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(breaker.state(), stagger::BreakerState::Open);
+        assert_eq!(breaker.state(), stagger::guardrails::BreakerState::Open);
         // The dependency is plainly down: the clone's call fails fast.
         let started = Instant::now();
         let err = send(&mut b, get(&server.url("/"))).await.unwrap_err();

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use nix::sys::signal::Signal;
-use stagger::{Call, Class, Decision, Failure, MonotonicClock, Outcome, Policy, StopReason};
+use stagger::time::MonotonicClock;
+use stagger::{Call, Class, Decision, Failure, Outcome, Policy, StopReason};
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, Verbosity};
 

@@ -16,7 +16,8 @@ use std::time::Duration;
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use stagger::export::MetricsObserver;
-use stagger::{Observer, Stats};
+use stagger::export::Stats;
+use stagger::Observer;
 use tokio::sync::oneshot;
 
 use crate::{Error, ErrorKind};

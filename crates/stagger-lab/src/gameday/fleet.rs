@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 
 use http::Extensions;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use stagger::export::Stats;
 use stagger::http::RetryInfo;
 use stagger::reqwest::RetryMiddleware;
-use stagger::{Observer, Stats, StopReason};
+use stagger::{Observer, StopReason};
 use tokio::task::JoinSet;
 
 use super::soak::Reservoir;
@@ -147,7 +148,7 @@ struct Pod {
     http: reqwest::Client,
     stats: Arc<Stats>,
     observer: Arc<dyn Observer>,
-    guard: Option<Arc<stagger::Guardrails>>,
+    guard: Option<Arc<stagger::guardrails::Guardrails>>,
 }
 
 /// Runs the fleet against `url` (every request a POST of one order) until its traffic period is over and every

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
+use stagger::random::{FastRng, RandomSource};
 use stagger::tower::HedgeService;
-use stagger::{FastRng, RandomSource};
 use stagger_sim::hedging::{HedgeStrategy, HedgingParams, HedgingRow};
 use tokio::net::TcpListener;
 use tower_service::Service;

@@ -2,7 +2,8 @@
 //! so no font or system library is needed).
 
 use plotters::prelude::*;
-use stagger::{Backoff, FastRng};
+use stagger::random::FastRng;
+use stagger::Backoff;
 
 /// Colours, one per line, in order. Neither green nor red: those mark the
 /// thresholds ([`HEALTHY`], [`ALARM`]), and a line must not pass for one.

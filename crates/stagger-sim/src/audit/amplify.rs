@@ -26,10 +26,9 @@ use std::time::{Duration, Instant};
 
 use super::Fault;
 
-use stagger::{
-    Call, Class, Decision, FastRng, HedgePolicy, HedgeStep, HedgedCall, Outcome, Policy,
-    RandomSource,
-};
+use stagger::hedging::{HedgeStep, HedgedCall};
+use stagger::random::{FastRng, RandomSource};
+use stagger::{Call, Class, Decision, HedgePolicy, Outcome, Policy};
 
 /// Logical requests of an estimate.
 pub const REQUESTS: u32 = 4000;

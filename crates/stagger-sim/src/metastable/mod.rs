@@ -26,7 +26,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use stagger::limit::{Completion, Limiter, Token};
-use stagger::{Call, Decision, Failure, FastRng, Outcome};
+use stagger::random::FastRng;
+use stagger::{Call, Decision, Failure, Outcome};
 
 use crate::engine::{exponential_ns, mix, ns, shed_answer, VirtualTime};
 use crate::guard::ClientPolicies;

@@ -136,7 +136,8 @@ impl BreakerBuilder {
     /// it off.
     ///
     /// ```
-    /// use stagger::{Breaker, BreakerState, Class, Outcome};
+    /// use stagger::{Breaker, Class, Outcome};
+    /// use stagger::guardrails::BreakerState;
     /// use std::time::Instant;
     ///
     /// let breaker = Breaker::default(); // 5 in a row below 20 calls

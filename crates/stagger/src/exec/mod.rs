@@ -39,12 +39,10 @@ pub(crate) mod sync;
 pub use future::NoSleeper;
 #[cfg(feature = "tokio")]
 pub use future::TokioSleep;
-pub use future::{AsyncRetry, AsyncRetryExt, DefaultSleeper, Sleeper};
-pub use hedge::{HedgeExt, Hedged};
-pub use sync::{
-    Attempt, BlockingSleeper, Operation, Plain, Retry, RetryAttemptExt, RetryExt, ThreadSleep,
-    WithAttempt,
-};
+// The extension traits are at the crate root only (one path each).
+pub use future::{AsyncRetry, DefaultSleeper, Sleeper};
+pub use hedge::Hedged;
+pub use sync::{Attempt, BlockingSleeper, Operation, Plain, Retry, ThreadSleep, WithAttempt};
 
 /// The builder methods both executors share: each one replaces one part of
 /// the configured call and keeps the rest.

@@ -11,7 +11,7 @@
 //! ignored. The deadline bounds every wait either way.
 //!
 //! ```
-//! use stagger::Attempt;
+//! use stagger::exec::Attempt;
 //! use stagger::{Policy, RetryAttemptExt, RetryExt};
 //! use std::time::Duration;
 //!

@@ -27,7 +27,7 @@ pub struct Refusal {
 /// reads it.
 ///
 /// ```
-/// use stagger::Ticket;
+/// use stagger::guardrails::Ticket;
 /// let mut t = Ticket::default();
 /// assert_eq!(t.get(), 0);
 /// t.set(42);
@@ -166,7 +166,8 @@ const BREAKER_BITS: u64 = HAS_PERMIT | (0xffff << PERMIT_SHIFT);
 /// [`Guardrail`] seam, checked in the order above.
 ///
 /// ```
-/// use stagger::{Breaker, Guardrails, Policy, Throttle};
+/// use stagger::{Breaker, Policy, Throttle};
+/// use stagger::guardrails::Guardrails;
 /// use stagger::budget::TokenBucket;
 /// use std::sync::Arc;
 ///

@@ -49,9 +49,9 @@ use crate::hint::{parse_pushback, retry_after_hint};
 use crate::outcome::{Class, Failure, Hint};
 
 mod call;
-pub mod inbound;
+pub(crate) mod inbound;
 
-pub use crate::outcome::NotRetried;
+pub(crate) use crate::outcome::NotRetried;
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Driver, Facts, HedgeRules, HttpAttempts};

@@ -180,7 +180,7 @@ impl LimiterBuilder {
             Algorithm::Gradient(g) => {
                 g.validate()?;
                 let seed = self.seed.unwrap_or_else(|| {
-                    crate::rng::RandomSource::next_u64(&mut crate::FastRng::fresh())
+                    crate::rng::RandomSource::next_u64(&mut crate::rng::FastRng::fresh())
                 });
                 (g.initial, Algo::Gradient(gradient::State::new(g, seed)))
             }

@@ -27,7 +27,8 @@ use crate::rng::{FastRng, RandomSource};
 ///
 /// ```
 /// use stagger::scheduled::Reconnect;
-/// use stagger::{Backoff, ManualClock};
+/// use stagger::Backoff;
+/// use stagger::time::ManualClock;
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();

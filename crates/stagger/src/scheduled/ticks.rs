@@ -32,7 +32,7 @@ use crate::rng::RandomSource;
 ///
 /// ```
 /// use stagger::scheduled::Ticks;
-/// use stagger::FastRng;
+/// use stagger::random::FastRng;
 /// use std::time::{Duration, Instant};
 ///
 /// let start = Instant::now();
@@ -85,7 +85,7 @@ impl Ticks {
     ///
     /// ```
     /// use stagger::scheduled::Ticks;
-    /// use stagger::FastRng;
+    /// use stagger::random::FastRng;
     /// use std::time::{Duration, Instant};
     ///
     /// let now = Instant::now();

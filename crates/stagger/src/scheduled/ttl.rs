@@ -21,7 +21,7 @@ use crate::rng::RandomSource;
 ///
 /// ```
 /// use stagger::scheduled::JitteredTtl;
-/// use stagger::FastRng;
+/// use stagger::random::FastRng;
 /// use std::time::Duration;
 ///
 /// let ttl = JitteredTtl::new(Duration::from_secs(60), Duration::from_secs(6))?;

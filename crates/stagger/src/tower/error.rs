@@ -98,4 +98,4 @@ impl StdError for Error {
     }
 }
 
-pub use crate::http::AttemptTimedOut;
+pub(crate) use crate::http::AttemptTimedOut;

@@ -89,7 +89,8 @@ mod shed;
 pub(crate) use body::Replay;
 pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
-pub use error::{AttemptTimedOut, BoxError, Error, ErrorKind};
+pub(crate) use error::AttemptTimedOut;
+pub use error::{BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
 #[cfg(feature = "grpc")]
 pub(crate) use future::{send_clone, Channel, Sent};

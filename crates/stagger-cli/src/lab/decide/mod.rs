@@ -18,9 +18,9 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use stagger::budget::{Budget, RatioBudget};
 use stagger::http::{error_failure, is_idempotent, response_failure, GRPC_PUSHBACK, GRPC_STATUS};
+use stagger::random::FastRng;
 use stagger::{
-    Call, Class, Decision, Failure, FastRng, Hint, Idempotency, Jitter, NotRetried, Policy,
-    StopReason,
+    Call, Class, Decision, Failure, Hint, Idempotency, Jitter, NotRetried, Policy, StopReason,
 };
 
 use super::query::BadParam;
