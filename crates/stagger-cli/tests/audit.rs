@@ -129,12 +129,12 @@ fn unusable_input_exits_2_naming_the_file_and_the_field() {
     assert_eq!(code(&d), Some(2));
 }
 
-/// The README shows real output: every `$ stagger audit …` block in it is
-/// what the binary prints today.
+/// The audit's page shows real output: every `$ stagger audit …` block in
+/// `docs/audit.md` is what the binary prints today.
 #[test]
 fn readme_shows_real_output() {
     let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/docs/audit.md")).unwrap();
     let mut checked = 0;
     let mut lines = readme.lines().peekable();
     while let Some(line) = lines.next() {
@@ -164,7 +164,7 @@ fn readme_shows_real_output() {
         args.extend(paths.iter().map(String::as_str));
         let d = stagger(&args, &dir);
         let printed = d.stdout.replace(&format!("{root}/"), "");
-        assert_eq!(printed, shown, "README block for `{cmd}` is stale");
+        assert_eq!(printed, shown, "docs/audit.md block for `{cmd}` is stale");
         checked += 1;
     }
     assert!(checked >= 4, "found {checked} audit blocks");

@@ -167,3 +167,23 @@ pub mod random {
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/library.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryDoctests;
+
+/// The examples of `docs/hedging.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/hedging.md")]
+pub struct HedgingDoctests;
+
+/// The examples of `docs/grpc.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/grpc.md")]
+pub struct GrpcDoctests;
+
+/// The examples of `docs/fleet.md`, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/fleet.md")]
+pub struct FleetDoctests;

@@ -335,7 +335,7 @@ fn the_rules_use_only_documented_metric_names() {
             );
         }
     }
-    // The alert the README describes, at the documented threshold.
+    // The alert docs/fleet.md describes, at the documented threshold.
     let alerts = repo_file("deploy/prometheus/stagger.alerts.yml");
     assert!(alerts.contains("- alert: RetryAmplificationHigh"));
     assert!(alerts.contains("expr: stagger:retry_ratio:rate1m > 0.2\n        for: 1m"));

@@ -58,7 +58,7 @@
 //! ```
 //!
 //! The repository's `crates/stagger/examples/grpc_client.rs` is the same
-//! as a complete program; `README.md` shows it too.
+//! as a complete program; `docs/grpc.md` shows it too.
 
 #[cfg(feature = "grpc")]
 mod body;
