@@ -84,7 +84,7 @@ mod metrics_export {
     /// # let _ = policy;
     /// ```
     ///
-    /// A policy's [`Guardrails`](crate::Guardrails) report budget refusals
+    /// A policy's [`Guardrails`](crate::guardrails::Guardrails) report budget refusals
     /// and breaker transitions to their own observer: give them the same
     /// one (`Guardrails::new().observer(...)`).
     #[derive(Debug, Clone, Default)]

@@ -45,37 +45,30 @@
 //! protocol; `docs/behaviour.md` in the repository is the full behaviour
 //! reference, with every rule and default.
 //!
-//! ## What is where
-//! - At the root: the engine ([`Policy`], [`PolicyBuilder`], [`Call`],
-//!   [`Decision`]), its vocabulary ([`Failure`], [`Class`], [`Hint`],
-//!   [`Outcome`], [`StopReason`], [`NotRetried`], [`Idempotency`]), the
-//!   schedule ([`Backoff`], [`Jitter`]), the shared guardrails ([`Breaker`],
-//!   [`Throttle`], [`Guardrails`], [`Policy::guarded`]), signals
-//!   ([`Observer`], [`Event`], [`Stats`], [`SliWindow`]), hedged requests
-//!   ([`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]), the executors
-//!   ([`RetryExt`], [`RetryAttemptExt`], [`AsyncRetryExt`]) and the time and
-//!   randomness seams ([`Clock`], [`ManualClock`], [`RandomSource`],
-//!   [`FastRng`]).
-//! - [`budget`]: retry budgets (`ratio`, `token_bucket`, `refill`, `quota`).
-//! - [`classify`]: the I/O, HTTP and gRPC tables of what is worth retrying.
-//! - [`hint`]: `Retry-After` and gRPC pushback parsing.
-//! - [`limit`]: a server's concurrency limit (static, AIMD, latency
-//!   gradient) that sheds retries before first attempts.
-//! - [`deadline`]: the remaining-time headers (`x-request-timeout-ms`,
-//!   `grpc-timeout`).
-//! - [`exec`]: the executors' secondary types (classifiers, hooks, sleepers).
-//! - [`export`]: `metrics` and `tracing` observers (features `metrics`,
-//!   `tracing`).
-//! - [`scheduled`]: jitter for scheduled work: TTLs, periodic ticks, reconnects.
-//! - `http` (feature `http`): HTTP statuses, methods, hint and deadline
-//!   headers, the inbound-request context of the one-layer rule.
-//! - `tower` (feature `tower`): the client `RetryLayer` and `HedgeLayer`, the server
-//!   `DeadlineLayer` and `ShedLayer`.
-//! - `grpc` (feature `grpc`): a client `RetryLayer` for tonic channels
-//!   that retries as gRPC's A6 design says.
-//! - `reqwest` (feature `reqwest`): reqwest-middleware's `RetryMiddleware` and
-//!   `HedgeMiddleware`.
-//! - `config` (feature `serde`): gRPC service-config import.
+//! ## I want to … → use …
+//!
+//! | I want to … | use |
+//! |---|---|
+//! | retry a closure or a blocking call | [`RetryExt`] (`.retry(&policy)`), [`RetryAttemptExt`] when the closure needs the attempt number |
+//! | retry an async operation | [`AsyncRetryExt`] (runtime-agnostic; tokio's timer with feature `tokio`) |
+//! | say how many attempts and how long between them | [`Policy::builder`] → [`PolicyBuilder`], [`Backoff`], [`Jitter`] |
+//! | cap retries at a share of real traffic | [`budget`] (`RatioBudget`, A6's `TokenBucket`, …) on [`PolicyBuilder::budget`] |
+//! | stop calling a dependency that is plainly down | [`Breaker`], [`Throttle`]; their builders in [`guardrails`] |
+//! | cut the latency tail without a storm | [`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]; the sans-IO protocol in [`hedging`] |
+//! | retry HTTP through tower or reqwest | `tower::RetryLayer` / `tower::HedgeLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`) |
+//! | retry gRPC as A6 says, from a service config | `grpc::RetryLayer` (feature `grpc`), `config::ServiceConfig` (feature `serde`) |
+//! | shed load on the server, retries first | [`limit`], `tower::ShedLayer`, `tower::DeadlineLayer` |
+//! | drive the engine from my own front-end | [`Policy::start_attempt`], [`Policy::decide`] with a [`Call`] and a [`Failure`] → [`Decision`] |
+//! | see what retries do | [`Observer`], [`Event`]; [`export`] (metrics, tracing, in-process stats, the retry-ratio SLI) |
+//! | jitter scheduled work (TTLs, ticks, reconnects) | [`scheduled`] |
+//! | test with virtual time and seeded randomness | [`time`] (`ManualClock`), [`random`] (`FastRng`) |
+//!
+//! The vocabulary every part speaks is at the root: [`Outcome`],
+//! [`Failure`], [`Class`], [`Hint`], [`Idempotency`], [`Decision`],
+//! [`StopReason`], [`NotRetried`], and the errors [`RetryError`] and
+//! [`ConfigError`]. Every other item lives under one module named for its
+//! concept ([`classify`], [`hint`], [`deadline`], [`exec`], …), reachable
+//! by that one path.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // docs.rs builds with `--cfg docsrs`: every item behind a feature then says

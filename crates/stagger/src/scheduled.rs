@@ -34,8 +34,8 @@
 //! # Ok::<(), stagger::ConfigError>(())
 //! ```
 //!
-//! [`RandomSource`]: crate::RandomSource
-//! [`Clock`]: crate::Clock
+//! [`RandomSource`]: crate::random::RandomSource
+//! [`Clock`]: crate::time::Clock
 
 use std::time::Duration;
 

@@ -78,7 +78,7 @@ pub struct SliSnapshot {
 /// read [`state`](SliWindow::state) or [`snapshot`](SliWindow::snapshot)
 /// from code, a health check or a metrics exporter. It reads time from the
 /// [`Clock`] it was built with, so tests drive it with a
-/// [`ManualClock`](crate::ManualClock). The minute is twelve 5 s buckets.
+/// [`ManualClock`](crate::time::ManualClock). The minute is twelve 5 s buckets.
 /// The state is judged on the ratio so far in the minute; "held above 20 %"
 /// is judged once per bucket, on the complete buckets before it, so the
 /// order of events inside a bucket does not matter and an alarm is raised

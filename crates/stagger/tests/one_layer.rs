@@ -13,9 +13,9 @@ use axum::Router;
 use common::{bounded, status, Server};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::http::RetryInfo;
-use stagger::NotRetried;
 use stagger::reqwest::RetryMiddleware;
 use stagger::tower::DeadlineLayer;
+use stagger::NotRetried;
 use stagger::{Policy, StopReason};
 
 const LIMIT: Duration = Duration::from_secs(30);

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use common::{bounded, status, with_header, Server};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::http::{CallOptions, RetryInfo};
-use stagger::NotRetried;
 use stagger::reqwest::RetryMiddleware;
+use stagger::NotRetried;
 use stagger::{Policy, StopReason};
 
 const LIMIT: Duration = Duration::from_secs(20);

@@ -374,7 +374,7 @@ impl ServiceConfig {
     /// let (c, seen) = ServiceConfig::from_json_lenient(
     ///     r#"{"method_config":[{"name":[{"service":"a.A"}],"timeout":".5s"}]}"#,
     /// )?;
-    /// assert_eq!(c.methods[0].timeout, Some(std::time::Duration::from_millis(500)));
+    /// assert_eq!(c.methods[0].policy.timeout(), Some(std::time::Duration::from_millis(500)));
     /// assert_eq!(seen.len(), 2);
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```

@@ -112,7 +112,7 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
 }
 
 /// Something that blocks the thread for a while (the blocking twin of
-/// [`Sleeper`](crate::Sleeper)).
+/// [`Sleeper`](crate::exec::Sleeper)).
 pub trait BlockingSleeper {
     /// Blocks for `d`.
     fn sleep(&mut self, d: Duration);

@@ -171,7 +171,7 @@ impl Ticks {
 /// [`tick`](JitteredInterval::tick) waits for the next jittered tick and
 /// returns the instant it was due. It is cancel-safe: a tick whose wait is
 /// dropped is kept and awaited by the next call, not skipped. Time comes
-/// from the [`Clock`](crate::Clock) `C`, randomness from `R`, one stream per
+/// from the [`Clock`](crate::time::Clock) `C`, randomness from `R`, one stream per
 /// interval.
 ///
 /// ```
