@@ -44,11 +44,9 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
-use crate::http::{
-    error_chain, error_failure, AttemptTimedOut, Driver, NotRetried, RetryInfo, Settings,
-};
-use crate::outcome::StopReason;
+use crate::http::{error_chain, error_failure, AttemptTimedOut, Driver, RetryInfo, Settings};
 use crate::outcome::{Class, Decision, Failure};
+use crate::outcome::{NotRetried, StopReason};
 
 mod hedge;
 

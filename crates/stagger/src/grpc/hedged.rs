@@ -20,11 +20,11 @@ use super::{attempt_status, never_sent, status_failure};
 use crate::deadline::format_grpc_timeout;
 use crate::hedge::driver::{drive, timed_out, Answer, Attempt, Attempts, End, Overflow, Verdict};
 use crate::hedge::HedgePolicy;
-use crate::http::{error_class, rebuild, TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
-use crate::outcome::{Failure, Idempotency, NotRetried, Outcome};
-use crate::tower::{
-    send_clone, AttemptTimedOut, BoxError, Channel, Error, ErrorKind, Replay, Sent,
+use crate::http::{
+    error_class, rebuild, AttemptTimedOut, TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT,
 };
+use crate::outcome::{Failure, Idempotency, NotRetried, Outcome};
+use crate::tower::{send_clone, BoxError, Channel, Error, ErrorKind, Replay, Sent};
 
 /// The gRPC part of a hedged call: attempt k is the request's head with its
 /// view of the one replayed body, sent to its own clone of the channel.

@@ -16,9 +16,10 @@ use super::call::{committed, conclude, Driver, Last};
 use super::shared::{MakeBody, Shared};
 use super::{attempt_status, never_sent, status_failure};
 use crate::clock::Clock;
+use crate::http::AttemptTimedOut;
 use crate::http::{error_chain, error_class, TokioClock};
 use crate::outcome::{Decision, Failure, NotRetried, Outcome, StopReason};
-use crate::tower::{AttemptTimedOut, BoxError, Error, ErrorKind, Replay, ResponseFuture};
+use crate::tower::{BoxError, Error, ErrorKind, Replay, ResponseFuture};
 
 /// A gRPC client service whose calls are retried as A6 says; made by
 /// [`RetryLayer`](super::RetryLayer).

@@ -51,7 +51,6 @@ use crate::outcome::{Class, Failure, Hint};
 mod call;
 pub(crate) mod inbound;
 
-pub(crate) use crate::outcome::NotRetried;
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Driver, Facts, HedgeRules, HttpAttempts};

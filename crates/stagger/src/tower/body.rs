@@ -13,7 +13,7 @@ use bytes::{Buf, Bytes};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::http::NotRetried;
+use crate::outcome::NotRetried;
 
 /// The body the [`RetryService`](super::RetryService) hands its inner
 /// service: a buffered copy for a body it can replay, or the original

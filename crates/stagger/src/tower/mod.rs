@@ -89,7 +89,6 @@ mod shed;
 pub(crate) use body::Replay;
 pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
-pub(crate) use error::AttemptTimedOut;
 pub use error::{BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
 #[cfg(feature = "grpc")]
