@@ -256,7 +256,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
         if policy.has_retry_policy() {
             let r = policy;
             let codes = r.retryable_codes().unwrap_or(&[]);
-            codes_finding(&mut push, "retryableStatusCodes", codes, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+            codes_finding(&mut push, "retryableStatusCodes", codes, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED where the server sends pushback: a listed code is retried with or without it)");
             let b = r.backoff();
             backoff_findings(&mut push, b.get_multiplier(), b.get_base(), b.get_cap());
             let make = move || -> Result<Engine, Fault> {
@@ -355,7 +355,7 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
             message,
         })
     };
-    codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED, which gRPC retries only with pushback)");
+    codes_finding(&mut push, "retryableStatusCodes", &u.retryable, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED where the server sends pushback: a listed code is retried with or without it)");
     backoff_findings(&mut push, u.multiplier, u.initial_backoff, u.max_backoff);
     let until = match mc.policy.timeout() {
         Some(t) => match until_timeout(u, t) {
