@@ -189,14 +189,20 @@ async fn both(s: &Scenario, expected_attempts: usize) -> Option<(Run, Run)> {
     Some((ours, theirs))
 }
 
+/// How late the server's clock may see an attempt arrive: a handler thread
+/// of a fresh grpcio server can start a first request some tens of
+/// milliseconds after it arrived, which makes the next gap look shorter.
+const HANDLER_LAG_MS: f64 = 25.0;
+
 /// Every gap within `nominal · [0.8, 1.2]` (A6's jitter), with `slack_ms`
-/// for scheduling and the round trip on loopback.
+/// for scheduling and the round trip on loopback, and the server's handler
+/// lag below.
 fn within_jitter(who: &str, run: &Run, nominal_ms: &[f64], slack_ms: f64) {
     let gaps = run.gaps_ms();
     assert_eq!(gaps.len(), nominal_ms.len(), "{who}: {run:?}");
     for (i, (g, b)) in gaps.iter().zip(nominal_ms).enumerate() {
         assert!(
-            *g >= 0.8 * b - 2.0 && *g <= 1.2 * b + slack_ms,
+            *g >= 0.8 * b - HANDLER_LAG_MS && *g <= 1.2 * b + slack_ms,
             "{who}: gap {} is {g:.1} ms, outside {b} ms ±20 %: {run:?}",
             i + 1
         );
@@ -229,7 +235,8 @@ async fn pushback_is_waited_exactly_as_grpcio_waits_it() {
     };
     for (who, run) in [("stagger", &ours), ("grpcio", &theirs)] {
         let gap = run.gaps_ms()[0];
-        assert!((250.0..330.0).contains(&gap), "{who}: {gap} ms: {run:?}");
+        let lowest = 250.0 - HANDLER_LAG_MS;
+        assert!((lowest..330.0).contains(&gap), "{who}: {gap} ms: {run:?}");
     }
 }
 
