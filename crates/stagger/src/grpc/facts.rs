@@ -4,7 +4,6 @@
 //! server's pushback, and whether the attempt never left the client.
 
 use http::{HeaderMap, StatusCode};
-use std::error::Error as StdError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,27 +67,7 @@ pub(crate) fn status_failure(
     (Failure::new(class).with_hint_opt(hint), shown)
 }
 
-/// Whether a transport error certainly happened before the request reached
-/// the server: what [`http::never_sent`](crate::http::never_sent) knows (a
-/// refused connection, a temporary DNS failure), or an HTTP/2 stream the
-/// server refused before processing it (REFUSED_STREAM, which is also how a
-/// GOAWAY reports the streams it did not process).
-pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
-    if crate::http::never_sent(error) {
-        return true;
-    }
-    let mut cur: Option<&(dyn StdError + 'static)> = Some(error);
-    for _ in 0..=32 {
-        let Some(e) = cur else { break };
-        // h2 spells REFUSED_STREAM this way in its errors.
-        let text = e.to_string().to_ascii_lowercase();
-        if text.contains("refused stream") || text.contains("refused_stream") {
-            return true;
-        }
-        cur = e.source();
-    }
-    false
-}
+pub(crate) use crate::http::never_sent;
 
 #[cfg(test)]
 mod tests {
@@ -136,13 +115,5 @@ mod tests {
             status_failure(13, &h(&[]), Some(&[13])).0.class,
             Class::Transient
         );
-    }
-
-    #[test]
-    fn a_refused_stream_never_left() {
-        let e = h2::Error::from(h2::Reason::REFUSED_STREAM);
-        assert!(never_sent(&e), "{e}");
-        let e = h2::Error::from(h2::Reason::INTERNAL_ERROR);
-        assert!(!never_sent(&e), "{e}");
     }
 }

@@ -79,9 +79,11 @@ mod shared;
 #[cfg(feature = "grpc")]
 pub use body::{CallReport, GrpcBody, Summary};
 #[cfg(feature = "grpc")]
-pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook};
+pub(crate) use facts::never_sent;
 #[cfg(feature = "grpc")]
-pub use facts::{never_sent, AttemptRecord};
+pub use facts::AttemptRecord;
+#[cfg(feature = "grpc")]
+pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook};
 #[cfg(feature = "grpc")]
 pub use layer::{RetryLayer, RetryLayerBuilder, MAX_TRANSPARENT_RETRIES};
 pub use method::{MethodPolicy, MethodPolicyBuilder, MAX_ATTEMPTS};

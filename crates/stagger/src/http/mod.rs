@@ -293,6 +293,25 @@ pub fn error_class(error: &(dyn StdError + 'static)) -> Class {
 pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
     find_io(error).is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
         || dns_failed_for_now(error)
+        || refused_stream(error)
+}
+
+/// Whether an HTTP/2 stream was refused before the server processed it
+/// (REFUSED_STREAM, which is also how a GOAWAY reports the streams it did
+/// not process): for HTTP over h2 and gRPC alike, the request never left.
+fn refused_stream(error: &(dyn StdError + 'static)) -> bool {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(error);
+    // The same bound as `find_io`: a chain is never walked without end.
+    for _ in 0..=32 {
+        let Some(e) = cur else { break };
+        // h2 spells REFUSED_STREAM this way in its errors.
+        let text = e.to_string().to_ascii_lowercase();
+        if text.contains("refused stream") || text.contains("refused_stream") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 /// The start of the message std gives every failed `getaddrinfo` lookup,
@@ -439,6 +458,14 @@ mod tests {
             m.insert(*k, HeaderValue::from_static(v));
         }
         m
+    }
+
+    #[test]
+    fn an_http2_refused_stream_never_left_for_http_too() {
+        let e = h2::Error::from(h2::Reason::REFUSED_STREAM);
+        assert!(never_sent(&e), "{e}");
+        let e = h2::Error::from(h2::Reason::INTERNAL_ERROR);
+        assert!(!never_sent(&e), "{e}");
     }
 
     #[test]
