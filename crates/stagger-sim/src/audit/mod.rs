@@ -70,6 +70,7 @@ use serde::Serialize;
 
 pub mod amplify;
 mod grpc;
+pub mod path;
 mod policy;
 
 /// A file to audit: its name (for messages) and its text.
@@ -269,7 +270,7 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
     Ok(report)
 }
 
-fn is_policy_file(f: &Input<'_>) -> bool {
+pub(crate) fn is_policy_file(f: &Input<'_>) -> bool {
     if f.name.ends_with(".toml") {
         return true;
     }

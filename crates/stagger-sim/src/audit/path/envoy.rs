@@ -1,0 +1,224 @@
+//! Envoy route configurations (YAML or JSON, snake_case or proto-JSON
+//! camelCase; a bootstrap, an RDS response, a config dump or a bare list)
+//! and the circuit breakers of their clusters.
+//!
+//! The rules (Envoy's `route_components.proto`, `circuit_breaker.proto`
+//! and router filter docs):
+//! - no `retry_policy` on the route or its virtual host, no retries; a
+//!   route's policy replaces its virtual host's, they are not merged;
+//! - `num_retries` counts retries and defaults to 1;
+//! - `retry_back_off` defaults to a 25 ms base with a cap of ten times the
+//!   base, fully jittered: retry `n` waits in `[0, (2^n − 1) · base)`;
+//! - `per_try_timeout` unset means the route's `timeout`, which defaults to
+//!   15 s (`0s` turns it off), and covers every retry;
+//! - a cluster's `retry_budget` caps concurrent retries at `budget_percent`
+//!   (20 %) of active and pending requests, never below
+//!   `min_retry_concurrency` (3), and overrides `max_retries`, which is
+//!   otherwise 3 retries in flight.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::rules::{Pause, Rule};
+use super::tree;
+use super::{Budget, Layer, PathError, PathInput, System};
+
+/// Envoy's route timeout when none is set.
+const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// One route of the file, by `VHOST/ROUTE` (names), a virtual host's name
+/// or domain, or a route's name.
+pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let mut configs = Vec::new();
+    for d in docs {
+        tree::objects_with(d, "virtualHosts", &mut configs);
+    }
+    // (label, virtual host, route)
+    let mut routes: Vec<(String, &Value, &Value)> = Vec::new();
+    for c in &configs {
+        for (vi, vh) in tree::list(c, "virtualHosts").iter().enumerate() {
+            let vname = tree::string(vh, "name").map_or_else(|| format!("vhost{vi}"), str::to_string);
+            for (ri, r) in tree::list(vh, "routes").iter().enumerate() {
+                let rname = tree::string(r, "name").map_or_else(|| ri.to_string(), str::to_string);
+                routes.push((format!("{vname}/{rname}"), vh, r));
+            }
+        }
+    }
+    if routes.is_empty() {
+        return Err(PathError::new(f.name, "virtual_hosts", "has no routes"));
+    }
+    let labels = || routes.iter().map(|r| r.0.as_str()).collect::<Vec<_>>().join(", ");
+    let picked: Vec<&(String, &Value, &Value)> = match f.selector {
+        None => routes.iter().collect(),
+        Some(s) => routes
+            .iter()
+            .filter(|(label, vh, r)| {
+                label == s
+                    || tree::string(vh, "name") == Some(s)
+                    || tree::string(r, "name") == Some(s)
+                    || tree::list(vh, "domains").iter().any(|d| d.as_str() == Some(s))
+            })
+            .collect(),
+    };
+    let (label, vh, route) = match picked.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(PathError::new(
+                f.name,
+                "virtual_hosts",
+                format!("no route matches {:?} (routes: {})", f.selector.unwrap_or(""), labels()),
+            ))
+        }
+        _ => {
+            return Err(PathError::new(
+                f.name,
+                "virtual_hosts",
+                format!("holds {} routes ({}): name one as {}:VHOST/ROUTE", picked.len(), labels(), f.name),
+            ))
+        }
+    };
+    let action = tree::get(route, "route").cloned().unwrap_or(Value::Null);
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("{label}.{k}"), e);
+    let timeout = match tree::duration(&action, "timeout").map_err(|e| bad("timeout", e))? {
+        None => Some(DEFAULT_ROUTE_TIMEOUT),
+        Some(d) if d.is_zero() => None,
+        Some(d) => Some(d),
+    };
+    let mut assumes = Vec::new();
+    if tree::get(&action, "timeout").is_none() {
+        assumes.push("route timeout unset: Envoy's 15 s".to_string());
+    }
+    let cluster = tree::string(&action, "cluster").unwrap_or("").to_string();
+    let (policy, from) = match (tree::get(&action, "retryPolicy"), tree::get(vh, "retryPolicy")) {
+        (Some(p), _) => (Some(p), "route"),
+        (None, Some(p)) => (Some(p), "virtual host"),
+        (None, None) => (None, ""),
+    };
+    let mut layer = Layer::new(f.name, System::Envoy, label.clone());
+    layer.retry_on = "nothing (no retry_policy)".to_string();
+    layer.timeout = timeout;
+    layer.budget = Some(Budget::MaxConcurrent { max: 3 });
+    layer.assumes = assumes;
+    layer.pause = Pause::envoy_default();
+    layer.assumes.push(format!(
+        "{cluster:?}: Envoy's default circuit breaker, 3 retries in flight (add the clusters file after this one)"
+    ));
+    layer.cluster = cluster;
+    let Some(p) = policy else {
+        return Ok(layer);
+    };
+    let retries = tree::uint(p, "numRetries").map_err(|e| bad("retry_policy.num_retries", e))?.unwrap_or(1);
+    let on: Vec<String> = tree::string(p, "retryOn")
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    let mut codes = Vec::new();
+    for c in tree::list(p, "retriableStatusCodes") {
+        let code = c
+            .as_u64()
+            .and_then(|c| u16::try_from(c).ok())
+            .filter(|c| (100..=599).contains(c))
+            .ok_or_else(|| bad("retry_policy.retriable_status_codes", format!("{c} is not an HTTP status")))?;
+        codes.push(code);
+    }
+    let per_try = tree::duration(p, "perTryTimeout")
+        .map_err(|e| bad("retry_policy.per_try_timeout", e))?
+        .filter(|d| !d.is_zero())
+        .or(timeout);
+    if let Some(b) = tree::get(p, "retryBackOff") {
+        let base = tree::duration(b, "baseInterval")
+            .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| bad("retry_policy.retry_back_off.base_interval", "is required and must be above 0".into()))?;
+        let max = tree::duration(b, "maxInterval")
+            .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?
+            .unwrap_or(base * 10);
+        layer.pause = Pause::Envoy { base, max };
+    }
+    if from == "virtual host" {
+        layer.assumes.push("retry_policy from the virtual host (the route has none)".to_string());
+    }
+    let method_limited = tree::get(p, "retriableRequestHeaders").is_some();
+    layer.non_idempotent = if retries == 0 || method_limited {
+        None
+    } else {
+        unsafe_conditions(&on, &codes)
+    };
+    layer.max_tries = Some(u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = if retries == 0 || on.is_empty() {
+        "nothing (num_retries 0 or no retry_on)".to_string()
+    } else {
+        super::istio::describe(&on, &codes)
+    };
+    layer.per_try_timeout = per_try;
+    layer.rule = if retries == 0 { Rule::Nothing } else { Rule::Envoy { on, codes } };
+    Ok(layer)
+}
+
+/// The circuit breakers of `layer`'s cluster, from a clusters file
+/// (`selector` names the cluster when the route's is not in it).
+pub(crate) fn add_clusters(layer: &mut Layer, f: &PathInput<'_>, docs: &[Value]) -> Result<(), PathError> {
+    let mut clusters = Vec::new();
+    for d in docs {
+        tree::objects_with(d, "circuitBreakers", &mut clusters);
+    }
+    let names: Vec<&str> = clusters.iter().filter_map(|c| tree::string(c, "name")).collect();
+    let routed = layer.cluster.clone();
+    let want = f.selector.unwrap_or(&routed);
+    let cluster = clusters
+        .iter()
+        .find(|c| tree::string(c, "name") == Some(want))
+        .ok_or_else(|| {
+            PathError::new(
+                f.name,
+                "name",
+                format!(
+                    "the route sends to cluster {routed:?}, which is not here (clusters: {}); name one as {}:CLUSTER",
+                    names.join(", "),
+                    f.name
+                ),
+            )
+        })?;
+    let cb = tree::get(cluster, "circuitBreakers").cloned().unwrap_or(Value::Null);
+    let thresholds = tree::list(&cb, "thresholds");
+    let default = thresholds
+        .iter()
+        .find(|t| matches!(tree::string(t, "priority"), None | Some("DEFAULT")))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("{want}.circuit_breakers.thresholds.{k}"), e);
+    layer.assumes.retain(|a| !a.contains("Envoy's default circuit breaker"));
+    layer.budget = Some(match tree::get(&default, "retryBudget") {
+        Some(b) => Budget::Concurrent {
+            percent: tree::number(b, "budgetPercent").map_err(|e| bad("retry_budget.budget_percent", e))?.unwrap_or(20.0),
+            min_concurrency: tree::uint(b, "minRetryConcurrency")
+                .map_err(|e| bad("retry_budget.min_retry_concurrency", e))?
+                .map_or(3, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        },
+        None => Budget::MaxConcurrent {
+            max: tree::uint(&default, "maxRetries").map_err(|e| bad("max_retries", e))?.unwrap_or(3),
+        },
+    });
+    layer.assumes.push(format!("cluster {want:?}'s circuit breakers from {}", f.name));
+    Ok(())
+}
+
+/// The conditions of `on` that repeat a request the application may have
+/// handled (a 5xx answer or a reset after the request was sent), named
+/// for the finding; `None` when every condition is "never sent".
+pub(crate) fn unsafe_conditions(on: &[String], codes: &[u16]) -> Option<String> {
+    let mut bad: Vec<String> = on
+        .iter()
+        .filter(|c| matches!(c.as_str(), "5xx" | "gateway-error" | "reset" | "retriable-4xx"))
+        .cloned()
+        .collect();
+    if on.iter().any(|c| c == "retriable-status-codes") && !codes.is_empty() {
+        let c: Vec<String> = codes.iter().map(u16::to_string).collect();
+        bad.push(format!("retriable-status-codes [{}]", c.join(",")));
+    }
+    (!bad.is_empty()).then(|| bad.join(", "))
+}

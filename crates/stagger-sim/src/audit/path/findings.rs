@@ -1,0 +1,136 @@
+//! The path's findings: retries at several layers (and which to keep),
+//! Istio's implicit retries, per-try timeouts no deadline leaves room for,
+//! meshes that repeat non-idempotent requests, and no budget anywhere.
+
+use super::{budgeted, round3, PathFinding, PathReport};
+
+fn name(r: &PathReport, i: usize) -> String {
+    let l = &r.layers[i];
+    format!("{} ({} {})", l.file, l.system, l.selector)
+}
+
+fn tries(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
+    let mut out = Vec::new();
+    let retrying: Vec<usize> = (0..r.layers.len()).filter(|&i| r.dead.layers[i].tries > 1.0).collect();
+    let bottom = r.dead.bottom_attempts;
+    if retrying.len() > 1 {
+        // Keep the layer closest to the failure that knows which methods
+        // are idempotent: a client, not a mesh.
+        let keep = retrying
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| !r.layers[i].system.is_mesh())
+            .unwrap_or(*retrying.last().unwrap_or(&0));
+        let chain: Vec<String> = retrying
+            .iter()
+            .map(|&i| format!("{} ×{}", name(r, i), tries(r.dead.layers[i].tries)))
+            .collect();
+        out.push(PathFinding {
+            id: "retries_at_several_layers",
+            layers: retrying.clone(),
+            message: format!(
+                "{} layers retry the same failure: {}; {} attempts reach the dependency for one call when it is down. Keep retries at {} — the layer closest to the failure that knows which calls are idempotent — and let the others pass the failure up",
+                retrying.len(),
+                chain.join(", "),
+                tries(bottom),
+                name(r, keep)
+            ),
+        });
+    }
+    for (i, l) in r.layers.iter().enumerate() {
+        if l.implicit && r.dead.layers[i].tries > 1.0 {
+            out.push(PathFinding {
+                id: "mesh_default_retries",
+                layers: vec![i],
+                message: format!(
+                    "{} has no `retries`, so Istio retries anyway: {} tries on {} (since 1.24 without 503). Write `retries: {{attempts: 0}}` to leave retrying to one layer, or write the policy you mean",
+                    name(r, i),
+                    l.max_tries.unwrap_or(1),
+                    l.retry_on
+                ),
+            });
+        }
+    }
+    // A per-try timeout at or past a deadline at or above the layer leaves
+    // no room for a retry.
+    for (i, l) in r.layers.iter().enumerate() {
+        let Some(per_try) = l.per_try_timeout else { continue };
+        if l.max_tries.is_some_and(|n| n <= 1) || r.dead.layers[i].tries <= 1.0 && !r.dead.layers[i].retries {
+            continue;
+        }
+        let mut limits: Vec<(usize, std::time::Duration, &str)> = Vec::new();
+        if let Some(t) = l.timeout.filter(|t| *t != per_try) {
+            limits.push((i, t, "its own timeout"));
+        }
+        for (j, up) in r.layers[..i].iter().enumerate() {
+            if let Some(t) = up.timeout {
+                limits.push((j, t, "the timeout"));
+            }
+            if let Some(t) = up.per_try_timeout {
+                limits.push((j, t, "the per-try timeout"));
+            }
+        }
+        if let Some((j, t, what)) = limits.into_iter().filter(|(_, t, _)| per_try >= *t).min_by_key(|x| x.1) {
+            let whose = if j == i { String::new() } else { format!(" of {}", name(r, j)) };
+            out.push(PathFinding {
+                id: "per_try_timeout_exceeds_deadline",
+                layers: vec![i, j],
+                message: format!(
+                    "{}: a try may take {per_try:?}, but {what}{whose} is {t:?}: its retries never happen when tries are slow. Make the per-try timeout a fraction of the deadline (deadline / tries)",
+                    name(r, i)
+                ),
+            });
+        }
+    }
+    for (i, l) in r.layers.iter().enumerate() {
+        if let Some(why) = &l.non_idempotent {
+            out.push(PathFinding {
+                id: "retries_non_idempotent",
+                layers: vec![i],
+                message: format!(
+                    "{} retries on {why} for every method: a POST the application already handled runs again. Retry only 'never sent' failures (connect-failure, refused-stream) in the mesh, or limit it to idempotent routes",
+                    name(r, i)
+                ),
+            });
+        }
+    }
+    let capped = r.layers.iter().any(|l| {
+        matches!(l.budget, Some(super::Budget::Drains { .. } | super::Budget::Ratio { .. } | super::Budget::Concurrent { .. }))
+    });
+    if bottom > 1.0 && !capped {
+        let keep = retrying
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| !r.layers[i].system.is_mesh())
+            .or(retrying.last().copied());
+        if let Some(k) = keep {
+            let mut probe = r.layers[k].clone();
+            probe.budget = Some(super::Budget::Ratio {
+                ratio: 0.1,
+                floor_per_second: 0.0,
+            });
+            let with = bottom / r.dead.layers[k].tries.max(1.0) * budgeted(&probe, r.dead.layers[k].tries, r.options.concurrency);
+            out.push(PathFinding {
+                id: "no_budget_on_path",
+                layers: vec![k],
+                message: format!(
+                    "nothing on the path caps retries while the dependency is down: a 10 % retry budget at {} ([budget] in a stagger policy, retryThrottling in a service config, retry_budget on an Envoy cluster) would bring {} attempts per call down to about {}",
+                    name(r, k),
+                    tries(bottom),
+                    tries(round3(with))
+                ),
+            });
+        }
+    }
+    out
+}

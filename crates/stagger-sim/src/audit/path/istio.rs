@@ -1,0 +1,280 @@
+//! Istio `VirtualService` routes, as Istio's control plane turns them into
+//! its sidecars' Envoy retry policies.
+//!
+//! The rules (Istio's `networking/v1alpha3/virtual_service.proto`, its
+//! `route/retry` conversion and the 1.24 change notes):
+//! - a route without `retries` gets the mesh's `defaultHttpRetryPolicy`, or
+//!   else Istio's own default: 2 retries on
+//!   `connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes`,
+//!   with 503 as a retriable code only before 1.24
+//!   (`EXCLUDE_UNSAFE_503_FROM_DEFAULT_RETRY`);
+//! - `attempts` counts retries (1 + attempts tries); 0, or a `retries`
+//!   block without `attempts`, turns retries off;
+//! - `retryOn` left out keeps the default conditions; numbers in it are
+//!   retriable status codes;
+//! - `perTryTimeout` defaults to the route's `timeout`, which defaults to
+//!   none; `backoff` sets Envoy's base (25 ms by default), the cap stays ten
+//!   times the base;
+//! - Istio lifts Envoy's `max_retries` circuit breaker to 2^32 − 1, so by
+//!   default nothing caps concurrent retries.
+
+use serde_json::Value;
+
+use super::rules::{Pause, Rule};
+use super::tree;
+use super::{Layer, Options, PathError, PathInput, System};
+
+/// Istio's built-in default conditions.
+const DEFAULT_ON: &str = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
+/// Retries in Istio's built-in default.
+const DEFAULT_RETRIES: u64 = 2;
+
+/// A mesh-wide `defaultHttpRetryPolicy`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct MeshDefault {
+    file: String,
+    retries: Value,
+}
+
+/// The `defaultHttpRetryPolicy` of a MeshConfig, an IstioOperator's
+/// `spec.meshConfig`, or the `istio` ConfigMap's `data.mesh` text.
+pub(crate) fn mesh_default(file: &str, docs: &[Value]) -> Result<MeshDefault, PathError> {
+    let mut found = Vec::new();
+    for d in docs {
+        tree::objects_with(d, "defaultHttpRetryPolicy", &mut found);
+    }
+    let mut nested = Vec::new();
+    for d in docs {
+        if let Some(mesh) = tree::obj(d, "data").and_then(|m| m.get("mesh")).and_then(Value::as_str) {
+            nested.extend(tree::documents(file, mesh)?);
+        }
+    }
+    for d in &nested {
+        tree::objects_with(d, "defaultHttpRetryPolicy", &mut found);
+    }
+    let holder = found
+        .first()
+        .ok_or_else(|| PathError::new(file, "defaultHttpRetryPolicy", "not found"))?;
+    let retries = tree::get(holder, "defaultHttpRetryPolicy").cloned().unwrap_or(Value::Null);
+    Ok(MeshDefault {
+        file: file.to_string(),
+        retries,
+    })
+}
+
+/// One VirtualService route: `selector` is `HOST` or `HOST/ROUTE` (the
+/// route's `name` or its index in `http`).
+pub(crate) fn layer(
+    f: &PathInput<'_>,
+    docs: &[Value],
+    mesh: Option<&MeshDefault>,
+    o: &Options,
+) -> Result<Layer, PathError> {
+    let services: Vec<&Value> = docs
+        .iter()
+        .filter(|d| tree::string(d, "kind") == Some("VirtualService"))
+        .collect();
+    let (host_sel, route_sel) = match f.selector {
+        Some(s) => match s.split_once('/') {
+            Some((h, r)) => (Some(h), Some(r)),
+            None => (Some(s), None),
+        },
+        None => (None, None),
+    };
+    let hosts_of = |vs: &Value| -> Vec<String> {
+        tree::get(vs, "spec")
+            .map(|s| tree::list(s, "hosts"))
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|h| h.as_str().map(str::to_string))
+            .collect()
+    };
+    let all_hosts: Vec<String> = services.iter().flat_map(|vs| hosts_of(vs)).collect();
+    let vs = match host_sel {
+        None if services.len() == 1 => services[0],
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "",
+                format!(
+                    "holds {} VirtualServices (hosts {}): name one as {}:HOST",
+                    services.len(),
+                    all_hosts.join(", "),
+                    f.name
+                ),
+            ))
+        }
+        Some(h) => services
+            .iter()
+            .copied()
+            .find(|vs| hosts_of(vs).iter().any(|x| host_matches(x, h)))
+            .or_else(|| {
+                services.iter().copied().find(|vs| {
+                    tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h)
+                })
+            })
+            .ok_or_else(|| {
+                PathError::new(
+                    f.name,
+                    "spec.hosts",
+                    format!("no VirtualService routes host {h:?} (hosts: {})", all_hosts.join(", ")),
+                )
+            })?,
+    };
+    let spec = tree::get(vs, "spec").cloned().unwrap_or(Value::Null);
+    let routes = tree::list(&spec, "http");
+    let name_of = |i: usize, r: &Value| tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string);
+    let (index, route) = match route_sel {
+        None if routes.len() == 1 => (0, &routes[0]),
+        None if routes.is_empty() => {
+            return Err(PathError::new(f.name, "spec.http", "has no HTTP routes (a TCP or TLS service is not retried by Istio)"))
+        }
+        None => {
+            let names: Vec<String> = routes.iter().enumerate().map(|(i, r)| name_of(i, r)).collect();
+            return Err(PathError::new(
+                f.name,
+                "spec.http",
+                format!("holds {} routes ({}): name one as {}:HOST/ROUTE", routes.len(), names.join(", "), f.name),
+            ));
+        }
+        Some(r) => routes
+            .iter()
+            .enumerate()
+            .find(|(i, x)| name_of(*i, x) == r)
+            .ok_or_else(|| PathError::new(f.name, "spec.http", format!("no route named {r:?}")))?,
+    };
+    let host = hosts_of(vs).first().cloned().unwrap_or_default();
+    let selector = if routes.len() > 1 {
+        format!("{host}/{}", name_of(index, route))
+    } else {
+        host
+    };
+    let field = |k: &str| format!("spec.http[{index}].{k}");
+    let bad = |k: &str, e: String| PathError::new(f.name, &field(k), e);
+    let timeout = tree::duration(route, "timeout")
+        .map_err(|e| bad("timeout", e))?
+        .filter(|d| !d.is_zero());
+    let mut assumes = vec![format!(
+        "Istio 1.{} defaults{}",
+        o.istio.minor,
+        if o.istio.minor >= 24 { " (503 not in the implicit policy)" } else { " (503 in the implicit policy)" }
+    )];
+    assumes.push("Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".to_string());
+    let (retries, implicit, source) = match tree::get(route, "retries") {
+        Some(r) => (r.clone(), false, field("retries")),
+        None => match mesh {
+            Some(m) => (m.retries.clone(), true, format!("defaultHttpRetryPolicy in {}", m.file)),
+            None => (Value::Null, true, "Istio's default policy".to_string()),
+        },
+    };
+    let bad_r = |k: &str, e: String| PathError::new(f.name, &format!("{source}.{k}"), e);
+    let attempts = if retries.is_null() {
+        DEFAULT_RETRIES
+    } else {
+        tree::uint(&retries, "attempts").map_err(|e| bad_r("attempts", e))?.unwrap_or(0)
+    };
+    let with_503 = o.istio.minor < 24;
+    let (on, mut codes): (Vec<String>, Vec<u16>) = match tree::string(&retries, "retryOn") {
+        Some(s) => parse_retry_on(s).map_err(|e| bad_r("retryOn", e))?,
+        None => (DEFAULT_ON.split(',').map(str::to_string).collect(), Vec::new()),
+    };
+    if with_503 && tree::get(&retries, "retryOn").is_none() {
+        codes.push(503);
+    }
+    let per_try = tree::duration(&retries, "perTryTimeout")
+        .map_err(|e| bad_r("perTryTimeout", e))?
+        .filter(|d| !d.is_zero())
+        .or(timeout);
+    let pause = match tree::duration(&retries, "backoff").map_err(|e| bad_r("backoff", e))? {
+        Some(b) if !b.is_zero() => Pause::Envoy { base: b, max: b * 10 },
+        _ => Pause::envoy_default(),
+    };
+    if attempts == 0 {
+        assumes.push(format!("{source}: attempts 0 (or left out) turns retries off"));
+    }
+    let max_tries = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
+    let retry_on = if attempts == 0 {
+        "nothing".to_string()
+    } else {
+        describe(&on, &codes)
+    };
+    let non_idempotent = (attempts > 0).then(|| super::envoy::unsafe_conditions(&on, &codes)).flatten();
+    let mut layer = Layer::new(f.name, System::Istio, selector);
+    layer.max_tries = Some(max_tries);
+    layer.retry_on = retry_on;
+    layer.per_try_timeout = per_try;
+    layer.timeout = timeout;
+    layer.implicit = implicit && attempts > 0;
+    layer.non_idempotent = non_idempotent;
+    layer.assumes = assumes;
+    layer.rule = if attempts == 0 { Rule::Nothing } else { Rule::Envoy { on, codes } };
+    layer.pause = pause;
+    Ok(layer)
+}
+
+/// `retryOn` as Istio reads it: Envoy conditions and, for numbers,
+/// retriable status codes (adding `retriable-status-codes`).
+fn parse_retry_on(s: &str) -> Result<(Vec<String>, Vec<u16>), String> {
+    let mut on = Vec::new();
+    let mut codes = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if part.chars().all(|c| c.is_ascii_digit()) {
+            let code: u16 = part
+                .parse()
+                .ok()
+                .filter(|c| (100..=599).contains(c))
+                .ok_or_else(|| format!("{part} is not an HTTP status"))?;
+            codes.push(code);
+        } else {
+            on.push(part.to_string());
+        }
+    }
+    if !codes.is_empty() && !on.iter().any(|o| o == "retriable-status-codes") {
+        on.push("retriable-status-codes".to_string());
+    }
+    Ok((on, codes))
+}
+
+/// Conditions and codes for the report.
+pub(crate) fn describe(on: &[String], codes: &[u16]) -> String {
+    let mut s = on.join(",");
+    if !codes.is_empty() {
+        let c: Vec<String> = codes.iter().map(u16::to_string).collect();
+        s.push_str(&format!(" [{}]", c.join(",")));
+    }
+    s
+}
+
+/// Whether a VirtualService host matches the selector: exact, by short
+/// name (`reviews` and `reviews.default.svc.cluster.local`), or a `*.`
+/// wildcard.
+fn host_matches(host: &str, want: &str) -> bool {
+    let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
+    host == want
+        || (!host.contains('*') && short(host) == short(want) && (!host.contains('.') || !want.contains('.')))
+        || host.strip_prefix("*.").is_some_and(|suffix| want.ends_with(&format!(".{suffix}")))
+        || host == "*"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_by_full_name_short_name_and_wildcard() {
+        assert!(host_matches("reviews", "reviews"));
+        assert!(host_matches("reviews", "reviews.default.svc.cluster.local"));
+        assert!(host_matches("reviews.default.svc.cluster.local", "reviews"));
+        assert!(!host_matches("reviews.a.svc", "reviews.b.svc"));
+        assert!(host_matches("*.example.com", "api.example.com"));
+        assert!(!host_matches("*.example.com", "example.com"));
+    }
+
+    #[test]
+    fn numbers_in_retry_on_are_status_codes() {
+        let (on, codes) = parse_retry_on("gateway-error, 503,connect-failure").unwrap();
+        assert_eq!(on, ["gateway-error", "connect-failure", "retriable-status-codes"]);
+        assert_eq!(codes, [503]);
+        assert!(parse_retry_on("5xx,999").unwrap_err().contains("999"));
+    }
+}

@@ -1,0 +1,251 @@
+//! Linkerd: a `ServiceProfile` route, or the `retry.linkerd.io/*`
+//! annotations on an HTTPRoute, GRPCRoute or Service (Linkerd 2.16+).
+//!
+//! The rules (Linkerd's retries reference and its policy controller and
+//! profile translator):
+//! - a profile retries only routes marked `isRetryable`, whatever the verb,
+//!   with no count per request: its `retryBudget` limits them (by default
+//!   20 % more load plus 10 retries a second over 10 s); a `retryBudget`
+//!   given in part is taken as written, the missing fields as zero, and a
+//!   missing `ttl` makes Linkerd reject the profile;
+//! - a profile route's `timeout` covers its retries (10 s when unset);
+//! - annotations: `retry.linkerd.io/http` (`5xx`, `gateway-error`, `xxx`,
+//!   `xxx-yyy`), `/grpc` (cancelled, deadline-exceeded, internal,
+//!   resource-exhausted, unavailable), `/limit` (retries, 1 when unset,
+//!   and `"0"` is read as unset) and `/timeout` (per try; a timed-out try
+//!   is retried); `timeout.linkerd.io/request` bounds the whole request;
+//! - a Service with a ServiceProfile ignores the annotations.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::rules::{Pause, Rule};
+use super::tree;
+use super::{Budget, Layer, PathError, PathInput, System};
+
+/// A profile route's timeout when none is set.
+const PROFILE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let profiles: Vec<&Value> = docs
+        .iter()
+        .filter(|d| tree::string(d, "kind") == Some("ServiceProfile"))
+        .collect();
+    if !profiles.is_empty() {
+        return profile(f, &profiles);
+    }
+    annotated(f, docs)
+}
+
+fn name_of(d: &Value) -> &str {
+    tree::get(d, "metadata").and_then(|m| tree::string(m, "name")).unwrap_or("")
+}
+
+fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
+    // (profile, route)
+    let mut routes = Vec::new();
+    for p in profiles {
+        let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
+        for r in tree::list(spec, "routes") {
+            routes.push((*p, r));
+        }
+    }
+    let label = |r: &Value| tree::string(r, "name").unwrap_or("").to_string();
+    let names = || routes.iter().map(|(_, r)| label(r)).collect::<Vec<_>>().join(", ");
+    let (p, route) = match f.selector {
+        None if routes.len() == 1 => routes[0],
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "spec.routes",
+                format!("holds {} routes ({}): name one as {}:ROUTE", routes.len(), names(), f.name),
+            ))
+        }
+        Some(s) => *routes
+            .iter()
+            .find(|(_, r)| label(r) == s)
+            .ok_or_else(|| PathError::new(f.name, "spec.routes", format!("no route named {s:?} (routes: {})", names())))?,
+    };
+    let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
+    let name = label(route);
+    let bad = |k: &str, e: String| PathError::new(f.name, k, e);
+    let mut layer = Layer::new(f.name, System::Linkerd, format!("{} {name}", name_of(p)));
+    layer.timeout = Some(
+        tree::duration(route, "timeout")
+            .map_err(|e| bad("spec.routes.timeout", e))?
+            .unwrap_or(PROFILE_TIMEOUT),
+    );
+    let budget = match tree::get(spec, "retryBudget") {
+        None => {
+            layer.assumes.push("no retryBudget: Linkerd's default, ratio 0.2, 10 retries/s, ttl 10s".to_string());
+            Budget::Ratio {
+                ratio: 0.2,
+                floor_per_second: 10.0,
+            }
+        }
+        Some(b) => {
+            if tree::get(b, "ttl").is_none() {
+                return Err(bad("spec.retryBudget.ttl", "is missing: Linkerd cannot parse the budget and rejects the profile".into()));
+            }
+            tree::duration(b, "ttl").map_err(|e| bad("spec.retryBudget.ttl", e))?;
+            let ratio = tree::number(b, "retryRatio").map_err(|e| bad("spec.retryBudget.retryRatio", e))?;
+            let floor = tree::number(b, "minRetriesPerSecond").map_err(|e| bad("spec.retryBudget.minRetriesPerSecond", e))?;
+            if ratio.is_none() || floor.is_none() {
+                layer.assumes.push("a partial retryBudget: the missing fields are 0, not Linkerd's defaults".to_string());
+            }
+            Budget::Ratio {
+                ratio: ratio.unwrap_or(0.0),
+                floor_per_second: floor.unwrap_or(0.0),
+            }
+        }
+    };
+    layer.budget = Some(budget);
+    if tree::get(route, "isRetryable").and_then(Value::as_bool) == Some(true) {
+        layer.max_tries = None;
+        layer.rule = Rule::Profile;
+        layer.retry_on = "5xx (isRetryable; no count per request, the budget limits it)".to_string();
+        let method = tree::get(route, "condition").and_then(|c| tree::string(c, "method"));
+        if !matches!(method, Some("GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE")) {
+            layer.non_idempotent = Some(format!(
+                "isRetryable on a route that matches {}",
+                method.map_or("any method".to_string(), |m| m.to_string())
+            ));
+        }
+    } else {
+        layer.retry_on = "nothing (isRetryable not set)".to_string();
+    }
+    Ok(layer)
+}
+
+fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let routes: Vec<&Value> = docs
+        .iter()
+        .filter(|d| matches!(tree::string(d, "kind"), Some("HTTPRoute" | "GRPCRoute" | "Service")))
+        .collect();
+    let names = || routes.iter().map(|d| name_of(d)).collect::<Vec<_>>().join(", ");
+    let doc = match f.selector {
+        None if routes.len() == 1 => routes[0],
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "metadata.name",
+                format!("holds {} routes ({}): name one as {}:NAME", routes.len(), names(), f.name),
+            ))
+        }
+        Some(s) => *routes
+            .iter()
+            .find(|d| name_of(d) == s)
+            .ok_or_else(|| PathError::new(f.name, "metadata.name", format!("nothing named {s:?} (here: {})", names())))?,
+    };
+    let grpc_route = tree::string(doc, "kind") == Some("GRPCRoute");
+    let ann = tree::get(doc, "metadata").and_then(|m| tree::get(m, "annotations")).cloned().unwrap_or(Value::Null);
+    let get = |k: &str| ann.as_object().and_then(|m| m.get(k)).and_then(Value::as_str);
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("metadata.annotations.{k}"), e);
+    let mut layer = Layer::new(f.name, System::Linkerd, name_of(doc).to_string());
+    let go = |k: &str| -> Result<Option<Duration>, PathError> {
+        match get(k) {
+            None => Ok(None),
+            Some(s) => tree::go_duration(s)
+                .map(Some)
+                .ok_or_else(|| bad(k, format!("{s:?} is not a duration such as 150ms"))),
+        }
+    };
+    layer.timeout = go("timeout.linkerd.io/request")?.filter(|d| !d.is_zero());
+    let per_try = go("retry.linkerd.io/timeout")?;
+    let limit = match get("retry.linkerd.io/limit") {
+        None => None,
+        Some(s) => Some(s.trim().parse::<u32>().map_err(|_| bad("retry.linkerd.io/limit", format!("{s:?} is not a whole number")))?),
+    }
+    .filter(|n| *n != 0);
+    let http = get("retry.linkerd.io/http").map(parse_http).transpose().map_err(|e| bad("retry.linkerd.io/http", e))?;
+    let grpc = get("retry.linkerd.io/grpc").map(parse_grpc).transpose().map_err(|e| bad("retry.linkerd.io/grpc", e))?;
+    if limit.is_none() && per_try.is_none() && http.is_none() && grpc.is_none() {
+        layer.retry_on = "nothing (no retry.linkerd.io annotation)".to_string();
+        return Ok(layer);
+    }
+    let (http, grpc) = match (http, grpc) {
+        (None, None) => {
+            layer.assumes.push("no retry conditions given: the proxy's defaults (5xx; gRPC cancelled, deadline-exceeded, resource-exhausted, unavailable)".into());
+            (vec![(500, 599)], vec![1, 4, 8, 14])
+        }
+        (h, g) => (h.unwrap_or_default(), g.unwrap_or_default()),
+    };
+    if get("retry.linkerd.io/limit").is_some_and(|s| s.trim() == "0") {
+        layer.assumes.push("retry.linkerd.io/limit \"0\" is read as unset: 1 retry".into());
+    }
+    let retries = limit.unwrap_or(1);
+    layer.max_tries = Some(retries.saturating_add(1));
+    layer.per_try_timeout = per_try.or(layer.timeout);
+    let mut on: Vec<String> = http.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    on.extend(grpc.iter().map(|c| super::Failure::Grpc(*c).to_string()));
+    layer.retry_on = on.join(",");
+    if !grpc_route && http.iter().any(|(_, b)| *b >= 500) {
+        layer.non_idempotent = Some(format!("retry.linkerd.io/http {}", get("retry.linkerd.io/http").unwrap_or("(default 5xx)")));
+    }
+    layer.pause = Pause::None;
+    layer.rule = Rule::Linkerd { http, grpc };
+    Ok(layer)
+}
+
+/// `retry.linkerd.io/http`: `5xx`, `gateway-error`, `xxx`, `xxx-yyy`.
+fn parse_http(s: &str) -> Result<Vec<(u16, u16)>, String> {
+    let status = |p: &str| {
+        p.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|c| (100..=599).contains(c))
+            .ok_or_else(|| format!("{p:?} is not an HTTP status, a range, 5xx or gateway-error"))
+    };
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p {
+            "5xx" => Ok((500, 599)),
+            "gateway-error" => Ok((502, 504)),
+            _ => match p.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (status(a)?, status(b)?);
+                    if a > b {
+                        return Err(format!("{p:?}: the range runs backwards"));
+                    }
+                    Ok((a, b))
+                }
+                None => status(p).map(|c| (c, c)),
+            },
+        })
+        .collect()
+}
+
+/// `retry.linkerd.io/grpc`: the five codes Linkerd retries by name.
+fn parse_grpc(s: &str) -> Result<Vec<u32>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p {
+            "cancelled" => Ok(1),
+            "deadline-exceeded" => Ok(4),
+            "resource-exhausted" => Ok(8),
+            "internal" => Ok(13),
+            "unavailable" => Ok(14),
+            other => Err(format!(
+                "{other:?} is not one of cancelled, deadline-exceeded, internal, resource-exhausted, unavailable"
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_conditions_as_documented() {
+        assert_eq!(parse_http("5xx").unwrap(), [(500, 599)]);
+        assert_eq!(parse_http("gateway-error, 429").unwrap(), [(502, 504), (429, 429)]);
+        assert_eq!(parse_http("500-504").unwrap(), [(500, 504)]);
+        assert!(parse_http("504-500").unwrap_err().contains("backwards"));
+        assert!(parse_http("4xx").is_err());
+        assert!(parse_grpc("unavailable,aborted").unwrap_err().contains("aborted"));
+    }
+}

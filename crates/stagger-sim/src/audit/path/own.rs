@@ -1,0 +1,142 @@
+//! The clients' own files as layers: a gRPC service config's method (read
+//! by the library's import, leniently) and a stagger policy file.
+
+use stagger::config::{lenient, BudgetSpec, PolicyFile, ServiceConfig};
+use stagger::Backoff;
+
+use super::rules::{Pause, Rule};
+use super::{Budget, Layer, PathError, PathInput, System};
+use crate::audit::Input;
+
+/// The library's ratio budget default (10 % of requests).
+const RATIO_DEFAULT: f64 = 0.1;
+
+pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    if crate::audit::is_policy_file(&Input::new(f.name, f.text)) {
+        policy(f)
+    } else {
+        service_config(f)
+    }
+}
+
+fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    let err = |e: stagger::ConfigError| PathError::new(f.name, e.field(), e.problem());
+    if lenient::choices(f.text).map_err(err)?.is_some() {
+        return Err(PathError::new(
+            f.name,
+            "",
+            "a DNS TXT list of service config choices: put the choice a client picks in a file of its own",
+        ));
+    }
+    let (config, _) = ServiceConfig::from_json_lenient(f.text).map_err(err)?;
+    let label = |(s, m): &(String, String)| match (s.as_str(), m.as_str()) {
+        ("", _) => "*".to_string(),
+        (s, "") => format!("{s}/*"),
+        (s, m) => format!("{s}/{m}"),
+    };
+    let all = || {
+        config
+            .methods
+            .iter()
+            .flat_map(|m| m.names.iter().map(label))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (method, selector) = match f.selector {
+        None if config.methods.len() == 1 => {
+            let m = &config.methods[0];
+            (m, m.names.first().map(label).unwrap_or_else(|| "*".into()))
+        }
+        None if config.methods.is_empty() => {
+            return Err(PathError::new(f.name, "methodConfig", "is empty: no method of this config retries"))
+        }
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "methodConfig",
+                format!("names several methods ({}): name one as {}:SERVICE/METHOD", all(), f.name),
+            ))
+        }
+        Some(s) => {
+            let (service, name) = s.split_once('/').unwrap_or((s, ""));
+            let m = config
+                .method(service, name.trim_end_matches('*'))
+                .ok_or_else(|| PathError::new(f.name, "methodConfig", format!("no entry applies to {s:?} (entries: {})", all())))?;
+            (m, s.to_string())
+        }
+    };
+    let p = &method.policy;
+    let mut layer = Layer::new(f.name, System::Grpc, selector);
+    layer.timeout = p.timeout();
+    layer.per_try_timeout = p.attempt_timeout();
+    if config.throttling.is_some() {
+        layer.budget = Some(Budget::Drains { what: "retryThrottling" });
+    }
+    let Some(codes) = p.retryable_codes() else {
+        layer.retry_on = "nothing (no retryPolicy)".to_string();
+        return Ok(layer);
+    };
+    layer.max_tries = Some(p.max_attempts());
+    layer.rule = Rule::Grpc { codes: codes.to_vec() };
+    let names: Vec<String> = codes.iter().map(|c| super::Failure::Grpc(*c).to_string()).collect();
+    layer.retry_on = names.join(",");
+    if p.hedging_delay().is_some() {
+        layer.retry_on = format!("hedging; non-fatal {}", layer.retry_on);
+        layer.assumes.push("hedging: a non-fatal failure sends the next attempt at once".into());
+    } else {
+        layer.pause = Pause::Library(p.backoff().clone());
+    }
+    if p.max_attempts() > 1 && codes.is_empty() {
+        layer.retry_on = "nothing (no retryable codes)".into();
+    }
+    Ok(layer)
+}
+
+fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    let parsed = if f.name.ends_with(".toml") {
+        PolicyFile::from_toml(f.text)
+    } else {
+        PolicyFile::from_json(f.text)
+    };
+    let file = parsed.map_err(|e| PathError::new(f.name, e.field(), e.problem()))?;
+    let mut layer = Layer::new(f.name, System::Stagger, file.name.clone().unwrap_or_else(|| "*".into()));
+    layer.max_tries = Some(file.attempts.max(1));
+    layer.timeout = file.deadline;
+    layer.per_try_timeout = file.attempt_timeout;
+    layer.budget = file.budget.map(|b| match b {
+        BudgetSpec::Ratio { ratio, .. } => Budget::Ratio {
+            ratio: ratio.unwrap_or(RATIO_DEFAULT),
+            floor_per_second: 0.0,
+        },
+        _ => Budget::Drains { what: "a token budget" },
+    });
+    layer.rule = Rule::Stagger {
+        on: file.retry_on.clone(),
+    };
+    layer.retry_on = if file.retry_on.is_empty() {
+        "transient (the library's classification)".to_string()
+    } else {
+        let on: Vec<String> = file
+            .retry_on
+            .iter()
+            .map(|r| match r {
+                stagger::config::RetryOn::Grpc(c) => super::Failure::Grpc(*c).to_string(),
+                stagger::config::RetryOn::Http(s) => s.to_string(),
+                _ => "?".to_string(),
+            })
+            .collect();
+        format!("{} and connection failures", on.join(","))
+    };
+    layer.pause = Pause::Library(
+        Backoff::new()
+            .base(file.base)
+            .cap(file.cap)
+            .multiplier(file.multiplier)
+            .jitter(file.jitter),
+    );
+    if file.attempts <= 1 {
+        layer.rule = Rule::Nothing;
+        layer.retry_on = "nothing (attempts = 1)".into();
+    }
+    Ok(layer)
+}

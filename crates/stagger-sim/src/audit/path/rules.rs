@@ -1,0 +1,280 @@
+//! What crosses a layer and what each system retries: the failure a layer
+//! sees from below, whether its rules cover it, what it returns when it
+//! gives up, and how long it pauses between tries.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+use stagger::config::RetryOn;
+use stagger::{Backoff, Class};
+
+use super::{Dead, Protocol, System};
+
+/// What a layer receives from below when an attempt fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Failure {
+    /// The connection could not be made.
+    ConnectFailure,
+    /// The connection or stream was reset before a response.
+    Reset,
+    /// An HTTP status.
+    Http(u16),
+    /// A gRPC status code.
+    Grpc(u32),
+    /// The layer's per-try timeout (or the deadline) ran out first.
+    Timeout,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::ConnectFailure => f.write_str("connect-failure"),
+            Failure::Reset => f.write_str("reset"),
+            Failure::Http(s) => write!(f, "{s}"),
+            Failure::Grpc(c) => {
+                let name = stagger::config::GRPC_CODES.get(*c as usize).copied().unwrap_or("?");
+                f.write_str(name)
+            }
+            Failure::Timeout => f.write_str("timeout"),
+        }
+    }
+}
+
+/// What the dependency's failure is, as the layer just above it sees it.
+pub(crate) fn bottom_failure(dead: Dead, protocol: Protocol) -> Failure {
+    match (dead, protocol) {
+        (Dead::Refused, _) => Failure::ConnectFailure,
+        (Dead::Unavailable, Protocol::Http) => Failure::Http(503),
+        (Dead::Unavailable, Protocol::Grpc) => Failure::Grpc(UNAVAILABLE),
+        (Dead::Blackhole, _) => Failure::Timeout,
+    }
+}
+
+const UNAVAILABLE: u32 = 14;
+const DEADLINE_EXCEEDED: u32 = 4;
+
+/// gRPC's mapping of an HTTP status a proxy answers with to the code the
+/// gRPC client reports (gRPC's "HTTP to gRPC status code mapping").
+fn grpc_of_http(status: u16) -> u32 {
+    match status {
+        400 => 13,
+        401 => 16,
+        403 => 7,
+        404 => 12,
+        429 | 502..=504 => UNAVAILABLE,
+        _ => 2,
+    }
+}
+
+fn http_of_grpc(code: u32) -> u16 {
+    match code {
+        UNAVAILABLE => 503,
+        DEADLINE_EXCEEDED => 504,
+        8 => 429,
+        _ => 500,
+    }
+}
+
+/// A system's retry rules, as read from its file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) enum Rule {
+    /// Retries nothing.
+    #[default]
+    Nothing,
+    /// Envoy's `retry_on` conditions and `retriable_status_codes` (Istio
+    /// writes the same into its sidecars).
+    Envoy { on: Vec<String>, codes: Vec<u16> },
+    /// Linkerd's `retry.linkerd.io/http` ranges and `/grpc` codes; a
+    /// per-try timeout is retried too (timeouts and retries compose).
+    Linkerd { http: Vec<(u16, u16)>, grpc: Vec<u32> },
+    /// A retryable `ServiceProfile` route: a 5xx response (the profile's
+    /// default failure class).
+    Profile,
+    /// A gRPC client's `retryableStatusCodes` (or `nonFatalStatusCodes`).
+    Grpc { codes: Vec<u32> },
+    /// A stagger policy file: `retry_on`, else the library's
+    /// classification.
+    Stagger { on: Vec<RetryOn> },
+    /// The AWS SDK: transient errors, throttling and 500/502/503/504
+    /// (`legacy`: any 5xx).
+    Aws { legacy: bool },
+}
+
+impl Rule {
+    /// Whether a try that failed with `f` is retried under this rule.
+    pub(crate) fn retries(&self, f: Failure, protocol: Protocol) -> bool {
+        use Failure::*;
+        match self {
+            Rule::Nothing => false,
+            Rule::Envoy { on, codes } => {
+                let has = |c: &str| on.iter().any(|o| o == c);
+                let any_reset = has("5xx") || has("gateway-error") || has("reset");
+                match f {
+                    ConnectFailure => has("connect-failure") || any_reset,
+                    Reset | Timeout => any_reset,
+                    Http(s) => {
+                        (has("5xx") && s >= 500)
+                            || (has("gateway-error") && (502..=504).contains(&s))
+                            || (has("retriable-4xx") && s == 409)
+                            || (has("retriable-status-codes") && codes.contains(&s))
+                    }
+                    Grpc(c) => {
+                        let name = match c {
+                            1 => "cancelled",
+                            4 => "deadline-exceeded",
+                            8 => "resource-exhausted",
+                            13 => "internal",
+                            14 => "unavailable",
+                            _ => return false,
+                        };
+                        has(name)
+                    }
+                }
+            }
+            Rule::Linkerd { http, grpc } => match f {
+                Timeout => !http.is_empty() || !grpc.is_empty(),
+                ConnectFailure | Reset => match protocol {
+                    Protocol::Http => http.iter().any(|(a, b)| (*a..=*b).contains(&503)),
+                    Protocol::Grpc => grpc.contains(&UNAVAILABLE),
+                },
+                Http(s) => http.iter().any(|(a, b)| (*a..=*b).contains(&s)),
+                Grpc(c) => grpc.contains(&c),
+            },
+            Rule::Profile => match f {
+                ConnectFailure | Reset => protocol == Protocol::Http,
+                Http(s) => s >= 500,
+                Grpc(_) | Timeout => false,
+            },
+            Rule::Grpc { codes } => {
+                let code = match f {
+                    ConnectFailure | Reset => UNAVAILABLE,
+                    Http(s) => grpc_of_http(s),
+                    Grpc(c) => c,
+                    Timeout => DEADLINE_EXCEEDED,
+                };
+                codes.contains(&code)
+            }
+            Rule::Stagger { on } => match f {
+                ConnectFailure | Reset | Timeout => true,
+                Http(s) if on.is_empty() => stagger::classify::http_status(s, false) == Class::Transient,
+                Grpc(c) if on.is_empty() => stagger::classify::grpc_code(c) == Class::Transient,
+                Http(s) => on.contains(&RetryOn::Http(s)),
+                Grpc(c) => on.contains(&RetryOn::Grpc(c)),
+            },
+            Rule::Aws { legacy } => match f {
+                ConnectFailure | Reset | Timeout => true,
+                Http(s) => s == 429 || matches!(s, 500 | 502..=504) || (*legacy && s >= 500),
+                Grpc(c) => matches!(c, UNAVAILABLE | 8),
+            },
+        }
+    }
+
+    /// What a layer of `system` returns to the layer above when it gives up
+    /// after failure `f`: a proxy answers a refused or reset connection with
+    /// 503 and its own timeout with 504 (for gRPC, the codes gRPC maps them
+    /// to); a service whose client gave up answers its caller the same way,
+    /// and with DEADLINE_EXCEEDED for its own deadline.
+    pub(crate) fn passes_up(&self, f: Failure, protocol: Protocol, system: System) -> Failure {
+        use Failure::*;
+        match (f, protocol) {
+            (ConnectFailure | Reset, Protocol::Http) => Http(503),
+            (ConnectFailure | Reset, Protocol::Grpc) => Grpc(UNAVAILABLE),
+            (Timeout, Protocol::Http) => Http(504),
+            (Timeout, Protocol::Grpc) if system.is_mesh() => Grpc(UNAVAILABLE),
+            (Timeout, Protocol::Grpc) => Grpc(DEADLINE_EXCEEDED),
+            (Http(s), Protocol::Grpc) => Grpc(grpc_of_http(s)),
+            (Grpc(c), Protocol::Http) => Http(http_of_grpc(c)),
+            (other, _) => other,
+        }
+    }
+}
+
+/// How long a layer waits before its retry, on average.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) enum Pause {
+    /// No wait.
+    #[default]
+    None,
+    /// Envoy's fully jittered back-off: retry `n` waits in
+    /// `[0, (2^n − 1) · base)`, capped at `max`.
+    Envoy { base: Duration, max: Duration },
+    /// The library's schedule (gRPC A6, a policy file, the AWS SDK's).
+    Library(Backoff),
+}
+
+impl Pause {
+    /// Envoy's defaults: 25 ms base, ten times that as the cap.
+    pub(crate) fn envoy_default() -> Self {
+        Pause::Envoy {
+            base: Duration::from_millis(25),
+            max: Duration::from_millis(250),
+        }
+    }
+
+    /// The mean wait before retry `n` (1-based).
+    pub(crate) fn mean(&self, n: u32) -> Duration {
+        match self {
+            Pause::None => Duration::ZERO,
+            Pause::Envoy { base, max } => {
+                let factor = 2f64.powi(n.min(60) as i32) - 1.0;
+                let upper = base.mul_f64(factor.min(1e9)).min(*max);
+                upper / 2
+            }
+            Pause::Library(b) => {
+                let (lo, hi) = b.range(n);
+                (lo + hi) / 2
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envoy(on: &str, codes: &[u16]) -> Rule {
+        Rule::Envoy {
+            on: on.split(',').map(str::to_string).collect(),
+            codes: codes.to_vec(),
+        }
+    }
+
+    // Envoy's router docs: `5xx` covers a reset or a connect failure too,
+    // `gateway-error` only 502-504 (and resets), `connect-failure` only that.
+    #[test]
+    fn envoy_conditions_as_the_router_documents_them() {
+        let p = Protocol::Http;
+        assert!(envoy("5xx", &[]).retries(Failure::ConnectFailure, p));
+        assert!(envoy("5xx", &[]).retries(Failure::Http(500), p));
+        assert!(!envoy("gateway-error", &[]).retries(Failure::Http(500), p));
+        assert!(envoy("gateway-error", &[]).retries(Failure::Http(503), p));
+        assert!(!envoy("connect-failure", &[]).retries(Failure::Http(503), p));
+        assert!(envoy("retriable-status-codes", &[503]).retries(Failure::Http(503), p));
+        assert!(!envoy("retriable-status-codes", &[]).retries(Failure::Http(503), p));
+        assert!(envoy("unavailable", &[]).retries(Failure::Grpc(14), Protocol::Grpc));
+        assert!(!envoy("unavailable", &[]).retries(Failure::Grpc(13), Protocol::Grpc));
+    }
+
+    // Envoy's docs: retry N waits in [0, (2^N - 1) * 25 ms), capped at 250 ms.
+    #[test]
+    fn envoy_pause_means() {
+        let p = Pause::envoy_default();
+        assert_eq!(p.mean(1), Duration::from_micros(12_500));
+        assert_eq!(p.mean(2), Duration::from_micros(37_500));
+        assert_eq!(p.mean(3), Duration::from_micros(87_500));
+        assert_eq!(p.mean(4), Duration::from_millis(125));
+        assert_eq!(p.mean(30), Duration::from_millis(125));
+    }
+
+    #[test]
+    fn a_proxy_answers_a_refused_connection_with_unavailability() {
+        let r = Rule::Nothing;
+        let up = |f, p, s| r.passes_up(f, p, s);
+        assert_eq!(up(Failure::ConnectFailure, Protocol::Http, System::Envoy), Failure::Http(503));
+        assert_eq!(up(Failure::ConnectFailure, Protocol::Grpc, System::Envoy), Failure::Grpc(14));
+        assert_eq!(up(Failure::Http(504), Protocol::Grpc, System::Istio), Failure::Grpc(14));
+        assert_eq!(up(Failure::Timeout, Protocol::Grpc, System::Grpc), Failure::Grpc(4));
+    }
+}

@@ -1,0 +1,143 @@
+//! The path as text: one row per layer, the totals, the assumptions and the
+//! findings, at most 120 columns.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use super::{Budget, Dead, PathReport, Protocol};
+
+const WIDTH: usize = 120;
+
+fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+fn wrap(text: &str, indent: usize) -> String {
+    let w = WIDTH - indent;
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > w {
+            let _ = writeln!(out, "{}{line}", " ".repeat(indent));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&cut(word, w));
+    }
+    let _ = writeln!(out, "{}{line}", " ".repeat(indent));
+    out
+}
+
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+pub(crate) fn budget(b: Option<&Budget>) -> String {
+    match b {
+        None => "none".to_string(),
+        Some(Budget::Ratio { ratio, .. }) => format!("ratio {}", number(*ratio)),
+        Some(Budget::Concurrent { percent, min_concurrency }) => {
+            format!("{}% in flight, min {min_concurrency}", number(*percent))
+        }
+        Some(Budget::MaxConcurrent { max }) => format!("{max} in flight"),
+        Some(Budget::Drains { what }) => (*what).to_string(),
+    }
+}
+
+fn wait(d: Option<Duration>) -> String {
+    match d {
+        None => "forever (no timeout on the path)".to_string(),
+        Some(d) => format!("{d:.1?}"),
+    }
+}
+
+pub(crate) fn render(r: &PathReport) -> String {
+    let mut s = String::new();
+    let proto = match r.protocol {
+        Protocol::Grpc => "gRPC",
+        Protocol::Http => "HTTP",
+    };
+    let dead = match r.options.dead {
+        Dead::Refused => "refuses every connection",
+        Dead::Unavailable => "answers every attempt with unavailable",
+        Dead::Blackhole => "never answers",
+    };
+    let _ = writeln!(s, "Call path, edge first ({proto}); the dependency {dead}:");
+    let _ = writeln!(
+        s,
+        "{:>2} {:<44} {:<38} {:>6} {:>8}  {}",
+        "#", "layer", "retries on", "tries", "sends", "budget"
+    );
+    for (i, (l, n)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
+        let mut who = format!("{} {} {}", l.file, l.system, l.selector);
+        if l.implicit {
+            who.push_str(" (implicit)");
+        }
+        let on = if n.retries || l.max_tries == Some(1) {
+            l.retry_on.clone()
+        } else {
+            format!("not {} ({})", n.sees, l.retry_on)
+        };
+        let _ = writeln!(
+            s,
+            "{:>2} {:<44} {:<38} {:>6} {:>8}  {}",
+            i + 1,
+            cut(&who, 44),
+            cut(&on, 38),
+            number(n.tries),
+            number(n.sends),
+            cut(&budget(l.budget.as_ref()), 16)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "   {:<44} {:>55}",
+        "dependency",
+        format!("{} attempts per call", number(r.dead.bottom_attempts))
+    );
+    let _ = writeln!(s, "The edge waits {} before it gives up.", wait(r.dead.edge_waits));
+    let _ = writeln!(
+        s,
+        "At failure rate {}: {} attempts per call reach the dependency.",
+        r.options.failure_rate,
+        number(r.at_rate.bottom_attempts)
+    );
+    let _ = writeln!(
+        s,
+        "With each layer's budget drained or capping (steady state, {} requests in flight): {} attempts per call.",
+        r.options.concurrency,
+        number(r.budgeted_bottom_attempts)
+    );
+    let assumes: Vec<String> = r
+        .layers
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| l.assumes.iter().map(move |a| format!("{}: {a}", i + 1)))
+        .collect();
+    if !assumes.is_empty() {
+        let _ = writeln!(s, "Assumes:");
+        for a in assumes {
+            s.push_str(&wrap(&a, 2));
+        }
+    }
+    if r.findings.is_empty() {
+        let _ = writeln!(s, "No findings.");
+    } else {
+        let _ = writeln!(s, "Findings:");
+        for f in &r.findings {
+            s.push_str(&wrap(&format!("{}: {}", f.id, f.message), 2));
+        }
+    }
+    s
+}

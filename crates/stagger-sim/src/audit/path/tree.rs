@@ -1,0 +1,242 @@
+//! Reading mesh configs as trees: YAML (several documents per file) or JSON
+//! into [`serde_json::Value`], keys looked up in either spelling Envoy and
+//! Istio accept (`num_retries` and proto-JSON's `numRetries`), Go and
+//! proto-JSON durations, and numbers written as strings (proto-JSON writes
+//! 64-bit integers as strings: `hostSelectionRetryMaxAttempts: "5"`).
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::PathError;
+
+/// The largest text read as YAML (a config file, not a data dump).
+const MAX_BYTES: usize = 4 << 20;
+
+/// Every non-empty document of `text`, YAML or JSON (JSON is YAML).
+///
+/// The YAML reader is `serde-saphyr`: maintained, pure Rust, and built not
+/// to panic on hostile input (with limits on aliases and depth), where the
+/// once-common `serde_yaml` is archived.
+pub(crate) fn documents(file: &str, text: &str) -> Result<Vec<Value>, PathError> {
+    if text.len() > MAX_BYTES {
+        return Err(PathError::new(file, "", format!("larger than {MAX_BYTES} bytes")));
+    }
+    serde_saphyr::from_multiple::<Value>(text)
+        .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
+        .map_err(|e| PathError::new(file, "", format!("not valid YAML or JSON: {}", first_line(&e.to_string()))))
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+/// A key as both spellings meet: lower case, without `_` or `-`.
+fn fold(key: &str) -> String {
+    key.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The value under `key` in `v`, in any of the spellings (`retry_on`,
+/// `retryOn`).
+pub(crate) fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    let want = fold(key);
+    v.as_object()?
+        .iter()
+        .find(|(k, _)| fold(k) == want)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_null())
+}
+
+/// The object under `key`, if it is one.
+pub(crate) fn obj<'a>(v: &'a Value, key: &str) -> Option<&'a Map<String, Value>> {
+    get(v, key)?.as_object()
+}
+
+/// The list under `key` (an absent key is an empty list).
+pub(crate) fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    get(v, key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// The string under `key`.
+pub(crate) fn string<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    get(v, key)?.as_str()
+}
+
+/// A non-negative integer under `key`: a number, or digits in a string
+/// (proto-JSON's 64-bit form, Kubernetes annotations). `Err` names what
+/// was found instead.
+pub(crate) fn uint(v: &Value, key: &str) -> Result<Option<u64>, String> {
+    let Some(x) = get(v, key) else {
+        return Ok(None);
+    };
+    let x = match x {
+        // A wrapper (`UInt32Value`) written as an object: `{value: 3}`.
+        Value::Object(_) => match get(x, "value") {
+            Some(inner) => inner,
+            None => return Err(format!("`{key}` is an object without `value`")),
+        },
+        other => other,
+    };
+    match x {
+        Value::Number(n) => n
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be a whole number ≥ 0, not {n}")),
+        Value::String(s) => s
+            .trim()
+            .parse::<u64>()
+            .map(Some)
+            .map_err(|_| format!("`{key}` must be a whole number ≥ 0, not {s:?}")),
+        other => Err(format!("`{key}` must be a whole number, not {other}")),
+    }
+}
+
+/// A number under `key` (a percentage, a ratio), bare or in a
+/// `{value: x}` wrapper (`budgetPercent: {value: 10}`).
+pub(crate) fn number(v: &Value, key: &str) -> Result<Option<f64>, String> {
+    let Some(mut x) = get(v, key) else {
+        return Ok(None);
+    };
+    if x.is_object() {
+        x = get(x, "value").ok_or_else(|| format!("`{key}` is an object without `value`"))?;
+    }
+    let n = match x {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match n {
+        Some(n) if n.is_finite() && n >= 0.0 => Ok(Some(n)),
+        _ => Err(format!("`{key}` must be a number ≥ 0, not {x}")),
+    }
+}
+
+/// A duration under `key`: Go's form (`2s`, `150ms`, `1m30s`, `0.200s`),
+/// which proto-JSON's `"0.200s"` also is, or `{seconds, nanos}`.
+pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String> {
+    let Some(x) = get(v, key) else {
+        return Ok(None);
+    };
+    let bad = || format!("`{key}` must be a duration such as \"2s\" or \"150ms\", not {x}");
+    match x {
+        Value::String(s) => go_duration(s).map(Some).ok_or_else(bad),
+        Value::Object(_) => {
+            let secs = uint(x, "seconds").map_err(|_| bad())?.unwrap_or(0);
+            let nanos = uint(x, "nanos").map_err(|_| bad())?.unwrap_or(0);
+            let nanos = u32::try_from(nanos).ok().filter(|n| *n < 1_000_000_000).ok_or_else(bad)?;
+            Ok(Some(Duration::new(secs, nanos)))
+        }
+        _ => Err(bad()),
+    }
+}
+
+/// Go's `time.ParseDuration` for the non-negative values configs hold:
+/// one or more `<number><unit>` with units ns, us, µs, ms, s, m, h; `0`
+/// alone is zero.
+pub(crate) fn go_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        if num_len == 0 {
+            return None;
+        }
+        let (num, tail) = rest.split_at(num_len);
+        let value: f64 = num.parse().ok()?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    if !total.is_finite() || total > 1e9 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+/// Every object in `v` (depth first, `v` itself included) that has `key`:
+/// finds route configurations in a bootstrap, an RDS response or a config
+/// dump alike.
+pub(crate) fn objects_with<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>) {
+    fn walk<'a>(v: &'a Value, want: &str, depth: u32, out: &mut Vec<&'a Value>) {
+        if depth > 64 {
+            return;
+        }
+        match v {
+            Value::Object(m) => {
+                if m.keys().any(|k| fold(k) == want) {
+                    out.push(v);
+                    return;
+                }
+                for x in m.values() {
+                    walk(x, want, depth + 1, out);
+                }
+            }
+            Value::Array(a) => {
+                for x in a {
+                    walk(x, want, depth + 1, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(v, &fold(key), 0, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn go_durations_as_go_reads_them() {
+        assert_eq!(go_duration("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(go_duration("150ms"), Some(Duration::from_millis(150)));
+        assert_eq!(go_duration("0.200s"), Some(Duration::from_millis(200)));
+        assert_eq!(go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(go_duration("0"), Some(Duration::ZERO));
+        assert_eq!(go_duration("0s"), Some(Duration::ZERO));
+        for bad in ["", "s", "2", "2x", "-1s", "1.s.", "ms2"] {
+            assert_eq!(go_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn keys_in_either_spelling() {
+        let v = json!({"num_retries": 3, "retryOn": "5xx", "perTryTimeout": "1s"});
+        assert_eq!(uint(&v, "numRetries").unwrap(), Some(3));
+        assert_eq!(string(&v, "retry_on"), Some("5xx"));
+        assert_eq!(duration(&v, "per_try_timeout").unwrap(), Some(Duration::from_secs(1)));
+        assert_eq!(uint(&json!({"n": "5"}), "n").unwrap(), Some(5));
+        assert_eq!(uint(&json!({"n": {"value": 7}}), "n").unwrap(), Some(7));
+        assert!(uint(&json!({"n": "five"}), "n").unwrap_err().contains("five"));
+        assert_eq!(number(&json!({"p": {"value": 10}}), "p").unwrap(), Some(10.0));
+    }
+
+    #[test]
+    fn several_documents_and_empty_ones() {
+        let docs = documents("f", "---\na: 1\n---\n---\nb: 2\n...\n").unwrap();
+        assert_eq!(docs, vec![json!({"a": 1}), json!({"b": 2})]);
+        let err = documents("f.yaml", "a: [1, 2").unwrap_err();
+        assert!(err.to_string().starts_with("f.yaml: "), "{err}");
+    }
+}
