@@ -18,6 +18,7 @@ use crate::args::{FormatArgs, UsageError};
 #[command(after_help = "Examples:
   stagger audit examples/audit/service-config-bad.json
   stagger audit edge.json cart.toml --format json   (layers of one path, outermost first)
+  stagger audit --path examples/audit/path/istio-vs.yaml:cart,examples/audit/path/envoy-routes.yaml,examples/audit/path/cart-service-config.json,examples/audit/path/cart.toml
 
 Exit status: 0 no finding, 1 findings, 2 bad usage or an unreadable file.
 Text output fits 120 columns: one row per methodConfig entry (its first name, +N for the others).")]
@@ -25,14 +26,23 @@ pub struct Args {
     /// gRPC service configs (JSON) or stagger policy files (`.toml`, or JSON
     /// with the policy keys); several files are the layers of one call path,
     /// outermost first (e.g. `stagger audit edge.json db.json`).
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(
+        required_unless_present = "path",
+        conflicts_with = "path",
+        value_name = "FILE"
+    )]
     files: Vec<String>,
+    #[command(flatten)]
+    path: crate::audit_path::PathArgs,
     #[command(flatten)]
     output: FormatArgs,
 }
 
 /// Runs `stagger audit`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    if a.path.path.is_some() {
+        return crate::audit_path::run(&a.path, a.output.json());
+    }
     let mut texts = Vec::with_capacity(a.files.len());
     for f in &a.files {
         let text =
@@ -62,7 +72,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
 
 /// Writes to stdout; a reader that went away (`| head`) ends the output
 /// quietly, as ripgrep does, and the exit status stays the audit's.
-fn write_out(bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_out(bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {

@@ -9,6 +9,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod args;
 mod audit;
+mod audit_path;
 mod gameday;
 mod gameday_hedging;
 mod gameday_limit;

@@ -154,11 +154,17 @@ fn readme_shows_real_output() {
         let paths: Vec<String> = cmd
             .split_whitespace()
             .map(|a| {
-                if a.starts_with("examples/") {
-                    format!("{root}/{a}")
-                } else {
-                    a.to_string()
-                }
+                // A lone file or a `--path` list of them.
+                a.split(',')
+                    .map(|p| {
+                        if p.starts_with("examples/") {
+                            format!("{root}/{p}")
+                        } else {
+                            p.to_string()
+                        }
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
             })
             .collect();
         args.extend(paths.iter().map(String::as_str));
@@ -275,4 +281,84 @@ fn a_closed_stdout_ends_the_program_quietly() {
     assert!(head.starts_with(b"{\"findings\""));
     assert!(d.stderr.is_empty(), "{}", d.stderr);
     assert!(matches!(code(&d), Some(0 | 1)), "{:?}", d.status);
+}
+
+fn path_example(name: &str) -> String {
+    example(&format!("path/{name}"))
+}
+
+#[test]
+fn a_call_path_multiplies_to_27_and_its_fixed_form_to_3() {
+    let bad = [
+        path_example("edge-vs.yaml"),
+        path_example("cart-service-config.json"),
+        path_example("inventory-db.toml"),
+    ]
+    .join(",");
+    let d = audit(&["--path", &bad]);
+    assert_eq!(code(&d), Some(1), "{}{}", d.stdout, d.stderr);
+    assert!(d.stdout.contains("27 attempts per call"), "{}", d.stdout);
+    for id in [
+        "retries_at_several_layers",
+        "mesh_default_retries",
+        "no_budget_on_path",
+    ] {
+        assert!(d.stdout.contains(id), "{id}: {}", d.stdout);
+    }
+    assert!(
+        d.stdout.lines().all(|l| l.chars().count() <= 120),
+        "{}",
+        d.stdout
+    );
+    let fixed = [
+        path_example("edge-vs-fixed.yaml"),
+        path_example("cart-service-config-fixed.json"),
+        path_example("inventory-db-fixed.toml"),
+    ]
+    .join(",");
+    let dir = TempDir::new("audit-path");
+    let svg = dir.path("path.svg");
+    let svg = svg.to_str().unwrap();
+    let d = stagger(
+        &["audit", "--path", &fixed, "--format", "json", "--svg", svg],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(0), "{}{}", d.stdout, d.stderr);
+    let v: Value = serde_json::from_str(&d.stdout).unwrap();
+    assert_eq!(v["dead"]["bottom_attempts"], 3.0);
+    assert_eq!(v["layers"][0]["system"], "istio");
+    assert_eq!(v["layers"].as_array().unwrap().len(), 3);
+    let picture = std::fs::read_to_string(svg).unwrap();
+    assert!(
+        picture.starts_with("<svg") && picture.contains("3 attempts"),
+        "{picture}"
+    );
+}
+
+#[test]
+fn a_path_selector_that_matches_nothing_exits_2_naming_the_choices() {
+    let p = format!("{}:nowhere", path_example("edge-vs.yaml"));
+    let d = audit(&["--path", &p]);
+    assert_eq!(code(&d), Some(2), "{}{}", d.stdout, d.stderr);
+    assert!(
+        d.stderr
+            .contains("no VirtualService routes host \"nowhere\" (hosts: cart)"),
+        "{}",
+        d.stderr
+    );
+    let d = audit(&["--path", "/no/such/file.yaml"]);
+    assert_eq!(code(&d), Some(2));
+    assert!(
+        d.stderr.contains("/no/such/file.yaml: cannot read"),
+        "{}",
+        d.stderr
+    );
+    let d = audit(&[
+        "--path",
+        &path_example("edge-vs.yaml"),
+        "--failure-rate",
+        "2",
+    ]);
+    assert_eq!(code(&d), Some(2));
+    assert!(d.stderr.contains("--failure-rate"), "{}", d.stderr);
 }

@@ -51,7 +51,12 @@ fn profile(text: &str, name: &str) -> Option<Vec<(String, String)>> {
             found |= inside;
             continue;
         }
-        if !inside || line.is_empty() || line.starts_with('#') || line.starts_with(';') || raw.starts_with([' ', '\t']) {
+        if !inside
+            || line.is_empty()
+            || line.starts_with('#')
+            || line.starts_with(';')
+            || raw.starts_with([' ', '\t'])
+        {
             continue;
         }
         if let Some((k, v)) = line.split_once('=') {
@@ -73,7 +78,14 @@ pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> 
         } else {
             names.join(", ")
         };
-        PathError::new(f.name, "", format!("no profile {name:?} (profiles: {shown}); name one as {}:PROFILE", f.name))
+        PathError::new(
+            f.name,
+            "",
+            format!(
+                "no profile {name:?} (profiles: {shown}); name one as {}:PROFILE",
+                f.name
+            ),
+        )
     })?;
     let get = |k: &str| keys.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
     let field = |k: &str| format!("[{name}].{k}");
@@ -82,7 +94,11 @@ pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> 
         None => {
             layer.assumes.push(format!(
                 "retry_mode unset: {} (the SDK decides; boto3 uses legacy)",
-                if o.aws_default_standard { "standard" } else { "legacy" }
+                if o.aws_default_standard {
+                    "standard"
+                } else {
+                    "legacy"
+                }
             ));
             o.aws_default_standard
         }
@@ -104,11 +120,13 @@ pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> 
                 5
             }
         }
-        Some(s) => s
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| PathError::new(f.name, &field("max_attempts"), format!("{s:?} is not a whole number ≥ 1 (it counts the first attempt)")))?,
+        Some(s) => s.parse::<u32>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            PathError::new(
+                f.name,
+                &field("max_attempts"),
+                format!("{s:?} is not a whole number ≥ 1 (it counts the first attempt)"),
+            )
+        })?,
     };
     layer.max_tries = Some(tries);
     layer.rule = Rule::Aws { legacy: !standard };

@@ -38,7 +38,8 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     let mut routes: Vec<(String, &Value, &Value)> = Vec::new();
     for c in &configs {
         for (vi, vh) in tree::list(c, "virtualHosts").iter().enumerate() {
-            let vname = tree::string(vh, "name").map_or_else(|| format!("vhost{vi}"), str::to_string);
+            let vname =
+                tree::string(vh, "name").map_or_else(|| format!("vhost{vi}"), str::to_string);
             for (ri, r) in tree::list(vh, "routes").iter().enumerate() {
                 let rname = tree::string(r, "name").map_or_else(|| ri.to_string(), str::to_string);
                 routes.push((format!("{vname}/{rname}"), vh, r));
@@ -48,7 +49,13 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     if routes.is_empty() {
         return Err(PathError::new(f.name, "virtual_hosts", "has no routes"));
     }
-    let labels = || routes.iter().map(|r| r.0.as_str()).collect::<Vec<_>>().join(", ");
+    let labels = || {
+        routes
+            .iter()
+            .map(|r| r.0.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let picked: Vec<&(String, &Value, &Value)> = match f.selector {
         None => routes.iter().collect(),
         Some(s) => routes
@@ -57,7 +64,9 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
                 label == s
                     || tree::string(vh, "name") == Some(s)
                     || tree::string(r, "name") == Some(s)
-                    || tree::list(vh, "domains").iter().any(|d| d.as_str() == Some(s))
+                    || tree::list(vh, "domains")
+                        .iter()
+                        .any(|d| d.as_str() == Some(s))
             })
             .collect(),
     };
@@ -67,14 +76,23 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
             return Err(PathError::new(
                 f.name,
                 "virtual_hosts",
-                format!("no route matches {:?} (routes: {})", f.selector.unwrap_or(""), labels()),
+                format!(
+                    "no route matches {:?} (routes: {})",
+                    f.selector.unwrap_or(""),
+                    labels()
+                ),
             ))
         }
         _ => {
             return Err(PathError::new(
                 f.name,
                 "virtual_hosts",
-                format!("holds {} routes ({}): name one as {}:VHOST/ROUTE", picked.len(), labels(), f.name),
+                format!(
+                    "holds {} routes ({}): name one as {}:VHOST/ROUTE",
+                    picked.len(),
+                    labels(),
+                    f.name
+                ),
             ))
         }
     };
@@ -90,7 +108,10 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
         assumes.push("route timeout unset: Envoy's 15 s".to_string());
     }
     let cluster = tree::string(&action, "cluster").unwrap_or("").to_string();
-    let (policy, from) = match (tree::get(&action, "retryPolicy"), tree::get(vh, "retryPolicy")) {
+    let (policy, from) = match (
+        tree::get(&action, "retryPolicy"),
+        tree::get(vh, "retryPolicy"),
+    ) {
         (Some(p), _) => (Some(p), "route"),
         (None, Some(p)) => (Some(p), "virtual host"),
         (None, None) => (None, ""),
@@ -108,7 +129,9 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     let Some(p) = policy else {
         return Ok(layer);
     };
-    let retries = tree::uint(p, "numRetries").map_err(|e| bad("retry_policy.num_retries", e))?.unwrap_or(1);
+    let retries = tree::uint(p, "numRetries")
+        .map_err(|e| bad("retry_policy.num_retries", e))?
+        .unwrap_or(1);
     let on: Vec<String> = tree::string(p, "retryOn")
         .unwrap_or("")
         .split(',')
@@ -122,7 +145,12 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
             .as_u64()
             .and_then(|c| u16::try_from(c).ok())
             .filter(|c| (100..=599).contains(c))
-            .ok_or_else(|| bad("retry_policy.retriable_status_codes", format!("{c} is not an HTTP status")))?;
+            .ok_or_else(|| {
+                bad(
+                    "retry_policy.retriable_status_codes",
+                    format!("{c} is not an HTTP status"),
+                )
+            })?;
         codes.push(code);
     }
     let per_try = tree::duration(p, "perTryTimeout")
@@ -133,14 +161,21 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
         let base = tree::duration(b, "baseInterval")
             .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?
             .filter(|d| !d.is_zero())
-            .ok_or_else(|| bad("retry_policy.retry_back_off.base_interval", "is required and must be above 0".into()))?;
+            .ok_or_else(|| {
+                bad(
+                    "retry_policy.retry_back_off.base_interval",
+                    "is required and must be above 0".into(),
+                )
+            })?;
         let max = tree::duration(b, "maxInterval")
             .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?
             .unwrap_or(base * 10);
         layer.pause = Pause::Envoy { base, max };
     }
     if from == "virtual host" {
-        layer.assumes.push("retry_policy from the virtual host (the route has none)".to_string());
+        layer
+            .assumes
+            .push("retry_policy from the virtual host (the route has none)".to_string());
     }
     let method_limited = tree::get(p, "retriableRequestHeaders").is_some();
     layer.non_idempotent = if retries == 0 || method_limited {
@@ -155,18 +190,29 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
         super::istio::describe(&on, &codes)
     };
     layer.per_try_timeout = per_try;
-    layer.rule = if retries == 0 { Rule::Nothing } else { Rule::Envoy { on, codes } };
+    layer.rule = if retries == 0 {
+        Rule::Nothing
+    } else {
+        Rule::Envoy { on, codes }
+    };
     Ok(layer)
 }
 
 /// The circuit breakers of `layer`'s cluster, from a clusters file
 /// (`selector` names the cluster when the route's is not in it).
-pub(crate) fn add_clusters(layer: &mut Layer, f: &PathInput<'_>, docs: &[Value]) -> Result<(), PathError> {
+pub(crate) fn add_clusters(
+    layer: &mut Layer,
+    f: &PathInput<'_>,
+    docs: &[Value],
+) -> Result<(), PathError> {
     let mut clusters = Vec::new();
     for d in docs {
         tree::objects_with(d, "circuitBreakers", &mut clusters);
     }
-    let names: Vec<&str> = clusters.iter().filter_map(|c| tree::string(c, "name")).collect();
+    let names: Vec<&str> = clusters
+        .iter()
+        .filter_map(|c| tree::string(c, "name"))
+        .collect();
     let routed = layer.cluster.clone();
     let want = f.selector.unwrap_or(&routed);
     let cluster = clusters
@@ -183,27 +229,44 @@ pub(crate) fn add_clusters(layer: &mut Layer, f: &PathInput<'_>, docs: &[Value])
                 ),
             )
         })?;
-    let cb = tree::get(cluster, "circuitBreakers").cloned().unwrap_or(Value::Null);
+    let cb = tree::get(cluster, "circuitBreakers")
+        .cloned()
+        .unwrap_or(Value::Null);
     let thresholds = tree::list(&cb, "thresholds");
     let default = thresholds
         .iter()
         .find(|t| matches!(tree::string(t, "priority"), None | Some("DEFAULT")))
         .cloned()
         .unwrap_or(Value::Null);
-    let bad = |k: &str, e: String| PathError::new(f.name, &format!("{want}.circuit_breakers.thresholds.{k}"), e);
-    layer.assumes.retain(|a| !a.contains("Envoy's default circuit breaker"));
+    let bad = |k: &str, e: String| {
+        PathError::new(
+            f.name,
+            &format!("{want}.circuit_breakers.thresholds.{k}"),
+            e,
+        )
+    };
+    layer
+        .assumes
+        .retain(|a| !a.contains("Envoy's default circuit breaker"));
     layer.budget = Some(match tree::get(&default, "retryBudget") {
         Some(b) => Budget::Concurrent {
-            percent: tree::number(b, "budgetPercent").map_err(|e| bad("retry_budget.budget_percent", e))?.unwrap_or(20.0),
+            percent: tree::number(b, "budgetPercent")
+                .map_err(|e| bad("retry_budget.budget_percent", e))?
+                .unwrap_or(20.0),
             min_concurrency: tree::uint(b, "minRetryConcurrency")
                 .map_err(|e| bad("retry_budget.min_retry_concurrency", e))?
                 .map_or(3, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         },
         None => Budget::MaxConcurrent {
-            max: tree::uint(&default, "maxRetries").map_err(|e| bad("max_retries", e))?.unwrap_or(3),
+            max: tree::uint(&default, "maxRetries")
+                .map_err(|e| bad("max_retries", e))?
+                .unwrap_or(3),
         },
     });
-    layer.assumes.push(format!("cluster {want:?}'s circuit breakers from {}", f.name));
+    layer.assumes.push(format!(
+        "cluster {want:?}'s circuit breakers from {}",
+        f.name
+    ));
     Ok(())
 }
 
@@ -213,7 +276,12 @@ pub(crate) fn add_clusters(layer: &mut Layer, f: &PathInput<'_>, docs: &[Value])
 pub(crate) fn unsafe_conditions(on: &[String], codes: &[u16]) -> Option<String> {
     let mut bad: Vec<String> = on
         .iter()
-        .filter(|c| matches!(c.as_str(), "5xx" | "gateway-error" | "reset" | "retriable-4xx"))
+        .filter(|c| {
+            matches!(
+                c.as_str(),
+                "5xx" | "gateway-error" | "reset" | "retriable-4xx"
+            )
+        })
         .cloned()
         .collect();
     if on.iter().any(|c| c == "retriable-status-codes") && !codes.is_empty() {

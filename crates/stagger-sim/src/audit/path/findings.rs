@@ -6,7 +6,10 @@ use super::{budgeted, round3, PathFinding, PathReport};
 
 fn name(r: &PathReport, i: usize) -> String {
     let l = &r.layers[i];
-    format!("{} ({} {})", l.file, l.system, l.selector)
+    let file = std::path::Path::new(&l.file)
+        .file_name()
+        .map_or(l.file.as_str(), |n| n.to_str().unwrap_or(""));
+    format!("{file} ({} {})", l.system, l.selector)
 }
 
 fn tries(x: f64) -> String {
@@ -19,7 +22,9 @@ fn tries(x: f64) -> String {
 
 pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
     let mut out = Vec::new();
-    let retrying: Vec<usize> = (0..r.layers.len()).filter(|&i| r.dead.layers[i].tries > 1.0).collect();
+    let retrying: Vec<usize> = (0..r.layers.len())
+        .filter(|&i| r.dead.layers[i].tries > 1.0)
+        .collect();
     let bottom = r.dead.bottom_attempts;
     if retrying.len() > 1 {
         // Keep the layer closest to the failure that knows which methods
@@ -63,8 +68,12 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
     // A per-try timeout at or past a deadline at or above the layer leaves
     // no room for a retry.
     for (i, l) in r.layers.iter().enumerate() {
-        let Some(per_try) = l.per_try_timeout else { continue };
-        if l.max_tries.is_some_and(|n| n <= 1) || r.dead.layers[i].tries <= 1.0 && !r.dead.layers[i].retries {
+        let Some(per_try) = l.per_try_timeout else {
+            continue;
+        };
+        if l.max_tries.is_some_and(|n| n <= 1)
+            || r.dead.layers[i].tries <= 1.0 && !r.dead.layers[i].retries
+        {
             continue;
         }
         let mut limits: Vec<(usize, std::time::Duration, &str)> = Vec::new();
@@ -79,8 +88,16 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
                 limits.push((j, t, "the per-try timeout"));
             }
         }
-        if let Some((j, t, what)) = limits.into_iter().filter(|(_, t, _)| per_try >= *t).min_by_key(|x| x.1) {
-            let whose = if j == i { String::new() } else { format!(" of {}", name(r, j)) };
+        if let Some((j, t, what)) = limits
+            .into_iter()
+            .filter(|(_, t, _)| per_try >= *t)
+            .min_by_key(|x| x.1)
+        {
+            let whose = if j == i {
+                String::new()
+            } else {
+                format!(" of {}", name(r, j))
+            };
             out.push(PathFinding {
                 id: "per_try_timeout_exceeds_deadline",
                 layers: vec![i, j],
@@ -104,7 +121,14 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
         }
     }
     let capped = r.layers.iter().any(|l| {
-        matches!(l.budget, Some(super::Budget::Drains { .. } | super::Budget::Ratio { .. } | super::Budget::Concurrent { .. }))
+        matches!(
+            l.budget,
+            Some(
+                super::Budget::Drains { .. }
+                    | super::Budget::Ratio { .. }
+                    | super::Budget::Concurrent { .. }
+            )
+        )
     });
     if bottom > 1.0 && !capped {
         let keep = retrying
@@ -119,7 +143,8 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
                 ratio: 0.1,
                 floor_per_second: 0.0,
             });
-            let with = bottom / r.dead.layers[k].tries.max(1.0) * budgeted(&probe, r.dead.layers[k].tries, r.options.concurrency);
+            let with = bottom / r.dead.layers[k].tries.max(1.0)
+                * budgeted(&probe, r.dead.layers[k].tries, r.options.concurrency);
             out.push(PathFinding {
                 id: "no_budget_on_path",
                 layers: vec![k],

@@ -25,7 +25,8 @@ use super::tree;
 use super::{Layer, Options, PathError, PathInput, System};
 
 /// Istio's built-in default conditions.
-const DEFAULT_ON: &str = "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
+const DEFAULT_ON: &str =
+    "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 /// Retries in Istio's built-in default.
 const DEFAULT_RETRIES: u64 = 2;
 
@@ -45,7 +46,10 @@ pub(crate) fn mesh_default(file: &str, docs: &[Value]) -> Result<MeshDefault, Pa
     }
     let mut nested = Vec::new();
     for d in docs {
-        if let Some(mesh) = tree::obj(d, "data").and_then(|m| m.get("mesh")).and_then(Value::as_str) {
+        if let Some(mesh) = tree::obj(d, "data")
+            .and_then(|m| m.get("mesh"))
+            .and_then(Value::as_str)
+        {
             nested.extend(tree::documents(file, mesh)?);
         }
     }
@@ -55,7 +59,9 @@ pub(crate) fn mesh_default(file: &str, docs: &[Value]) -> Result<MeshDefault, Pa
     let holder = found
         .first()
         .ok_or_else(|| PathError::new(file, "defaultHttpRetryPolicy", "not found"))?;
-    let retries = tree::get(holder, "defaultHttpRetryPolicy").cloned().unwrap_or(Value::Null);
+    let retries = tree::get(holder, "defaultHttpRetryPolicy")
+        .cloned()
+        .unwrap_or(Value::Null);
     Ok(MeshDefault {
         file: file.to_string(),
         retries,
@@ -117,24 +123,41 @@ pub(crate) fn layer(
                 PathError::new(
                     f.name,
                     "spec.hosts",
-                    format!("no VirtualService routes host {h:?} (hosts: {})", all_hosts.join(", ")),
+                    format!(
+                        "no VirtualService routes host {h:?} (hosts: {})",
+                        all_hosts.join(", ")
+                    ),
                 )
             })?,
     };
     let spec = tree::get(vs, "spec").cloned().unwrap_or(Value::Null);
     let routes = tree::list(&spec, "http");
-    let name_of = |i: usize, r: &Value| tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string);
+    let name_of =
+        |i: usize, r: &Value| tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string);
     let (index, route) = match route_sel {
         None if routes.len() == 1 => (0, &routes[0]),
         None if routes.is_empty() => {
-            return Err(PathError::new(f.name, "spec.http", "has no HTTP routes (a TCP or TLS service is not retried by Istio)"))
-        }
-        None => {
-            let names: Vec<String> = routes.iter().enumerate().map(|(i, r)| name_of(i, r)).collect();
             return Err(PathError::new(
                 f.name,
                 "spec.http",
-                format!("holds {} routes ({}): name one as {}:HOST/ROUTE", routes.len(), names.join(", "), f.name),
+                "has no HTTP routes (a TCP or TLS service is not retried by Istio)",
+            ))
+        }
+        None => {
+            let names: Vec<String> = routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| name_of(i, r))
+                .collect();
+            return Err(PathError::new(
+                f.name,
+                "spec.http",
+                format!(
+                    "holds {} routes ({}): name one as {}:HOST/ROUTE",
+                    routes.len(),
+                    names.join(", "),
+                    f.name
+                ),
             ));
         }
         Some(r) => routes
@@ -157,13 +180,23 @@ pub(crate) fn layer(
     let mut assumes = vec![format!(
         "Istio 1.{} defaults{}",
         o.istio.minor,
-        if o.istio.minor >= 24 { " (503 not in the implicit policy)" } else { " (503 in the implicit policy)" }
+        if o.istio.minor >= 24 {
+            " (503 not in the implicit policy)"
+        } else {
+            " (503 in the implicit policy)"
+        }
     )];
-    assumes.push("Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".to_string());
+    assumes.push(
+        "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".to_string(),
+    );
     let (retries, implicit, source) = match tree::get(route, "retries") {
         Some(r) => (r.clone(), false, field("retries")),
         None => match mesh {
-            Some(m) => (m.retries.clone(), true, format!("defaultHttpRetryPolicy in {}", m.file)),
+            Some(m) => (
+                m.retries.clone(),
+                true,
+                format!("defaultHttpRetryPolicy in {}", m.file),
+            ),
             None => (Value::Null, true, "Istio's default policy".to_string()),
         },
     };
@@ -171,12 +204,17 @@ pub(crate) fn layer(
     let attempts = if retries.is_null() {
         DEFAULT_RETRIES
     } else {
-        tree::uint(&retries, "attempts").map_err(|e| bad_r("attempts", e))?.unwrap_or(0)
+        tree::uint(&retries, "attempts")
+            .map_err(|e| bad_r("attempts", e))?
+            .unwrap_or(0)
     };
     let with_503 = o.istio.minor < 24;
     let (on, mut codes): (Vec<String>, Vec<u16>) = match tree::string(&retries, "retryOn") {
         Some(s) => parse_retry_on(s).map_err(|e| bad_r("retryOn", e))?,
-        None => (DEFAULT_ON.split(',').map(str::to_string).collect(), Vec::new()),
+        None => (
+            DEFAULT_ON.split(',').map(str::to_string).collect(),
+            Vec::new(),
+        ),
     };
     if with_503 && tree::get(&retries, "retryOn").is_none() {
         codes.push(503);
@@ -186,11 +224,16 @@ pub(crate) fn layer(
         .filter(|d| !d.is_zero())
         .or(timeout);
     let pause = match tree::duration(&retries, "backoff").map_err(|e| bad_r("backoff", e))? {
-        Some(b) if !b.is_zero() => Pause::Envoy { base: b, max: b * 10 },
+        Some(b) if !b.is_zero() => Pause::Envoy {
+            base: b,
+            max: b * 10,
+        },
         _ => Pause::envoy_default(),
     };
     if attempts == 0 {
-        assumes.push(format!("{source}: attempts 0 (or left out) turns retries off"));
+        assumes.push(format!(
+            "{source}: attempts 0 (or left out) turns retries off"
+        ));
     }
     let max_tries = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
     let retry_on = if attempts == 0 {
@@ -198,7 +241,9 @@ pub(crate) fn layer(
     } else {
         describe(&on, &codes)
     };
-    let non_idempotent = (attempts > 0).then(|| super::envoy::unsafe_conditions(&on, &codes)).flatten();
+    let non_idempotent = (attempts > 0)
+        .then(|| super::envoy::unsafe_conditions(&on, &codes))
+        .flatten();
     let mut layer = Layer::new(f.name, System::Istio, selector);
     layer.max_tries = Some(max_tries);
     layer.retry_on = retry_on;
@@ -207,7 +252,11 @@ pub(crate) fn layer(
     layer.implicit = implicit && attempts > 0;
     layer.non_idempotent = non_idempotent;
     layer.assumes = assumes;
-    layer.rule = if attempts == 0 { Rule::Nothing } else { Rule::Envoy { on, codes } };
+    layer.rule = if attempts == 0 {
+        Rule::Nothing
+    } else {
+        Rule::Envoy { on, codes }
+    };
     layer.pause = pause;
     Ok(layer)
 }
@@ -251,8 +300,12 @@ pub(crate) fn describe(on: &[String], codes: &[u16]) -> String {
 fn host_matches(host: &str, want: &str) -> bool {
     let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
     host == want
-        || (!host.contains('*') && short(host) == short(want) && (!host.contains('.') || !want.contains('.')))
-        || host.strip_prefix("*.").is_some_and(|suffix| want.ends_with(&format!(".{suffix}")))
+        || (!host.contains('*')
+            && short(host) == short(want)
+            && (!host.contains('.') || !want.contains('.')))
+        || host
+            .strip_prefix("*.")
+            .is_some_and(|suffix| want.ends_with(&format!(".{suffix}")))
         || host == "*"
 }
 
@@ -273,7 +326,10 @@ mod tests {
     #[test]
     fn numbers_in_retry_on_are_status_codes() {
         let (on, codes) = parse_retry_on("gateway-error, 503,connect-failure").unwrap();
-        assert_eq!(on, ["gateway-error", "connect-failure", "retriable-status-codes"]);
+        assert_eq!(
+            on,
+            ["gateway-error", "connect-failure", "retriable-status-codes"]
+        );
         assert_eq!(codes, [503]);
         assert!(parse_retry_on("5xx,999").unwrap_err().contains("999"));
     }

@@ -39,7 +39,9 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
 }
 
 fn name_of(d: &Value) -> &str {
-    tree::get(d, "metadata").and_then(|m| tree::string(m, "name")).unwrap_or("")
+    tree::get(d, "metadata")
+        .and_then(|m| tree::string(m, "name"))
+        .unwrap_or("")
 }
 
 fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
@@ -52,20 +54,34 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
         }
     }
     let label = |r: &Value| tree::string(r, "name").unwrap_or("").to_string();
-    let names = || routes.iter().map(|(_, r)| label(r)).collect::<Vec<_>>().join(", ");
+    let names = || {
+        routes
+            .iter()
+            .map(|(_, r)| label(r))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let (p, route) = match f.selector {
         None if routes.len() == 1 => routes[0],
         None => {
             return Err(PathError::new(
                 f.name,
                 "spec.routes",
-                format!("holds {} routes ({}): name one as {}:ROUTE", routes.len(), names(), f.name),
+                format!(
+                    "holds {} routes ({}): name one as {}:ROUTE",
+                    routes.len(),
+                    names(),
+                    f.name
+                ),
             ))
         }
-        Some(s) => *routes
-            .iter()
-            .find(|(_, r)| label(r) == s)
-            .ok_or_else(|| PathError::new(f.name, "spec.routes", format!("no route named {s:?} (routes: {})", names())))?,
+        Some(s) => *routes.iter().find(|(_, r)| label(r) == s).ok_or_else(|| {
+            PathError::new(
+                f.name,
+                "spec.routes",
+                format!("no route named {s:?} (routes: {})", names()),
+            )
+        })?,
     };
     let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
     let name = label(route);
@@ -78,7 +94,9 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
     );
     let budget = match tree::get(spec, "retryBudget") {
         None => {
-            layer.assumes.push("no retryBudget: Linkerd's default, ratio 0.2, 10 retries/s, ttl 10s".to_string());
+            layer.assumes.push(
+                "no retryBudget: Linkerd's default, ratio 0.2, 10 retries/s, ttl 10s".to_string(),
+            );
             Budget::Ratio {
                 ratio: 0.2,
                 floor_per_second: 10.0,
@@ -86,13 +104,21 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
         }
         Some(b) => {
             if tree::get(b, "ttl").is_none() {
-                return Err(bad("spec.retryBudget.ttl", "is missing: Linkerd cannot parse the budget and rejects the profile".into()));
+                return Err(bad(
+                    "spec.retryBudget.ttl",
+                    "is missing: Linkerd cannot parse the budget and rejects the profile".into(),
+                ));
             }
             tree::duration(b, "ttl").map_err(|e| bad("spec.retryBudget.ttl", e))?;
-            let ratio = tree::number(b, "retryRatio").map_err(|e| bad("spec.retryBudget.retryRatio", e))?;
-            let floor = tree::number(b, "minRetriesPerSecond").map_err(|e| bad("spec.retryBudget.minRetriesPerSecond", e))?;
+            let ratio =
+                tree::number(b, "retryRatio").map_err(|e| bad("spec.retryBudget.retryRatio", e))?;
+            let floor = tree::number(b, "minRetriesPerSecond")
+                .map_err(|e| bad("spec.retryBudget.minRetriesPerSecond", e))?;
             if ratio.is_none() || floor.is_none() {
-                layer.assumes.push("a partial retryBudget: the missing fields are 0, not Linkerd's defaults".to_string());
+                layer.assumes.push(
+                    "a partial retryBudget: the missing fields are 0, not Linkerd's defaults"
+                        .to_string(),
+                );
             }
             Budget::Ratio {
                 ratio: ratio.unwrap_or(0.0),
@@ -104,7 +130,8 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
     if tree::get(route, "isRetryable").and_then(Value::as_bool) == Some(true) {
         layer.max_tries = None;
         layer.rule = Rule::Profile;
-        layer.retry_on = "5xx (isRetryable; no count per request, the budget limits it)".to_string();
+        layer.retry_on =
+            "5xx (isRetryable; no count per request, the budget limits it)".to_string();
         let method = tree::get(route, "condition").and_then(|c| tree::string(c, "method"));
         if !matches!(method, Some("GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE")) {
             layer.non_idempotent = Some(format!(
@@ -121,26 +148,52 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
 fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     let routes: Vec<&Value> = docs
         .iter()
-        .filter(|d| matches!(tree::string(d, "kind"), Some("HTTPRoute" | "GRPCRoute" | "Service")))
+        .filter(|d| {
+            matches!(
+                tree::string(d, "kind"),
+                Some("HTTPRoute" | "GRPCRoute" | "Service")
+            )
+        })
         .collect();
-    let names = || routes.iter().map(|d| name_of(d)).collect::<Vec<_>>().join(", ");
+    let names = || {
+        routes
+            .iter()
+            .map(|d| name_of(d))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let doc = match f.selector {
         None if routes.len() == 1 => routes[0],
         None => {
             return Err(PathError::new(
                 f.name,
                 "metadata.name",
-                format!("holds {} routes ({}): name one as {}:NAME", routes.len(), names(), f.name),
+                format!(
+                    "holds {} routes ({}): name one as {}:NAME",
+                    routes.len(),
+                    names(),
+                    f.name
+                ),
             ))
         }
-        Some(s) => *routes
-            .iter()
-            .find(|d| name_of(d) == s)
-            .ok_or_else(|| PathError::new(f.name, "metadata.name", format!("nothing named {s:?} (here: {})", names())))?,
+        Some(s) => *routes.iter().find(|d| name_of(d) == s).ok_or_else(|| {
+            PathError::new(
+                f.name,
+                "metadata.name",
+                format!("nothing named {s:?} (here: {})", names()),
+            )
+        })?,
     };
     let grpc_route = tree::string(doc, "kind") == Some("GRPCRoute");
-    let ann = tree::get(doc, "metadata").and_then(|m| tree::get(m, "annotations")).cloned().unwrap_or(Value::Null);
-    let get = |k: &str| ann.as_object().and_then(|m| m.get(k)).and_then(Value::as_str);
+    let ann = tree::get(doc, "metadata")
+        .and_then(|m| tree::get(m, "annotations"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let get = |k: &str| {
+        ann.as_object()
+            .and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+    };
     let bad = |k: &str, e: String| PathError::new(f.name, &format!("metadata.annotations.{k}"), e);
     let mut layer = Layer::new(f.name, System::Linkerd, name_of(doc).to_string());
     let go = |k: &str| -> Result<Option<Duration>, PathError> {
@@ -155,11 +208,22 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     let per_try = go("retry.linkerd.io/timeout")?;
     let limit = match get("retry.linkerd.io/limit") {
         None => None,
-        Some(s) => Some(s.trim().parse::<u32>().map_err(|_| bad("retry.linkerd.io/limit", format!("{s:?} is not a whole number")))?),
+        Some(s) => Some(s.trim().parse::<u32>().map_err(|_| {
+            bad(
+                "retry.linkerd.io/limit",
+                format!("{s:?} is not a whole number"),
+            )
+        })?),
     }
     .filter(|n| *n != 0);
-    let http = get("retry.linkerd.io/http").map(parse_http).transpose().map_err(|e| bad("retry.linkerd.io/http", e))?;
-    let grpc = get("retry.linkerd.io/grpc").map(parse_grpc).transpose().map_err(|e| bad("retry.linkerd.io/grpc", e))?;
+    let http = get("retry.linkerd.io/http")
+        .map(parse_http)
+        .transpose()
+        .map_err(|e| bad("retry.linkerd.io/http", e))?;
+    let grpc = get("retry.linkerd.io/grpc")
+        .map(parse_grpc)
+        .transpose()
+        .map_err(|e| bad("retry.linkerd.io/grpc", e))?;
     if limit.is_none() && per_try.is_none() && http.is_none() && grpc.is_none() {
         layer.retry_on = "nothing (no retry.linkerd.io annotation)".to_string();
         return Ok(layer);
@@ -172,16 +236,30 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
         (h, g) => (h.unwrap_or_default(), g.unwrap_or_default()),
     };
     if get("retry.linkerd.io/limit").is_some_and(|s| s.trim() == "0") {
-        layer.assumes.push("retry.linkerd.io/limit \"0\" is read as unset: 1 retry".into());
+        layer
+            .assumes
+            .push("retry.linkerd.io/limit \"0\" is read as unset: 1 retry".into());
     }
     let retries = limit.unwrap_or(1);
     layer.max_tries = Some(retries.saturating_add(1));
     layer.per_try_timeout = per_try.or(layer.timeout);
-    let mut on: Vec<String> = http.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    let mut on: Vec<String> = http
+        .iter()
+        .map(|(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
     on.extend(grpc.iter().map(|c| super::Failure::Grpc(*c).to_string()));
     layer.retry_on = on.join(",");
     if !grpc_route && http.iter().any(|(_, b)| *b >= 500) {
-        layer.non_idempotent = Some(format!("retry.linkerd.io/http {}", get("retry.linkerd.io/http").unwrap_or("(default 5xx)")));
+        layer.non_idempotent = Some(format!(
+            "retry.linkerd.io/http {}",
+            get("retry.linkerd.io/http").unwrap_or("(default 5xx)")
+        ));
     }
     layer.pause = Pause::None;
     layer.rule = Rule::Linkerd { http, grpc };
@@ -242,10 +320,15 @@ mod tests {
     #[test]
     fn http_conditions_as_documented() {
         assert_eq!(parse_http("5xx").unwrap(), [(500, 599)]);
-        assert_eq!(parse_http("gateway-error, 429").unwrap(), [(502, 504), (429, 429)]);
+        assert_eq!(
+            parse_http("gateway-error, 429").unwrap(),
+            [(502, 504), (429, 429)]
+        );
         assert_eq!(parse_http("500-504").unwrap(), [(500, 504)]);
         assert!(parse_http("504-500").unwrap_err().contains("backwards"));
         assert!(parse_http("4xx").is_err());
-        assert!(parse_grpc("unavailable,aborted").unwrap_err().contains("aborted"));
+        assert!(parse_grpc("unavailable,aborted")
+            .unwrap_err()
+            .contains("aborted"));
     }
 }

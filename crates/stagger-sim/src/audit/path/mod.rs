@@ -416,7 +416,10 @@ fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<serde_json::Value>), PathErr
         return Ok((Kind::Own, Vec::new()));
     }
     let docs = tree::documents(input.name, input.text)?;
-    let kinds: Vec<&str> = docs.iter().filter_map(|d| tree::string(d, "kind")).collect();
+    let kinds: Vec<&str> = docs
+        .iter()
+        .filter_map(|d| tree::string(d, "kind"))
+        .collect();
     let has = |k: &str| {
         docs.iter().any(|d| {
             let mut found = Vec::new();
@@ -431,7 +434,14 @@ fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<serde_json::Value>), PathErr
         .any(|k| matches!(*k, "ServiceProfile" | "HTTPRoute" | "GRPCRoute" | "Service"))
     {
         Kind::Linkerd
-    } else if has("defaultHttpRetryPolicy") {
+    } else if has("defaultHttpRetryPolicy")
+        || docs.iter().any(|d| {
+            tree::obj(d, "data")
+                .and_then(|m| m.get("mesh"))
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|m| m.contains("defaultHttpRetryPolicy"))
+        })
+    {
         Kind::IstioMesh
     } else if has("virtualHosts") {
         Kind::EnvoyRoutes
@@ -491,11 +501,13 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
     if layers.is_empty() {
         return Err(PathError::new("--path", "", "no layer on the path"));
     }
-    let protocol = options.protocol.unwrap_or(if layers.iter().any(|l| l.system == System::Grpc) {
-        Protocol::Grpc
-    } else {
-        Protocol::Http
-    });
+    let protocol = options
+        .protocol
+        .unwrap_or(if layers.iter().any(|l| l.system == System::Grpc) {
+            Protocol::Grpc
+        } else {
+            Protocol::Http
+        });
     let dead = Walk::new(&layers, protocol, options).scenario();
     let at_rate = at_rate(&layers, protocol, options);
     let budgeted_bottom_attempts = dead
@@ -554,7 +566,11 @@ fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scenario {
                 Some(n) if q < 1.0 => (1.0 - q.powi(n as i32)) / (1.0 - q),
                 Some(n) => f64::from(n),
                 None => {
-                    let unbounded = if q < 1.0 { 1.0 / (1.0 - q) } else { f64::INFINITY };
+                    let unbounded = if q < 1.0 {
+                        1.0 / (1.0 - q)
+                    } else {
+                        f64::INFINITY
+                    };
                     unbounded.min(budgeted(l, f64::INFINITY, o.concurrency))
                 }
             }
@@ -633,7 +649,8 @@ impl<'a> Walk<'a> {
         for (i, l) in self.layers.iter().enumerate() {
             let sends = run.sent[i];
             let tries = if above > 0.0 { sends / above } else { 0.0 };
-            let sees = run.seen[i].unwrap_or_else(|| rules::bottom_failure(self.dead, self.protocol));
+            let sees =
+                run.seen[i].unwrap_or_else(|| rules::bottom_failure(self.dead, self.protocol));
             layers.push(LayerNumbers {
                 sees,
                 retries: l.rule.retries(sees, self.protocol),

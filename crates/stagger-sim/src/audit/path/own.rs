@@ -48,20 +48,34 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
             (m, m.names.first().map(label).unwrap_or_else(|| "*".into()))
         }
         None if config.methods.is_empty() => {
-            return Err(PathError::new(f.name, "methodConfig", "is empty: no method of this config retries"))
+            return Err(PathError::new(
+                f.name,
+                "methodConfig",
+                "is empty: no method of this config retries",
+            ))
         }
         None => {
             return Err(PathError::new(
                 f.name,
                 "methodConfig",
-                format!("names several methods ({}): name one as {}:SERVICE/METHOD", all(), f.name),
+                format!(
+                    "names several methods ({}): name one as {}:SERVICE/METHOD",
+                    all(),
+                    f.name
+                ),
             ))
         }
         Some(s) => {
             let (service, name) = s.split_once('/').unwrap_or((s, ""));
             let m = config
                 .method(service, name.trim_end_matches('*'))
-                .ok_or_else(|| PathError::new(f.name, "methodConfig", format!("no entry applies to {s:?} (entries: {})", all())))?;
+                .ok_or_else(|| {
+                    PathError::new(
+                        f.name,
+                        "methodConfig",
+                        format!("no entry applies to {s:?} (entries: {})", all()),
+                    )
+                })?;
             (m, s.to_string())
         }
     };
@@ -70,21 +84,30 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     layer.timeout = p.timeout();
     layer.per_try_timeout = p.attempt_timeout();
     if config.throttling.is_some() {
-        layer.budget = Some(Budget::Drains { what: "retryThrottling" });
+        layer.budget = Some(Budget::Drains {
+            what: "retryThrottling",
+        });
     }
     let Some(codes) = p.retryable_codes() else {
         layer.retry_on = "nothing (no retryPolicy)".to_string();
         return Ok(layer);
     };
     layer.max_tries = Some(p.max_attempts());
-    layer.rule = Rule::Grpc { codes: codes.to_vec() };
-    let names: Vec<String> = codes.iter().map(|c| super::Failure::Grpc(*c).to_string()).collect();
+    layer.rule = Rule::Grpc {
+        codes: codes.to_vec(),
+    };
+    let names: Vec<String> = codes
+        .iter()
+        .map(|c| super::Failure::Grpc(*c).to_string())
+        .collect();
     layer.retry_on = names.join(",");
     if p.hedging_delay().is_some() {
         layer.retry_on = format!("hedging; non-fatal {}", layer.retry_on);
-        layer.assumes.push("hedging: a non-fatal failure sends the next attempt at once".into());
+        layer
+            .assumes
+            .push("hedging: a non-fatal failure sends the next attempt at once".into());
     } else {
-        layer.pause = Pause::Library(p.backoff().clone());
+        layer.pause = Pause::Library(*p.backoff());
     }
     if p.max_attempts() > 1 && codes.is_empty() {
         layer.retry_on = "nothing (no retryable codes)".into();
@@ -99,7 +122,11 @@ fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
         PolicyFile::from_json(f.text)
     };
     let file = parsed.map_err(|e| PathError::new(f.name, e.field(), e.problem()))?;
-    let mut layer = Layer::new(f.name, System::Stagger, file.name.clone().unwrap_or_else(|| "*".into()));
+    let mut layer = Layer::new(
+        f.name,
+        System::Stagger,
+        file.name.clone().unwrap_or_else(|| "*".into()),
+    );
     layer.max_tries = Some(file.attempts.max(1));
     layer.timeout = file.deadline;
     layer.per_try_timeout = file.attempt_timeout;
@@ -108,7 +135,9 @@ fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
             ratio: ratio.unwrap_or(RATIO_DEFAULT),
             floor_per_second: 0.0,
         },
-        _ => Budget::Drains { what: "a token budget" },
+        _ => Budget::Drains {
+            what: "a token budget",
+        },
     });
     layer.rule = Rule::Stagger {
         on: file.retry_on.clone(),

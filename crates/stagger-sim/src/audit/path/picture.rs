@@ -11,7 +11,10 @@ const BOX_H: u32 = 58;
 const GAP: u32 = 26;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn number(x: f64) -> String {
@@ -30,20 +33,46 @@ pub(crate) fn render(r: &PathReport) -> String {
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="13">"#
     );
-    let _ = writeln!(s, r#"<title>Retries along the call path: {} attempts at the bottom</title>"#, number(r.dead.bottom_attempts));
-    let _ = writeln!(s, r##"<text x="12" y="24" font-size="15" font-weight="bold">One call, dependency down: {} attempts reach it</text>"##, number(r.dead.bottom_attempts));
+    let _ = writeln!(
+        s,
+        r#"<title>Retries along the call path: {} attempts at the bottom</title>"#,
+        number(r.dead.bottom_attempts)
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="12" y="24" font-size="15" font-weight="bold">One call, dependency down: {} attempts reach it</text>"##,
+        number(r.dead.bottom_attempts)
+    );
     let mut y = 40;
     for (i, (l, num)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
         let retries = num.tries > 1.0;
         let fill = if retries { "#fde2cf" } else { "#e8eef5" };
-        let stroke = if l.implicit { r#" stroke-dasharray="6 3""# } else { "" };
-        let _ = writeln!(s, r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#555"{stroke}/>"##, W - 24);
+        let stroke = if l.implicit {
+            r#" stroke-dasharray="6 3""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#555"{stroke}/>"##,
+            W - 24
+        );
         let mut title = format!("{}. {} {}", i + 1, l.system, l.selector);
         if l.implicit {
             title.push_str(" (implicit default)");
         }
-        let _ = writeln!(s, r##"<text x="24" y="{}" font-weight="bold">{}</text>"##, y + 20, esc(&title));
-        let _ = writeln!(s, r##"<text x="24" y="{}" fill="#444">{}</text>"##, y + 40, esc(&format!("{} — retries on {}", l.file, l.retry_on)));
+        let _ = writeln!(
+            s,
+            r##"<text x="24" y="{}" font-weight="bold">{}</text>"##,
+            y + 20,
+            esc(&title)
+        );
+        let _ = writeln!(
+            s,
+            r##"<text x="24" y="{}" fill="#444">{}</text>"##,
+            y + 40,
+            esc(&format!("{} — retries on {}", l.file, l.retry_on))
+        );
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" text-anchor="end" font-size="16" font-weight="bold">×{}</text>"##,
@@ -51,14 +80,39 @@ pub(crate) fn render(r: &PathReport) -> String {
             y + 24,
             number(num.tries)
         );
-        let _ = writeln!(s, r##"<text x="{}" y="{}" text-anchor="end" fill="#444">sends {}</text>"##, W - 24, y + 44, number(num.sends));
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end" fill="#444">sends {}</text>"##,
+            W - 24,
+            y + 44,
+            number(num.sends)
+        );
         let ay = y + BOX_H;
-        let _ = writeln!(s, r##"<line x1="{}" y1="{ay}" x2="{}" y2="{}" stroke="#555" stroke-width="2"/>"##, W / 2, W / 2, ay + GAP - 4);
-        let _ = writeln!(s, r##"<path d="M{} {} l-5 -8 h10 z" fill="#555"/>"##, W / 2, ay + GAP);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{}" y1="{ay}" x2="{}" y2="{}" stroke="#555" stroke-width="2"/>"##,
+            W / 2,
+            W / 2,
+            ay + GAP - 4
+        );
+        let _ = writeln!(
+            s,
+            r##"<path d="M{} {} l-5 -8 h10 z" fill="#555"/>"##,
+            W / 2,
+            ay + GAP
+        );
         y += BOX_H + GAP;
     }
-    let _ = writeln!(s, r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="#f7c6c6" stroke="#555"/>"##, W - 24);
-    let _ = writeln!(s, r##"<text x="24" y="{}" font-weight="bold">dependency (down)</text>"##, y + 24);
+    let _ = writeln!(
+        s,
+        r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="#f7c6c6" stroke="#555"/>"##,
+        W - 24
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="24" y="{}" font-weight="bold">dependency (down)</text>"##,
+        y + 24
+    );
     let _ = writeln!(
         s,
         r##"<text x="{}" y="{}" text-anchor="end" font-size="18" font-weight="bold">{} attempts</text>"##,

@@ -34,7 +34,10 @@ impl fmt::Display for Failure {
             Failure::Reset => f.write_str("reset"),
             Failure::Http(s) => write!(f, "{s}"),
             Failure::Grpc(c) => {
-                let name = stagger::config::GRPC_CODES.get(*c as usize).copied().unwrap_or("?");
+                let name = stagger::config::GRPC_CODES
+                    .get(*c as usize)
+                    .copied()
+                    .unwrap_or("?");
                 f.write_str(name)
             }
             Failure::Timeout => f.write_str("timeout"),
@@ -88,7 +91,10 @@ pub(crate) enum Rule {
     Envoy { on: Vec<String>, codes: Vec<u16> },
     /// Linkerd's `retry.linkerd.io/http` ranges and `/grpc` codes; a
     /// per-try timeout is retried too (timeouts and retries compose).
-    Linkerd { http: Vec<(u16, u16)>, grpc: Vec<u32> },
+    Linkerd {
+        http: Vec<(u16, u16)>,
+        grpc: Vec<u32>,
+    },
     /// A retryable `ServiceProfile` route: a 5xx response (the profile's
     /// default failure class).
     Profile,
@@ -158,7 +164,9 @@ impl Rule {
             }
             Rule::Stagger { on } => match f {
                 ConnectFailure | Reset | Timeout => true,
-                Http(s) if on.is_empty() => stagger::classify::http_status(s, false) == Class::Transient,
+                Http(s) if on.is_empty() => {
+                    stagger::classify::http_status(s, false) == Class::Transient
+                }
                 Grpc(c) if on.is_empty() => stagger::classify::grpc_code(c) == Class::Transient,
                 Http(s) => on.contains(&RetryOn::Http(s)),
                 Grpc(c) => on.contains(&RetryOn::Grpc(c)),
@@ -272,9 +280,21 @@ mod tests {
     fn a_proxy_answers_a_refused_connection_with_unavailability() {
         let r = Rule::Nothing;
         let up = |f, p, s| r.passes_up(f, p, s);
-        assert_eq!(up(Failure::ConnectFailure, Protocol::Http, System::Envoy), Failure::Http(503));
-        assert_eq!(up(Failure::ConnectFailure, Protocol::Grpc, System::Envoy), Failure::Grpc(14));
-        assert_eq!(up(Failure::Http(504), Protocol::Grpc, System::Istio), Failure::Grpc(14));
-        assert_eq!(up(Failure::Timeout, Protocol::Grpc, System::Grpc), Failure::Grpc(4));
+        assert_eq!(
+            up(Failure::ConnectFailure, Protocol::Http, System::Envoy),
+            Failure::Http(503)
+        );
+        assert_eq!(
+            up(Failure::ConnectFailure, Protocol::Grpc, System::Envoy),
+            Failure::Grpc(14)
+        );
+        assert_eq!(
+            up(Failure::Http(504), Protocol::Grpc, System::Istio),
+            Failure::Grpc(14)
+        );
+        assert_eq!(
+            up(Failure::Timeout, Protocol::Grpc, System::Grpc),
+            Failure::Grpc(4)
+        );
     }
 }

@@ -47,7 +47,10 @@ pub(crate) fn budget(b: Option<&Budget>) -> String {
     match b {
         None => "none".to_string(),
         Some(Budget::Ratio { ratio, .. }) => format!("ratio {}", number(*ratio)),
-        Some(Budget::Concurrent { percent, min_concurrency }) => {
+        Some(Budget::Concurrent {
+            percent,
+            min_concurrency,
+        }) => {
             format!("{}% in flight, min {min_concurrency}", number(*percent))
         }
         Some(Budget::MaxConcurrent { max }) => format!("{max} in flight"),
@@ -76,11 +79,14 @@ pub(crate) fn render(r: &PathReport) -> String {
     let _ = writeln!(s, "Call path, edge first ({proto}); the dependency {dead}:");
     let _ = writeln!(
         s,
-        "{:>2} {:<44} {:<38} {:>6} {:>8}  {}",
-        "#", "layer", "retries on", "tries", "sends", "budget"
+        "{:>2} {:<44} {:<38} {:>6} {:>8}  budget",
+        "#", "layer", "retries on", "tries", "sends"
     );
     for (i, (l, n)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
-        let mut who = format!("{} {} {}", l.file, l.system, l.selector);
+        let file = std::path::Path::new(&l.file)
+            .file_name()
+            .map_or(l.file.as_str(), |n| n.to_str().unwrap_or(""));
+        let mut who = format!("{file} {} {}", l.system, l.selector);
         if l.implicit {
             who.push_str(" (implicit)");
         }
@@ -106,7 +112,11 @@ pub(crate) fn render(r: &PathReport) -> String {
         "dependency",
         format!("{} attempts per call", number(r.dead.bottom_attempts))
     );
-    let _ = writeln!(s, "The edge waits {} before it gives up.", wait(r.dead.edge_waits));
+    let _ = writeln!(
+        s,
+        "The edge waits {} before it gives up.",
+        wait(r.dead.edge_waits)
+    );
     let _ = writeln!(
         s,
         "At failure rate {}: {} attempts per call reach the dependency.",

@@ -20,11 +20,21 @@ const MAX_BYTES: usize = 4 << 20;
 /// once-common `serde_yaml` is archived.
 pub(crate) fn documents(file: &str, text: &str) -> Result<Vec<Value>, PathError> {
     if text.len() > MAX_BYTES {
-        return Err(PathError::new(file, "", format!("larger than {MAX_BYTES} bytes")));
+        return Err(PathError::new(
+            file,
+            "",
+            format!("larger than {MAX_BYTES} bytes"),
+        ));
     }
     serde_saphyr::from_multiple::<Value>(text)
         .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
-        .map_err(|e| PathError::new(file, "", format!("not valid YAML or JSON: {}", first_line(&e.to_string()))))
+        .map_err(|e| {
+            PathError::new(
+                file,
+                "",
+                format!("not valid YAML or JSON: {}", first_line(&e.to_string())),
+            )
+        })
 }
 
 fn first_line(s: &str) -> &str {
@@ -57,7 +67,9 @@ pub(crate) fn obj<'a>(v: &'a Value, key: &str) -> Option<&'a Map<String, Value>>
 
 /// The list under `key` (an absent key is an empty list).
 pub(crate) fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    get(v, key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+    get(v, key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
 }
 
 /// The string under `key`.
@@ -126,7 +138,10 @@ pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String>
         Value::Object(_) => {
             let secs = uint(x, "seconds").map_err(|_| bad())?.unwrap_or(0);
             let nanos = uint(x, "nanos").map_err(|_| bad())?.unwrap_or(0);
-            let nanos = u32::try_from(nanos).ok().filter(|n| *n < 1_000_000_000).ok_or_else(bad)?;
+            let nanos = u32::try_from(nanos)
+                .ok()
+                .filter(|n| *n < 1_000_000_000)
+                .ok_or_else(bad)?;
             Ok(Some(Duration::new(secs, nanos)))
         }
         _ => Err(bad()),
@@ -153,7 +168,9 @@ pub(crate) fn go_duration(s: &str) -> Option<Duration> {
         }
         let (num, tail) = rest.split_at(num_len);
         let value: f64 = num.parse().ok()?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
         let (unit, tail) = tail.split_at(unit_len);
         let scale = match unit {
             "ns" => 1e-9,
@@ -225,11 +242,19 @@ mod tests {
         let v = json!({"num_retries": 3, "retryOn": "5xx", "perTryTimeout": "1s"});
         assert_eq!(uint(&v, "numRetries").unwrap(), Some(3));
         assert_eq!(string(&v, "retry_on"), Some("5xx"));
-        assert_eq!(duration(&v, "per_try_timeout").unwrap(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            duration(&v, "per_try_timeout").unwrap(),
+            Some(Duration::from_secs(1))
+        );
         assert_eq!(uint(&json!({"n": "5"}), "n").unwrap(), Some(5));
         assert_eq!(uint(&json!({"n": {"value": 7}}), "n").unwrap(), Some(7));
-        assert!(uint(&json!({"n": "five"}), "n").unwrap_err().contains("five"));
-        assert_eq!(number(&json!({"p": {"value": 10}}), "p").unwrap(), Some(10.0));
+        assert!(uint(&json!({"n": "five"}), "n")
+            .unwrap_err()
+            .contains("five"));
+        assert_eq!(
+            number(&json!({"p": {"value": 10}}), "p").unwrap(),
+            Some(10.0)
+        );
     }
 
     #[test]

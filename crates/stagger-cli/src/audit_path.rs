@@ -1,0 +1,141 @@
+//! `stagger audit --path`: the layers of one call path, from the edge to
+//! the dependency, read together. The readers and the model live in
+//! `stagger_sim::audit::path`; this module splits the path, reads the
+//! files, prints and picks the exit code (the audit's: 0 clean, 1
+//! findings, 2 bad usage or an unreadable file).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use stagger_sim::audit::path::{audit_path, Dead, IstioVersion, Options, PathInput, Protocol};
+
+use crate::args::UsageError;
+
+/// The failure the dead dependency shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DeadArg {
+    /// It refuses every connection.
+    Refused,
+    /// It answers 503 / UNAVAILABLE at once.
+    Unavailable,
+    /// It never answers.
+    Blackhole,
+}
+
+/// The call's protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProtocolArg {
+    /// HTTP requests.
+    Http,
+    /// gRPC calls.
+    Grpc,
+}
+
+/// Flags of `stagger audit --path`.
+#[derive(Debug, clap::Args)]
+pub struct PathArgs {
+    /// The call path, edge first: FILE[:SELECTOR],FILE,… where a selector
+    /// names the host, route, method, cluster or profile of a file that
+    /// holds several (e.g. `--path vs.yaml:reviews,svc.json:shop.Cart/Get`).
+    #[arg(long, value_name = "FILES")]
+    pub path: Option<String>,
+    /// What the dead dependency does with each attempt.
+    #[arg(long, value_enum, default_value = "refused", requires = "path")]
+    dead: DeadArg,
+    /// The call's protocol (default: gRPC when a gRPC service config is on the path).
+    #[arg(long, value_enum, requires = "path")]
+    protocol: Option<ProtocolArg>,
+    /// The second scenario: each attempt at the bottom fails with this probability.
+    #[arg(long, default_value_t = 0.5, value_name = "P", requires = "path")]
+    failure_rate: f64,
+    /// The Istio release whose defaults apply (1.24 and later: 503 is not in the implicit policy).
+    #[arg(long, default_value = "1.24", value_name = "1.N", value_parser = istio_version, requires = "path")]
+    istio_version: u32,
+    /// The AWS SDK's mode for a profile without retry_mode: legacy (boto3) or standard.
+    #[arg(long, default_value = "legacy", value_parser = ["legacy", "standard"], requires = "path")]
+    aws_default_mode: String,
+    /// Requests in flight at each proxy, for budgets that cap concurrent retries.
+    #[arg(long, default_value_t = 100, value_name = "N", requires = "path")]
+    concurrency: u32,
+    /// Also write an SVG picture of the path to this file.
+    #[arg(long, value_name = "FILE", requires = "path")]
+    svg: Option<String>,
+}
+
+fn istio_version(s: &str) -> Result<u32, String> {
+    s.strip_prefix("1.")
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(|| format!("{s:?} is not an Istio version such as 1.23"))
+}
+
+/// `FILE:SELECTOR` split where the part before the colon is a file (a
+/// selector may hold `/` and spaces; a file name may hold `:`).
+fn split(entry: &str) -> (&str, Option<&str>) {
+    if Path::new(entry).is_file() {
+        return (entry, None);
+    }
+    for (i, _) in entry.match_indices(':') {
+        if Path::new(&entry[..i]).is_file() {
+            return (&entry[..i], Some(&entry[i + 1..]).filter(|s| !s.is_empty()));
+        }
+    }
+    (entry, None)
+}
+
+/// Runs `stagger audit --path`.
+pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let path = a.path.as_deref().unwrap_or_default();
+    let entries: Vec<(&str, Option<&str>)> = path
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(split)
+        .collect();
+    if entries.is_empty() {
+        return Err(UsageError("--path: no files given".into()).into());
+    }
+    let mut texts = Vec::with_capacity(entries.len());
+    for (f, _) in &entries {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| UsageError(format!("{f}: cannot read: {e}")))?;
+        texts.push(text);
+    }
+    let inputs: Vec<PathInput<'_>> = entries
+        .iter()
+        .zip(&texts)
+        .map(|((f, sel), t)| PathInput::new(f, t, *sel))
+        .collect();
+    let options = Options {
+        protocol: a.protocol.map(|p| match p {
+            ProtocolArg::Http => Protocol::Http,
+            ProtocolArg::Grpc => Protocol::Grpc,
+        }),
+        dead: match a.dead {
+            DeadArg::Refused => Dead::Refused,
+            DeadArg::Unavailable => Dead::Unavailable,
+            DeadArg::Blackhole => Dead::Blackhole,
+        },
+        failure_rate: a.failure_rate,
+        istio: IstioVersion {
+            minor: a.istio_version,
+        },
+        aws_default_standard: a.aws_default_mode == "standard",
+        concurrency: a.concurrency.max(1),
+    };
+    let report = audit_path(&inputs, &options).map_err(|e| UsageError(e.to_string()))?;
+    if let Some(svg) = &a.svg {
+        std::fs::write(svg, report.svg())
+            .map_err(|e| UsageError(format!("{svg}: cannot write: {e}")))?;
+    }
+    let text = if json {
+        serde_json::to_string(&report)? + "\n"
+    } else {
+        report.text()
+    };
+    crate::audit::write_out(text.as_bytes())?;
+    Ok(if report.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
