@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::rules::{Pause, Rule};
+use super::rules::{self, Pause, Rule};
 use super::tree;
 use super::{Budget, Layer, PathError, PathInput, System};
 
@@ -181,13 +181,13 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     layer.non_idempotent = if retries == 0 || method_limited {
         None
     } else {
-        unsafe_conditions(&on, &codes)
+        rules::unsafe_conditions(&on, &codes)
     };
     layer.max_tries = Some(u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX));
     layer.retry_on = if retries == 0 || on.is_empty() {
         "nothing (num_retries 0 or no retry_on)".to_string()
     } else {
-        super::istio::describe(&on, &codes)
+        rules::describe(&on, &codes)
     };
     layer.per_try_timeout = per_try;
     layer.rule = if retries == 0 {
@@ -268,25 +268,4 @@ pub(crate) fn add_clusters(
         f.name
     ));
     Ok(())
-}
-
-/// The conditions of `on` that repeat a request the application may have
-/// handled (a 5xx answer or a reset after the request was sent), named
-/// for the finding; `None` when every condition is "never sent".
-pub(crate) fn unsafe_conditions(on: &[String], codes: &[u16]) -> Option<String> {
-    let mut bad: Vec<String> = on
-        .iter()
-        .filter(|c| {
-            matches!(
-                c.as_str(),
-                "5xx" | "gateway-error" | "reset" | "retriable-4xx"
-            )
-        })
-        .cloned()
-        .collect();
-    if on.iter().any(|c| c == "retriable-status-codes") && !codes.is_empty() {
-        let c: Vec<String> = codes.iter().map(u16::to_string).collect();
-        bad.push(format!("retriable-status-codes [{}]", c.join(",")));
-    }
-    (!bad.is_empty()).then(|| bad.join(", "))
 }

@@ -2,7 +2,8 @@
 //! Istio's implicit retries, per-try timeouts no deadline leaves room for,
 //! meshes that repeat non-idempotent requests, and no budget anywhere.
 
-use super::{budgeted, round3, PathFinding, PathReport};
+use super::compose::{budgeted, round3};
+use super::{PathFinding, PathReport};
 
 fn name(r: &PathReport, i: usize) -> String {
     let l = &r.layers[i];

@@ -20,7 +20,7 @@
 
 use serde_json::Value;
 
-use super::rules::{Pause, Rule};
+use super::rules::{self, Pause, Rule};
 use super::tree;
 use super::{Layer, Options, PathError, PathInput, System};
 
@@ -239,10 +239,10 @@ pub(crate) fn layer(
     let retry_on = if attempts == 0 {
         "nothing".to_string()
     } else {
-        describe(&on, &codes)
+        rules::describe(&on, &codes)
     };
     let non_idempotent = (attempts > 0)
-        .then(|| super::envoy::unsafe_conditions(&on, &codes))
+        .then(|| rules::unsafe_conditions(&on, &codes))
         .flatten();
     let mut layer = Layer::new(f.name, System::Istio, selector);
     layer.max_tries = Some(max_tries);
@@ -282,16 +282,6 @@ fn parse_retry_on(s: &str) -> Result<(Vec<String>, Vec<u16>), String> {
         on.push("retriable-status-codes".to_string());
     }
     Ok((on, codes))
-}
-
-/// Conditions and codes for the report.
-pub(crate) fn describe(on: &[String], codes: &[u16]) -> String {
-    let mut s = on.join(",");
-    if !codes.is_empty() {
-        let c: Vec<String> = codes.iter().map(u16::to_string).collect();
-        s.push_str(&format!(" [{}]", c.join(",")));
-    }
-    s
 }
 
 /// Whether a VirtualService host matches the selector: exact, by short

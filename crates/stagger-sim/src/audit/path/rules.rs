@@ -238,6 +238,37 @@ impl Pause {
     }
 }
 
+/// Conditions and codes for the report.
+pub(crate) fn describe(on: &[String], codes: &[u16]) -> String {
+    let mut s = on.join(",");
+    if !codes.is_empty() {
+        let c: Vec<String> = codes.iter().map(u16::to_string).collect();
+        s.push_str(&format!(" [{}]", c.join(",")));
+    }
+    s
+}
+
+/// The conditions of `on` that repeat a request the application may have
+/// handled (a 5xx answer or a reset after the request was sent), named
+/// for the finding; `None` when every condition is "never sent".
+pub(crate) fn unsafe_conditions(on: &[String], codes: &[u16]) -> Option<String> {
+    let mut bad: Vec<String> = on
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.as_str(),
+                "5xx" | "gateway-error" | "reset" | "retriable-4xx"
+            )
+        })
+        .cloned()
+        .collect();
+    if on.iter().any(|c| c == "retriable-status-codes") && !codes.is_empty() {
+        let c: Vec<String> = codes.iter().map(u16::to_string).collect();
+        bad.push(format!("retriable-status-codes [{}]", c.join(",")));
+    }
+    (!bad.is_empty()).then(|| bad.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
