@@ -594,3 +594,40 @@ mod props {
         }
     }
 }
+
+// Istio's largest `attempts` (Istio lifts the cap to 2^32 - 1), an AWS
+// count past i32, a ratio past any sense: numbers, not a panic.
+#[test]
+fn extreme_counts_are_numbers_not_panics() {
+    let vs = inline(
+        "vs.yaml",
+        "kind: VirtualService\nspec:\n  hosts: [h]\n  http:\n  - retries: {attempts: 4294967294}\n",
+    );
+    let r = run(&[(&vs, None)]);
+    assert_eq!(r.layers[0].max_tries, Some(u32::MAX));
+    assert!(
+        r.dead.bottom_attempts >= 10_000.0,
+        "{}",
+        r.dead.bottom_attempts
+    );
+    assert!(
+        (r.at_rate.bottom_attempts - 2.0).abs() < 1e-9,
+        "{}",
+        r.at_rate.bottom_attempts
+    );
+    let aws = inline("config", "[default]\nmax_attempts = 4000000000\n");
+    let r = run(&[(&aws, None)]);
+    assert!(r.at_rate.bottom_attempts >= 1.0);
+    let sp = inline(
+        "sp.yaml",
+        "kind: ServiceProfile\nspec:\n  routes: [{name: r, isRetryable: true}]\n  retryBudget: {retryRatio: 1e300, minRetriesPerSecond: 1, ttl: 10s}\n",
+    );
+    let r = run(&[(&sp, None)]);
+    assert!(r.dead.bottom_attempts.is_finite());
+    let far = inline(
+        "rc.yaml",
+        "virtual_hosts:\n- name: v\n  routes:\n  - route: {cluster: c, timeout: {seconds: 99999999999}}\n",
+    );
+    let e = run_with(&[(&far, None)], &Options::default()).unwrap_err();
+    assert!(e.field.ends_with("timeout"), "{e}");
+}

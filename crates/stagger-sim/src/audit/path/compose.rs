@@ -42,7 +42,7 @@ pub(crate) fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scen
             1.0
         } else {
             match l.max_tries {
-                Some(n) if q < 1.0 => (1.0 - q.powi(n as i32)) / (1.0 - q),
+                Some(n) if q < 1.0 => (1.0 - q.powf(f64::from(n))) / (1.0 - q),
                 Some(n) => f64::from(n),
                 None => {
                     let unbounded = if q < 1.0 {
@@ -56,7 +56,7 @@ pub(crate) fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scen
         };
         if retries {
             q = match l.max_tries {
-                Some(n) => q.powi(n as i32),
+                Some(n) => q.powf(f64::from(n)),
                 None => q.powf(tries),
             };
         }
@@ -108,7 +108,9 @@ pub(crate) struct Walk<'a> {
 const FAST_FAILURE: Duration = Duration::from_millis(1);
 /// Tries one layer makes at most in the walk; a larger count is capped here
 /// (and said so): its product is already past any useful number.
-const WALK_CAP: u32 = 10_000;
+pub(crate) const WALK_CAP: u32 = 10_000;
+/// The most a budget-only layer multiplies by in the walk.
+const MAX_SCALE: f64 = 1e6;
 
 impl<'a> Walk<'a> {
     pub(crate) fn new(layers: &'a [Layer], protocol: Protocol, o: &Options) -> Self {
@@ -178,7 +180,10 @@ impl<'a> Walk<'a> {
         // the budget lets through in steady state.
         let (max_tries, scale) = match l.max_tries {
             Some(n) => (n.min(WALK_CAP), 1.0),
-            None => (1, budgeted(l, f64::INFINITY, self.concurrency)),
+            None => (
+                1,
+                budgeted(l, f64::INFINITY, self.concurrency).min(MAX_SCALE),
+            ),
         };
         let protocol = self.protocol;
         let done = |sent: Vec<f64>, seen: Vec<Option<Failure>>, took, failure| Run {

@@ -61,6 +61,13 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if routes.is_empty() {
+        return Err(PathError::new(
+            f.name,
+            "spec.routes",
+            "has no routes: nothing is retried",
+        ));
+    }
     let (p, route) = match f.selector {
         None if routes.len() == 1 => routes[0],
         None => {

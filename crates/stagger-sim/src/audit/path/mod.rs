@@ -508,6 +508,14 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
         } else {
             Protocol::Http
         });
+    for l in &mut layers {
+        if l.max_tries.is_some_and(|n| n > compose::WALK_CAP) {
+            l.assumes.push(format!(
+                "the dead-dependency walk stops this layer at {} tries",
+                compose::WALK_CAP
+            ));
+        }
+    }
     let dead = compose::Walk::new(&layers, protocol, options).scenario();
     let at_rate = compose::at_rate(&layers, protocol, options);
     let budgeted_bottom_attempts = dead

@@ -137,6 +137,9 @@ pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String>
         Value::String(s) => go_duration(s).map(Some).ok_or_else(bad),
         Value::Object(_) => {
             let secs = uint(x, "seconds").map_err(|_| bad())?.unwrap_or(0);
+            if secs > 1_000_000_000 {
+                return Err(bad());
+            }
             let nanos = uint(x, "nanos").map_err(|_| bad())?.unwrap_or(0);
             let nanos = u32::try_from(nanos)
                 .ok()
