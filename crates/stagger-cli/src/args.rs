@@ -5,32 +5,13 @@ use std::time::Duration;
 use clap::Args;
 use stagger::{Backoff, Jitter, Policy};
 
-/// Parses a duration as sleep(1) and timeout(1) take it, bare seconds
-/// (`30`, `1.5`), or with units as people write it (`250ms`, `5s`, `1m30s`).
+/// Parses a duration as sleep(1) and timeout(1) take it (the library's
+/// parser, shared with the lab's API).
 ///
 /// clap puts the flag's name in front of the message. A negative value
 /// reaches this parser (rather than being read as a flag) because `main`
 /// lets every `D` option take values that start with `-`.
-pub fn duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s.starts_with('-') {
-        return Err(format!(
-            "`{s}` is negative; a duration is 0 or more (e.g. 30, 250ms, 5s)"
-        ));
-    }
-    if s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
-        && s.chars().all(|c| c.is_ascii_digit() || c == '.')
-    {
-        return s
-            .parse::<f64>()
-            .ok()
-            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
-            .ok_or_else(|| format!("`{s}` is not a number of seconds; write e.g. 30, 1.5, 250ms"));
-    }
-    humantime::parse_duration(s).map_err(|e| {
-        format!("`{s}` is not a duration ({e}); write seconds (30) or with a unit (250ms, 5s, 1m)")
-    })
-}
+pub use stagger_lab::duration;
 
 /// A duration where 0 means "no limit", as in curl's `--max-time 0` and
 /// `timeout 0 CMD`.

@@ -11,7 +11,9 @@
 //!   service — a fault-injecting reverse proxy that counts first attempts
 //!   and retries per 100 ms;
 //! - [`simulate`]: the table and the self-contained HTML/SVG report of a
-//!   [`stagger_sim`] simulation.
+//!   [`stagger_sim`] simulation;
+//! - [`lab`]: the simulator and the decision engine behind a small web
+//!   server, for a browser.
 //!
 //! Strategies are built and recovery is judged by [`stagger_sim`], the same
 //! as in the simulator ([`stagger_sim::Strategy::policy`],
@@ -22,9 +24,11 @@
 #![warn(missing_docs)]
 
 use std::fmt;
+use std::time::Duration;
 
 mod bins;
 pub mod gameday;
+pub mod lab;
 pub mod proxy;
 mod reset;
 pub mod simulate;
@@ -99,4 +103,28 @@ impl From<stagger_sim::SimError> for Error {
     fn from(e: stagger_sim::SimError) -> Self {
         Error::usage(e.to_string())
     }
+}
+
+/// Parses a duration as sleep(1) and timeout(1) take it, bare seconds
+/// (`30`, `1.5`), or with units as people write it (`250ms`, `5s`, `1m30s`).
+/// A negative value is refused with a message saying so.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s.starts_with('-') {
+        return Err(format!(
+            "`{s}` is negative; a duration is 0 or more (e.g. 30, 250ms, 5s)"
+        ));
+    }
+    if s.starts_with(|c: char| c.is_ascii_digit() || c == '.')
+        && s.chars().all(|c| c.is_ascii_digit() || c == '.')
+    {
+        return s
+            .parse::<f64>()
+            .ok()
+            .and_then(|secs| Duration::try_from_secs_f64(secs).ok())
+            .ok_or_else(|| format!("`{s}` is not a number of seconds; write e.g. 30, 1.5, 250ms"));
+    }
+    humantime::parse_duration(s).map_err(|e| {
+        format!("`{s}` is not a duration ({e}); write seconds (30) or with a unit (250ms, 5s, 1m)")
+    })
 }

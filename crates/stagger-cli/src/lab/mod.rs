@@ -1,29 +1,19 @@
 //! `stagger lab`: the simulator and the decision engine in a browser.
 //!
-//! A small web server on loopback with a single-page app whose assets are
-//! compiled into the binary (it works offline). The page draws what two
-//! JSON endpoints answer, and both are the command line's own code:
-//!
-//! - `GET /api/simulate?…` and `GET /api/schedule?…` turn the query into the
-//!   flags of `stagger simulate` / `stagger schedule` (same names without the
-//!   dashes), parse them with the same clap definitions and answer with the
-//!   bytes `--format json` prints;
-//! - `GET /api/decide?…` builds the facts of one failed attempt the way the
-//!   HTTP front-end does and asks the engine for its decision ([`decide`]).
-//!
-//! The server lives in the binary, next to the flag definitions it reuses:
-//! the library crates stay free of clap, and no handler plumbing crosses a
-//! crate boundary. It owns only sockets, bounds and the `Host` check.
+//! The server, its assets, its limits and the decide endpoint are
+//! [`stagger_lab::lab`]; this module parses the flags, hands the server the
+//! two endpoints that read a query as the flags of `stagger simulate` /
+//! `stagger schedule` (the definitions live here, in the binary) and prints
+//! the URL.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
-use crate::args::UsageError;
+use stagger_lab::lab::{self, BadParam, Endpoints};
+use stagger_sim::Options;
 
-mod api;
-mod decide;
-mod query;
-mod server;
+use crate::args::UsageError;
+use crate::{schedule, simulate, simulate_hedging};
 
 /// Serve the interactive lab: the failover chart, jitter, layers,
 /// contention, the metastable model, "should this call be retried?" and
@@ -83,23 +73,19 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 ))
             })?;
         let addr = listener.local_addr()?;
-        let url = format!("http://{}/", display_addr(addr));
+        let url = lab::url(addr);
         println!("stagger lab: {url}");
         eprintln!("serving until interrupted (Ctrl-C)");
         if a.open {
             open_browser(&url);
         }
-        server::serve(listener, addr).await?;
+        let endpoints = Endpoints {
+            simulate: api_simulate,
+            schedule: api_schedule,
+        };
+        lab::serve(listener, addr, endpoints).await?;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// `127.0.0.1:7878`, `[::1]:7878`: the address as a URL authority.
-fn display_addr(addr: SocketAddr) -> String {
-    match addr.ip() {
-        IpAddr::V6(ip) => format!("[{ip}]:{}", addr.port()),
-        IpAddr::V4(ip) => format!("{ip}:{}", addr.port()),
-    }
 }
 
 /// Asks the desktop to open `url`; a failure is only reported.
@@ -122,5 +108,91 @@ fn open_browser(url: &str) {
         Err(e) => {
             eprintln!("stagger lab: --open: could not start {opener}: {e}; open {url} yourself")
         }
+    }
+}
+
+/// One thread per request: the server runs several at once.
+const ONE_THREAD: Options<'static> = Options {
+    threads: 1,
+    progress: None,
+};
+
+/// `GET /api/simulate`: exactly what `stagger simulate --format json`
+/// prints for the same flags.
+fn api_simulate(q: &str) -> Result<String, BadParam> {
+    let args: simulate::Args = lab::flags("simulate", q)?;
+    if args.is_hedging() {
+        let run = args.hedging(1);
+        lab::check_hedging_servers(run.capacity)?;
+        let (p, strategies) = simulate_hedging::params(&run).map_err(usage)?;
+        lab::check_hedging(&p, &strategies)?;
+        let (_, doc) = simulate_hedging::simulate(&p, &strategies, &ONE_THREAD).map_err(usage)?;
+        return Ok(doc + "\n");
+    }
+    let (p, strategies) = args.params().map_err(usage)?;
+    lab::check_simulation(&p, &strategies)?;
+    let (_, doc) = simulate::simulate(&p, &strategies, &ONE_THREAD).map_err(usage)?;
+    Ok(doc + "\n")
+}
+
+/// `GET /api/schedule`: exactly what `stagger schedule --format json`
+/// prints for the same flags.
+fn api_schedule(q: &str) -> Result<String, BadParam> {
+    let args: schedule::Args = lab::flags("schedule", q)?;
+    let attempts = args.policy.schedule.limit().map_err(usage)?;
+    lab::check_schedule(attempts.saturating_sub(1) as usize, args.samples)?;
+    let doc = schedule::json(&args).map_err(usage)?;
+    Ok(doc + "\n")
+}
+
+fn usage(e: anyhow::Error) -> BadParam {
+    BadParam::from_usage(&format!("{e:#}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_parameters_are_named() {
+        let simulate = api_simulate;
+        let schedule = api_schedule;
+        for (q, parameter) in [
+            ("runs=100000", "runs"),
+            ("burst=9999999", "burst"),
+            ("model=metastable&duration=1h&runs=1", "duration"),
+            ("model=metastable&rate=2000&duration=300s&runs=20", "runs"),
+            ("model=hedging", "requests"),
+            ("model=hedging&requests=30000&hedge_attempts=4", "requests"),
+            ("model=hedging&requests=1000&capacity=5000&utilisation=0.5", "capacity"),
+            ("model=hedging&requests=1000&utilisation=1.5&capacity=4", "utilisation"),
+            ("out=/tmp/x", "out"),
+            ("model=nonsense", "model"),
+            ("strategy=full,bogus&runs=1", "strategy"),
+        ] {
+            let e = simulate(q).unwrap_err();
+            assert_eq!(e.parameter(), parameter, "{q}: {}", e.message());
+        }
+        let e = simulate("model=metastable&rate=2000&duration=300s&runs=20").unwrap_err();
+        assert!(e.message().contains("the work this server does"), "{}", e.message());
+        assert!(simulate("runs=1&duration=5s").is_ok());
+        assert!(simulate("model=hedging&requests=20000").is_ok());
+        for (q, parameter) in [
+            ("attempts=4294967295&samples=0", "attempts"),
+            ("samples=1000000", "samples"),
+            ("jitter=purple", "jitter"),
+        ] {
+            let e = schedule(q).unwrap_err();
+            assert_eq!(e.parameter(), parameter, "{q}: {}", e.message());
+        }
+    }
+
+    #[test]
+    fn a_small_simulation_answers_json() {
+        let doc = api_simulate("strategy=full&runs=2&duration=10s").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        assert_eq!(v["model"], "failover");
+        assert_eq!(v["strategies"][0]["strategy"], "full");
+        assert_eq!(v["strategies"][0]["runs"], 2);
     }
 }

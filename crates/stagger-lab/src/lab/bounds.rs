@@ -1,23 +1,24 @@
-//! The simulation and schedule endpoints: a query parsed as the
-//! subcommand's flags, bounded so one request costs a fraction of a second
-//! of CPU, answered by the subcommand's own JSON function.
+//! The limits of the simulation and schedule endpoints, so that one
+//! request costs a fraction of a second of CPU: runs, rows × runs,
+//! simulated time, ticks, arrivals, and a cost model of each simulation's
+//! CPU time calibrated per model.
 
 use std::time::Duration;
 
-use stagger_sim::{Model, Options};
+use stagger_sim::hedging::{HedgeStrategy, HedgingParams};
+use stagger_sim::{Model, Params, Strategy};
 
-use super::query::{self, BadParam};
-use crate::{schedule, simulate, simulate_hedging};
+use super::query::BadParam;
 
 /// Flags the API refuses: they write files or change only the command
 /// line's output, not the answer.
-const REFUSED: &[&str] = &["out", "threads", "format"];
+pub(super) const REFUSED: &[&str] = &["out", "threads", "format"];
 
 /// Runs averaged per row, at most.
-pub(crate) const MAX_RUNS: usize = 200;
+const MAX_RUNS: usize = 200;
 /// Rows × runs, at most (the command line's default failover comparison is
 /// 8 × 200; the page's contention scene 5 strategies × 40 client counts × 10).
-pub(crate) const MAX_WORK: u64 = 2_000;
+const MAX_WORK: u64 = 2_000;
 /// Simulated time, at most (contention's is only a limit and is not bounded
 /// here).
 const MAX_DURATION: Duration = Duration::from_secs(300);
@@ -49,7 +50,7 @@ const MAX_HEDGE_SERVERS: f64 = 1_000.0;
 /// calibrated on this machine per model: failover grows with the clients'
 /// own guardrails, layers with `attempts^layers` at the failure rates
 /// given, contention with the racing clients squared.
-fn cost(p: &stagger_sim::Params, strategies: &[stagger_sim::Strategy]) -> f64 {
+fn cost(p: &Params, strategies: &[Strategy]) -> f64 {
     let runs = p.run_seeds().len() as f64;
     let rows = strategies.len() as f64;
     let secs = p.duration.as_secs_f64();
@@ -95,14 +96,10 @@ fn cost(p: &stagger_sim::Params, strategies: &[stagger_sim::Strategy]) -> f64 {
     }
 }
 
-/// `GET /api/simulate`: exactly what `stagger simulate --format json`
-/// prints for the same flags.
-pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
-    let args: simulate::Args = query::parse("simulate", q, REFUSED)?;
-    if args.is_hedging() {
-        return simulate_hedging(&args);
-    }
-    let (p, strategies) = args.params().map_err(usage)?;
+/// Refuses a simulation past this server's limits, naming the parameter to
+/// lower: runs, rows × runs, duration, ticks, arrivals, burst, rate, and
+/// the estimated CPU time of the whole request.
+pub fn check_simulation(p: &Params, strategies: &[Strategy]) -> Result<(), BadParam> {
     let runs = p.run_seeds().len();
     if runs > MAX_RUNS {
         return Err(BadParam::new(
@@ -110,7 +107,7 @@ pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
             format!("{runs} runs is more than this server's limit of {MAX_RUNS}"),
         ));
     }
-    let work = stagger_sim::work_items(&p, &strategies);
+    let work = stagger_sim::work_items(p, strategies);
     if work > MAX_WORK {
         return Err(BadParam::new(
             "runs",
@@ -156,7 +153,7 @@ pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
             format!("is more than this server's limit of {MAX_RATE}"),
         ));
     }
-    let cost = cost(&p, &strategies);
+    let cost = cost(p, strategies);
     if cost > MAX_COST {
         return Err(BadParam::new(
             "runs",
@@ -167,20 +164,13 @@ pub(crate) fn simulate(q: &str) -> Result<String, BadParam> {
             ),
         ));
     }
-    let opts = Options {
-        threads: 1,
-        progress: None,
-    };
-    let (_, doc) = simulate::simulate(&p, &strategies, &opts).map_err(usage)?;
-    Ok(doc + "\n")
+    Ok(())
 }
 
-/// `GET /api/simulate?model=hedging&…`: the hedging model's own parameters,
-/// bounded by requests × strategies × attempts and by servers (the report's
-/// utilisation sweep writes files and is not served).
-fn simulate_hedging(args: &simulate::Args) -> Result<String, BadParam> {
-    let run = args.hedging(1);
-    if let Some(c) = run.capacity {
+/// Refuses a hedging model with more servers than this server simulates
+/// (checked before the model's own parameters are read).
+pub fn check_hedging_servers(capacity: Option<f64>) -> Result<(), BadParam> {
+    if let Some(c) = capacity {
         if c.is_finite() && c > MAX_HEDGE_SERVERS {
             return Err(BadParam::new(
                 "capacity",
@@ -188,7 +178,11 @@ fn simulate_hedging(args: &simulate::Args) -> Result<String, BadParam> {
             ));
         }
     }
-    let (p, strategies) = simulate_hedging::params(&run).map_err(usage)?;
+    Ok(())
+}
+
+/// Refuses a hedging model past requests × strategies × attempts.
+pub fn check_hedging(p: &HedgingParams, strategies: &[HedgeStrategy]) -> Result<(), BadParam> {
     let work = p
         .requests
         .saturating_mul(strategies.len() as u64)
@@ -205,110 +199,73 @@ fn simulate_hedging(args: &simulate::Args) -> Result<String, BadParam> {
             ),
         ));
     }
-    let opts = Options {
-        threads: 1,
-        progress: None,
-    };
-    let (_, doc) = simulate_hedging::simulate(&p, &strategies, &opts).map_err(usage)?;
-    Ok(doc + "\n")
+    Ok(())
 }
 
-/// `GET /api/schedule`: exactly what `stagger schedule --format json`
-/// prints for the same flags.
-pub(crate) fn schedule(q: &str) -> Result<String, BadParam> {
-    let args: schedule::Args = query::parse("schedule", q, REFUSED)?;
-    let retries = args
-        .policy
-        .schedule
-        .limit()
-        .map_err(usage)?
-        .saturating_sub(1) as usize;
+/// Refuses a schedule of more than 100 retries, or of more than 200,000
+/// delays (samples × retries).
+pub fn check_schedule(retries: usize, samples: usize) -> Result<(), BadParam> {
     if retries > MAX_RETRIES {
         return Err(BadParam::new(
             "attempts",
             format!("is more than this server's limit of {}", MAX_RETRIES + 1),
         ));
     }
-    if retries.saturating_mul(args.samples) > MAX_DRAWS {
+    if retries.saturating_mul(samples) > MAX_DRAWS {
         return Err(BadParam::new(
             "samples",
             format!(
                 "{} samples × {retries} retries is more than this server's limit of {MAX_DRAWS} delays",
-                args.samples
+                samples
             ),
         ));
     }
-    let doc = schedule::json(&args).map_err(usage)?;
-    Ok(doc + "\n")
-}
-
-fn usage(e: anyhow::Error) -> BadParam {
-    BadParam::from_usage(&format!("{e:#}"))
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use stagger_sim::ClientRange;
+
     use super::*;
 
+    fn cost_of(model: Model, set: impl FnOnce(&mut Params)) -> f64 {
+        let mut p = Params::defaults(model);
+        set(&mut p);
+        cost(&p, &Strategy::defaults(model))
+    }
+
     #[test]
-    fn out_of_range_parameters_are_named() {
-        let e = simulate("runs=100000").unwrap_err();
-        assert_eq!(e.parameter, "runs", "{}", e.message);
-        let e = simulate("burst=9999999").unwrap_err();
-        assert_eq!(e.parameter, "burst");
-        let e = simulate("model=metastable&duration=1h&runs=1").unwrap_err();
-        assert_eq!(e.parameter, "duration");
-        let e = simulate("model=metastable&rate=2000&duration=300s&runs=20").unwrap_err();
-        assert_eq!(e.parameter, "runs", "{}", e.message);
-        assert!(
-            e.message.contains("the work this server does"),
-            "{}",
-            e.message
-        );
+    fn the_cost_model_refuses_what_takes_too_long() {
         // The command line's default comparison fits; a fleet of 400 with
         // their own guardrails, or retries at every one of 5 layers, does not.
-        assert!(simulate("runs=1&duration=5s").is_ok());
-        assert_eq!(cost_of(""), cost_of("model=failover"));
-        assert!(cost_of("") < MAX_COST, "{}", cost_of(""));
-        assert!(cost_of("clients=400") > MAX_COST);
-        assert!(cost_of("model=layers&layers=5&attempts=20&runs=1") > MAX_COST);
-        assert!(cost_of("model=layers&runs=4") < MAX_COST);
-        assert!(cost_of("model=contention&clients=1..40&runs=10") < MAX_COST);
-        let e = simulate("model=hedging").unwrap_err();
-        assert_eq!(e.parameter, "requests", "{}", e.message);
-        let e = simulate("model=hedging&requests=30000&hedge_attempts=4").unwrap_err();
-        assert_eq!(e.parameter, "requests", "{}", e.message);
-        let e = simulate("model=hedging&requests=1000&capacity=5000&utilisation=0.5").unwrap_err();
-        assert_eq!(e.parameter, "capacity", "{}", e.message);
-        let e = simulate("model=hedging&requests=1000&utilisation=1.5&capacity=4").unwrap_err();
-        assert_eq!(e.parameter, "utilisation", "{}", e.message);
-        assert!(simulate("model=hedging&requests=20000").is_ok());
-        let e = simulate("out=/tmp/x").unwrap_err();
-        assert_eq!(e.parameter, "out");
-        let e = simulate("model=nonsense").unwrap_err();
-        assert_eq!(e.parameter, "model", "{}", e.message);
-        let e = simulate("strategy=full,bogus&runs=1").unwrap_err();
-        assert_eq!(e.parameter, "strategy", "{}", e.message);
-        let e = schedule("attempts=4294967295&samples=0").unwrap_err();
-        assert_eq!(e.parameter, "attempts");
-        let e = schedule("samples=1000000").unwrap_err();
-        assert_eq!(e.parameter, "samples");
-        let e = schedule("jitter=purple").unwrap_err();
-        assert_eq!(e.parameter, "jitter", "{}", e.message);
-    }
-
-    fn cost_of(q: &str) -> f64 {
-        let a: simulate::Args = query::parse("simulate", q, REFUSED).unwrap();
-        let (p, s) = a.params().unwrap();
-        cost(&p, &s)
+        let failover = cost_of(Model::Failover, |_| {});
+        assert!(failover < MAX_COST, "{failover}");
+        let clients = |c: &str| c.parse::<ClientRange>().unwrap();
+        assert!(cost_of(Model::Failover, |p| p.clients = clients("400")) > MAX_COST);
+        let layers = cost_of(Model::Layers, |p| {
+            p.layers = 5;
+            p.attempts = Some(20);
+            p.runs = 1;
+        });
+        assert!(layers > MAX_COST);
+        assert!(cost_of(Model::Layers, |p| p.runs = 4) < MAX_COST);
+        let contention = cost_of(Model::Contention, |p| {
+            p.clients = clients("1..40");
+            p.runs = 10;
+        });
+        assert!(contention < MAX_COST);
     }
 
     #[test]
-    fn a_small_simulation_answers_json() {
-        let doc = simulate("strategy=full&runs=2&duration=10s").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
-        assert_eq!(v["model"], "failover");
-        assert_eq!(v["strategies"][0]["strategy"], "full");
-        assert_eq!(v["strategies"][0]["runs"], 2);
+    fn bounds_name_the_parameter() {
+        let mut p = Params::defaults(Model::Failover);
+        p.burst = 9_999_999;
+        let e = check_simulation(&p, &Strategy::defaults(Model::Failover)).unwrap_err();
+        assert_eq!(e.parameter(), "burst");
+        assert_eq!(check_hedging_servers(Some(5000.0)).unwrap_err().parameter(), "capacity");
+        assert!(check_hedging_servers(Some(f64::INFINITY)).is_ok());
+        assert_eq!(check_schedule(100, 0).unwrap_err().parameter(), "attempts");
+        assert_eq!(check_schedule(99, 1_000_000).unwrap_err().parameter(), "samples");
     }
 }

@@ -13,8 +13,8 @@ use axum::routing::get;
 use axum::Router;
 use tokio::sync::Semaphore;
 
+use super::decide;
 use super::query::BadParam;
-use super::{api, decide};
 
 /// An embedded file: its path, content type and bytes.
 struct Asset {
@@ -63,24 +63,41 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
+/// The two endpoints that read a query as a subcommand's flags, each
+/// answering with the JSON document that subcommand's `--format json`
+/// prints (ending in a newline) or the parameter it refuses. Each runs on
+/// a blocking thread, under the server's limit on simulations running at
+/// once.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
+    /// `GET /api/simulate`: the flags of `stagger simulate`.
+    pub simulate: fn(&str) -> Result<String, BadParam>,
+    /// `GET /api/schedule`: the flags of `stagger schedule`.
+    pub schedule: fn(&str) -> Result<String, BadParam>,
+}
+
 /// Shared by the handlers.
 #[derive(Clone)]
 struct Lab {
+    /// The flag-reading endpoints.
+    endpoints: Endpoints,
     /// The authorities a request's `Host` may name.
     hosts: Arc<Vec<String>>,
     /// One permit per simulation running.
     running: Arc<Semaphore>,
 }
 
-/// Serves until the process ends.
-pub(crate) async fn serve(
+/// Serves the lab on `listener` (bound to `addr`) until the process ends.
+/// Only requests whose `Host` names `addr` or `localhost` are answered.
+pub async fn serve(
     listener: tokio::net::TcpListener,
     addr: SocketAddr,
+    endpoints: Endpoints,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(addr)).await
+    axum::serve(listener, router(addr, endpoints)).await
 }
 
-fn router(addr: SocketAddr) -> Router {
+fn router(addr: SocketAddr, endpoints: Endpoints) -> Router {
     let port = addr.port();
     let mut hosts = vec![
         format!("localhost:{port}"),
@@ -93,6 +110,7 @@ fn router(addr: SocketAddr) -> Router {
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let lab = Lab {
+        endpoints,
         hosts: Arc::new(hosts),
         running: Arc::new(Semaphore::new(cores.clamp(1, 8))),
     };
@@ -186,11 +204,11 @@ async fn limited(lab: &Lab, q: String, f: fn(&str) -> Result<String, BadParam>) 
 }
 
 async fn api_simulate(State(lab): State<Lab>, RawQuery(q): RawQuery) -> Response {
-    limited(&lab, q.unwrap_or_default(), api::simulate).await
+    limited(&lab, q.unwrap_or_default(), lab.endpoints.simulate).await
 }
 
 async fn api_schedule(State(lab): State<Lab>, RawQuery(q): RawQuery) -> Response {
-    limited(&lab, q.unwrap_or_default(), api::schedule).await
+    limited(&lab, q.unwrap_or_default(), lab.endpoints.schedule).await
 }
 
 async fn api_decide(State(lab): State<Lab>, RawQuery(q): RawQuery) -> Response {
@@ -203,6 +221,10 @@ mod tests {
 
     fn lab(permits: usize) -> Lab {
         Lab {
+            endpoints: Endpoints {
+                simulate: decide::decide,
+                schedule: decide::decide,
+            },
             hosts: Arc::new(vec![]),
             running: Arc::new(Semaphore::new(permits)),
         }

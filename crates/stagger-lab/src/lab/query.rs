@@ -1,13 +1,13 @@
 //! A URL query as command-line flags: `burst=400&server_skips_expired=1`
 //! becomes `--burst=400 --server-skips-expired`, parsed by the subcommand's
-//! own clap definition. A flag another subcommand file adds tomorrow works in
-//! the API the day it lands, with the same validation and messages.
+//! own clap definition. A flag the subcommand gains works in the API the
+//! day it lands, with the same validation and messages.
 
 use clap::{ArgAction, Command, FromArgMatches};
 
 /// A request the API refuses: which parameter, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BadParam {
+pub struct BadParam {
     /// The parameter as the query names it (`burst`), or empty when the
     /// problem is not one parameter's.
     pub(crate) parameter: String,
@@ -16,7 +16,8 @@ pub(crate) struct BadParam {
 }
 
 impl BadParam {
-    pub(crate) fn new(parameter: impl Into<String>, message: impl Into<String>) -> Self {
+    /// A problem with `parameter` (as the query names it, or empty).
+    pub fn new(parameter: impl Into<String>, message: impl Into<String>) -> Self {
         BadParam {
             parameter: parameter.into(),
             message: message.into(),
@@ -24,7 +25,7 @@ impl BadParam {
     }
 
     /// From a usage message that starts with the flag (`--rate: …`).
-    pub(crate) fn from_usage(message: &str) -> Self {
+    pub fn from_usage(message: &str) -> Self {
         let parameter = message
             .strip_prefix("--")
             .and_then(|m| m.split(':').next())
@@ -32,6 +33,17 @@ impl BadParam {
             .unwrap_or("")
             .replace('-', "_");
         BadParam::new(parameter, message.trim())
+    }
+
+    /// The parameter as the query names it (`burst`), or empty when the
+    /// problem is not one parameter's.
+    pub fn parameter(&self) -> &str {
+        &self.parameter
+    }
+
+    /// What is wrong, in the command line's words.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
