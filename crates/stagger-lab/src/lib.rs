@@ -31,6 +31,7 @@ pub mod gameday;
 pub mod lab;
 pub mod proxy;
 mod reset;
+pub mod run;
 pub mod simulate;
 mod svg;
 

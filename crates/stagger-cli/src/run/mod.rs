@@ -21,9 +21,7 @@ use stagger::{Call, Class, Decision, Failure, Outcome, Policy, StopReason};
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, Verbosity};
 
-mod child;
-mod codes;
-mod report;
+use stagger_lab::run::{child, codes, report};
 
 use child::{exit_code, Control, Ending, Stdin, Supervisor};
 use codes::{CodeSet, RetryRule};
