@@ -34,6 +34,8 @@ mod reset;
 pub mod run;
 pub mod simulate;
 mod svg;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 /// What kind of failure an [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageErro
 mod output;
 mod request;
 #[cfg(feature = "tls")]
-mod tls;
+use stagger_lab::tls;
 
 use output::{BodyError, Dest, Out, WriteError};
 
