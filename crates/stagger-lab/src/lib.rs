@@ -28,6 +28,7 @@ use std::time::Duration;
 
 mod bins;
 pub mod gameday;
+pub mod health;
 pub mod lab;
 pub mod proxy;
 mod reset;
