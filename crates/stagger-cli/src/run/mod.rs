@@ -12,21 +12,21 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use nix::sys::signal::Signal;
-use stagger::time::MonotonicClock;
-use stagger::{Call, Class, Decision, Failure, Outcome, Policy, StopReason};
+use stagger::StopReason;
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, Verbosity};
 
+use stagger_lab::run::drive::{drive, Driving, OWN_FAILURE};
 use stagger_lab::run::{child, codes, report};
 
-use child::{exit_code, Control, Ending, Stdin, Supervisor};
+use child::{Control, Stdin, Supervisor};
 use codes::{CodeSet, RetryRule};
 pub(crate) use report::human;
-use report::{AttemptRecord, Report};
+use report::Report;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -176,54 +176,6 @@ fn signal_name(s: &str) -> Result<Signal, String> {
         .map_err(|_| format!("`{t}` is not a signal; write e.g. TERM, INT, HUP, KILL or 9"))
 }
 
-/// stagger's own failure (timeout(1)'s 125).
-const OWN_FAILURE: u8 = 125;
-
-/// How the run went, before it is reported.
-struct Run {
-    reason: StopReason,
-    attempts: Vec<AttemptRecord>,
-    /// The signal that ended the run early, if one did.
-    interrupted: Option<i32>,
-    /// The command could not be started.
-    not_started: bool,
-    /// The command was stopped for reading (or writing) the terminal.
-    tty_stop: Option<i32>,
-    elapsed: Duration,
-}
-
-impl Run {
-    /// stagger's exit status (see `EXAMPLES` for the contract).
-    fn exit_code(&self, preserve_status: bool) -> u8 {
-        let last = self.attempts.last();
-        // After a timeout: the command's status, 137 if it had to be
-        // killed, or else 124.
-        let timed_out = |a: Option<&AttemptRecord>| match a {
-            Some(a) if preserve_status => a.exit_code,
-            Some(a) if a.killed => 137,
-            _ => 124,
-        };
-        match self.reason {
-            StopReason::Success => 0,
-            _ if self.tty_stop.is_some() => OWN_FAILURE,
-            StopReason::Cancelled => match self.interrupted {
-                Some(s) => 128u8.saturating_add(u8::try_from(s).unwrap_or(0)),
-                None => last.map_or(1, |a| a.exit_code),
-            },
-            StopReason::Deadline => match last {
-                Some(a) if a.timed_out => timed_out(Some(a)),
-                Some(a) if preserve_status => a.exit_code,
-                _ => 124,
-            },
-            _ => match last {
-                Some(a) if a.timed_out => timed_out(Some(a)),
-                Some(a) => a.exit_code,
-                None => 1,
-            },
-        }
-    }
-}
-
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let mut builder = a.policy.policy()?;
     if let Some(t) = limit(a.attempt_timeout) {
@@ -253,7 +205,13 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e) => return own(e),
     };
-    let run = drive(a, &policy, &rule, &supervisor, first_stdin);
+    let driving = Driving {
+        command: &a.command,
+        deadline: limit(a.deadline),
+        verbose: a.talk.verbose,
+        quiet: a.talk.quiet,
+    };
+    let run = drive(&driving, &policy, &rule, &supervisor, first_stdin);
     drop(supervisor);
 
     let exit = run.exit_code(a.preserve_status);
@@ -293,136 +251,3 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(exit))
 }
 
-/// The attempt loop: start, run, decide, wait.
-fn drive(
-    a: &Args,
-    policy: &Policy,
-    rule: &RetryRule,
-    supervisor: &Supervisor,
-    first_stdin: Stdin,
-) -> Run {
-    let clock = MonotonicClock;
-    let start = Instant::now();
-    let mut call = Call::new().idempotent(true);
-    if let Some(end) = limit(a.deadline).and_then(|d| start.checked_add(d)) {
-        call = call.deadline(end);
-    }
-    call.start_clock(start);
-    let later_stdin = match &first_stdin {
-        Stdin::Bytes(_) => first_stdin.clone(),
-        _ => Stdin::Null,
-    };
-    let mut attempts: Vec<AttemptRecord> = Vec::new();
-    let mut interrupted = None;
-    let mut not_started = false;
-    let mut tty_stop = None;
-    let reason = loop {
-        let timeout = match policy.start_attempt(&mut call, clock) {
-            Ok(t) => t,
-            Err(reason) => break reason,
-        };
-        let stdin = if call.attempts() == 1 {
-            &first_stdin
-        } else {
-            &later_stdin
-        };
-        if a.talk.verbose {
-            report::start_line(call.attempts(), policy.max_attempts(), timeout);
-        }
-        let t0 = Instant::now();
-        let ending = supervisor.attempt(&a.command, stdin, timeout);
-        let mut record = AttemptRecord {
-            attempt: call.attempts(),
-            exit_code: 0,
-            timed_out: false,
-            duration_ms: report::millis(t0.elapsed()),
-            delay_ms: None,
-            signal: None,
-            killed: false,
-        };
-        let outcome: Outcome = match ending {
-            Ending::NotStarted(e) => {
-                not_started = true;
-                record.exit_code = not_started_message(&a.command, &e);
-                Failure::permanent().into()
-            }
-            Ending::Ran {
-                status,
-                timed_out,
-                interrupted: caught,
-                killed,
-                tty_stop: stopped,
-            } => {
-                record.exit_code = exit_code(status);
-                record.timed_out = timed_out;
-                record.killed = killed;
-                record.signal = std::os::unix::process::ExitStatusExt::signal(&status);
-                if stopped.is_some() {
-                    // Another attempt would stop the same way.
-                    tty_stop = stopped;
-                    Failure::permanent().into()
-                } else if caught.is_some() {
-                    interrupted = caught;
-                    match record.exit_code {
-                        0 => Outcome::Success,
-                        _ => Class::Cancelled.into(),
-                    }
-                } else if timed_out {
-                    Failure::timeout().into()
-                } else {
-                    rule.outcome(record.exit_code)
-                }
-            }
-        };
-        attempts.push(record);
-        match policy.decide(&mut call, outcome, clock) {
-            Decision::Stop(reason) => break reason,
-            Decision::Retry { after } => {
-                let Some(last) = attempts.last_mut() else {
-                    break StopReason::Cancelled;
-                };
-                if !a.talk.quiet {
-                    report::retry_line(last, policy.max_attempts(), timeout, after);
-                }
-                let waited = Instant::now();
-                let signal = supervisor.wait(after);
-                last.delay_ms = Some(report::millis(match signal {
-                    Some(_) => waited.elapsed(),
-                    None => after,
-                }));
-                if signal.is_some() {
-                    interrupted = signal;
-                    break StopReason::Cancelled;
-                }
-            }
-        }
-    };
-    Run {
-        reason,
-        attempts,
-        interrupted,
-        not_started,
-        tty_stop,
-        elapsed: start.elapsed(),
-    }
-}
-
-/// Reports a command that could not be started; returns the shell's
-/// status for it (127 not found, 126 anything else).
-fn not_started_message(command: &[OsString], e: &std::io::Error) -> u8 {
-    let name = command
-        .first()
-        .map_or_else(String::new, |c| c.to_string_lossy().into_owned());
-    if e.kind() == std::io::ErrorKind::NotFound {
-        // A path was looked up as given, not on PATH.
-        if name.contains('/') {
-            eprintln!("stagger: {name}: no such file or directory");
-        } else {
-            eprintln!("stagger: {name}: command not found");
-        }
-        127
-    } else {
-        eprintln!("stagger: {name}: cannot run: {e}");
-        126
-    }
-}

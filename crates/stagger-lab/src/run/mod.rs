@@ -5,4 +5,5 @@
 
 pub mod child;
 pub mod codes;
+pub mod drive;
 pub mod report;
