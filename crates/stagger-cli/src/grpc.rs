@@ -262,4 +262,3 @@ fn build_layer(a: &HealthArgs, records: Records) -> Result<RetryLayer, String> {
     }
     b.build().map_err(|e| format!("{e}"))
 }
-

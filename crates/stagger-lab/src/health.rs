@@ -146,7 +146,11 @@ pub async fn probe(target: &Target, layer: RetryLayer, uri: http::Uri) -> Ending
                 .and_then(|s| s.downcast_ref::<hyper_util::client::legacy::Error>())
                 .is_some_and(|h| h.is_connect());
             let code = if connect { 2 } else { 3 };
-            return failed(code, e.reason(), format!("could not reach {}: {e}", target.addr));
+            return failed(
+                code,
+                e.reason(),
+                format!("could not reach {}: {e}", target.addr),
+            );
         }
     };
     let report = resp

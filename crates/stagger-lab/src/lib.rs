@@ -37,6 +37,7 @@ pub mod simulate;
 mod svg;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod window;
 
 /// What kind of failure an [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -164,8 +164,14 @@ mod tests {
             ("model=metastable&rate=2000&duration=300s&runs=20", "runs"),
             ("model=hedging", "requests"),
             ("model=hedging&requests=30000&hedge_attempts=4", "requests"),
-            ("model=hedging&requests=1000&capacity=5000&utilisation=0.5", "capacity"),
-            ("model=hedging&requests=1000&utilisation=1.5&capacity=4", "utilisation"),
+            (
+                "model=hedging&requests=1000&capacity=5000&utilisation=0.5",
+                "capacity",
+            ),
+            (
+                "model=hedging&requests=1000&utilisation=1.5&capacity=4",
+                "utilisation",
+            ),
             ("out=/tmp/x", "out"),
             ("model=nonsense", "model"),
             ("strategy=full,bogus&runs=1", "strategy"),
@@ -174,7 +180,11 @@ mod tests {
             assert_eq!(e.parameter(), parameter, "{q}: {}", e.message());
         }
         let e = simulate("model=metastable&rate=2000&duration=300s&runs=20").unwrap_err();
-        assert!(e.message().contains("the work this server does"), "{}", e.message());
+        assert!(
+            e.message().contains("the work this server does"),
+            "{}",
+            e.message()
+        );
         assert!(simulate("runs=1&duration=5s").is_ok());
         assert!(simulate("model=hedging&requests=20000").is_ok());
         for (q, parameter) in [

@@ -250,4 +250,3 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::from(exit))
 }
-

@@ -263,9 +263,15 @@ mod tests {
         p.burst = 9_999_999;
         let e = check_simulation(&p, &Strategy::defaults(Model::Failover)).unwrap_err();
         assert_eq!(e.parameter(), "burst");
-        assert_eq!(check_hedging_servers(Some(5000.0)).unwrap_err().parameter(), "capacity");
+        assert_eq!(
+            check_hedging_servers(Some(5000.0)).unwrap_err().parameter(),
+            "capacity"
+        );
         assert!(check_hedging_servers(Some(f64::INFINITY)).is_ok());
         assert_eq!(check_schedule(100, 0).unwrap_err().parameter(), "attempts");
-        assert_eq!(check_schedule(99, 1_000_000).unwrap_err().parameter(), "samples");
+        assert_eq!(
+            check_schedule(99, 1_000_000).unwrap_err().parameter(),
+            "samples"
+        );
     }
 }
