@@ -30,6 +30,7 @@ mod bins;
 pub mod gameday;
 pub mod health;
 pub mod lab;
+pub mod output;
 pub mod proxy;
 mod reset;
 pub mod run;

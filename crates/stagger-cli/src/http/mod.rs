@@ -21,12 +21,11 @@ use stagger::StopReason;
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageError, Verbosity};
 
-mod output;
 mod request;
 #[cfg(feature = "tls")]
 use stagger_lab::tls;
 
-use output::{BodyError, Dest, Out, WriteError};
+use stagger_lab::output::{BodyError, Dest, Out, WriteError};
 
 const EXAMPLES: &str = "\
 Examples:

@@ -12,9 +12,17 @@ use std::path::{Path, PathBuf};
 /// Why the final response's body was not read in full.
 pub enum BodyError {
     /// Still arriving when the deadline passed.
-    Deadline { read: u64 },
+    Deadline {
+        /// Bytes read by then.
+        read: u64,
+    },
     /// The connection failed mid-body.
-    Transport { read: u64, error: String },
+    Transport {
+        /// Bytes read by then.
+        read: u64,
+        /// What the connection said.
+        error: String,
+    },
 }
 
 impl std::fmt::Display for BodyError {
@@ -35,8 +43,11 @@ impl std::fmt::Display for BodyError {
 
 /// Where the response goes.
 pub enum Dest {
+    /// Standard output.
     Stdout,
+    /// A file (`-o FILE`).
     File(PathBuf),
+    /// Read and dropped.
     Nowhere,
 }
 
