@@ -25,7 +25,7 @@ mod request;
 #[cfg(feature = "tls")]
 use stagger_lab::tls;
 
-use stagger_lab::output::{BodyError, Dest, Out, WriteError};
+use stagger_lab::output::{self, BodyError, Dest, Out, WriteError};
 
 const EXAMPLES: &str = "\
 Examples:
