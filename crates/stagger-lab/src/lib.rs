@@ -33,6 +33,7 @@ pub mod lab;
 pub mod output;
 pub mod proxy;
 mod reset;
+pub mod request;
 pub mod run;
 pub mod simulate;
 mod svg;

@@ -21,11 +21,11 @@ use stagger::StopReason;
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageError, Verbosity};
 
-mod request;
 #[cfg(feature = "tls")]
 use stagger_lab::tls;
 
 use stagger_lab::output::{self, BodyError, Dest, Out, WriteError};
+use stagger_lab::request;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -199,6 +199,19 @@ fn describe(log: &AttemptLog) -> String {
 }
 
 impl Args {
+    /// The flags that describe the request.
+    fn flags(&self) -> request::Flags<'_> {
+        request::Flags {
+            url: &self.url,
+            method: self.method.as_deref(),
+            headers: &self.headers,
+            data: &self.data,
+            data_binary: &self.data_binary,
+            json: &self.json,
+            idempotency_key: self.idempotency_key.as_deref(),
+        }
+    }
+
     /// Whether the error line is written (`-s` hides it unless `-S`).
     fn errors_shown(&self) -> bool {
         !self.silent || self.show_error
@@ -336,7 +349,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         headers,
         body,
         key,
-    } = request::parts(a)?;
+    } = request::parts(&a.flags()).map_err(usage)?;
     let shown_url = url.to_string();
 
     let logs: Arc<Mutex<Vec<AttemptLog>>> = Arc::default();

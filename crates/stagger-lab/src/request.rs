@@ -18,20 +18,46 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::Method;
 use stagger::http::{new_idempotency_key, IDEMPOTENCY_KEY};
 
-use super::{usage, Args};
+/// The flags that describe a request, as `stagger http` takes them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Flags<'a> {
+    /// The URL (`http://` when it has no scheme).
+    pub url: &'a str,
+    /// `-X`.
+    pub method: Option<&'a str>,
+    /// `-H`, each `Name: value`.
+    pub headers: &'a [String],
+    /// `-d`.
+    pub data: &'a [String],
+    /// `--data-binary`.
+    pub data_binary: &'a [String],
+    /// `--json`.
+    pub json: &'a [String],
+    /// `--idempotency-key`: a key, or `auto`.
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// What is wrong with the flags, the flag named first.
+fn usage(msg: String) -> String {
+    msg
+}
 
 /// The request the flags describe.
 pub struct Parts {
+    /// The URL.
     pub url: reqwest::Url,
+    /// The method (POST when a body is given without `-X`).
     pub method: Method,
+    /// The headers, the implied ones included.
     pub headers: HeaderMap,
+    /// The body, if any.
     pub body: Option<Vec<u8>>,
     /// The `Idempotency-Key` sent, as the user would write it (unquoted).
     pub key: Option<String>,
 }
 
 /// The URL of the request: one without a scheme is http, as in curl.
-pub fn url(raw: &str) -> anyhow::Result<reqwest::Url> {
+pub fn url(raw: &str) -> Result<reqwest::Url, String> {
     let full = if raw.contains("://") {
         raw.to_string()
     } else {
@@ -60,7 +86,7 @@ enum Kind {
 }
 
 /// Reads one body argument: `@FILE`, `@-` (stdin) or the text itself.
-fn body_part(flag: &str, value: &str, kind: Kind) -> anyhow::Result<Vec<u8>> {
+fn body_part(flag: &str, value: &str, kind: Kind) -> Result<Vec<u8>, String> {
     let mut bytes = match value.strip_prefix('@') {
         Some("-") => {
             let mut buf = Vec::new();
@@ -93,7 +119,7 @@ fn join(parts: Vec<Vec<u8>>, sep: &[u8]) -> Option<Vec<u8>> {
 type Implied = Vec<(HeaderName, &'static str)>;
 
 /// The body and the Content-Type (and Accept) its flags imply.
-fn body(a: &Args) -> anyhow::Result<(Option<Vec<u8>>, Implied)> {
+fn body(a: &Flags<'_>) -> Result<(Option<Vec<u8>>, Implied), String> {
     const FORM: &str = "application/x-www-form-urlencoded";
     const JSON: &str = "application/json";
     if !a.json.is_empty() {
@@ -101,14 +127,14 @@ fn body(a: &Args) -> anyhow::Result<(Option<Vec<u8>>, Implied)> {
             .json
             .iter()
             .map(|v| body_part("--json", v, Kind::Binary))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, String>>()?;
         return Ok((join(parts, b""), vec![(CONTENT_TYPE, JSON), (ACCEPT, JSON)]));
     }
     let mut parts = Vec::new();
-    for v in &a.data {
+    for v in a.data {
         parts.push(body_part("-d", v, Kind::Data)?);
     }
-    for v in &a.data_binary {
+    for v in a.data_binary {
         parts.push(body_part("--data-binary", v, Kind::Binary)?);
     }
     let body = join(parts, b"&");
@@ -121,17 +147,17 @@ fn body(a: &Args) -> anyhow::Result<(Option<Vec<u8>>, Implied)> {
 }
 
 /// The request these flags describe.
-pub fn parts(a: &Args) -> anyhow::Result<Parts> {
-    let url = url(&a.url)?;
+pub fn parts(a: &Flags<'_>) -> Result<Parts, String> {
+    let url = url(a.url)?;
     let (body, implied) = body(a)?;
-    let method = match &a.method {
+    let method = match a.method {
         Some(m) => Method::from_bytes(m.to_ascii_uppercase().as_bytes())
             .map_err(|_| usage(format!("-X: `{m}` is not an HTTP method")))?,
         None if body.is_some() => Method::POST,
         None => Method::GET,
     };
     let mut headers = HeaderMap::new();
-    for h in &a.headers {
+    for h in a.headers {
         let (k, v) = h
             .split_once(':')
             .ok_or_else(|| usage(format!("-H: `{h}` is not `Name: value`")))?;
@@ -149,7 +175,7 @@ pub fn parts(a: &Args) -> anyhow::Result<Parts> {
             headers.insert(name, HeaderValue::from_static(value));
         }
     }
-    let key = match a.idempotency_key.as_deref() {
+    let key = match a.idempotency_key {
         None => None,
         Some("auto") => {
             (method == Method::POST || method == Method::PATCH).then(new_idempotency_key)
