@@ -32,9 +32,10 @@ pub mod health;
 pub mod lab;
 pub mod output;
 pub mod proxy;
-mod reset;
 pub mod request;
+mod reset;
 pub mod run;
+pub mod schedule;
 pub mod simulate;
 mod svg;
 #[cfg(feature = "tls")]
