@@ -17,7 +17,6 @@ mod grpc;
 mod http;
 mod jitter;
 mod lab;
-mod progress;
 mod proxy;
 mod run;
 mod schedule;

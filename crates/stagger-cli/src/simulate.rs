@@ -18,7 +18,7 @@ use stagger_sim::{
 use crate::args::{
     duration, lab_error, Attempts, FormatArgs, ScheduleArgs, SeedArgs, UsageError, Verbosity,
 };
-use crate::progress;
+use stagger_lab::progress;
 
 /// Simulate a fleet of clients retrying against a dependency that stumbles,
 /// with the library's own policies in virtual time, and report what their
@@ -285,19 +285,6 @@ impl Args {
     }
 }
 
-/// Fails at once, before a long simulation, if the report directory
-/// cannot be made or written to.
-fn writable(dir: &std::path::Path) -> anyhow::Result<()> {
-    let shown = dir.display();
-    std::fs::create_dir_all(dir)
-        .map_err(|e| anyhow::anyhow!("--out: cannot create {shown}: {e}"))?;
-    let probe = dir.join(".stagger-write-test");
-    std::fs::File::create(&probe)
-        .map_err(|e| anyhow::anyhow!("--out: cannot write in {shown}: {e}"))?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
 /// Runs the simulation and renders the JSON document `--format json`
 /// prints (without its final newline). `stagger lab`'s API answers with
 /// this same function, so the page and the command cannot drift.
@@ -350,7 +337,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         None => Some(PathBuf::from("stagger-report")),
     };
     if let Some(dir) = &out_dir {
-        writable(dir)?;
+        stagger_lab::simulate::writable(dir).map_err(anyhow::Error::msg)?;
     }
     let threads = match a.threads {
         Some(0) => return Err(bad("threads", "must be at least 1".into())),

@@ -31,6 +31,7 @@ pub mod gameday;
 pub mod health;
 pub mod lab;
 pub mod output;
+pub mod progress;
 pub mod proxy;
 pub mod request;
 mod reset;

@@ -209,6 +209,42 @@ pub fn parts(a: &Flags<'_>) -> Result<Parts, String> {
     })
 }
 
+/// curl's exit status for a call that got no final response.
+pub fn curl_exit_code(e: &reqwest_middleware::Error, timed_out: bool) -> u8 {
+    let chain = stagger::http::error_chain(e);
+    match e {
+        _ if timed_out => 28,
+        reqwest_middleware::Error::Reqwest(e) if e.is_timeout() => 28,
+        reqwest_middleware::Error::Reqwest(e) if e.is_redirect() => 47,
+        _ if chain.contains("certificate") => 60,
+        reqwest_middleware::Error::Reqwest(e) if e.is_connect() => 7,
+        _ => 1,
+    }
+}
+
+/// One attempt as `stagger http -v` says it: the answer, the server's
+/// hint, and the wait or the stop that followed.
+pub fn attempt_line(log: &stagger::http::AttemptLog) -> String {
+    let what = match (&log.status, &log.error) {
+        (Some(s), _) => format!("HTTP {s}"),
+        (None, Some(e)) => e.clone(),
+        (None, None) => "no answer".into(),
+    };
+    let hint = log
+        .hint
+        .map(|h| format!(" (server hint {} ms)", h.as_millis()))
+        .unwrap_or_default();
+    match (log.delay, log.stop) {
+        (Some(d), _) => format!(
+            "attempt {}: {what}{hint}; waiting {} ms",
+            log.attempt,
+            d.as_millis()
+        ),
+        (None, Some(r)) => format!("attempt {}: {what}{hint}; stop: {r}", log.attempt),
+        (None, None) => format!("attempt {}: {what}{hint}", log.attempt),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

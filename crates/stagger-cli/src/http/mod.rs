@@ -177,27 +177,6 @@ fn usage(msg: String) -> anyhow::Error {
     UsageError(msg).into()
 }
 
-fn describe(log: &AttemptLog) -> String {
-    let what = match (&log.status, &log.error) {
-        (Some(s), _) => format!("HTTP {s}"),
-        (None, Some(e)) => e.clone(),
-        (None, None) => "no answer".into(),
-    };
-    let hint = log
-        .hint
-        .map(|h| format!(" (server hint {} ms)", ms(h)))
-        .unwrap_or_default();
-    match (log.delay, log.stop) {
-        (Some(d), _) => format!(
-            "attempt {}: {what}{hint}; waiting {} ms",
-            log.attempt,
-            ms(d)
-        ),
-        (None, Some(r)) => format!("attempt {}: {what}{hint}; stop: {r}", log.attempt),
-        (None, None) => format!("attempt {}: {what}{hint}", log.attempt),
-    }
-}
-
 impl Args {
     /// The flags that describe the request.
     fn flags(&self) -> request::Flags<'_> {
@@ -327,19 +306,6 @@ impl Args {
     }
 }
 
-/// curl's exit status for a call that got no final response.
-fn transport_code(e: &reqwest_middleware::Error, timed_out: bool) -> u8 {
-    let chain = stagger::http::error_chain(e);
-    match e {
-        _ if timed_out => 28,
-        reqwest_middleware::Error::Reqwest(e) if e.is_timeout() => 28,
-        reqwest_middleware::Error::Reqwest(e) if e.is_redirect() => 47,
-        _ if chain.contains("certificate") => 60,
-        reqwest_middleware::Error::Reqwest(e) if e.is_connect() => 7,
-        _ => 1,
-    }
-}
-
 /// Runs `stagger http`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let policy = a.policy()?;
@@ -359,7 +325,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .retry_500(a.retry_500)
         .on_attempt(move |log| {
             if verbose {
-                eprintln!("stagger: {}", describe(log));
+                eprintln!("stagger: {}", request::attempt_line(log));
             }
             if let Ok(mut l) = sink.lock() {
                 l.push(log.clone());
@@ -432,7 +398,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         (_, Err(BodyError::Transport { .. })) => 1,
         (Ok(s), _) if status_fails(*s) => 22,
         (Ok(_), _) => 0,
-        (Err(e), _) => transport_code(e, timed_out),
+        (Err(e), _) => request::curl_exit_code(e, timed_out),
     };
     let body_error = body.as_ref().err().map(ToString::to_string);
 

@@ -103,7 +103,7 @@ pub struct Args {
 
     /// The signal sent when an attempt times out, a name or a number
     /// (e.g. `-s INT`, `--signal HUP`, `-s 9`; default TERM).
-    #[arg(short = 's', long = "signal", default_value = "TERM", value_parser = signal_name, value_name = "SIG")]
+    #[arg(short = 's', long = "signal", default_value = "TERM", value_parser = child::parse_signal, value_name = "SIG")]
     signal: Signal,
 
     /// Run the command in stagger's own process group, as timeout(1)
@@ -158,22 +158,6 @@ pub struct Args {
     /// The command and its arguments, after `--` (e.g. `-- make deploy`).
     #[arg(required = true, trailing_var_arg = true, num_args = 1.., value_name = "CMD")]
     command: Vec<OsString>,
-}
-
-/// Parses `--signal`: TERM, SIGTERM, term, or a number.
-fn signal_name(s: &str) -> Result<Signal, String> {
-    let t = s.trim();
-    if let Ok(n) = t.parse::<i32>() {
-        return Signal::try_from(n).map_err(|_| format!("`{t}` is not a signal number"));
-    }
-    let upper = t.to_ascii_uppercase();
-    let name = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
-    name.parse::<Signal>()
-        .map_err(|_| format!("`{t}` is not a signal; write e.g. TERM, INT, HUP, KILL or 9"))
 }
 
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {

@@ -370,3 +370,18 @@ fn wait_for(pid: Pid, to_main: &Sender<Event>) {
         }
     }
 }
+/// Parses `--signal`: TERM, SIGTERM, term, or a number.
+pub fn parse_signal(s: &str) -> Result<Signal, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<i32>() {
+        return Signal::try_from(n).map_err(|_| format!("`{t}` is not a signal number"));
+    }
+    let upper = t.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<Signal>()
+        .map_err(|_| format!("`{t}` is not a signal; write e.g. TERM, INT, HUP, KILL or 9"))
+}

@@ -37,3 +37,14 @@ pub fn html(p: &Params, r: &Results) -> String {
 pub fn csv(r: &Results) -> String {
     report::csv(r)
 }
+
+/// Fails at once, before a long simulation, if the report directory
+/// cannot be made or written to.
+pub fn writable(dir: &std::path::Path) -> Result<(), String> {
+    let shown = dir.display();
+    std::fs::create_dir_all(dir).map_err(|e| format!("--out: cannot create {shown}: {e}"))?;
+    let probe = dir.join(".stagger-write-test");
+    std::fs::File::create(&probe).map_err(|e| format!("--out: cannot write in {shown}: {e}"))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 const SHOW_AFTER: Duration = Duration::from_secs(1);
 
 /// Counts finished work items; draws once the run is slow enough to need it.
-pub(crate) struct Progress {
+pub struct Progress {
     bar: Option<ProgressBar>,
     shown: AtomicBool,
     started: Instant,
@@ -17,7 +17,7 @@ pub(crate) struct Progress {
 
 impl Progress {
     /// A bar over `items` work items, drawn only if `terminal`.
-    pub(crate) fn new(items: u64, terminal: bool) -> Self {
+    pub fn new(items: u64, terminal: bool) -> Self {
         let bar = terminal.then(|| {
             let b = ProgressBar::with_draw_target(Some(items), ProgressDrawTarget::hidden());
             if let Ok(style) = ProgressStyle::with_template(
@@ -35,7 +35,7 @@ impl Progress {
     }
 
     /// One more work item finished (called from any worker thread).
-    pub(crate) fn tick(&self) {
+    pub fn tick(&self) {
         let Some(b) = &self.bar else { return };
         b.inc(1);
         if !self.shown.load(Ordering::Relaxed)
@@ -47,7 +47,7 @@ impl Progress {
     }
 
     /// Clears the bar.
-    pub(crate) fn finish(&self) {
+    pub fn finish(&self) {
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
