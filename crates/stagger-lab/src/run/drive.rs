@@ -114,7 +114,7 @@ pub fn drive(
             report::start_line(call.attempts(), policy.max_attempts(), timeout);
         }
         let t0 = Instant::now();
-        let ending = supervisor.attempt(&a.command, stdin, timeout);
+        let ending = supervisor.attempt(a.command, stdin, timeout);
         let mut record = AttemptRecord {
             attempt: call.attempts(),
             exit_code: 0,
@@ -127,7 +127,7 @@ pub fn drive(
         let outcome: Outcome = match ending {
             Ending::NotStarted(e) => {
                 not_started = true;
-                record.exit_code = not_started_message(&a.command, &e);
+                record.exit_code = not_started_message(a.command, &e);
                 Failure::permanent().into()
             }
             Ending::Ran {
