@@ -41,7 +41,9 @@ pub struct Args {
 /// Runs `stagger audit`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.path.path.is_some() {
-        return crate::audit_path::run(&a.path, a.output.json());
+        let (text, code) = crate::audit_path::run(&a.path, a.output.json())?;
+        write_out(text.as_bytes())?;
+        return Ok(code);
     }
     let mut texts = Vec::with_capacity(a.files.len());
     for f in &a.files {
@@ -72,7 +74,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
 
 /// Writes to stdout; a reader that went away (`| head`) ends the output
 /// quietly, as ripgrep does, and the exit status stays the audit's.
-pub(crate) fn write_out(bytes: &[u8]) -> std::io::Result<()> {
+fn write_out(bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|()| out.flush()) {

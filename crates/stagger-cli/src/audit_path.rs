@@ -82,8 +82,8 @@ fn split(entry: &str) -> (&str, Option<&str>) {
     (entry, None)
 }
 
-/// Runs `stagger audit --path`.
-pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<ExitCode> {
+/// Runs `stagger audit --path`: what to print and the exit code.
+pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
     let path = a.path.as_deref().unwrap_or_default();
     let entries: Vec<(&str, Option<&str>)> = path
         .split(',')
@@ -132,10 +132,10 @@ pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<ExitCode> {
     } else {
         report.text()
     };
-    crate::audit::write_out(text.as_bytes())?;
-    Ok(if report.is_clean() {
+    let code = if report.is_clean() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    })
+    };
+    Ok((text, code))
 }
