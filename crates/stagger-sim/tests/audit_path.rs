@@ -631,3 +631,28 @@ fn extreme_counts_are_numbers_not_panics() {
     let e = run_with(&[(&far, None)], &Options::default()).unwrap_err();
     assert!(e.field.ends_with("timeout"), "{e}");
 }
+
+// Istio's implicit policy is in the path even where it does not multiply:
+// over HTTP it does not retry the 503 a proxy below answers (1.24), but it
+// still retries refused connections and resets, so it is flagged.
+#[test]
+fn implicit_istio_retries_are_flagged_even_when_they_do_not_multiply() {
+    let (Some(vs), Some(routes)) = (published(BOOKINFO), published(ENVOY_ROUTES)) else {
+        return;
+    };
+    let r = run_with(
+        &[(&vs, Some("reviews")), (&routes, Some("first-route"))],
+        &Options {
+            protocol: Some(Protocol::Http),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.dead.layers[0].tries, 1.0, "{}", r.text());
+    let f = r
+        .findings
+        .iter()
+        .find(|f| f.id == "mesh_default_retries")
+        .unwrap();
+    assert!(f.message.contains("not for the 503"), "{}", f.message);
+}

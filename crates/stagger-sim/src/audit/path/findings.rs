@@ -53,12 +53,18 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
         });
     }
     for (i, l) in r.layers.iter().enumerate() {
-        if l.implicit && r.dead.layers[i].tries > 1.0 {
+        if l.implicit {
+            let n = &r.dead.layers[i];
+            let here = if n.tries > 1.0 {
+                "and here they multiply what the layers below send".to_string()
+            } else {
+                format!("here not for the {} the layer below returns, but for every refused connection or reset", n.sees)
+            };
             out.push(PathFinding {
                 id: "mesh_default_retries",
                 layers: vec![i],
                 message: format!(
-                    "{} has no `retries`, so Istio retries anyway: {} tries on {} (since 1.24 without 503). Write `retries: {{attempts: 0}}` to leave retrying to one layer, or write the policy you mean",
+                    "{} has no `retries`, so Istio retries anyway: {} tries on {} ({here}). Write `retries: {{attempts: 0}}` to leave retrying to one layer, or write the policy you mean",
                     name(r, i),
                     l.max_tries.unwrap_or(1),
                     l.retry_on
