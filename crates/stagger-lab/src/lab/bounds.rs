@@ -268,7 +268,12 @@ mod tests {
             "capacity"
         );
         assert!(check_hedging_servers(Some(f64::INFINITY)).is_ok());
-        assert_eq!(check_schedule(100, 0).unwrap_err().parameter(), "attempts");
+        // 100 retries (101 attempts) is the limit; one more is refused.
+        assert!(check_schedule(MAX_RETRIES, 0).is_ok());
+        assert_eq!(
+            check_schedule(MAX_RETRIES + 1, 0).unwrap_err().parameter(),
+            "attempts"
+        );
         assert_eq!(
             check_schedule(99, 1_000_000).unwrap_err().parameter(),
             "samples"
