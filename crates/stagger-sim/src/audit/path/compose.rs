@@ -8,6 +8,15 @@ use std::time::Duration;
 use super::rules::{self, Failure};
 use super::{Budget, Dead, Layer, LayerNumbers, Options, Protocol, Scenario};
 
+/// A count for reports: whole numbers as they are, others to two decimals.
+pub(crate) fn count(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
 pub(crate) fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }

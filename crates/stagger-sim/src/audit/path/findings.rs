@@ -2,23 +2,12 @@
 //! Istio's implicit retries, per-try timeouts no deadline leaves room for,
 //! meshes that repeat non-idempotent requests, and no budget anywhere.
 
-use super::compose::{budgeted, round3};
+use super::compose::{budgeted, count, round3};
 use super::{PathFinding, PathReport};
 
 fn name(r: &PathReport, i: usize) -> String {
     let l = &r.layers[i];
-    let file = std::path::Path::new(&l.file)
-        .file_name()
-        .map_or(l.file.as_str(), |n| n.to_str().unwrap_or(""));
-    format!("{file} ({} {})", l.system, l.selector)
-}
-
-fn tries(x: f64) -> String {
-    if x.fract() == 0.0 {
-        format!("{x}")
-    } else {
-        format!("{x:.2}")
-    }
+    format!("{} ({} {})", l.file_name(), l.system, l.selector)
 }
 
 pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
@@ -38,7 +27,7 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             .unwrap_or(*retrying.last().unwrap_or(&0));
         let chain: Vec<String> = retrying
             .iter()
-            .map(|&i| format!("{} ×{}", name(r, i), tries(r.dead.layers[i].tries)))
+            .map(|&i| format!("{} ×{}", name(r, i), count(r.dead.layers[i].tries)))
             .collect();
         out.push(PathFinding {
             id: "retries_at_several_layers",
@@ -47,7 +36,7 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
                 "{} layers retry the same failure: {}; {} attempts reach the dependency for one call when it is down. Keep retries at {} — the layer closest to the failure that knows which calls are idempotent — and let the others pass the failure up",
                 retrying.len(),
                 chain.join(", "),
-                tries(bottom),
+                count(bottom),
                 name(r, keep)
             ),
         });
@@ -158,8 +147,8 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
                 message: format!(
                     "nothing on the path caps retries while the dependency is down: a 10 % retry budget at {} ([budget] in a stagger policy, retryThrottling in a service config, retry_budget on an Envoy cluster) would bring {} attempts per call down to about {}",
                     name(r, k),
-                    tries(bottom),
-                    tries(round3(with))
+                    count(bottom),
+                    count(round3(with))
                 ),
             });
         }

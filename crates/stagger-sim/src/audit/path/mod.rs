@@ -269,6 +269,14 @@ pub struct Layer {
 }
 
 impl Layer {
+    /// The file's name without its directories, for reports.
+    pub(crate) fn file_name(&self) -> &str {
+        std::path::Path::new(&self.file)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(&self.file)
+    }
+
     /// A layer that retries nothing, for a reader to fill in.
     pub(crate) fn new(file: &str, system: System, selector: String) -> Self {
         Layer {
@@ -466,19 +474,25 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
             format!("must be between 0 and 1, not {}", options.failure_rate),
         ));
     }
+    // Each file is read once; a mesh config anywhere on the path sets the
+    // default of every Istio layer.
+    let read = files
+        .iter()
+        .map(|f| kind(f).map(|(k, docs)| (f, k, docs)))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut mesh_default = None;
-    for f in files {
-        if let (Kind::IstioMesh, docs) = kind(f)? {
-            mesh_default = Some(istio::mesh_default(f.name, &docs)?);
+    for (f, k, docs) in &read {
+        if matches!(k, Kind::IstioMesh) {
+            mesh_default = Some(istio::mesh_default(f.name, docs)?);
         }
     }
     let mut layers: Vec<Layer> = Vec::new();
-    for f in files {
-        let (k, docs) = kind(f)?;
+    for (f, k, docs) in read {
+        let docs = &docs;
         match k {
             Kind::IstioMesh => {}
-            Kind::Istio => layers.push(istio::layer(f, &docs, mesh_default.as_ref(), options)?),
-            Kind::EnvoyRoutes => layers.push(envoy::layer(f, &docs)?),
+            Kind::Istio => layers.push(istio::layer(f, docs, mesh_default.as_ref(), options)?),
+            Kind::EnvoyRoutes => layers.push(envoy::layer(f, docs)?),
             Kind::EnvoyClusters => {
                 let last = layers
                     .iter_mut()
@@ -491,9 +505,9 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
                             "an Envoy clusters file adds its circuit breakers to the Envoy route layer before it on the path; put the routes file first",
                         )
                     })?;
-                envoy::add_clusters(last, f, &docs)?;
+                envoy::add_clusters(last, f, docs)?;
             }
-            Kind::Linkerd => layers.push(linkerd::layer(f, &docs)?),
+            Kind::Linkerd => layers.push(linkerd::layer(f, docs)?),
             Kind::Aws => layers.push(aws::layer(f, options)?),
             Kind::Own => layers.push(own::layer(f)?),
         }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write;
 
+use super::compose::count;
 use super::PathReport;
 
 const W: u32 = 560;
@@ -17,14 +18,6 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn number(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
 pub(crate) fn render(r: &PathReport) -> String {
     let n = r.layers.len() as u32;
     let h = 40 + (n + 1) * (BOX_H + GAP) + 10;
@@ -36,12 +29,12 @@ pub(crate) fn render(r: &PathReport) -> String {
     let _ = writeln!(
         s,
         r#"<title>Retries along the call path: {} attempts at the bottom</title>"#,
-        number(r.dead.bottom_attempts)
+        count(r.dead.bottom_attempts)
     );
     let _ = writeln!(
         s,
         r##"<text x="12" y="24" font-size="15" font-weight="bold">One call, dependency down: {} attempts reach it</text>"##,
-        number(r.dead.bottom_attempts)
+        count(r.dead.bottom_attempts)
     );
     let mut y = 40;
     for (i, (l, num)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
@@ -78,14 +71,14 @@ pub(crate) fn render(r: &PathReport) -> String {
             r##"<text x="{}" y="{}" text-anchor="end" font-size="16" font-weight="bold">×{}</text>"##,
             W - 24,
             y + 24,
-            number(num.tries)
+            count(num.tries)
         );
         let _ = writeln!(
             s,
             r##"<text x="{}" y="{}" text-anchor="end" fill="#444">sends {}</text>"##,
             W - 24,
             y + 44,
-            number(num.sends)
+            count(num.sends)
         );
         let ay = y + BOX_H;
         let _ = writeln!(
@@ -118,7 +111,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         r##"<text x="{}" y="{}" text-anchor="end" font-size="18" font-weight="bold">{} attempts</text>"##,
         W - 24,
         y + 36,
-        number(r.dead.bottom_attempts)
+        count(r.dead.bottom_attempts)
     );
     s.push_str("</svg>\n");
     s

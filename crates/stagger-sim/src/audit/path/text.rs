@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
+use super::compose::count;
 use super::{Budget, Dead, PathReport, Protocol};
 
 const WIDTH: usize = 120;
@@ -35,23 +36,15 @@ fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
-fn number(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 {
-        format!("{x}")
-    } else {
-        format!("{x:.2}")
-    }
-}
-
 pub(crate) fn budget(b: Option<&Budget>) -> String {
     match b {
         None => "none".to_string(),
-        Some(Budget::Ratio { ratio, .. }) => format!("ratio {}", number(*ratio)),
+        Some(Budget::Ratio { ratio, .. }) => format!("ratio {}", count(*ratio)),
         Some(Budget::Concurrent {
             percent,
             min_concurrency,
         }) => {
-            format!("{}% in flight, min {min_concurrency}", number(*percent))
+            format!("{}% in flight, min {min_concurrency}", count(*percent))
         }
         Some(Budget::MaxConcurrent { max }) => format!("{max} in flight"),
         Some(Budget::Drains { what }) => (*what).to_string(),
@@ -83,10 +76,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         "#", "layer", "retries on", "tries", "sends"
     );
     for (i, (l, n)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
-        let file = std::path::Path::new(&l.file)
-            .file_name()
-            .map_or(l.file.as_str(), |n| n.to_str().unwrap_or(""));
-        let mut who = format!("{file} {} {}", l.system, l.selector);
+        let mut who = format!("{} {} {}", l.file_name(), l.system, l.selector);
         if l.implicit {
             who.push_str(" (implicit)");
         }
@@ -101,8 +91,8 @@ pub(crate) fn render(r: &PathReport) -> String {
             i + 1,
             cut(&who, 44),
             cut(&on, 38),
-            number(n.tries),
-            number(n.sends),
+            count(n.tries),
+            count(n.sends),
             cut(&budget(l.budget.as_ref()), 16)
         );
     }
@@ -110,7 +100,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         s,
         "   {:<44} {:>55}",
         "dependency",
-        format!("{} attempts per call", number(r.dead.bottom_attempts))
+        format!("{} attempts per call", count(r.dead.bottom_attempts))
     );
     let _ = writeln!(
         s,
@@ -121,13 +111,13 @@ pub(crate) fn render(r: &PathReport) -> String {
         s,
         "At failure rate {}: {} attempts per call reach the dependency.",
         r.options.failure_rate,
-        number(r.at_rate.bottom_attempts)
+        count(r.at_rate.bottom_attempts)
     );
     let _ = writeln!(
         s,
         "With each layer's budget drained or capping (steady state, {} requests in flight): {} attempts per call.",
         r.options.concurrency,
-        number(r.budgeted_bottom_attempts)
+        count(r.budgeted_bottom_attempts)
     );
     let assumes: Vec<String> = r
         .layers
