@@ -12,7 +12,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::{Request, Response};
 use http_body_util::Full;
-use stagger::tower::HedgeLayer;
+use stagger::tower::RetryLayer;
 use stagger::{HedgeDelay, HedgeExt, HedgePolicy};
 use tower::hedge::{Hedge, Policy as TowerHedgePolicy};
 use tower::{Layer, Service, ServiceExt};
@@ -92,8 +92,8 @@ fn bench(c: &mut Criterion) {
     });
 
     let p95 = HedgePolicy::builder().build().expect("valid policy"); // p95, 5 % budget
-    let mut layer = HedgeLayer::new(p95.clone()).layer(Ok200);
-    g.bench_function("stagger HedgeLayer, p95 + 5 % budget", |b| {
+    let mut layer = RetryLayer::new(p95.clone()).layer(Ok200);
+    g.bench_function("stagger RetryLayer hedging, p95 + 5 % budget", |b| {
         b.iter(|| rt.block_on(once(&mut layer)))
     });
 
@@ -102,8 +102,8 @@ fn bench(c: &mut Criterion) {
         .unbudgeted()
         .build()
         .expect("valid policy");
-    let mut fixed_layer = HedgeLayer::new(fixed).layer(Ok200);
-    g.bench_function("stagger HedgeLayer, fixed 20 ms", |b| {
+    let mut fixed_layer = RetryLayer::new(fixed).layer(Ok200);
+    g.bench_function("stagger RetryLayer hedging, fixed 20 ms", |b| {
         b.iter(|| rt.block_on(once(&mut fixed_layer)))
     });
 

@@ -70,7 +70,6 @@ use crate::outcome::{Decision, Failure, Idempotency, NotRetried, Outcome, StopRe
 use crate::policy::Policy;
 use crate::rng::RandomSource;
 
-pub(crate) mod driver;
 
 /// The most attempts one hedged call may make (gRPC allows 5).
 pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
@@ -352,7 +351,7 @@ pub enum HedgeStep {
 /// [`Call`] plus when each attempt went out and which are still running.
 #[derive(Debug)]
 pub struct HedgedCall<R = LazyRng> {
-    call: Call<R>,
+    pub(crate) call: Call<R>,
     sent: [Option<Instant>; SLOTS],
     in_flight: u32,
     next_at: Option<Instant>,
@@ -364,6 +363,7 @@ pub struct HedgedCall<R = LazyRng> {
     last_stop: Option<StopReason>,
     winner: Option<u32>,
     hedges: u32,
+    waited: Duration,
 }
 
 impl<R> HedgedCall<R> {
@@ -386,6 +386,13 @@ impl<R> HedgedCall<R> {
     /// to a failure).
     pub fn hedges(&self) -> u32 {
         self.hedges
+    }
+
+    /// Time the call waited on the engine's word before follow-up attempts
+    /// (a server's `Retry-After` or pushback, or a backoff for a call that
+    /// cannot hedge); the delays between timed hedges are not waits.
+    pub fn waited(&self) -> Duration {
+        self.waited
     }
 
     /// The underlying call, once the hedged call is over.
@@ -440,9 +447,22 @@ impl HedgePolicy {
         &self.policy
     }
 
-    /// Starts a hedged call.
+    /// Whether `call` can ever send a timed hedge under this policy: it is
+    /// [`Idempotency::Idempotent`], not made while serving an inbound retry
+    /// (the one-layer rule makes one attempt at a time), and the policy
+    /// allows more than one attempt. A call that cannot hedge is a plain
+    /// retried call: its follow-ups wait the retry policy's backoff.
+    pub fn can_hedge<R>(&self, call: &Call<R>) -> bool {
+        call.get_idempotency() == Idempotency::Idempotent
+            && !call.serving_retry
+            && self.max_attempts > 1
+    }
+
+    /// Starts a hedged call. Only a call that [can hedge](Self::can_hedge)
+    /// sends its follow-up attempts at once after a non-fatal failure (its
+    /// other attempts are the spacing); any other waits the backoff.
     pub fn call<R>(&self, mut call: Call<R>) -> HedgedCall<R> {
-        call.hedged = true;
+        call.hedged = self.can_hedge(&call);
         HedgedCall {
             call,
             sent: [None; SLOTS],
@@ -454,6 +474,7 @@ impl HedgePolicy {
             last_stop: None,
             winner: None,
             hedges: 0,
+            waited: Duration::ZERO,
         }
     }
 
@@ -581,14 +602,26 @@ impl HedgePolicy {
         outcome: impl Into<Outcome>,
         now: Instant,
     ) {
+        let _ = self.judge(h, attempt, outcome.into(), now);
+    }
+
+    /// [`report`](Self::report), returning the retry policy's word on the
+    /// attempt (`None` for an attempt that was not running).
+    pub(crate) fn judge<R: RandomSource>(
+        &self,
+        h: &mut HedgedCall<R>,
+        attempt: u32,
+        outcome: Outcome,
+        now: Instant,
+    ) -> Option<Decision> {
         if h.done.is_some() || !h.is_running(attempt) {
-            return;
+            return None;
         }
         let sent = h.sent[attempt as usize - 1].take();
         h.in_flight -= 1;
         // The guardrails measure this attempt, not the latest one.
         h.call.attempt_started = sent;
-        match outcome.into() {
+        match outcome {
             Outcome::Success => {
                 if let Some(s) = sent {
                     self.window.observe(now.saturating_duration_since(s), now);
@@ -596,10 +629,12 @@ impl HedgePolicy {
                 self.policy.decide(&mut h.call, Outcome::Success, now);
                 h.winner = Some(attempt);
                 self.finish(h, StopReason::Success, now);
+                Some(Decision::Stop(StopReason::Success))
             }
             Outcome::Failure(f) => {
                 let decision = self.policy.decide(&mut h.call, f, now);
                 self.after_failure(h, f, decision, now);
+                Some(decision)
             }
         }
     }
@@ -626,6 +661,7 @@ impl HedgePolicy {
                 // Non-fatal: the next attempt goes out when the engine says
                 // (at once, or after the server's hint).
                 h.next_at = now.checked_add(after);
+                h.waited = h.waited.saturating_add(after);
                 h.follow_up = true;
             }
             Decision::Stop(r) if f.class.may_clear() && !expired => {

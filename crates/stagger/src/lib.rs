@@ -55,7 +55,7 @@
 //! | cap retries at a share of real traffic | [`budget`] (`RatioBudget`, A6's `TokenBucket`, …) on [`PolicyBuilder::budget`] |
 //! | stop calling a dependency that is plainly down | [`Breaker`], [`Throttle`]; their builders in [`guardrails`] |
 //! | cut the latency tail without a storm | [`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]; the sans-IO protocol in [`hedging`] |
-//! | retry HTTP through tower or reqwest | `tower::RetryLayer` / `tower::HedgeLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`) |
+//! | retry (or hedge) HTTP through tower or reqwest | `tower::RetryLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`); hedging is their `http::Settings::hedging` setting |
 //! | retry gRPC as A6 says, from a service config | `grpc::RetryLayer` (feature `grpc`), `config::ServiceConfig` (feature `serde`) |
 //! | shed load on the server, retries first | [`limit`], `tower::ShedLayer`, `tower::DeadlineLayer` |
 //! | drive the engine from my own front-end | [`Policy::start_attempt`], [`Policy::decide`] with a [`Call`] and a [`Failure`] → [`Decision`] |
@@ -85,6 +85,7 @@ mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
 pub mod deadline;
+mod drive;
 mod error;
 mod event;
 pub mod exec;

@@ -44,13 +44,13 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next, Result};
 
-use crate::http::{error_chain, error_failure, AttemptTimedOut, Driver, RetryInfo, Settings};
-use crate::outcome::{Class, Decision, Failure};
-use crate::outcome::{NotRetried, StopReason};
+use std::future::Future;
+use std::pin::Pin;
 
-mod hedge;
-
-pub use hedge::HedgeMiddleware;
+use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Engine, Judged, Verdict};
+use crate::http::{error_chain, error_failure, is_nested, AttemptTimedOut, Facts, Nested, Opened};
+use crate::http::{RetryInfo, Settings, TokioClock};
+use crate::outcome::{Class, Failure, NotRetried, Outcome};
 
 /// Retries reqwest requests under a shared [`Policy`](crate::Policy); see the
 /// [module docs](self).
@@ -108,6 +108,57 @@ fn replayable(req: &Request, settings: &Settings) -> std::result::Result<Request
     req.try_clone().ok_or(NotRetried::BodyStream)
 }
 
+type Pending<'a> = Pin<Box<dyn Future<Output = Result<Response>> + Send + 'a>>;
+
+/// The reqwest part of a call: attempt 1 is the request itself, every later
+/// one a copy of the kept template, each sent down the rest of the chain.
+struct Sends<'a> {
+    next: Next<'a>,
+    first: Option<Request>,
+    template: Option<Request>,
+    extensions: &'a Extensions,
+    facts: Facts,
+    settings: &'a Settings,
+}
+
+impl<'a> Attempts for Sends<'a> {
+    type Answer = Result<Response>;
+    type Future = Pending<'a>;
+
+    fn start(&mut self, a: Attempt) -> Option<Self::Future> {
+        let mut req = match self.first.take() {
+            Some(r) => r,
+            None => self.template.as_ref()?.try_clone()?,
+        };
+        self.facts.stamp(req.headers_mut(), a.number, a.timeout);
+        let next = self.next.clone();
+        let mut ext = self.extensions.clone();
+        Some(Box::pin(async move { next.run(req, &mut ext).await }))
+    }
+
+    fn judge(&mut self, _: &Attempt, answer: &Answer<Self::Answer>) -> Verdict {
+        match answer {
+            Answer::Came(Ok(resp)) => {
+                Verdict::Report(self.facts.outcome(resp.status(), resp.headers()))
+            }
+            Answer::Came(Err(e)) => {
+                Verdict::Report(Outcome::Failure(self.facts.failure(classify(e))))
+            }
+            Answer::TimedOut => timed_out(),
+        }
+    }
+
+    fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
+        let answer = match j.answer {
+            Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
+            Answer::Came(Err(e)) => Err(error_chain(e)),
+            Answer::TimedOut => Err(AttemptTimedOut.to_string()),
+        };
+        self.facts
+            .log(self.settings, a.number, answer, j.outcome, j.decision);
+    }
+}
+
 #[async_trait::async_trait]
 impl Middleware for RetryMiddleware {
     async fn handle(
@@ -116,67 +167,38 @@ impl Middleware for RetryMiddleware {
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> Result<Response> {
-        let mut driver = Driver::new(
-            self.settings.clone(),
-            req.method(),
-            req.headers(),
-            extensions,
-        );
-        let template = match replayable(&req, &self.settings) {
+        if is_nested(extensions) {
+            // A stagger middleware earlier in the chain runs the attempts.
+            return next.run(req, extensions).await;
+        }
+        let settings = &*self.settings;
+        let Opened { facts, call, own } =
+            Facts::open(settings, req.method(), req.headers(), extensions);
+        let mut plan = settings.plan(&own, call);
+        let template = match replayable(&req, settings) {
             Ok(copy) => Some(copy),
             Err(why) => {
-                driver.commit(why);
+                plan.commit(why);
                 None
             }
         };
-        let mut once = Some(req);
-        let mut last: Option<Result<Response>> = None;
-        loop {
-            let timeout = match driver.start() {
-                Ok(t) => t,
-                Err(reason) => return conclude(last, driver.finish(reason), extensions),
-            };
-            let attempt = match (&template, once.take()) {
-                (_, Some(first)) => first,
-                (Some(t), None) => match t.try_clone() {
-                    Some(c) => c,
-                    None => {
-                        return conclude(last, driver.finish(StopReason::NotRetryable), extensions)
-                    }
-                },
-                (None, None) => {
-                    return conclude(last, driver.finish(StopReason::NotRetryable), extensions)
-                }
-            };
-            let mut attempt = attempt;
-            driver.stamp(attempt.headers_mut(), timeout);
-            let run = next.clone().run(attempt, extensions);
-            let result = match timeout {
-                Some(t) => tokio::time::timeout(t, run).await.ok(),
-                None => Some(run.await),
-            };
-            let step = match result {
-                Some(Ok(resp)) => {
-                    let step = driver.after_response(resp.status(), resp.headers());
-                    last = Some(Ok(resp));
-                    step
-                }
-                Some(Err(e)) => {
-                    let step = driver.after_error(classify(&e), error_chain(&e));
-                    last = Some(Err(e));
-                    step
-                }
-                None => {
-                    let step = driver.after_error(Failure::timeout(), AttemptTimedOut.to_string());
-                    last = Some(Err(reqwest_middleware::Error::middleware(AttemptTimedOut)));
-                    step
-                }
-            };
-            match step {
-                Decision::Retry { after } => tokio::time::sleep(after).await,
-                Decision::Stop(reason) => return conclude(last, driver.finish(reason), extensions),
-            }
-        }
+        let mut marked = extensions.clone();
+        marked.insert(Nested);
+        let mut sends = Sends {
+            next,
+            first: Some(req),
+            template,
+            extensions: &marked,
+            facts,
+            settings,
+        };
+        let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
+        let info = sends.facts.summary(&plan, finish.end);
+        let last = finish.last.map(|a| match a {
+            Answer::Came(r) => r,
+            Answer::TimedOut => Err(reqwest_middleware::Error::middleware(AttemptTimedOut)),
+        });
+        conclude(last, info, extensions)
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use axum::http::HeaderMap;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use stagger::http::{CallOptions, RetryInfo};
-use stagger::reqwest::HedgeMiddleware;
+use stagger::http::Settings;
+use stagger::reqwest::RetryMiddleware;
 use stagger::{HedgeDelay, HedgePolicy, StopReason};
 
 type Seen = Arc<Mutex<Vec<HeaderMap>>>;
@@ -44,7 +45,7 @@ fn client(keys: bool) -> ClientWithMiddleware {
         .build()
         .unwrap();
     ClientBuilder::new(reqwest::Client::new())
-        .with(HedgeMiddleware::new(policy).idempotency_keys(keys))
+        .with(RetryMiddleware::new(Settings::from(policy).idempotency_keys(keys)))
         .build()
 }
 

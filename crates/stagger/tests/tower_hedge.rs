@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use stagger::http::{CallOptions, Inbound, RetryInfo, Settings};
-use stagger::tower::HedgeLayer;
+use stagger::tower::RetryLayer;
 use stagger::{HedgeDelay, HedgePolicy, NotRetried, StopReason};
 use tower::{Layer, Service, ServiceExt};
 
@@ -88,9 +88,8 @@ fn rt() -> tokio::runtime::Runtime {
 fn a_slow_get_is_hedged_and_every_attempt_carries_its_number_and_the_same_key() {
     rt().block_on(async {
         let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 20))
-            .idempotency_keys(true)
-            .layer(svc);
+        let mut client =
+            RetryLayer::new(Settings::from(hedging(2, 20)).idempotency_keys(true)).layer(svc);
         let start = tokio::time::Instant::now();
         let resp = client
             .ready()
@@ -114,7 +113,7 @@ fn a_slow_get_is_hedged_and_every_attempt_carries_its_number_and_the_same_key() 
 fn a_post_without_a_key_is_never_hedged() {
     rt().block_on(async {
         let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 20)).layer(svc);
         let resp = client
             .ready()
             .await
@@ -131,7 +130,7 @@ fn a_post_without_a_key_is_never_hedged() {
 fn a_503_sends_the_next_attempt_at_once_and_a_404_ends_the_call() {
     rt().block_on(async {
         let (svc, seen) = server(&[(5, 503), (5, 404), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(3, 1_000)).layer(svc);
+        let mut client = RetryLayer::new(hedging(3, 1_000)).layer(svc);
         let start = tokio::time::Instant::now();
         let resp = client
             .ready()
@@ -162,7 +161,7 @@ fn the_budget_limits_hedges_across_calls() {
             .unwrap();
         // Every first attempt is slow, every hedge fast.
         let (svc, seen) = server(&[(50, 200)]);
-        let mut client = HedgeLayer::new(policy).layer(svc);
+        let mut client = RetryLayer::new(policy).layer(svc);
         for _ in 0..100 {
             let _ = client
                 .ready()
@@ -200,7 +199,7 @@ fn hedging_honours_call_options() {
         // Declared idempotent by its options, a POST without a key hedges,
         // and every attempt carries the time the options' deadline leaves.
         let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 20)).layer(svc);
         let options = CallOptions::new()
             .idempotent(true)
             .timeout(Duration::from_secs(3));
@@ -220,12 +219,12 @@ fn hedging_honours_call_options() {
 
         // A 500 is final by default and non-fatal when the options say so.
         let (svc, seen) = server(&[(5, 500), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 1_000)).layer(svc);
         let resp = send(&mut client, req(Method::GET)).await;
         assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(seen.lock().unwrap().len(), 1);
         let (svc, seen) = server(&[(5, 500), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 1_000)).layer(svc);
         let opt_in = CallOptions::new().retry_500(true);
         let resp = send(&mut client, with(req(Method::GET), opt_in)).await;
         assert_eq!(resp.status(), StatusCode::OK);
@@ -239,7 +238,7 @@ fn hedging_keeps_the_one_layer_rule() {
         // Serving an inbound retry, a slow call sends no hedge, and its
         // retryable failure is passed up and marks the inbound request.
         let (svc, seen) = server(&[(100, 503), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 20)).layer(svc);
         let inbound = Inbound::new(2, None);
         let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -250,7 +249,7 @@ fn hedging_keeps_the_one_layer_rule() {
 
         // A first inbound attempt hedges as usual.
         let (svc, seen) = server(&[(100, 503), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 20)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 20)).layer(svc);
         let inbound = Inbound::new(1, None);
         let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
         assert_eq!(resp.status(), StatusCode::OK);
@@ -265,7 +264,7 @@ fn a_hedge_reads_x_no_retry_as_gave_up_below() {
         // A layer below gave up: no further attempt, the failure goes up,
         // and the inbound request this call serves is told.
         let (svc, seen) = server(&[(NO_RETRY_MS, 503), (5, 200)]);
-        let mut client = HedgeLayer::new(hedging(2, 1_000)).layer(svc);
+        let mut client = RetryLayer::new(hedging(2, 1_000)).layer(svc);
         let inbound = Inbound::new(1, None);
         let resp = send(&mut client, with(req(Method::GET), inbound.clone())).await;
         assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -278,7 +277,7 @@ fn a_hedge_reads_x_no_retry_as_gave_up_below() {
         let (svc, seen) = server(&[(NO_RETRY_MS, 503), (5, 200)]);
         let policy = hedging(2, 1_000);
         let settings = Settings::new(policy.policy().clone()).one_layer(false);
-        let mut client = HedgeLayer::new(policy).settings(settings).layer(svc);
+        let mut client = RetryLayer::new(settings.hedging(policy)).layer(svc);
         let resp = send(&mut client, req(Method::GET)).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(seen.lock().unwrap().len(), 2);

@@ -1,5 +1,5 @@
 //! The hedging game-day: a `slow` fault — attempts that stall at random —
-//! against the library's [`HedgeLayer`](stagger::tower::HedgeLayer) on real
+//! against the library's [`RetryLayer`](stagger::tower::RetryLayer) with hedging set on real
 //! sockets, next to what the simulator predicts for the same shape.
 //!
 //! A server on 127.0.0.1 answers each request after a service time drawn
@@ -8,7 +8,7 @@
 //! `stall_prob`. It serves every request at once (unlimited capacity, the
 //! model's `--capacity inf`). For each strategy in turn, a client sends
 //! `requests` GET requests at `rate` per second (Poisson arrivals) through a
-//! `HedgeLayer` built from the strategy (the one constructor the simulator
+//! `RetryLayer` hedging as built from the strategy (the one constructor the simulator
 //! uses too), and measures each call's latency; the server counts the
 //! attempts that reached it. Bounded: loopback only, at most
 //! [`MAX_REQUESTS`] requests per strategy, every call under a 5 s timeout.
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt;
 use hyper_util::rt::TokioIo;
 use stagger::random::{FastRng, RandomSource};
-use stagger::tower::HedgeService;
+use stagger::tower::RetryService;
 use stagger_sim::hedging::{HedgeStrategy, HedgingParams, HedgingRow};
 use tokio::net::TcpListener;
 use tower_service::Service;
@@ -108,7 +108,7 @@ async fn one(
     let server = tokio::spawn(serve(listener, p.clone(), received.clone()));
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<stagger::tower::ReplayBody<String>>();
-    let svc = HedgeService::new(client, policy);
+    let svc = RetryService::new(client, policy);
     let mut arrivals = FastRng::seeded(p.seed);
     let mut calls = tokio::task::JoinSet::new();
     let start = tokio::time::Instant::now();

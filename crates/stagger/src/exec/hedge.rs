@@ -40,7 +40,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::RetryError;
 use crate::exec::future::{DefaultSleeper, Sleeper};
 use crate::exec::{AllTransient, Classifier, Report};
-use crate::hedge::driver::{drive, timed_out, Answer, Attempt, Attempts, End, Verdict};
+use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, End, Plan, Verdict};
 use crate::hedge::HedgePolicy;
 use crate::outcome::{Idempotency, Outcome, StopReason};
 
@@ -144,13 +144,14 @@ where
     /// Runs the call and returns the full [`Report`].
     pub async fn report(mut self) -> Report<T, E> {
         let policy = self.policy;
-        let mut h = policy.call(Call::new().idempotency(self.idempotency));
+        let call = Call::new().idempotency(self.idempotency);
+        let mut plan = Plan::new(policy.policy(), Some(policy), call);
         let mut attempts = Closure {
             op: &mut self.op,
             when: &mut self.when,
         };
         let sleep = &mut self.sleep;
-        let finish = drive(policy, &mut h, &mut attempts, &self.clock, |d| {
+        let finish = drive(&mut plan, &mut attempts, &self.clock, |d| {
             sleep.sleep(d)
         })
         .await;
@@ -164,7 +165,7 @@ where
             End::Stopped(r) => r,
             End::Taken => StopReason::Success,
         };
-        Report::finish(result, h.call(), &self.clock, reason, timed_out)
+        Report::finish(result, plan.call(), &self.clock, reason, timed_out)
     }
 }
 
@@ -188,7 +189,7 @@ where
         Some((self.op)(attempt.number))
     }
 
-    fn judge(&mut self, answer: &Answer<Result<T, E>>) -> Verdict {
+    fn judge(&mut self, _: &Attempt, answer: &Answer<Result<T, E>>) -> Verdict {
         match answer {
             Answer::Came(Ok(_)) => Verdict::Report(Outcome::Success),
             Answer::Came(Err(e)) => Verdict::Report(Outcome::Failure(self.when.classify(e))),

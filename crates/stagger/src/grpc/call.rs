@@ -10,12 +10,11 @@ use http::{HeaderMap, HeaderValue, Response};
 use super::body::{CallReport, GrpcBody, Watch};
 use super::method::Resolved;
 use super::shared::Shared;
-use super::AttemptRecord;
 use crate::call::Call;
 use crate::clock::Clock;
-use crate::deadline::{format_grpc_timeout, parse_grpc_timeout};
-use crate::http::{Inbound, TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_STATUS, GRPC_TIMEOUT};
-use crate::outcome::{Class, Decision, Idempotency, NotRetried, Outcome, StopReason};
+use crate::deadline::parse_grpc_timeout;
+use crate::http::{mark_if_gave_up, Inbound, TokioClock, GRPC_STATUS, GRPC_TIMEOUT};
+use crate::outcome::{Class, Idempotency, NotRetried, StopReason};
 use crate::tower::{BoxError, Error, ErrorKind};
 
 /// One call's state between attempts. Dropped mid-attempt (the caller gave
@@ -26,8 +25,8 @@ pub(super) struct Driver {
     pub(super) shared: Arc<Shared>,
     inbound: Option<Inbound>,
     report: CallReport,
-    waited: Duration,
-    last_class: Option<Class>,
+    pub(super) waited: Duration,
+    pub(super) last_class: Option<Class>,
 }
 
 impl Drop for Driver {
@@ -43,7 +42,7 @@ impl Driver {
         headers: &HeaderMap,
         ext: &http::Extensions,
         path: &str,
-    ) -> Self {
+    ) -> (Self, Call) {
         let method = shared.methods.find(path).clone();
         let inbound = if shared.one_layer {
             ext.get::<Inbound>().cloned().or_else(Inbound::current)
@@ -51,8 +50,10 @@ impl Driver {
             None
         };
         // A method whose policy lists codes is declared safe to repeat for
-        // them (DEADLINE_EXCEEDED included); without one, the table applies.
-        let idempotency = if method.retryable.is_some() {
+        // them (DEADLINE_EXCEEDED included), as a hedging policy declares
+        // the method safe to send more than once; without one, the table
+        // applies.
+        let idempotency = if method.retryable.is_some() || method.hedge.is_some() {
             Idempotency::Idempotent
         } else {
             Idempotency::Unspecified
@@ -79,81 +80,23 @@ impl Driver {
                 call = call.deadline(d);
             }
         }
-        Driver {
+        let d = Driver {
             method,
-            call,
+            call: Call::new(),
             shared,
             inbound,
             report: CallReport::default(),
             waited: Duration::ZERO,
             last_class: None,
-        }
+        };
+        (d, call)
     }
 
-    /// Writes this attempt's headers: the time left, and from the second
-    /// attempt on the count of earlier ones (a transparent retry is not one:
-    /// the attempt before it never reached a server).
-    pub(super) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
-        let attempt = self.call.attempts() - self.call.transparent_retries_made();
-        if attempt > 1 {
-            headers.insert(GRPC_PREVIOUS_ATTEMPTS, HeaderValue::from(attempt - 1));
-        }
-        if let Some(t) = timeout {
-            if let Ok(v) = HeaderValue::from_str(&format_grpc_timeout(t)) {
-                headers.insert(GRPC_TIMEOUT, v);
-            }
-        }
-    }
-
-    pub(super) fn decide(
-        &mut self,
-        outcome: Outcome,
-        status: Option<u32>,
-        error: Option<String>,
-        pushback_ms: Option<i64>,
-    ) -> Decision {
-        let transparent_before = self.call.transparent_retries_made();
-        if let Outcome::Failure(f) = &outcome {
-            self.last_class = Some(f.class);
-        }
-        let decision = self
-            .method
-            .engine
-            .decide(&mut self.call, outcome, TokioClock);
-        if let Decision::Retry { after } = decision {
-            self.waited = self.waited.saturating_add(after);
-        }
-        if let Some(hook) = &self.shared.hook {
-            let (delay, stop) = match decision {
-                Decision::Retry { after } => (Some(after), None),
-                Decision::Stop(r) => (None, Some(r)),
-            };
-            hook(&AttemptRecord {
-                attempt: self.call.attempts(),
-                status,
-                error,
-                pushback_ms,
-                transparent: self.call.transparent_retries_made() > transparent_before,
-                delay,
-                stop,
-            });
-        }
-        decision
-    }
-
-    /// Ends the call: fills in the report and, under the one-layer rule,
-    /// tells the inbound request when a failure that could have cleared was
-    /// given up on here.
+    /// Ends the call: the one-layer rule's word to the inbound request, and
+    /// the report the caller reads.
     fn finish(&self, reason: Option<StopReason>, status: Option<u32>) -> CallReport {
-        if let (Some(r), Some(i)) = (reason, &self.inbound) {
-            let retryable = self.last_class.is_some_and(Class::may_clear);
-            let declined = matches!(
-                self.call.not_retried(),
-                Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
-            );
-            if r != StopReason::Success && retryable && (self.call.attempts() > 1 || declined) {
-                i.mark_gave_up();
-            }
+        if let Some(r) = reason {
+            mark_if_gave_up(self.inbound.as_ref(), self.last_class, &self.call, r);
         }
         let (call, waited) = (&self.call, self.waited);
         self.report.update(|s| {

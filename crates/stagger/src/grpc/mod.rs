@@ -67,8 +67,6 @@ mod call;
 #[cfg(feature = "grpc")]
 mod facts;
 #[cfg(feature = "grpc")]
-mod hedged;
-#[cfg(feature = "grpc")]
 mod layer;
 mod method;
 #[cfg(feature = "grpc")]

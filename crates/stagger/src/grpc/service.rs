@@ -2,24 +2,26 @@
 //! attempt, sends it, reports what happened to the engine as facts
 //! (status class, pushback, not sent, committed) and waits as told.
 
-use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use http::{Request, Response};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
 use super::body::GrpcBody;
 use super::call::{committed, conclude, Driver, Last};
 use super::shared::{MakeBody, Shared};
-use super::{attempt_status, never_sent, status_failure};
+use super::{attempt_status, never_sent, status_failure, AttemptHook, AttemptRecord};
 use crate::clock::Clock;
-use crate::http::AttemptTimedOut;
-use crate::http::{error_chain, error_class, TokioClock};
-use crate::outcome::{Decision, Failure, NotRetried, Outcome, StopReason};
-use crate::tower::{BoxError, Error, ErrorKind, Replay, ResponseFuture};
+use crate::deadline::format_grpc_timeout;
+use crate::drive::{drive, Answer, Attempt, Attempts, End, Judged, Overflow, Plan, Verdict};
+use crate::http::{error_chain, error_class, rebuild, AttemptTimedOut};
+use crate::http::{TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
+use crate::outcome::{Class, Decision, Failure, NotRetried, Outcome, StopReason};
+use crate::tower::{nested, BoxError, Error, ErrorKind, Replay, ReplayBody, ResponseFuture, Sending};
 
 /// A gRPC client service whose calls are retried as A6 says; made by
 /// [`RetryLayer`](super::RetryLayer).
@@ -83,7 +85,22 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if nested() {
+            // A stagger layer above runs the attempts: send this one as it
+            // is, and pass its answer up for that layer to judge.
+            let sent = inner.call(req.map(|b| self.make.make(ReplayBody::once(b))));
+            return ResponseFuture::new(Box::pin(async move {
+                match sent.await {
+                    Ok(resp) => Ok(resp.map(|b| GrpcBody::new(b, None))),
+                    Err(e) => Err(Error::new(
+                        ErrorKind::Service,
+                        info(1, StopReason::NotRetryable),
+                        Some(e.into()),
+                    )),
+                }
+            }));
+        }
         let fut = run(inner, self.shared.clone(), self.make.clone(), req);
         ResponseFuture::new(Box::pin(fut))
     }
@@ -98,6 +115,125 @@ fn info(attempts: u32, reason: StopReason) -> crate::http::RetryInfo {
     }
 }
 
+/// The gRPC part of a call: attempt k is the request's head with its own
+/// view of the replay buffer, stamped with the attempt headers; an answer's
+/// facts are the status (from the head, or the trailers once committed), the
+/// pushback, and whether the attempt never left.
+struct Sends<'a, S, M, B> {
+    /// The service the caller made ready, for the first attempt; every later
+    /// attempt is sent on a clone of it.
+    inner: &'a mut S,
+    first: bool,
+    parts: &'a Parts,
+    body: &'a Replay<B>,
+    make: &'a M,
+    codes: Option<&'a [u32]>,
+    limit: usize,
+    /// When each attempt with a time limit went out (the inner service's own
+    /// timer may end it first: that is the attempt timing out).
+    timed: Vec<(u32, Instant, Duration)>,
+    hook: Option<&'a AttemptHook>,
+    last_class: Option<Class>,
+}
+
+impl<S, M, B, ResB> Attempts for Sends<'_, S, M, B>
+where
+    B: Body,
+    M: MakeBody<B>,
+    S: Service<Request<M::Output>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+{
+    type Answer = Result<S::Response, BoxError>;
+    type Future = Sending<S, Request<M::Output>>;
+
+    fn start(&mut self, a: Attempt) -> Option<Self::Future> {
+        let b = self.make.make(self.body.next()?);
+        let mut req = rebuild(self.parts, b);
+        stamp(req.headers_mut(), a);
+        if let Some(t) = a.timeout {
+            self.timed.push((a.id, TokioClock.now(), t));
+        }
+        Some(if std::mem::take(&mut self.first) {
+            Sending::now(self.inner, req)
+        } else {
+            Sending::on_clone(self.inner, req)
+        })
+    }
+
+    fn judge(&mut self, a: &Attempt, answer: &Answer<Self::Answer>) -> Verdict {
+        let f = match answer {
+            Answer::Came(Ok(resp)) => match attempt_status(resp.status(), resp.headers()) {
+                Some(0) => return Verdict::Report(Outcome::Success),
+                Some(code) => status_failure(code, resp.headers(), self.codes).0,
+                // Headers without a status: this attempt commits the call;
+                // its trailers' status is told to the engine when they come.
+                None => return Verdict::Take,
+            },
+            // The inner service's own timer (tonic enforces the
+            // `grpc-timeout` it was given) ended the attempt when its time
+            // was up: that is this attempt timing out.
+            Answer::Came(Err(_)) if self.ran_out(a.id) => Failure::timeout(),
+            Answer::Came(Err(e)) => {
+                let f = Failure::new(error_class(&**e));
+                if never_sent(&**e) {
+                    f.not_sent()
+                } else {
+                    f
+                }
+            }
+            Answer::TimedOut => Failure::timeout(),
+        };
+        self.last_class = Some(f.class);
+        Verdict::Report(Outcome::Failure(f))
+    }
+
+    fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
+        let Some(hook) = self.hook else { return };
+        let (status, error, pushback_ms) = match j.answer {
+            Answer::Came(Ok(resp)) => {
+                let code = attempt_status(resp.status(), resp.headers());
+                let pushback = code
+                    .filter(|c| *c != 0)
+                    .and_then(|c| status_failure(c, resp.headers(), self.codes).1);
+                (code, None, pushback)
+            }
+            Answer::Came(Err(e)) => (None, Some(error_chain(&**e)), None),
+            Answer::TimedOut => (None, Some(AttemptTimedOut.to_string()), None),
+        };
+        let (delay, stop) = match j.decision {
+            Decision::Retry { after } => (Some(after), None),
+            Decision::Stop(r) => (None, Some(r)),
+        };
+        hook(&AttemptRecord {
+            attempt: a.id,
+            status,
+            error,
+            pushback_ms,
+            transparent: j.transparent,
+            delay,
+            stop,
+        });
+    }
+
+    fn poll_overflow(&mut self, cx: &mut Context<'_>) -> Poll<Overflow> {
+        // The n-th body the buffer gave is attempt n's.
+        self.body.poll_outgrown(cx).map(|leader| Overflow {
+            leader: leader.and_then(|g| u32::try_from(g).ok()),
+            why: NotRetried::BodyTooLarge { limit: self.limit },
+        })
+    }
+}
+
+impl<S, M, B> Sends<'_, S, M, B> {
+    /// Whether attempt `id`'s time limit had passed when it failed.
+    fn ran_out(&self, id: u32) -> bool {
+        self.timed
+            .iter()
+            .find(|(a, ..)| *a == id)
+            .is_some_and(|(_, at, t)| TokioClock.now() >= *at + *t)
+    }
+}
+
 async fn run<S, M, B, ResB>(
     mut inner: S,
     shared: Arc<Shared>,
@@ -105,119 +241,67 @@ async fn run<S, M, B, ResB>(
     req: Request<B>,
 ) -> Result<Response<GrpcBody<ResB>>, Error>
 where
-    M: MakeBody<B> + Sync,
-    M::Output: Send + 'static,
-    S: Service<Request<M::Output>, Response = Response<ResB>> + Clone + Send + 'static,
-    S::Future: Send,
+    M: MakeBody<B>,
+    S: Service<Request<M::Output>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-    ResB: Body + Unpin + Send + 'static,
+    B: Body,
+    ResB: Body + Unpin,
 {
     let limit = shared.max_replay_bytes;
-    let mut d = Driver::new(shared, req.headers(), req.extensions(), req.uri().path());
-    if let Some(hedging) = d.method.hedge.clone() {
-        return super::hedged::run(inner, d, hedging, make, req).await;
-    }
+    let (mut d, call) = Driver::new(shared, req.headers(), req.extensions(), req.uri().path());
+    let method = d.method.clone();
+    let mut plan = Plan::new(&method.engine, method.hedge.as_ref(), call);
     let (parts, body) = req.into_parts();
-    let body = Replay::new(body, limit);
-    let mut first = true;
-    let mut last: Last<ResB> = Last::None;
-    loop {
-        let policy = &d.method.engine;
-        let timeout = match policy.start_attempt(&mut d.call, TokioClock) {
-            Ok(t) => t,
-            Err(reason) => return conclude(&d, last, reason),
-        };
-        let Some(b) = body.next() else {
-            return conclude(&d, last, StopReason::NotRetryable);
-        };
-        let mut attempt = Request::new(make.make(b));
-        *attempt.method_mut() = parts.method.clone();
-        *attempt.uri_mut() = parts.uri.clone();
-        *attempt.version_mut() = parts.version;
-        *attempt.headers_mut() = parts.headers.clone();
-        *attempt.extensions_mut() = parts.extensions.clone();
-        d.stamp(attempt.headers_mut(), timeout);
-        let sent_at = TokioClock.now();
-        let sent = if first {
-            first = false;
-            send(&mut inner, attempt, timeout).await
-        } else {
-            match poll_fn(|cx| inner.poll_ready(cx).map_err(Into::into)).await {
-                Ok(()) => send(&mut inner, attempt, timeout).await,
-                Err(e) => Some(Err(e)),
+    let body = match &plan {
+        Plan::Hedge(_) => Replay::side_by_side(body, limit),
+        Plan::Retry(_) => Replay::new(body, limit),
+    };
+    let mut sends = Sends {
+        inner: &mut inner,
+        first: true,
+        parts: &parts,
+        body: &body,
+        make: &make,
+        codes: method.retryable.as_deref(),
+        limit,
+        timed: Vec::new(),
+        hook: d.shared.hook.as_ref(),
+        last_class: None,
+    };
+    let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
+    d.last_class = sends.last_class;
+    d.waited = plan.waited();
+    d.call = plan.take_call();
+    let last = match finish.last {
+        Some(Answer::Came(Ok(resp))) => {
+            if finish.end == End::Taken {
+                return Ok(committed(d, resp));
             }
-        };
-        if body.outgrown() {
-            // The request outgrew the replay buffer: it cannot be sent again.
-            d.call.commit(NotRetried::BodyTooLarge { limit });
+            let status = attempt_status(resp.status(), resp.headers());
+            Last::Response(resp, status)
         }
-        let decision = match sent {
-            Some(Ok(resp)) => match attempt_status(resp.status(), resp.headers()) {
-                Some(0) => {
-                    d.decide(Outcome::Success, Some(0), None, None);
-                    last = Last::Response(resp, Some(0));
-                    Decision::Stop(StopReason::Success)
-                }
-                Some(code) => {
-                    let codes = d.method.retryable.clone();
-                    let (f, pushback) = status_failure(code, resp.headers(), codes.as_deref());
-                    last = Last::Response(resp, Some(code));
-                    d.decide(Outcome::Failure(f), Some(code), None, pushback)
-                }
-                None => return Ok(committed(d, resp)),
-            },
-            // The inner service's own timer (tonic enforces the
-            // `grpc-timeout` it was given) ended the attempt when its time was
-            // up: that is this attempt timing out.
-            Some(Err(e)) if timeout.is_some_and(|t| TokioClock.now() >= sent_at + t) => {
-                let decision = d.decide(
-                    Outcome::Failure(Failure::timeout()),
-                    None,
-                    Some(error_chain(&*e)),
-                    None,
-                );
-                last = Last::Error(ErrorKind::Timeout, e);
-                decision
-            }
-            Some(Err(e)) => {
-                let f = Failure::new(error_class(&*e));
-                let f = if never_sent(&*e) { f.not_sent() } else { f };
-                let decision = d.decide(Outcome::Failure(f), None, Some(error_chain(&*e)), None);
-                last = Last::Error(ErrorKind::Service, e);
-                decision
-            }
-            None => {
-                let text = AttemptTimedOut.to_string();
-                let decision =
-                    d.decide(Outcome::Failure(Failure::timeout()), None, Some(text), None);
-                last = Last::Error(ErrorKind::Timeout, Box::new(AttemptTimedOut));
-                decision
-            }
-        };
-        match decision {
-            Decision::Retry { after } => Box::pin(tokio::time::sleep(after)).await,
-            Decision::Stop(reason) => return conclude(&d, last, reason),
+        Some(Answer::Came(Err(e))) => {
+            let kind = match d.last_class {
+                Some(Class::Unknown) => ErrorKind::Timeout,
+                _ => ErrorKind::Service,
+            };
+            Last::Error(kind, e)
         }
-    }
+        Some(Answer::TimedOut) => Last::Error(ErrorKind::Timeout, Box::new(AttemptTimedOut)),
+        None => Last::None,
+    };
+    conclude(&d, last, finish.end.reason())
 }
 
-/// Sends one attempt, bounded by its timeout; `None` when it timed out.
-async fn send<S, Req>(
-    inner: &mut S,
-    req: Req,
-    timeout: Option<Duration>,
-) -> Option<Result<S::Response, BoxError>>
-where
-    S: Service<Req>,
-    S::Error: Into<BoxError>,
-{
-    let fut = inner.call(req);
-    let result = match timeout {
-        Some(t) => Box::pin(tokio::time::timeout(t, fut)).await.ok()?,
-        None => fut.await,
-    };
-    Some(result.map_err(Into::into))
+/// Writes attempt `a`'s headers: `grpc-previous-rpc-attempts` from the
+/// second attempt on, and the time it has left as `grpc-timeout`.
+fn stamp(headers: &mut HeaderMap, a: Attempt) {
+    if a.number > 1 {
+        headers.insert(GRPC_PREVIOUS_ATTEMPTS, HeaderValue::from(a.number - 1));
+    }
+    if let Some(t) = a.timeout {
+        if let Ok(v) = HeaderValue::from_str(&format_grpc_timeout(t)) {
+            headers.insert(GRPC_TIMEOUT, v);
+        }
+    }
 }

@@ -2,7 +2,6 @@
 //! per-request overrides, what the caller is told at the end, and the driver
 //! both front-ends (tower and reqwest) run, so every rule is written once.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -17,11 +16,9 @@ use super::{
 };
 use crate::call::Call;
 use crate::clock::Clock;
-use crate::hedge::driver::{drive, Answer, Attempts, End};
-use crate::hedge::{HedgePolicy, HedgedCall};
-use crate::outcome::{
-    Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
-};
+use crate::drive::{End, Plan};
+use crate::hedge::HedgePolicy;
+use crate::outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
 use crate::policy::Policy;
 
 /// How a call ended, put in the final response's extensions (and carried by
@@ -87,6 +84,7 @@ pub struct Settings {
     pub(crate) one_layer: bool,
     pub(crate) on_attempt: Option<AttemptHook>,
     pub(crate) grpc_retryable: Option<Arc<[u32]>>,
+    pub(crate) hedging: Option<HedgePolicy>,
 }
 
 impl fmt::Debug for Settings {
@@ -101,6 +99,7 @@ impl fmt::Debug for Settings {
             .field("one_layer", &self.one_layer)
             .field("on_attempt", &self.on_attempt.is_some())
             .field("grpc_retryable", &self.grpc_retryable)
+            .field("hedging", &self.hedging)
             .finish()
     }
 }
@@ -123,7 +122,40 @@ impl Settings {
             one_layer: true,
             on_attempt: None,
             grpc_retryable: None,
+            hedging: None,
         }
+    }
+
+    /// Hedges the calls that can be hedged under `hedging` (idempotent ones,
+    /// not made while serving an inbound retry): a further attempt goes out
+    /// while the earlier ones still run, by the hedging policy's delay and
+    /// within its extra-load budget, and the first success wins. Every
+    /// attempt is still judged by these settings' [`policy`](Self::policy)
+    /// (it replaces the hedging policy's own), so a retryable failure sends
+    /// the next attempt at once and both attempt limits apply. A call that
+    /// cannot hedge is retried as without this setting. Hedging is a setting
+    /// of the one retry layer, so there is no second layer to stack.
+    ///
+    /// ```
+    /// use stagger::http::Settings;
+    /// use stagger::{HedgeDelay, HedgePolicy, Policy};
+    /// use std::time::Duration;
+    ///
+    /// let hedging = HedgePolicy::builder()
+    ///     .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
+    ///     .build()?;
+    /// let settings = Settings::new(Policy::default()).hedging(hedging);
+    /// assert!(settings.get_hedging().is_some());
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn hedging(mut self, hedging: HedgePolicy) -> Self {
+        self.hedging = Some(hedging.with_policy(self.policy.clone()));
+        self
+    }
+
+    /// The hedging policy, if calls are hedged.
+    pub fn get_hedging(&self) -> Option<&HedgePolicy> {
+        self.hedging.as_ref()
     }
 
     /// The gRPC status codes to retry, as a service config's
@@ -204,6 +236,14 @@ impl From<Policy> for Settings {
     /// The policy with the default HTTP settings.
     fn from(policy: Policy) -> Self {
         Settings::new(policy)
+    }
+}
+
+impl From<HedgePolicy> for Settings {
+    /// Hedging under the policy, its attempts judged by its own retry
+    /// policy, with the default HTTP settings.
+    fn from(hedging: HedgePolicy) -> Self {
+        Settings::new(hedging.policy().clone()).hedging(hedging)
     }
 }
 
@@ -288,13 +328,31 @@ pub(crate) struct Facts {
 }
 
 /// A call as its request opens it: the facts, the engine's per-call state,
-/// and the request's own policy, if its [`CallOptions`] give one.
+/// and the request's own policies, if its [`CallOptions`] give one.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 pub(crate) struct Opened {
     pub(crate) facts: Facts,
     pub(crate) call: Call,
-    pub(crate) policy: Option<Policy>,
+    pub(crate) own: Own,
 }
+
+/// A request's own retry policy (from its [`CallOptions`]) and the
+/// settings' hedging over it: what the call's engine borrows instead of the
+/// shared settings.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) struct Own {
+    policy: Option<Policy>,
+    hedging: Option<HedgePolicy>,
+}
+
+/// Marks the middleware extensions a stagger middleware sends its attempts
+/// with, so a stagger middleware after it in the chain sends each once
+/// instead of starting a second loop of attempts (stacked middlewares would
+/// multiply them). The tower layers learn the same from the attempt that
+/// calls them.
+#[derive(Debug, Clone, Copy)]
+#[cfg(feature = "reqwest")]
+pub(crate) struct Nested;
 
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
 impl Facts {
@@ -315,6 +373,13 @@ impl Facts {
             None
         };
         let policy = options.and_then(|o| o.policy.clone());
+        let own = Own {
+            hedging: match (&policy, &settings.hedging) {
+                (Some(p), Some(h)) => Some(h.with_policy(p.clone())),
+                _ => None,
+            },
+            policy,
+        };
         let mut key = None;
         if settings.idempotency_keys && needs_key(method) && !headers.contains_key(IDEMPOTENCY_KEY)
         {
@@ -364,11 +429,7 @@ impl Facts {
             inbound,
             last_class: None,
         };
-        Opened {
-            facts,
-            call,
-            policy,
-        }
+        Opened { facts, call, own }
     }
 
     /// Writes the headers of the attempt sent as number `attempt`:
@@ -424,260 +485,117 @@ impl Facts {
     /// Ends the call: under the one-layer rule, tells the inbound request
     /// when a failure that could have cleared was given up on here.
     pub(crate) fn finish<R>(&self, call: &Call<R>, reason: StopReason) {
-        if !self.one_layer || reason == StopReason::Success {
-            return;
-        }
-        let retryable = self.last_class.is_some_and(Class::may_clear);
-        let declined = matches!(
-            call.not_retried(),
-            Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
-        );
-        // A layer that made one attempt and was not asked to hold back (say
-        // it allows no retries) leaves retrying to its caller.
-        if retryable && (call.attempts() > 1 || declined) {
-            if let Some(i) = &self.inbound {
-                i.mark_gave_up();
-            }
-        }
-    }
-}
-
-impl Drop for Driver {
-    /// A call dropped mid-attempt (its future was cancelled) gives back what
-    /// the attempt holds, such as a half-open breaker's probe slot.
-    fn drop(&mut self) {
-        let (policy, call) = self.engine();
-        policy.abandon(call, TokioClock);
-    }
-}
-
-/// The per-call state machine of the retrying front-ends.
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) struct Driver {
-    /// The client's settings, shared: nothing of them is copied per call.
-    settings: Arc<Settings>,
-    /// A per-request policy from [`CallOptions`], if any.
-    policy: Option<Policy>,
-    call: Call,
-    facts: Facts,
-    waited: Duration,
-}
-
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-impl Driver {
-    pub(crate) fn new(
-        shared: Arc<Settings>,
-        method: &Method,
-        headers: &HeaderMap,
-        extensions: &Extensions,
-    ) -> Self {
-        let Opened {
-            facts,
-            call,
-            policy,
-        } = Facts::open(&shared, method, headers, extensions);
-        Driver {
-            settings: shared,
-            policy,
-            call,
-            facts,
-            waited: Duration::ZERO,
-        }
-    }
-
-    /// The engine and the call's state, borrowed together.
-    fn engine(&mut self) -> (&Policy, &mut Call) {
-        let policy = self.policy.as_ref().unwrap_or(&self.settings.policy);
-        (policy, &mut self.call)
-    }
-
-    /// Tells the engine the call cannot be repeated (its body cannot be
-    /// replayed).
-    pub(crate) fn commit(&mut self, why: NotRetried) {
-        self.call.commit(why);
-    }
-
-    /// Admits the next attempt: its timeout, or why the call stops.
-    pub(crate) fn start(&mut self) -> Result<Option<Duration>, StopReason> {
-        let (policy, call) = self.engine();
-        policy.start_attempt(call, TokioClock)
-    }
-
-    /// Writes this attempt's headers: `x-retry-attempt`, the idempotency
-    /// key, and the remaining time.
-    pub(crate) fn stamp(&self, headers: &mut HeaderMap, timeout: Option<Duration>) {
-        self.facts.stamp(headers, self.call.attempts(), timeout);
-    }
-
-    /// After a response: its failure, if it is one, with every fact the
-    /// response carries.
-    pub(crate) fn after_response(&mut self, status: StatusCode, headers: &HeaderMap) -> Decision {
-        match self.facts.response(status, headers) {
-            None => self.success(Some(status.as_u16())),
-            Some(f) => self.failure(f, Some(status.as_u16()), None),
-        }
-    }
-
-    /// After a transport error or a timeout (the failure says whether the
-    /// request surely never reached the server).
-    pub(crate) fn after_error(&mut self, failure: Failure, error: String) -> Decision {
-        let f = self.facts.failure(failure);
-        self.failure(f, None, Some(error))
-    }
-
-    fn success(&mut self, status: Option<u16>) -> Decision {
-        let (policy, call) = self.engine();
-        policy.decide(call, Outcome::Success, TokioClock);
-        self.log(status, None, None, None, Some(StopReason::Success));
-        Decision::Stop(StopReason::Success)
-    }
-
-    fn failure(&mut self, f: Failure, status: Option<u16>, error: Option<String>) -> Decision {
-        let hint = match f.hint {
-            Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
-            _ => None,
-        };
-        let (policy, call) = self.engine();
-        let decision = policy.decide(call, f, TokioClock);
-        match decision {
-            Decision::Retry { after } => {
-                self.waited = self.waited.saturating_add(after);
-                self.log(status, error, hint, Some(after), None);
-            }
-            Decision::Stop(reason) => self.log(status, error, hint, None, Some(reason)),
-        }
-        decision
-    }
-
-    fn log(
-        &self,
-        status: Option<u16>,
-        error: Option<String>,
-        hint: Option<Duration>,
-        delay: Option<Duration>,
-        stop: Option<StopReason>,
-    ) {
-        if let Some(hook) = &self.settings.on_attempt {
-            hook(&AttemptLog {
-                attempt: self.call.attempts(),
-                status,
-                error,
-                hint,
-                delay,
-                stop,
-            });
+        if self.one_layer {
+            mark_if_gave_up(self.inbound.as_ref(), self.last_class, call, reason);
         }
     }
 
     /// Ends the call: the one-layer rule's word to the inbound request, and
-    /// the summary.
-    pub(crate) fn finish(&self, reason: StopReason) -> RetryInfo {
-        self.facts.finish(&self.call, reason);
-        RetryInfo {
-            attempts: self.call.attempts(),
-            reason,
-            not_retried: self.call.not_retried(),
-            waited: self.waited,
-        }
-    }
-}
-
-/// What an HTTP hedging front-end shares between its calls: the hedging
-/// policy, and the HTTP settings every call is read by (the retry layer's).
-/// The settings' policy is the retry policy the hedging policy judges every
-/// attempt with.
-#[derive(Debug, Clone)]
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) struct HedgeRules {
-    hedging: HedgePolicy,
-    pub(crate) settings: Settings,
-}
-
-/// One hedged HTTP call as its request opens it (its [`Facts`] go to the
-/// front-end's [`Attempts`], which reads every answer with them).
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) struct HttpHedge<'a> {
-    /// The layer's hedging, or the same over the request's own policy.
-    hedging: Cow<'a, HedgePolicy>,
-    pub(crate) call: HedgedCall,
-}
-
-/// An HTTP front-end's attempts, which read answers with the call's facts.
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) trait HttpAttempts: Attempts {
-    /// The call's facts.
-    fn facts(&self) -> &Facts;
-}
-
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-impl HedgeRules {
-    /// Hedging under `hedging`, read by the default HTTP settings.
-    pub(crate) fn new(hedging: HedgePolicy) -> Self {
-        let settings = Settings::new(hedging.policy().clone());
-        HedgeRules { hedging, settings }
-    }
-
-    /// The hedging policy.
-    pub(crate) fn hedging(&self) -> &HedgePolicy {
-        &self.hedging
-    }
-
-    /// Reads every call by `settings`, whose policy judges the attempts.
-    pub(crate) fn set(&mut self, settings: Settings) {
-        self.hedging = self.hedging.with_policy(settings.policy.clone());
-        self.settings = settings;
-    }
-
-    /// Opens a call for a request.
-    pub(crate) fn open(
-        &self,
-        method: &Method,
-        headers: &HeaderMap,
-        extensions: &Extensions,
-    ) -> (HttpHedge<'_>, Facts) {
-        let o = Facts::open(&self.settings, method, headers, extensions);
-        let hedging = match o.policy {
-            Some(p) => Cow::Owned(self.hedging.with_policy(p)),
-            None => Cow::Borrowed(&self.hedging),
-        };
-        let call = hedging.call(o.call);
-        (HttpHedge { hedging, call }, o.facts)
-    }
-}
-
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-impl HttpHedge<'_> {
-    /// Runs the call to its end on tokio's clock and timer: its summary and
-    /// the last answer.
-    pub(crate) async fn run<A: HttpAttempts>(
-        &mut self,
-        attempts: &mut A,
-    ) -> (RetryInfo, Option<Answer<A::Answer>>) {
-        let finish = drive(
-            &self.hedging,
-            &mut self.call,
-            attempts,
-            &TokioClock,
-            tokio::time::sleep,
-        )
-        .await;
-        (self.finish(attempts.facts(), finish.end), finish.last)
-    }
-
-    /// Ends the call: the one-layer rule's word to the inbound request, and
-    /// the summary.
-    pub(crate) fn finish(&self, facts: &Facts, end: End) -> RetryInfo {
-        let reason = match end {
-            End::Stopped(r) => r,
-            End::Taken => StopReason::Success,
-        };
-        let call = self.call.call();
-        facts.finish(call, reason);
+    /// what the caller is told.
+    pub(crate) fn summary(&self, plan: &Plan<'_>, end: End) -> RetryInfo {
+        let reason = end.reason();
+        let call = plan.call();
+        self.finish(call, reason);
         RetryInfo {
             attempts: call.attempts(),
             reason,
             not_retried: call.not_retried(),
-            waited: Duration::ZERO,
+            waited: plan.waited(),
         }
+    }
+
+    /// Tells the settings' [`on_attempt`](Settings::on_attempt) hook how
+    /// attempt `attempt` ended and what the engine said.
+    pub(crate) fn log(
+        &self,
+        settings: &Settings,
+        attempt: u32,
+        answer: Result<u16, String>,
+        outcome: &Outcome,
+        decision: Decision,
+    ) {
+        let Some(hook) = &settings.on_attempt else {
+            return;
+        };
+        let hint = match outcome {
+            Outcome::Failure(f) => match f.hint {
+                Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
+                _ => None,
+            },
+            Outcome::Success => None,
+        };
+        let (delay, stop) = match decision {
+            Decision::Retry { after } => (Some(after), None),
+            Decision::Stop(r) => (None, Some(r)),
+        };
+        let (status, error) = match answer {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e)),
+        };
+        hook(&AttemptLog {
+            attempt,
+            status,
+            error,
+            hint,
+            delay,
+            stop,
+        });
+    }
+
+    /// Writes the headers every attempt carries into the head kept for
+    /// them, once, so each attempt's copy has room for its own values: the
+    /// attempt header and the call's idempotency key.
+    pub(crate) fn prepare(&self, headers: &mut HeaderMap) {
+        headers.insert(RETRY_ATTEMPT, attempt_value(1));
+        if let Some(k) = &self.key {
+            headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+    }
+}
+
+impl Settings {
+    /// The engine of a call opened under these settings: the request's own
+    /// policies if it has them, the shared ones otherwise.
+    pub(crate) fn plan<'a>(&'a self, own: &'a Own, call: Call) -> Plan<'a> {
+        let policy = own.policy.as_ref().unwrap_or(&self.policy);
+        let hedging = match &own.policy {
+            Some(_) => own.hedging.as_ref(),
+            None => self.hedging.as_ref(),
+        };
+        Plan::new(policy, hedging, call)
+    }
+}
+
+/// Whether a stagger middleware earlier in the chain already runs the
+/// attempts of this request (see [`Nested`]).
+#[cfg(feature = "reqwest")]
+pub(crate) fn is_nested(extensions: &Extensions) -> bool {
+    extensions.get::<Nested>().is_some()
+}
+
+
+/// The one-layer rule's word up, for every transport: a call that stopped on
+/// a failure that could have cleared, after retrying it here (or declining
+/// to, serving an inbound retry or told no by the layer below), marks the
+/// inbound request it serves as given up, so the server layer answers with
+/// the "do not retry" mark and the layers above fail fast. A layer that made
+/// one attempt and was not asked to hold back (say it allows no retries)
+/// leaves retrying to its caller.
+pub(crate) fn mark_if_gave_up<R>(
+    inbound: Option<&Inbound>,
+    last_class: Option<Class>,
+    call: &Call<R>,
+    reason: StopReason,
+) {
+    let Some(inbound) = inbound else { return };
+    if reason == StopReason::Success || !last_class.is_some_and(Class::may_clear) {
+        return;
+    }
+    let declined = matches!(
+        call.not_retried(),
+        Some(NotRetried::ServingRetry | NotRetried::ServerSaidNo)
+    );
+    if call.attempts() > 1 || declined {
+        inbound.mark_gave_up();
     }
 }

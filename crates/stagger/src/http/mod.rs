@@ -53,7 +53,11 @@ pub(crate) mod inbound;
 
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
-pub(crate) use call::{Driver, Facts, HedgeRules, HttpAttempts};
+pub(crate) use call::{Facts, Opened};
+#[cfg(feature = "reqwest")]
+pub(crate) use call::{is_nested, Nested};
+#[cfg(feature = "grpc")]
+pub(crate) use call::mark_if_gave_up;
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.

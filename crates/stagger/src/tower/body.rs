@@ -75,6 +75,16 @@ impl<B> ReplayBody<B> {
         }
     }
 
+    /// The original body, sent once as it is.
+    pub(crate) fn once(body: B) -> Self {
+        ReplayBody {
+            kind: Kind::Stream {
+                head: VecDeque::new(),
+                rest: Box::pin(body),
+            },
+        }
+    }
+
     /// The buffered bytes, if this body was buffered.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match &self.kind {
@@ -254,6 +264,7 @@ impl<B: Body> Replay<B> {
 
     /// Whether the body outgrew the buffer (or its source failed), so it
     /// cannot be sent again.
+    #[cfg(test)]
     pub(crate) fn outgrown(&self) -> bool {
         self.tee.lock().unwrap_or_else(|p| p.into_inner()).outgrown
     }

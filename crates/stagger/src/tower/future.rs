@@ -1,18 +1,19 @@
-//! The response future of [`RetryService`](super::RetryService).
+//! The futures of the client layers: the call's, and one attempt's.
 
 use std::fmt;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
+use pin_project_lite::pin_project;
 use tower_service::Service;
 
 use super::{BoxError, Error};
 
 type Boxed<T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send>>;
 
-/// The future of a retried call: resolves to the final response (with a
-/// [`RetryInfo`](crate::http::RetryInfo) in its extensions) or an
+/// The future of a retried (or hedged) call: resolves to the final response
+/// (with a [`RetryInfo`](crate::http::RetryInfo) in its extensions) or an
 /// [`Error`].
 pub struct ResponseFuture<T> {
     inner: Boxed<T>,
@@ -38,30 +39,96 @@ impl<T> Future for ResponseFuture<T> {
     }
 }
 
-/// One attempt of a hedged call, sent on its own clone of the inner
-/// service so attempts can run side by side.
-pub(crate) type Sent<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send>>;
-
-/// A client service a hedged call clones for each attempt.
-pub(crate) trait Channel<Req>:
-    Service<Req, Future: Send, Error: Into<BoxError>> + Clone + Send + 'static
-{
+thread_local! {
+    /// Set while a stagger attempt hands its request to the service below:
+    /// a stagger layer whose `call` sees it runs under another one's loop.
+    static SENDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-impl<S, Req> Channel<Req> for S where
-    S: Service<Req, Future: Send, Error: Into<BoxError>> + Clone + Send + 'static
-{
+/// Calls `svc` with `req` as a stagger attempt: a stagger layer below reads
+/// [`nested`] in its `call` and sends the request once instead of running
+/// a second loop of attempts.
+fn call_as_attempt<S: Service<Req>, Req>(svc: &mut S, req: Req) -> S::Future {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            SENDING.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(SENDING.with(|c| c.replace(true)));
+    svc.call(req)
 }
 
-/// Sends `req` on a clone of `inner`, once the clone is ready.
-pub(crate) fn send_clone<S, Req>(inner: &S, req: Req) -> Sent<S::Response>
+/// Whether the current `call` is made by a stagger attempt (a stagger layer
+/// above runs the attempts). Read it in `call`, before anything else calls
+/// a service.
+pub(crate) fn nested() -> bool {
+    SENDING.with(|c| c.get())
+}
+
+pin_project! {
+    /// One attempt: the request sent on a service once it is ready. The
+    /// call's first attempt goes to the service the caller made ready (in
+    /// place, nothing boxed); every later one to its own clone, so attempts
+    /// can run side by side.
+    pub(crate) struct Sending<S, Req>
+    where
+        S: Service<Req>,
+    {
+        svc: Option<S>,
+        req: Option<Req>,
+        #[pin]
+        fut: Option<S::Future>,
+    }
+}
+
+impl<S: Service<Req>, Req> Sending<S, Req> {
+    /// Sends `req` on `ready`, a service whose `poll_ready` said yes.
+    pub(crate) fn now(ready: &mut S, req: Req) -> Self {
+        Sending {
+            svc: None,
+            req: None,
+            fut: Some(call_as_attempt(ready, req)),
+        }
+    }
+
+    /// Sends `req` on a clone of `svc`, once the clone is ready.
+    pub(crate) fn on_clone(svc: &S, req: Req) -> Self
+    where
+        S: Clone,
+    {
+        Sending {
+            svc: Some(svc.clone()),
+            req: Some(req),
+            fut: None,
+        }
+    }
+}
+
+impl<S, Req> Future for Sending<S, Req>
 where
-    S: Channel<Req>,
-    Req: Send + 'static,
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
 {
-    let mut svc = inner.clone();
-    Box::pin(async move {
-        poll_fn(|cx| svc.poll_ready(cx)).await.map_err(Into::into)?;
-        svc.call(req).await.map_err(Into::into)
-    })
+    type Output = Result<S::Response, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if this.fut.is_none() {
+            let Some(svc) = this.svc.as_mut() else {
+                return Poll::Ready(Err("attempt polled after it ended".into()));
+            };
+            ready!(svc.poll_ready(cx)).map_err(Into::into)?;
+            let Some(req) = this.req.take() else {
+                return Poll::Ready(Err("attempt polled after it ended".into()));
+            };
+            let fut = call_as_attempt(svc, req);
+            *this.svc = None;
+            this.fut.set(Some(fut));
+        }
+        match this.fut.as_mut().as_pin_mut() {
+            Some(f) => f.poll(cx).map_err(Into::into),
+            None => Poll::Ready(Err("attempt polled after it ended".into())),
+        }
+    }
 }

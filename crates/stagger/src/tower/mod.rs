@@ -28,8 +28,14 @@
 //!   stop reason, why not retried, time waited) in its extensions; an
 //!   [`Error`] carries the same.
 //!
-//! [`HedgeLayer`] hedges idempotent requests instead: a second attempt
-//! while the first is slow, under a [`HedgePolicy`](crate::HedgePolicy).
+//! Hedging is a setting of the same layer
+//! ([`Settings::hedging`](crate::http::Settings::hedging)): an idempotent
+//! request gets a second attempt while the first is slow, under a
+//! [`HedgePolicy`](crate::HedgePolicy), and the first success wins. There is
+//! one loop of attempts per call either way, so there is no second layer to
+//! stack; a stagger layer called by a stagger layer above it sends each
+//! request once and leaves the attempts to that layer, so stacked layers
+//! never multiply attempts.
 //!
 //! On the server side, [`DeadlineLayer`] makes the caller's deadline and
 //! attempt number those of the work done for the request (so the client
@@ -80,7 +86,6 @@ mod body;
 mod deadline;
 mod error;
 mod future;
-mod hedge;
 mod layer;
 mod service;
 mod shed;
@@ -91,9 +96,7 @@ pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
-#[cfg(feature = "grpc")]
-pub(crate) use future::{send_clone, Channel, Sent};
-pub use hedge::{HedgeLayer, HedgeService};
+pub(crate) use future::{nested, Sending};
 pub use layer::RetryLayer;
 pub use service::RetryService;
 pub use shed::{ShedBuilder, ShedLayer, ShedService, ShedStats};

@@ -1,26 +1,29 @@
-//! The client [`RetryService`].
+//! The client [`RetryService`]: the HTTP part of a call (how attempt k's
+//! request is built and what its answer says), run by the one attempt loop.
 
-use std::future::poll_fn;
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
 use super::body::{prepare, Prepared, ReplayBody};
 use super::error::{AttemptTimedOut, BoxError, Error, ErrorKind};
-use super::future::ResponseFuture;
-use crate::http::{error_chain, error_failure, Driver, RetryInfo, Settings};
-use crate::outcome::StopReason;
-use crate::outcome::{Decision, Failure};
-use crate::policy::Policy;
+use super::future::{ResponseFuture, Sending};
+use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Verdict};
+use crate::http::{error_chain, error_failure, rebuild, Facts, RetryInfo, Settings};
+use crate::http::{Opened, TokioClock};
+use crate::outcome::{Outcome, StopReason};
 
-/// A client service whose requests are retried; made by
-/// [`RetryLayer`](super::RetryLayer).
+/// A client service whose requests are retried (and hedged, when its
+/// [`Settings`] hedge); made by [`RetryLayer`](super::RetryLayer).
 ///
 /// The inner service receives [`ReplayBody<B>`] bodies: a buffered copy per
-/// attempt, or the original stream once.
+/// attempt, or the original stream once. The first attempt goes to the
+/// service `poll_ready` made ready; each later one to its own clone.
 #[derive(Debug, Clone)]
 pub struct RetryService<S> {
     inner: S,
@@ -28,9 +31,10 @@ pub struct RetryService<S> {
 }
 
 impl<S> RetryService<S> {
-    /// Wraps `inner` with `policy` and default HTTP settings.
-    pub fn new(inner: S, policy: Policy) -> Self {
-        Self::from_shared(inner, Arc::new(Settings::new(policy)))
+    /// Wraps `inner` with these settings — or a [`Policy`](crate::Policy)
+    /// with the default ones.
+    pub fn new(inner: S, settings: impl Into<Settings>) -> Self {
+        Self::from_shared(inner, Arc::new(settings.into()))
     }
 
     pub(crate) fn from_shared(inner: S, settings: Arc<Settings>) -> Self {
@@ -82,12 +86,73 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         // Take the service that was made ready; leave a clone in its place.
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        if super::nested() {
+            // A stagger layer above runs the attempts: send this one as it
+            // is, and pass its answer up for that layer to judge.
+            return ResponseFuture::new(Box::pin(pass_through(inner.call(req.map(ReplayBody::once)))));
+        }
+        // Nothing else is read before the first poll: the request's facts
+        // (the inbound request it serves, among them) belong to the task
+        // that awaits the call.
         ResponseFuture::new(Box::pin(run(inner, self.settings.clone(), req)))
     }
 }
 
-type Last<T> = Option<Result<T, (ErrorKind, BoxError)>>;
+/// The tower part of a call: attempt k is the request's head with its own
+/// copy of the body.
+struct Sends<'a, S, B> {
+    /// The service the caller made ready, for the first attempt; every
+    /// later attempt is sent on a clone of it.
+    inner: &'a mut S,
+    first: bool,
+    parts: &'a Parts,
+    body: Prepared<B>,
+    facts: Facts,
+    settings: &'a Settings,
+}
+
+impl<S, B, ResB> Attempts for Sends<'_, S, B>
+where
+    S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    B: Body,
+{
+    type Answer = Result<Response<ResB>, BoxError>;
+    type Future = Sending<S, Request<ReplayBody<B>>>;
+
+    fn start(&mut self, a: Attempt) -> Option<Self::Future> {
+        let mut req = rebuild(self.parts, self.body.next()?);
+        self.facts.stamp(req.headers_mut(), a.number, a.timeout);
+        Some(if std::mem::take(&mut self.first) {
+            Sending::now(self.inner, req)
+        } else {
+            Sending::on_clone(self.inner, req)
+        })
+    }
+
+    fn judge(&mut self, _: &Attempt, answer: &Answer<Self::Answer>) -> Verdict {
+        match answer {
+            Answer::Came(Ok(resp)) => {
+                Verdict::Report(self.facts.outcome(resp.status(), resp.headers()))
+            }
+            Answer::Came(Err(e)) => {
+                Verdict::Report(Outcome::Failure(self.facts.failure(error_failure(&**e))))
+            }
+            Answer::TimedOut => timed_out(),
+        }
+    }
+
+    fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
+        let answer = match j.answer {
+            Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
+            Answer::Came(Err(e)) => Err(error_chain(&**e)),
+            Answer::TimedOut => Err(AttemptTimedOut.to_string()),
+        };
+        self.facts
+            .log(self.settings, a.number, answer, j.outcome, j.decision);
+    }
+}
 
 async fn run<S, B, ResB>(
     mut inner: S,
@@ -95,103 +160,62 @@ async fn run<S, B, ResB>(
     req: Request<B>,
 ) -> Result<Response<ResB>, Error>
 where
-    S: Service<Request<ReplayBody<B>>, Response = Response<ResB>>,
+    S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let limit = settings.max_replay_bytes;
-    let mut driver = Driver::new(settings, req.method(), req.headers(), req.extensions());
-    let (parts, body) = req.into_parts();
-    let mut body = match prepare(body, limit).await {
+    let Opened { facts, call, own } =
+        Facts::open(&settings, req.method(), req.headers(), req.extensions());
+    let mut plan = settings.plan(&own, call);
+    let (mut parts, body) = req.into_parts();
+    let body = match prepare(body, settings.max_replay_bytes).await {
         Ok(b) => b,
         Err(e) => {
-            let info = driver.finish(StopReason::NotRetryable);
+            let info = facts.summary(&plan, crate::drive::End::Stopped(StopReason::NotRetryable));
             return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
         }
     };
     if let Prepared::Once(_, why) = &body {
-        driver.commit(*why);
+        crate::drive::Engine::commit(&mut plan, *why);
     }
-    let mut first = true;
-    let mut last: Last<Response<ResB>> = None;
-    loop {
-        let timeout = match driver.start() {
-            Ok(t) => t,
-            Err(reason) => return conclude(last, driver.finish(reason)),
-        };
-        let Some(b) = body.next() else {
-            return conclude(last, driver.finish(StopReason::NotRetryable));
-        };
-        let mut attempt = Request::new(b);
-        *attempt.method_mut() = parts.method.clone();
-        *attempt.uri_mut() = parts.uri.clone();
-        *attempt.version_mut() = parts.version;
-        *attempt.headers_mut() = parts.headers.clone();
-        *attempt.extensions_mut() = parts.extensions.clone();
-        driver.stamp(attempt.headers_mut(), timeout);
-        let outcome = if first {
-            // `call` got a ready service.
-            first = false;
-            send(&mut inner, attempt, timeout).await
-        } else {
-            match poll_fn(|cx| inner.poll_ready(cx).map_err(Into::into)).await {
-                Ok(()) => send(&mut inner, attempt, timeout).await,
-                Err(e) => Some(Err(e)),
-            }
-        };
-        let step = match outcome {
-            Some(Ok(resp)) => {
-                let step = driver.after_response(resp.status(), resp.headers());
-                last = Some(Ok(resp));
-                step
-            }
-            Some(Err(e)) => {
-                let step = driver.after_error(error_failure(&*e), error_chain(&*e));
-                last = Some(Err((ErrorKind::Service, e)));
-                step
-            }
-            None => {
-                let step = driver.after_error(Failure::timeout(), AttemptTimedOut.to_string());
-                last = Some(Err((ErrorKind::Timeout, Box::new(AttemptTimedOut))));
-                step
-            }
-        };
-        match step {
-            // Boxed: a timer is large, and keeping it out of this future's
-            // state keeps every call (retried or not) cheap to move.
-            Decision::Retry { after } => Box::pin(tokio::time::sleep(after)).await,
-            Decision::Stop(reason) => return conclude(last, driver.finish(reason)),
-        }
-    }
-}
-
-/// Sends one attempt, bounded by its timeout; `None` when it timed out.
-async fn send<S, Req>(
-    inner: &mut S,
-    req: Req,
-    timeout: Option<std::time::Duration>,
-) -> Option<Result<S::Response, BoxError>>
-where
-    S: Service<Req>,
-    S::Error: Into<BoxError>,
-{
-    let fut = inner.call(req);
-    let result = match timeout {
-        // Boxed for the same reason as the retry sleep.
-        Some(t) => Box::pin(tokio::time::timeout(t, fut)).await.ok()?,
-        None => fut.await,
+    facts.prepare(&mut parts.headers);
+    let mut sends = Sends {
+        inner: &mut inner,
+        first: true,
+        parts: &parts,
+        body,
+        facts,
+        settings: &settings,
     };
-    Some(result.map_err(Into::into))
-}
-
-fn conclude<T>(last: Last<Response<T>>, info: RetryInfo) -> Result<Response<T>, Error> {
-    match last {
-        Some(Ok(mut resp)) => {
+    let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
+    let info = sends.facts.summary(&plan, finish.end);
+    match finish.last {
+        Some(Answer::Came(Ok(mut resp))) => {
             resp.extensions_mut().insert(info);
             Ok(resp)
         }
-        Some(Err((kind, e))) => Err(Error::new(kind, info, Some(e))),
+        Some(Answer::Came(Err(e))) => Err(Error::new(ErrorKind::Service, info, Some(e))),
+        Some(Answer::TimedOut) => Err(Error::new(
+            ErrorKind::Timeout,
+            info,
+            Some(Box::new(AttemptTimedOut)),
+        )),
         None => Err(Error::new(ErrorKind::Refused, info, None)),
     }
+}
+
+/// The answer to a request a stagger layer above runs the attempts of.
+async fn pass_through<T, E: Into<BoxError>>(
+    sent: impl Future<Output = Result<T, E>>,
+) -> Result<T, Error> {
+    sent.await.map_err(|e| {
+        let info = RetryInfo {
+            attempts: 1,
+            reason: StopReason::NotRetryable,
+            not_retried: None,
+            waited: std::time::Duration::ZERO,
+        };
+        Error::new(ErrorKind::Service, info, Some(e.into()))
+    })
 }
