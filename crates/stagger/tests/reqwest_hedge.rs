@@ -99,3 +99,30 @@ async fn reqwest_hedge_sends_the_time_left() {
         assert!((4_000..=5_000).contains(&left), "{left}");
     }
 }
+
+#[tokio::test]
+async fn two_stacked_middlewares_number_every_attempt_once() {
+    // The hedging middleware first, a retrying one after it in the chain:
+    // before, the inner one ran its own attempts inside each hedge.
+    let (url, seen) = server().await;
+    let hedging = HedgePolicy::builder()
+        .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
+        .unbudgeted()
+        .build()
+        .unwrap();
+    let retries = stagger::Policy::builder().max_attempts(3).build().unwrap();
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(RetryMiddleware::new(hedging))
+        .with(RetryMiddleware::new(retries))
+        .build();
+    let resp = client.get(&url).send().await.unwrap();
+    let info = *resp.extensions().get::<RetryInfo>().unwrap();
+    assert_eq!((info.attempts, info.reason), (2, StopReason::Success));
+    let attempts: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|h| h["x-retry-attempt"].to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(attempts, ["1", "2"]);
+}
