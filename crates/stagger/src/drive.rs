@@ -443,9 +443,11 @@ where
     // go in a list, made only then.
     let mut lead = pin!(None::<A::Future>);
     let mut lead_attempt: Option<Attempt> = None;
-    let mut lead_limit: Option<Pin<Box<Sl>>> = None;
+    let mut lead_limit = pin!(None::<Sl>);
     let mut beside: Vec<Beside<A::Future, Sl>> = Vec::new();
-    let mut timer: Option<(Instant, Pin<Box<Sl>>)> = None;
+    // The engine's next instant and the wait until it, in place.
+    let mut timer = pin!(None::<Sl>);
+    let mut timer_at: Option<Instant> = None;
     let mut last = None;
     let mut overflowed = false;
     let end = poll_fn(|cx| loop {
@@ -456,7 +458,7 @@ where
             overflowed = true;
             if lead_attempt.is_none() {
                 lead.set(None);
-                lead_limit = None;
+                lead_limit.set(None);
             }
         }
         match engine.poll(clock) {
@@ -465,35 +467,40 @@ where
                     engine.cancel(clock);
                     return Poll::Ready(End::Stopped(StopReason::NotRetryable));
                 };
-                let limit = a.timeout.map(|t| Box::pin(sleep(t)));
                 if lead_attempt.is_none() && beside.is_empty() {
                     lead.set(Some(answer));
                     lead_attempt = Some(a);
-                    lead_limit = limit;
+                    lead_limit.set(a.timeout.map(&mut sleep));
                 } else {
                     beside.push(Beside {
                         attempt: a,
                         answer: Box::pin(answer),
-                        limit,
+                        limit: a.timeout.map(|t| Box::pin(sleep(t))),
                     });
                 }
                 continue;
             }
             Step::Stop(r) => return Poll::Ready(End::Stopped(r)),
             Step::WaitUntil(at) => {
-                if timer.as_ref().is_none_or(|(t, _)| *t != at) {
+                if timer_at != Some(at) {
                     let wait = at.saturating_duration_since(clock.now());
-                    timer = Some((at, Box::pin(sleep(wait))));
+                    timer.set(Some(sleep(wait)));
+                    timer_at = Some(at);
                 }
             }
-            Step::Wait => timer = None,
+            Step::Wait => {
+                if timer_at.take().is_some() {
+                    timer.set(None);
+                }
+            }
         }
         let mut came = None;
         if let Some(a) = lead_attempt {
-            if let Some(answer) = poll_one(lead.as_mut().as_pin_mut(), &mut lead_limit, cx) {
+            let limit = lead_limit.as_mut().as_pin_mut();
+            if let Some(answer) = poll_one(lead.as_mut().as_pin_mut(), limit, cx) {
                 lead.set(None);
                 lead_attempt = None;
-                lead_limit = None;
+                lead_limit.set(None);
                 came = Some((a, answer));
             }
         }
@@ -505,7 +512,7 @@ where
                 overflowed = true;
                 if lead_attempt.is_none() {
                     lead.set(None);
-                    lead_limit = None;
+                    lead_limit.set(None);
                 }
             }
             match attempts.judge(&a, &answer) {
@@ -530,9 +537,10 @@ where
             }
             continue;
         }
-        if let Some((_, t)) = &mut timer {
-            if t.as_mut().poll(cx).is_ready() {
-                timer = None;
+        if let Some(t) = timer.as_mut().as_pin_mut() {
+            if t.poll(cx).is_ready() {
+                timer.set(None);
+                timer_at = None;
                 continue;
             }
         }
@@ -575,18 +583,13 @@ fn overflow<E: Engine, A: Attempts, F, S>(
 /// Polls one running attempt and its time limit: its answer, if it has one.
 fn poll_one<F: Future, S: Future<Output = ()>>(
     answer: Option<Pin<&mut F>>,
-    limit: &mut Option<Pin<Box<S>>>,
+    limit: Option<Pin<&mut S>>,
     cx: &mut Context<'_>,
 ) -> Option<Answer<F::Output>> {
     if let Poll::Ready(a) = answer?.poll(cx) {
         return Some(Answer::Came(a));
     }
-    let limit = limit.as_mut()?;
-    limit
-        .as_mut()
-        .poll(cx)
-        .is_ready()
-        .then_some(Answer::TimedOut)
+    limit?.poll(cx).is_ready().then_some(Answer::TimedOut)
 }
 
 /// The first attempt beside the lead (in the order they were sent) that
@@ -598,7 +601,10 @@ fn poll_beside<F: Future, S: Future<Output = ()>>(
     let (i, answer) = beside
         .iter_mut()
         .enumerate()
-        .find_map(|(i, r)| Some((i, poll_one(Some(r.answer.as_mut()), &mut r.limit, cx)?)))?;
+        .find_map(|(i, r)| {
+            let limit = r.limit.as_mut().map(Pin::as_mut);
+            Some((i, poll_one(Some(r.answer.as_mut()), limit, cx)?))
+        })?;
     Some((beside.remove(i).attempt, answer))
 }
 

@@ -78,6 +78,51 @@ pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
 /// transparent retries of attempts that never left the client.
 const SLOTS: usize = (MAX_HEDGE_ATTEMPTS + crate::a6::MAX_TRANSPARENT_RETRIES) as usize;
 
+/// When each running attempt of a hedged call went out, kept small (a call
+/// carries it in place): microseconds after the call's first attempt, plus
+/// one, with 0 for a slot whose attempt is not running.
+#[derive(Debug, Clone, Copy)]
+struct SentTimes {
+    base: Option<Instant>,
+    at: [u32; SLOTS],
+}
+
+impl SentTimes {
+    const fn new() -> Self {
+        SentTimes {
+            base: None,
+            at: [0; SLOTS],
+        }
+    }
+
+    fn set(&mut self, slot: usize, now: Instant) {
+        let base = *self.base.get_or_insert(now);
+        let us = now.saturating_duration_since(base).as_micros();
+        if let Some(s) = self.at.get_mut(slot) {
+            *s = u32::try_from(us).unwrap_or(u32::MAX - 1).min(u32::MAX - 1) + 1;
+        }
+    }
+
+    fn get(&self, slot: usize) -> Option<Instant> {
+        let v = *self.at.get(slot)?;
+        let base = self.base?;
+        (v != 0).then(|| base + Duration::from_micros(u64::from(v - 1)))
+    }
+
+    fn take(&mut self, slot: usize) -> Option<Instant> {
+        let t = self.get(slot);
+        if let Some(s) = self.at.get_mut(slot) {
+            *s = 0;
+        }
+        t
+    }
+
+    /// The send time of the first running attempt, in the order sent.
+    fn first(&self) -> Option<Instant> {
+        (0..SLOTS).find_map(|i| self.get(i))
+    }
+}
+
 /// When the next hedge goes out after the previous attempt.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum HedgeDelay {
@@ -352,7 +397,7 @@ pub enum HedgeStep {
 #[derive(Debug)]
 pub struct HedgedCall<R = LazyRng> {
     pub(crate) call: Call<R>,
-    sent: [Option<Instant>; SLOTS],
+    sent: SentTimes,
     in_flight: u32,
     next_at: Option<Instant>,
     /// The next attempt answers a non-fatal failure (the retry policy has
@@ -421,8 +466,7 @@ impl<R> HedgedCall<R> {
     /// Whether attempt `attempt` was sent and has not reported.
     pub fn is_running(&self, attempt: u32) -> bool {
         attempt >= 1
-            && (attempt as usize) <= self.sent.len()
-            && self.sent[attempt as usize - 1].is_some()
+            && self.sent.get(attempt as usize - 1).is_some()
     }
 }
 
@@ -465,7 +509,7 @@ impl HedgePolicy {
         call.hedged = self.can_hedge(&call);
         HedgedCall {
             call,
-            sent: [None; SLOTS],
+            sent: SentTimes::new(),
             in_flight: 0,
             next_at: None,
             follow_up: false,
@@ -561,9 +605,7 @@ impl HedgePolicy {
         match self.policy.start_attempt(&mut h.call, now) {
             Ok(timeout) => {
                 let attempt = h.call.attempts();
-                if let Some(slot) = h.sent.get_mut(attempt as usize - 1) {
-                    *slot = Some(now);
-                }
+                h.sent.set(attempt as usize - 1, now);
                 h.in_flight += 1;
                 h.next_at = None;
                 // Serving an inbound retry, a call makes one attempt at a
@@ -617,7 +659,7 @@ impl HedgePolicy {
         if h.done.is_some() || !h.is_running(attempt) {
             return None;
         }
-        let sent = h.sent[attempt as usize - 1].take();
+        let sent = h.sent.take(attempt as usize - 1);
         h.in_flight -= 1;
         // The guardrails measure this attempt, not the latest one.
         h.call.attempt_started = sent;
@@ -681,7 +723,7 @@ impl HedgePolicy {
     fn finish<R>(&self, h: &mut HedgedCall<R>, reason: StopReason, now: Instant) {
         h.done = Some(reason);
         if h.in_flight > 0 {
-            h.call.attempt_started = h.sent.iter().flatten().next().copied();
+            h.call.attempt_started = h.sent.first();
             self.policy.abandon(&mut h.call, now);
         }
     }
@@ -691,7 +733,7 @@ impl HedgePolicy {
     /// answer, if any, is not the call's.
     pub(crate) fn withdraw<R>(&self, h: &mut HedgedCall<R>, attempt: u32) {
         if h.done.is_none() && h.is_running(attempt) {
-            h.sent[attempt as usize - 1] = None;
+            h.sent.take(attempt as usize - 1);
             h.in_flight -= 1;
         }
     }

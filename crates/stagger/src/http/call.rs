@@ -340,10 +340,7 @@ pub(crate) struct Opened {
 /// settings' hedging over it: what the call's engine borrows instead of the
 /// shared settings.
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) struct Own {
-    policy: Option<Policy>,
-    hedging: Option<HedgePolicy>,
-}
+pub(crate) struct Own(Option<Box<(Policy, Option<HedgePolicy>)>>);
 
 /// Marks the middleware extensions a stagger middleware sends its attempts
 /// with, so a stagger middleware after it in the chain sends each once
@@ -373,13 +370,11 @@ impl Facts {
             None
         };
         let policy = options.and_then(|o| o.policy.clone());
-        let own = Own {
-            hedging: match (&policy, &settings.hedging) {
-                (Some(p), Some(h)) => Some(h.with_policy(p.clone())),
-                _ => None,
-            },
-            policy,
-        };
+        // Boxed: rare, and large next to everything else a call keeps.
+        let own = Own(policy.map(|p| {
+            let hedging = settings.hedging.as_ref().map(|h| h.with_policy(p.clone()));
+            Box::new((p, hedging))
+        }));
         let mut key = None;
         if settings.idempotency_keys && needs_key(method) && !headers.contains_key(IDEMPOTENCY_KEY)
         {
@@ -557,12 +552,10 @@ impl Settings {
     /// The engine of a call opened under these settings: the request's own
     /// policies if it has them, the shared ones otherwise.
     pub(crate) fn plan<'a>(&'a self, own: &'a Own, call: Call) -> Plan<'a> {
-        let policy = own.policy.as_ref().unwrap_or(&self.policy);
-        let hedging = match &own.policy {
-            Some(_) => own.hedging.as_ref(),
-            None => self.hedging.as_ref(),
-        };
-        Plan::new(policy, hedging, call)
+        match own.0.as_deref() {
+            Some((policy, hedging)) => Plan::new(policy, hedging.as_ref(), call),
+            None => Plan::new(&self.policy, self.hedging.as_ref(), call),
+        }
     }
 }
 

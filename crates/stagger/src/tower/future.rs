@@ -71,24 +71,30 @@ pin_project! {
     /// call's first attempt goes to the service the caller made ready (in
     /// place, nothing boxed); every later one to its own clone, so attempts
     /// can run side by side.
-    pub(crate) struct Sending<S, Req>
+    #[project = SendingProj]
+    pub(crate) enum Sending<S, Req>
     where
         S: Service<Req>,
     {
-        svc: Option<S>,
-        req: Option<Req>,
-        #[pin]
-        fut: Option<S::Future>,
+        /// Sent: the service's future.
+        Sent {
+            #[pin]
+            fut: S::Future,
+        },
+        /// Waiting for its own service to be ready (the request is boxed:
+        /// only attempts after the first wait, and a request is large).
+        Ready {
+            svc: S,
+            req: Option<Box<Req>>,
+        },
     }
 }
 
 impl<S: Service<Req>, Req> Sending<S, Req> {
     /// Sends `req` on `ready`, a service whose `poll_ready` said yes.
     pub(crate) fn now(ready: &mut S, req: Req) -> Self {
-        Sending {
-            svc: None,
-            req: None,
-            fut: Some(call_as_attempt(ready, req)),
+        Sending::Sent {
+            fut: call_as_attempt(ready, req),
         }
     }
 
@@ -97,10 +103,9 @@ impl<S: Service<Req>, Req> Sending<S, Req> {
     where
         S: Clone,
     {
-        Sending {
-            svc: Some(svc.clone()),
-            req: Some(req),
-            fut: None,
+        Sending::Ready {
+            svc: svc.clone(),
+            req: Some(Box::new(req)),
         }
     }
 }
@@ -112,23 +117,19 @@ where
 {
     type Output = Result<S::Response, BoxError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if this.fut.is_none() {
-            let Some(svc) = this.svc.as_mut() else {
-                return Poll::Ready(Err("attempt polled after it ended".into()));
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            let fut = match self.as_mut().project() {
+                SendingProj::Sent { fut } => return fut.poll(cx).map_err(Into::into),
+                SendingProj::Ready { svc, req } => {
+                    ready!(svc.poll_ready(cx)).map_err(Into::into)?;
+                    let Some(req) = req.take() else {
+                        return Poll::Ready(Err("attempt polled after it ended".into()));
+                    };
+                    call_as_attempt(svc, *req)
+                }
             };
-            ready!(svc.poll_ready(cx)).map_err(Into::into)?;
-            let Some(req) = this.req.take() else {
-                return Poll::Ready(Err("attempt polled after it ended".into()));
-            };
-            let fut = call_as_attempt(svc, req);
-            *this.svc = None;
-            this.fut.set(Some(fut));
-        }
-        match this.fut.as_mut().as_pin_mut() {
-            Some(f) => f.poll(cx).map_err(Into::into),
-            None => Poll::Ready(Err("attempt polled after it ended".into())),
+            self.set(Sending::Sent { fut });
         }
     }
 }
