@@ -73,7 +73,9 @@ impl<Res, E> TowerPolicy<Request<Full<Bytes>>, Response<Res>, E> for CloneAndBac
         _req: &mut Request<Full<Bytes>>,
         result: &mut Result<Response<Res>, E>,
     ) -> Option<Self::Future> {
-        let failed = result.as_ref().map_or(true, |r| r.status().is_server_error());
+        let failed = result
+            .as_ref()
+            .map_or(true, |r| r.status().is_server_error());
         if !failed || self.attempt >= 3 {
             return None;
         }
@@ -92,10 +94,8 @@ impl<Res, E> TowerPolicy<Request<Full<Bytes>>, Response<Res>, E> for CloneAndBac
         *copy.uri_mut() = req.uri().clone();
         *copy.version_mut() = req.version();
         *copy.headers_mut() = req.headers().clone();
-        copy.headers_mut().insert(
-            "x-retry-attempt",
-            http::HeaderValue::from(self.attempt + 1),
-        );
+        copy.headers_mut()
+            .insert("x-retry-attempt", http::HeaderValue::from(self.attempt + 1));
         Some(copy)
     }
 }

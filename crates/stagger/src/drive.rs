@@ -598,13 +598,10 @@ fn poll_beside<F: Future, S: Future<Output = ()>>(
     beside: &mut Vec<Beside<F, S>>,
     cx: &mut Context<'_>,
 ) -> Option<(Attempt, Answer<F::Output>)> {
-    let (i, answer) = beside
-        .iter_mut()
-        .enumerate()
-        .find_map(|(i, r)| {
-            let limit = r.limit.as_mut().map(Pin::as_mut);
-            Some((i, poll_one(Some(r.answer.as_mut()), limit, cx)?))
-        })?;
+    let (i, answer) = beside.iter_mut().enumerate().find_map(|(i, r)| {
+        let limit = r.limit.as_mut().map(Pin::as_mut);
+        Some((i, poll_one(Some(r.answer.as_mut()), limit, cx)?))
+    })?;
     Some((beside.remove(i).attempt, answer))
 }
 

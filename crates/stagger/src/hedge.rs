@@ -70,7 +70,6 @@ use crate::outcome::{Decision, Failure, Idempotency, NotRetried, Outcome, StopRe
 use crate::policy::Policy;
 use crate::rng::RandomSource;
 
-
 /// The most attempts one hedged call may make (gRPC allows 5).
 pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
 
@@ -465,8 +464,7 @@ impl<R> HedgedCall<R> {
 
     /// Whether attempt `attempt` was sent and has not reported.
     pub fn is_running(&self, attempt: u32) -> bool {
-        attempt >= 1
-            && self.sent.get(attempt as usize - 1).is_some()
+        attempt >= 1 && self.sent.get(attempt as usize - 1).is_some()
     }
 }
 

@@ -78,12 +78,16 @@ impl<Res, E> TowerPolicy<Request<Full<Bytes>>, Response<Res>, E> for CloneAndBac
         _req: &mut Request<Full<Bytes>>,
         result: &mut Result<Response<Res>, E>,
     ) -> Option<Self::Future> {
-        let failed = result.as_ref().map_or(true, |r| r.status().is_server_error());
+        let failed = result
+            .as_ref()
+            .map_or(true, |r| r.status().is_server_error());
         if !failed || self.attempt >= 3 {
             return None;
         }
         self.attempt += 1;
-        Some(tokio::time::sleep(Duration::from_millis(100 << self.attempt)))
+        Some(tokio::time::sleep(Duration::from_millis(
+            100 << self.attempt,
+        )))
     }
 
     fn clone_request(&mut self, req: &Request<Full<Bytes>>) -> Option<Request<Full<Bytes>>> {

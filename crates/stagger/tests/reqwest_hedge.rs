@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use stagger::http::{CallOptions, RetryInfo};
 use stagger::http::Settings;
+use stagger::http::{CallOptions, RetryInfo};
 use stagger::reqwest::RetryMiddleware;
 use stagger::{HedgeDelay, HedgePolicy, StopReason};
 
@@ -45,7 +45,9 @@ fn client(keys: bool) -> ClientWithMiddleware {
         .build()
         .unwrap();
     ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(Settings::from(policy).idempotency_keys(keys)))
+        .with(RetryMiddleware::new(
+            Settings::from(policy).idempotency_keys(keys),
+        ))
         .build()
 }
 

@@ -37,10 +37,10 @@ use std::future::Future;
 
 use crate::call::Call;
 use crate::clock::{Clock, MonotonicClock};
+use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, End, Plan, Verdict};
 use crate::error::RetryError;
 use crate::exec::future::{DefaultSleeper, Sleeper};
 use crate::exec::{AllTransient, Classifier, Report};
-use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, End, Plan, Verdict};
 use crate::hedge::HedgePolicy;
 use crate::outcome::{Idempotency, Outcome, StopReason};
 
@@ -151,10 +151,7 @@ where
             when: &mut self.when,
         };
         let sleep = &mut self.sleep;
-        let finish = drive(&mut plan, &mut attempts, &self.clock, |d| {
-            sleep.sleep(d)
-        })
-        .await;
+        let finish = drive(&mut plan, &mut attempts, &self.clock, |d| sleep.sleep(d)).await;
         let timed_out = matches!(finish.last, Some(Answer::TimedOut));
         let result = match (finish.end, finish.last) {
             (End::Stopped(StopReason::Success), Some(Answer::Came(Ok(v)))) => Ok(v),

@@ -21,7 +21,9 @@ use crate::drive::{drive, Answer, Attempt, Attempts, End, Judged, Overflow, Plan
 use crate::http::{error_chain, error_class, rebuild, AttemptTimedOut};
 use crate::http::{TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
 use crate::outcome::{Class, Decision, Failure, NotRetried, Outcome, StopReason};
-use crate::tower::{nested, BoxError, Error, ErrorKind, Replay, ReplayBody, ResponseFuture, Sending};
+use crate::tower::{
+    nested, BoxError, Error, ErrorKind, Replay, ReplayBody, ResponseFuture, Sending,
+};
 
 /// A gRPC client service whose calls are retried as A6 says; made by
 /// [`RetryLayer`](super::RetryLayer).

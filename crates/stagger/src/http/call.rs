@@ -18,7 +18,9 @@ use crate::call::Call;
 use crate::clock::Clock;
 use crate::drive::{End, Plan};
 use crate::hedge::HedgePolicy;
-use crate::outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
+use crate::outcome::{
+    Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
+};
 use crate::policy::Policy;
 
 /// How a call ended, put in the final response's extensions (and carried by
@@ -565,7 +567,6 @@ impl Settings {
 pub(crate) fn is_nested(extensions: &Extensions) -> bool {
     extensions.get::<Nested>().is_some()
 }
-
 
 /// The one-layer rule's word up, for every transport: a call that stopped on
 /// a failure that could have cleared, after retrying it here (or declining

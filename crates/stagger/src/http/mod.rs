@@ -51,13 +51,13 @@ use crate::outcome::{Class, Failure, Hint};
 mod call;
 pub(crate) mod inbound;
 
+#[cfg(feature = "grpc")]
+pub(crate) use call::mark_if_gave_up;
+#[cfg(feature = "reqwest")]
+pub(crate) use call::{is_nested, Nested};
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Facts, Opened};
-#[cfg(feature = "reqwest")]
-pub(crate) use call::{is_nested, Nested};
-#[cfg(feature = "grpc")]
-pub(crate) use call::mark_if_gave_up;
 pub use inbound::Inbound;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.

@@ -90,7 +90,9 @@ where
         if super::nested() {
             // A stagger layer above runs the attempts: send this one as it
             // is, and pass its answer up for that layer to judge.
-            return ResponseFuture::new(Box::pin(pass_through(inner.call(req.map(ReplayBody::once)))));
+            return ResponseFuture::new(Box::pin(pass_through(
+                inner.call(req.map(ReplayBody::once)),
+            )));
         }
         // Nothing else is read before the first poll: the request's facts
         // (the inbound request it serves, among them) belong to the task
@@ -154,54 +156,60 @@ where
     }
 }
 
-async fn run<S, B, ResB>(
+/// The call, as a future that reads nothing before its first poll. (An
+/// `async move` block rather than an `async fn`: the arguments are kept once,
+/// not once as arguments and again as locals, so the future is smaller.)
+fn run<S, B, ResB>(
     mut inner: S,
     settings: Arc<Settings>,
     req: Request<B>,
-) -> Result<Response<ResB>, Error>
+) -> impl Future<Output = Result<Response<ResB>, Error>>
 where
     S: Service<Request<ReplayBody<B>>, Response = Response<ResB>> + Clone,
     S::Error: Into<BoxError>,
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let Opened { facts, call, own } =
-        Facts::open(&settings, req.method(), req.headers(), req.extensions());
-    let mut plan = settings.plan(&own, call);
-    let (mut parts, body) = req.into_parts();
-    let body = match prepare(body, settings.max_replay_bytes).await {
-        Ok(b) => b,
-        Err(e) => {
-            let info = facts.summary(&plan, crate::drive::End::Stopped(StopReason::NotRetryable));
-            return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
+    async move {
+        let Opened { facts, call, own } =
+            Facts::open(&settings, req.method(), req.headers(), req.extensions());
+        let mut plan = settings.plan(&own, call);
+        let (mut parts, body) = req.into_parts();
+        let body = match prepare(body, settings.max_replay_bytes).await {
+            Ok(b) => b,
+            Err(e) => {
+                let info =
+                    facts.summary(&plan, crate::drive::End::Stopped(StopReason::NotRetryable));
+                return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
+            }
+        };
+        if let Prepared::Once(_, why) = &body {
+            crate::drive::Engine::commit(&mut plan, *why);
         }
-    };
-    if let Prepared::Once(_, why) = &body {
-        crate::drive::Engine::commit(&mut plan, *why);
-    }
-    facts.prepare(&mut parts.headers);
-    let mut sends = Sends {
-        inner: &mut inner,
-        first: true,
-        parts: &parts,
-        body,
-        facts,
-        settings: &settings,
-    };
-    let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
-    let info = sends.facts.summary(&plan, finish.end);
-    match finish.last {
-        Some(Answer::Came(Ok(mut resp))) => {
-            resp.extensions_mut().insert(info);
-            Ok(resp)
+        facts.prepare(&mut parts.headers);
+        let mut sends = Sends {
+            inner: &mut inner,
+            first: true,
+            parts: &parts,
+            body,
+            facts,
+            settings: &settings,
+        };
+        let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
+        let info = sends.facts.summary(&plan, finish.end);
+        match finish.last {
+            Some(Answer::Came(Ok(mut resp))) => {
+                resp.extensions_mut().insert(info);
+                Ok(resp)
+            }
+            Some(Answer::Came(Err(e))) => Err(Error::new(ErrorKind::Service, info, Some(e))),
+            Some(Answer::TimedOut) => Err(Error::new(
+                ErrorKind::Timeout,
+                info,
+                Some(Box::new(AttemptTimedOut)),
+            )),
+            None => Err(Error::new(ErrorKind::Refused, info, None)),
         }
-        Some(Answer::Came(Err(e))) => Err(Error::new(ErrorKind::Service, info, Some(e))),
-        Some(Answer::TimedOut) => Err(Error::new(
-            ErrorKind::Timeout,
-            info,
-            Some(Box::new(AttemptTimedOut)),
-        )),
-        None => Err(Error::new(ErrorKind::Refused, info, None)),
     }
 }
 
