@@ -204,7 +204,7 @@ fn acceptor(
 ) -> (tokio_rustls::TlsAcceptor, String) {
     let der = cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::try_from(key_pair.serialize_der()).unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()

@@ -34,7 +34,7 @@ impl PinnedOrWebPki {
     /// A verifier trusting `certs` (at least one), as CAs or as the
     /// server's own certificate.
     pub fn new(certs: Vec<CertificateDer<'static>>) -> Result<Self, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let mut roots = RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(certs.iter().cloned());
         if added == 0 {

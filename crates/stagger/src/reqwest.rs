@@ -1,4 +1,5 @@
-//! A reqwest-middleware [`Middleware`] (feature `reqwest`) with the tower
+//! A reqwest-middleware [`Middleware`] (feature `reqwest`; reqwest 0.13 and
+//! reqwest-middleware 0.5, re-exported as [`client`] and [`middleware`]) with the tower
 //! [`RetryLayer`](crate::tower::RetryLayer)'s behaviour and defaults.
 //!
 //! reqwest users asked for what its retry middleware does not do: honour
@@ -39,6 +40,15 @@
 //! ```
 
 use std::sync::Arc;
+
+/// The reqwest-middleware crate this module is built on (0.5), so a
+/// project can name the very version stagger speaks:
+/// `stagger::reqwest::middleware::ClientBuilder`.
+pub use ::reqwest_middleware as middleware;
+
+/// The reqwest crate this module is built on (0.13): its `Client` is the
+/// one a [`RetryMiddleware`] wraps.
+pub use ::reqwest as client;
 
 use http::Extensions;
 use reqwest::{Request, Response};
