@@ -5,63 +5,22 @@
 //! Run: `cargo bench -p stagger --features tower --bench hedge`
 
 use std::convert::Infallible;
-use std::future::{ready, Ready};
+use std::future::ready;
 use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
-use http::{Request, Response};
+use http::Request;
 use http_body_util::Full;
 use stagger::tower::RetryLayer;
 use stagger::{HedgeDelay, HedgeExt, HedgePolicy};
-use tower::hedge::{Hedge, Policy as TowerHedgePolicy};
+use tower::hedge::Hedge;
 use tower::{Layer, Service, ServiceExt};
 
-/// The plain service every variant wraps: answers 200 at once.
-#[derive(Clone, Copy)]
-struct Ok200;
+#[path = "../tests/peers/mod.rs"]
+mod peers;
 
-impl<B> Service<Request<B>> for Ok200 {
-    type Response = Response<()>;
-    type Error = Infallible;
-    type Future = Ready<Result<Response<()>, Infallible>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _req: Request<B>) -> Self::Future {
-        ready(Ok(Response::new(())))
-    }
-}
-
-/// tower's hedge policy: every GET may be hedged, its request cloned.
-#[derive(Clone, Copy)]
-struct CloneGet;
-
-impl TowerHedgePolicy<Request<Full<Bytes>>> for CloneGet {
-    fn clone_request(&self, req: &Request<Full<Bytes>>) -> Option<Request<Full<Bytes>>> {
-        let mut r = Request::new(req.body().clone());
-        *r.method_mut() = req.method().clone();
-        *r.uri_mut() = req.uri().clone();
-        *r.headers_mut() = req.headers().clone();
-        Some(r)
-    }
-
-    fn can_retry(&self, req: &Request<Full<Bytes>>) -> bool {
-        req.method() == http::Method::GET
-    }
-}
-
-fn request() -> Request<Full<Bytes>> {
-    Request::get("http://127.0.0.1/item?id=7")
-        .header("accept", "application/json")
-        .body(Full::default())
-        .expect("valid request")
-}
+use peers::{request, CloneGet, Ok200};
 
 /// One request through `svc`, readied first.
 async fn once<S: Service<Request<Full<Bytes>>>>(svc: &mut S) -> Result<S::Response, S::Error> {

@@ -28,17 +28,20 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// One scripted answer: after this many ms, this status, these headers.
+type Answer = (u64, u16, &'static [(&'static str, &'static str)]);
+
 /// Answers attempt N with `plan[N-1]` (the last entry once the plan is
 /// spent) after its delay, for requests of any body type, and records every
 /// request's headers.
 #[derive(Clone)]
 struct Upstream {
-    plan: &'static [(u64, u16, &'static [(&'static str, &'static str)])],
+    plan: &'static [Answer],
     seen: Arc<Mutex<Vec<HeaderMap>>>,
 }
 
 impl Upstream {
-    fn new(plan: &'static [(u64, u16, &'static [(&'static str, &'static str)])]) -> Self {
+    fn new(plan: &'static [Answer]) -> Self {
         Upstream {
             plan,
             seen: Arc::default(),
@@ -122,7 +125,7 @@ where
     client.ready().await?.call(req).await
 }
 
-const DOWN: &[(u64, u16, &[(&str, &str)])] = &[(1, 503, &[])];
+const DOWN: &[Answer] = &[(1, 503, &[])];
 
 #[tokio::test(start_paused = true)]
 async fn two_stacked_retry_layers_send_three_requests_for_a_policy_of_three() {
@@ -161,7 +164,7 @@ async fn a_retry_layer_over_a_hedging_layer_numbers_every_attempt_once() {
 #[tokio::test(start_paused = true)]
 async fn a_hedged_success_reports_every_request_that_went_out() {
     // Attempt 1 stalls; the hedge sent 20 ms later wins at once.
-    const PLAN: &[(u64, u16, &[(&str, &str)])] = &[(1_000, 200, &[]), (1, 200, &[])];
+    const PLAN: &[Answer] = &[(1_000, 200, &[]), (1, 200, &[])];
     let upstream = Upstream::new(PLAN);
     let inner = RetryLayer::new(retries(3)).layer(upstream.clone());
     let mut client = RetryLayer::new(hedging(2, 20)).layer(inner);
@@ -174,7 +177,7 @@ async fn a_hedged_success_reports_every_request_that_went_out() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hedgers_report_counts_the_retry_after_it_waited() {
-    const PLAN: &[(u64, u16, &[(&str, &str)])] =
+    const PLAN: &[Answer] =
         &[(1, 503, &[("retry-after", "2")]), (1, 200, &[])];
     let upstream = Upstream::new(PLAN);
     let mut client = RetryLayer::new(hedging(2, 1_000)).layer(upstream.clone());

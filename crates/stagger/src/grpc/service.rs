@@ -79,7 +79,7 @@ where
         self.inner.poll_ready(cx).map_err(|e| {
             Error::new(
                 ErrorKind::Service,
-                info(0, StopReason::NotRetryable),
+                crate::http::RetryInfo::stopped(0, StopReason::NotRetryable),
                 Some(e.into()),
             )
         })
@@ -97,7 +97,7 @@ where
                     Ok(resp) => Ok(resp.map(|b| GrpcBody::new(b, None))),
                     Err(e) => Err(Error::new(
                         ErrorKind::Service,
-                        info(1, StopReason::NotRetryable),
+                        crate::http::RetryInfo::stopped(1, StopReason::NotRetryable),
                         Some(e.into()),
                     )),
                 }
@@ -105,15 +105,6 @@ where
         }
         let fut = run(inner, self.shared.clone(), self.make.clone(), req);
         ResponseFuture::new(Box::pin(fut))
-    }
-}
-
-fn info(attempts: u32, reason: StopReason) -> crate::http::RetryInfo {
-    crate::http::RetryInfo {
-        attempts,
-        reason,
-        not_retried: None,
-        waited: Duration::ZERO,
     }
 }
 

@@ -38,6 +38,20 @@ pub struct RetryInfo {
     pub waited: Duration,
 }
 
+impl RetryInfo {
+    /// A call that stopped for `reason` after `attempts` attempts, having
+    /// waited nothing.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
+    pub(crate) const fn stopped(attempts: u32, reason: StopReason) -> Self {
+        RetryInfo {
+            attempts,
+            reason,
+            not_retried: None,
+            waited: Duration::ZERO,
+        }
+    }
+}
+
 /// One attempt as reported to an [`on_attempt`](Settings::on_attempt) hook.
 #[derive(Debug, Clone)]
 #[non_exhaustive]

@@ -73,12 +73,7 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx).map_err(|e| {
-            let info = RetryInfo {
-                attempts: 0,
-                reason: StopReason::NotRetryable,
-                not_retried: None,
-                waited: std::time::Duration::ZERO,
-            };
+            let info = RetryInfo::stopped(0, StopReason::NotRetryable);
             Error::new(ErrorKind::Service, info, Some(e.into()))
         })
     }
@@ -159,6 +154,7 @@ where
 /// The call, as a future that reads nothing before its first poll. (An
 /// `async move` block rather than an `async fn`: the arguments are kept once,
 /// not once as arguments and again as locals, so the future is smaller.)
+#[allow(clippy::manual_async_fn)]
 fn run<S, B, ResB>(
     mut inner: S,
     settings: Arc<Settings>,
@@ -218,12 +214,7 @@ async fn pass_through<T, E: Into<BoxError>>(
     sent: impl Future<Output = Result<T, E>>,
 ) -> Result<T, Error> {
     sent.await.map_err(|e| {
-        let info = RetryInfo {
-            attempts: 1,
-            reason: StopReason::NotRetryable,
-            not_retried: None,
-            waited: std::time::Duration::ZERO,
-        };
+        let info = RetryInfo::stopped(1, StopReason::NotRetryable);
         Error::new(ErrorKind::Service, info, Some(e.into()))
     })
 }
