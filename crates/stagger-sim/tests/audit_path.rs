@@ -2,7 +2,8 @@
 //! (the folder of published mesh configs beside the repository, read by
 //! path), and each reader's defaults against the rule its system documents.
 
-use std::path::PathBuf;
+mod support;
+
 use std::time::Duration;
 
 use stagger_sim::audit::path::{
@@ -10,25 +11,12 @@ use stagger_sim::audit::path::{
 };
 
 /// A published mesh config's text, or `None` (with a note) where the
-/// folder is absent; under `CI=true` its absence fails.
+/// folder is absent; under CI its absence fails.
 fn published(rel: &str) -> Option<(String, String)> {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/mesh-configs"
-    ))
-    .join(rel);
-    match std::fs::read_to_string(&path) {
-        Ok(t) => Some((path.display().to_string(), t)),
-        Err(_) => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{} is required under CI",
-                path.display()
-            );
-            eprintln!("skipped: {} is absent", path.display());
-            None
-        }
-    }
+    let path = support::published::folder("mesh-configs")?.join(rel);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: cannot read: {e}", path.display()));
+    Some((path.display().to_string(), text))
 }
 
 const BOOKINFO: &str = "istio/bookinfo__virtual-service-all-v1.yaml";
