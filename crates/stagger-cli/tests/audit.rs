@@ -181,8 +181,8 @@ fn readme_shows_real_output() {
 /// where the folder is absent; under CI its absence fails.
 fn published() -> Option<Vec<String>> {
     let dir = support::published::folder("service-configs")?;
-    let read = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
+    let read =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
     let mut out: Vec<String> = read
         .filter_map(Result::ok)
         .map(|e| e.path())

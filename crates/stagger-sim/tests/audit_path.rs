@@ -372,7 +372,7 @@ fn linkerd_annotations_as_published_and_their_defaults() {
     let route = |ann: &str| {
         inline(
             "r.yaml",
-            &format!("kind: HTTPRoute\nmetadata:\n  name: r\n  annotations:\n{ann}"),
+            &format!("apiVersion: policy.linkerd.io/v1beta3\nkind: HTTPRoute\nmetadata:\n  name: r\n  annotations:\n{ann}"),
         )
     };
     let r = run(&[(&route("    retry.linkerd.io/http: gateway-error\n"), None)]);

@@ -11,8 +11,8 @@ use stagger_sim::audit::{audit, Input, Report};
 /// absent; under CI its absence fails.
 fn published() -> Option<Vec<(String, String)>> {
     let dir = support::published::folder("service-configs")?;
-    let read = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
+    let read =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
     let mut out: Vec<(String, String)> = read
         .filter_map(Result::ok)
         .map(|e| e.path())

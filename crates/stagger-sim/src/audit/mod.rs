@@ -73,6 +73,8 @@ mod grpc;
 pub mod path;
 mod policy;
 
+pub(crate) use grpc::spelling_messages;
+
 /// A file to audit: its name (for messages) and its text.
 #[derive(Debug, Clone)]
 pub struct Input<'a> {

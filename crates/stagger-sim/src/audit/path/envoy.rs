@@ -93,7 +93,8 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
                     labels(),
                     f.name
                 ),
-            ))
+            )
+            .with_choices(picked.iter().map(|r| r.0.clone()).collect()))
         }
     };
     let action = tree::get(route, "route").cloned().unwrap_or(Value::Null);

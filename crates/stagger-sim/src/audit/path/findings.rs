@@ -116,6 +116,15 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             });
         }
     }
+    for (i, l) in r.layers.iter().enumerate() {
+        for m in &l.spelling {
+            out.push(PathFinding {
+                id: "nonstandard_spelling",
+                layers: vec![i],
+                message: format!("{}: {m}", name(r, i)),
+            });
+        }
+    }
     let capped = r.layers.iter().any(|l| {
         matches!(
             l.budget,
