@@ -224,6 +224,10 @@ impl Report {
     }
 }
 
+/// The largest file the audit reads (a config file, not a data dump), as
+/// the call-path readers do.
+pub const MAX_BYTES: usize = 4 << 20;
+
 /// The seed of every amplification run, so a report replays exactly.
 pub(crate) const SEED: u64 = 0x5EED_A0D1;
 
@@ -231,6 +235,13 @@ pub(crate) const SEED: u64 = 0x5EED_A0D1;
 pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
     let mut layers = Vec::with_capacity(files.len());
     for f in files {
+        if f.text.len() > MAX_BYTES {
+            return Err(Fault::new(
+                "file",
+                format!("{} bytes, larger than the {MAX_BYTES} (4 MiB) the audit reads", f.text.len()),
+            )
+            .in_file(f.name));
+        }
         let layer = if is_policy_file(f) {
             policy::layer(f)?
         } else {
@@ -275,6 +286,9 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
 pub(crate) fn is_policy_file(f: &Input<'_>) -> bool {
     if f.name.ends_with(".toml") {
         return true;
+    }
+    if grpc::is_one_choice(f.text) {
+        return false;
     }
     // JSON: a policy file has keys and none of A6's top-level ones (in any
     // case or spelling); `{}` and a list of choices are service configs.

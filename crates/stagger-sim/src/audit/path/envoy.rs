@@ -49,6 +49,14 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     if routes.is_empty() {
         return Err(PathError::new(f.name, "virtual_hosts", "has no routes"));
     }
+    // A config dump repeats names across its route configurations: the
+    // second `backend/0` is `backend/0#2`.
+    for i in 1..routes.len() {
+        let dups = routes[..i].iter().filter(|r| r.0 == routes[i].0 || r.0.starts_with(&format!("{}#", routes[i].0))).count();
+        if dups > 0 {
+            routes[i].0 = format!("{}#{}", routes[i].0, dups + 1);
+        }
+    }
     let labels = || {
         routes
             .iter()
