@@ -158,15 +158,15 @@ pub fn run_file(
     what: &str,
     json: bool,
 ) -> anyhow::Result<(String, ExitCode)> {
-    let reports =
-        audit_file(file, text, &options(a)).map_err(|e| UsageError(e.to_string()))?;
+    let reports = audit_file(file, text, &options(a)).map_err(|e| UsageError(e.to_string()))?;
     let clean = reports.iter().all(|r| r.report.is_clean());
     let out = if json {
         let list: Vec<serde_json::Value> = reports
             .iter()
             .map(|r| serde_json::json!({"file": file, "selector": r.selector, "report": r.report}))
             .collect();
-        serde_json::to_string(&serde_json::json!({"file": file, "kind": what, "paths": list}))? + "\n"
+        serde_json::to_string(&serde_json::json!({"file": file, "kind": what, "paths": list}))?
+            + "\n"
     } else {
         let mut s = String::new();
         for r in &reports {

@@ -238,7 +238,10 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
         if f.text.len() > MAX_BYTES {
             return Err(Fault::new(
                 "file",
-                format!("{} bytes, larger than the {MAX_BYTES} (4 MiB) the audit reads", f.text.len()),
+                format!(
+                    "{} bytes, larger than the {MAX_BYTES} (4 MiB) the audit reads",
+                    f.text.len()
+                ),
             )
             .in_file(f.name));
         }

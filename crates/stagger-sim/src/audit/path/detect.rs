@@ -268,18 +268,10 @@ pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>,
             Kind::EnvoyFilter => layers.push(envoyfilter::layer(f, docs, o)?),
             Kind::EnvoyRoutes => layers.push(envoy::layer(f, docs)?),
             Kind::EnvoyClusters => {
-                let last = layers
-                    .iter_mut()
-                    .rev()
-                    .find(|l| l.system == System::Envoy)
-                    .ok_or_else(|| {
-                        PathError::new(
-                            f.name,
-                            "",
-                            "an Envoy clusters file adds its circuit breakers to the Envoy route layer before it on the path; put the routes file first",
-                        )
-                    })?;
-                envoy::add_clusters(last, f, docs)?;
+                match layers.iter_mut().rev().find(|l| l.system == System::Envoy) {
+                    Some(last) => envoy::add_clusters(last, f, docs)?,
+                    None => layers.push(envoy::clusters_alone(f, docs)?),
+                }
             }
             Kind::Linkerd => layers.push(linkerd::layer(f, docs)?),
             Kind::GatewayRoute => layers.push(gateway::route(f, docs, mesh, o)?),

@@ -41,7 +41,9 @@ pub fn audit_file(name: &str, text: &str, o: &Options) -> Result<Vec<FileReport>
                         })
                     })
                     .collect();
-                if sel.is_some() && e.choices.iter().any(|c| Some(c) == sel.as_ref()) || deeper.iter().any(|d| *d == sel) {
+                if sel.is_some() && e.choices.iter().any(|c| Some(c) == sel.as_ref())
+                    || deeper.iter().any(|d| *d == sel)
+                {
                     return Err(e);
                 }
                 todo.extend(deeper.into_iter().rev());

@@ -39,7 +39,11 @@ fn yaml_problem(message: &str) -> String {
     match line.find("budget breached") {
         Some(i) => {
             let at = line[..i].trim_end_matches([' ', ':']);
-            let at = if at.is_empty() { String::new() } else { format!(" at {at}") };
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" at {at}")
+            };
             format!("refused{at}: its aliases expand past the reader's limit (a YAML alias bomb)")
         }
         None => format!("not valid YAML or JSON: {line}"),
