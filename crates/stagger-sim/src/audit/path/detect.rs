@@ -143,8 +143,19 @@ pub(crate) fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<Value>), PathErro
     if nginx::looks_like(input.text) {
         return Ok((Kind::Nginx, Vec::new()));
     }
-    let docs = objects(input.name, input.text)?;
-    let k = kind_of(&docs, input.text);
+    let docs = match objects(input.name, input.text) {
+        Ok(d) => d,
+        // A `.json` file that is not even YAML: the service config
+        // reader names the JSON error.
+        Err(_) if input.name.ends_with(".json") => return Ok((Kind::Own, Vec::new())),
+        Err(e) => return Err(e),
+    };
+    let k = match kind_of(&docs, input.text) {
+        Kind::Other(_) if input.name.ends_with(".json") && docs.iter().all(|d| !d.is_object()) => {
+            Kind::Own
+        }
+        k => k,
+    };
     Ok((k, docs))
 }
 
