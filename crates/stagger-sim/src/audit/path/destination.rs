@@ -20,7 +20,7 @@ use super::istio::{self, MeshDefault};
 use super::tree;
 use super::{Budget, Layer, Options, PathError, PathInput, System};
 
-fn rules<'a>(docs: &'a [Value]) -> Vec<&'a Value> {
+fn rules(docs: &[Value]) -> Vec<&Value> {
     docs.iter()
         .filter(|d| tree::string(d, "kind") == Some("DestinationRule"))
         .collect()

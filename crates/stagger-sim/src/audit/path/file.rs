@@ -42,7 +42,7 @@ pub fn audit_file(name: &str, text: &str, o: &Options) -> Result<Vec<FileReport>
                     })
                     .collect();
                 if sel.is_some() && e.choices.iter().any(|c| Some(c) == sel.as_ref())
-                    || deeper.iter().any(|d| *d == sel)
+                    || deeper.contains(&sel)
                 {
                     return Err(e);
                 }

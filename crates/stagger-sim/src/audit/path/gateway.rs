@@ -180,7 +180,7 @@ pub(crate) fn route(
     };
     if o.gateway == GatewayImpl::Istio {
         let retries = match retry {
-            None => mesh.map_or(Value::Null, |m| istio::mesh_retries(m)),
+            None => mesh.map_or(Value::Null, istio::mesh_retries),
             Some(_) => {
                 let mut on = "connect-failure,refused-stream,unavailable,cancelled".to_string();
                 for c in &listed {

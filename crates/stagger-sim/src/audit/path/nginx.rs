@@ -113,7 +113,9 @@ fn parse(f: &PathInput<'_>) -> Result<Vec<Node>, PathError> {
                     words: std::mem::take(&mut words),
                     children: Vec::new(),
                 };
-                stack.last_mut().map(|p| p.children.push(n));
+                if let Some(p) = stack.last_mut() {
+                    p.children.push(n);
+                }
             }
             "{" => {
                 if stack.len() > 64 {
@@ -129,7 +131,9 @@ fn parse(f: &PathInput<'_>) -> Result<Vec<Node>, PathError> {
                     .pop()
                     .filter(|_| !stack.is_empty())
                     .ok_or_else(|| PathError::new(f.name, "", "a `}` closes no block"))?;
-                stack.last_mut().map(|p| p.children.push(n));
+                if let Some(p) = stack.last_mut() {
+                    p.children.push(n);
+                }
             }
             _ => words.push(t),
         }
@@ -406,6 +410,9 @@ fn apply_settings(layer: &mut Layer, on: &[String], tries: u64, servers: Option<
     layer.rule = Rule::Nginx { on: conds };
 }
 
+/// An ingress-nginx setting by key: the annotation, else the ConfigMap's.
+type Lookup = Box<dyn Fn(&str) -> Option<String>>;
+
 /// A ConfigMap that holds ingress-nginx's retry keys.
 pub(crate) fn is_ingress_config_map(d: &Value) -> bool {
     tree::string(d, "kind") == Some("ConfigMap")
@@ -428,60 +435,57 @@ pub(crate) fn ingress(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<
         .filter(|d| tree::string(d, "kind") == Some("Ingress"))
         .collect();
     let names: Vec<String> = ingresses.iter().map(|d| name_of(d)).collect();
-    let (label, get): (String, Box<dyn Fn(&str) -> Option<String>>) =
-        match (f.selector, ingresses.len(), cm) {
-            (None, 0, Some(cm)) | (Some("configmap"), _, Some(cm)) => {
-                let data = tree::obj(cm, "data").cloned().unwrap_or_default();
-                (
-                    format!("ConfigMap {}", name_of(cm)),
-                    Box::new(move |k: &str| {
-                        data.get(k).and_then(Value::as_str).map(str::to_string)
-                    }),
-                )
-            }
-            (None, 1, _) | (Some(_), _, _) => {
-                let ing = match f.selector {
-                    None => ingresses[0],
-                    Some(s) => *ingresses.iter().find(|d| name_of(d) == s).ok_or_else(|| {
-                        PathError::new(
-                            f.name,
-                            "metadata.name",
-                            format!("no Ingress named {s:?} (here: {})", names.join(", ")),
-                        )
-                    })?,
-                };
-                let ann = tree::get(ing, "metadata")
-                    .and_then(|m| tree::obj(m, "annotations"))
-                    .cloned()
-                    .unwrap_or_default();
-                let data = cm
-                    .and_then(|c| tree::obj(c, "data"))
-                    .cloned()
-                    .unwrap_or_default();
-                (
-                    name_of(ing),
-                    Box::new(move |k: &str| {
-                        ann.get(&format!("nginx.ingress.kubernetes.io/{k}"))
-                            .or_else(|| data.get(k))
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                    }),
-                )
-            }
-            _ => {
-                return Err(PathError::new(
-                    f.name,
-                    "metadata.name",
-                    format!(
-                        "holds {} Ingresses ({}): name one as {}:NAME",
-                        ingresses.len(),
-                        names.join(", "),
-                        f.name
-                    ),
-                )
-                .with_choices(names));
-            }
-        };
+    let (label, get): (String, Lookup) = match (f.selector, ingresses.len(), cm) {
+        (None, 0, Some(cm)) | (Some("configmap"), _, Some(cm)) => {
+            let data = tree::obj(cm, "data").cloned().unwrap_or_default();
+            (
+                format!("ConfigMap {}", name_of(cm)),
+                Box::new(move |k: &str| data.get(k).and_then(Value::as_str).map(str::to_string)),
+            )
+        }
+        (None, 1, _) | (Some(_), _, _) => {
+            let ing = match f.selector {
+                None => ingresses[0],
+                Some(s) => *ingresses.iter().find(|d| name_of(d) == s).ok_or_else(|| {
+                    PathError::new(
+                        f.name,
+                        "metadata.name",
+                        format!("no Ingress named {s:?} (here: {})", names.join(", ")),
+                    )
+                })?,
+            };
+            let ann = tree::get(ing, "metadata")
+                .and_then(|m| tree::obj(m, "annotations"))
+                .cloned()
+                .unwrap_or_default();
+            let data = cm
+                .and_then(|c| tree::obj(c, "data"))
+                .cloned()
+                .unwrap_or_default();
+            (
+                name_of(ing),
+                Box::new(move |k: &str| {
+                    ann.get(&format!("nginx.ingress.kubernetes.io/{k}"))
+                        .or_else(|| data.get(k))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                }),
+            )
+        }
+        _ => {
+            return Err(PathError::new(
+                f.name,
+                "metadata.name",
+                format!(
+                    "holds {} Ingresses ({}): name one as {}:NAME",
+                    ingresses.len(),
+                    names.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(names));
+        }
+    };
     let field = |k: &str| format!("metadata.annotations.nginx.ingress.kubernetes.io/{k}");
     let mut layer = Layer::new(f.name, System::Nginx, label);
     let on: Vec<String> = get("proxy-next-upstream")
