@@ -178,7 +178,7 @@ impl Fault {
     pub(crate) fn new(field: &str, problem: impl Into<String>) -> Self {
         Fault {
             field: field.to_string(),
-            problem: problem.into(),
+            problem: one_line(&problem.into()),
         }
     }
 
@@ -194,6 +194,27 @@ impl Fault {
 impl From<stagger::ConfigError> for Fault {
     fn from(e: stagger::ConfigError) -> Self {
         Fault::new(e.field(), e.problem())
+    }
+}
+
+/// A parser's message in one line: a TOML or YAML error that draws the
+/// line and a caret under it keeps its first line and its last words.
+pub(crate) fn one_line(problem: &str) -> String {
+    let words: Vec<&str> = problem
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with('|')
+                && !l
+                    .split_once('|')
+                    .is_some_and(|(n, _)| n.trim().chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    match words.as_slice() {
+        [] => problem.trim().replace('\n', " "),
+        [one] => (*one).to_string(),
+        [first, .., last] => format!("{first}: {last}"),
     }
 }
 

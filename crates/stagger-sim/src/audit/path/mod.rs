@@ -467,7 +467,7 @@ impl PathError {
         PathError {
             file: file.to_string(),
             field: field.to_string(),
-            problem: problem.into(),
+            problem: crate::audit::one_line(&problem.into()),
             choices: Vec::new(),
         }
     }
