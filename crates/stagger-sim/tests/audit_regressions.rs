@@ -388,3 +388,19 @@ fn a_toml_error_is_one_line_in_both_audits() {
     .unwrap_err();
     assert_eq!(e.to_string().lines().count(), 1, "{e}");
 }
+
+// An Istio `fault` delay was left out of how long the edge waits.
+#[test]
+fn istio_fault_delay_is_in_the_wait_once_per_call() {
+    let vs = |fault: &str| {
+        format!("kind: VirtualService\nspec:\n  hosts: [a]\n  http:\n  - route:\n    - destination: {{host: a}}\n    retries: {{attempts: 2, retryOn: connect-failure}}\n{fault}")
+    };
+    let o = Options::default();
+    let plain = run(&[("vs.yaml", &vs(""), None)], &o);
+    let delayed =
+        vs("    fault:\n      delay:\n        fixedDelay: 2s\n        percentage: {value: 50}\n");
+    let d = run(&[("vs.yaml", &delayed, None)], &o);
+    assert_eq!(d.dead.bottom_attempts, plain.dead.bottom_attempts);
+    let extra = d.dead.edge_waits.unwrap() - plain.dead.edge_waits.unwrap();
+    assert_eq!(extra, Duration::from_secs(1));
+}

@@ -22,7 +22,9 @@
 //!   two services: a selector `reviews.NAMESPACE` names one;
 //! - `gateways` without `mesh` binds the routes to those gateways only:
 //!   the sidecars calling the host do not use them (they get the default
-//!   policy), and the layer is the gateway.
+//!   policy), and the layer is the gateway;
+//! - a `fault.delay` is injected once per call by Envoy's fault filter,
+//!   ahead of the router and its retries.
 
 use serde_json::Value;
 
@@ -252,6 +254,7 @@ pub(crate) fn layer(
     let mut layer = Layer::new(f.name, System::Istio, selector);
     layer.timeout = timeout;
     apply(&mut layer, &retries, implicit, &source, o)?;
+    fault_delay(&mut layer, route, &field("fault.delay"))?;
     if gateway_only {
         layer.assumes.push(format!(
             "binds gateways {} only (no `mesh`): this is the gateway's layer; sidecars calling {host} do not use these routes and get Istio's default policy",
@@ -387,6 +390,37 @@ fn parse_retry_on(s: &str) -> Result<(Vec<String>, Vec<u16>), String> {
         on.push("retriable-status-codes".to_string());
     }
     Ok((on, codes))
+}
+
+/// A route's `fault.delay`: Envoy's fault filter holds the request before
+/// the router sends it, so the delay comes once per call, not per try; a
+/// `percentage` of the requests (`percentage.value`, or the older integer
+/// `percent`) makes its mean that share of `fixedDelay`.
+fn fault_delay(layer: &mut Layer, route: &Value, at: &str) -> Result<(), PathError> {
+    let Some(delay) = tree::get(route, "fault").and_then(|f| tree::get(f, "delay")) else {
+        return Ok(());
+    };
+    let bad = |k: &str, e: String| PathError::new(&layer.file, &format!("{at}.{k}"), e);
+    let fixed = tree::duration(delay, "fixedDelay")
+        .map_err(|e| bad("fixedDelay", e))?
+        .unwrap_or_default();
+    let percent = match tree::get(delay, "percentage") {
+        Some(p) => tree::number(p, "value").map_err(|e| bad("percentage.value", e))?,
+        None => tree::number(delay, "percent").map_err(|e| bad("percent", e))?,
+    };
+    let share = percent.map_or(1.0, |p| (p / 100.0).clamp(0.0, 1.0));
+    if percent.is_none() {
+        layer
+            .assumes
+            .push("fault.delay without a percentage: counted on every request".into());
+    }
+    layer.delay = fixed.mul_f64(share);
+    layer.assumes.push(format!(
+        "fault.delay {fixed:?} on {} % of requests: {:?} on average, once per call before the first try",
+        share * 100.0,
+        layer.delay
+    ));
+    Ok(())
 }
 
 fn namespace_of(vs: &Value) -> Option<&str> {

@@ -331,6 +331,10 @@ pub struct Layer {
     /// Whether the layer came from a ServiceProfile.
     #[serde(skip)]
     pub(crate) profile: bool,
+    /// A delay the layer injects once per call before it sends (an Istio
+    /// `fault.delay`), at its mean over the requests it delays.
+    #[serde(skip)]
+    pub(crate) delay: Duration,
     #[serde(skip)]
     pub(crate) rule: Rule,
     #[serde(skip)]
@@ -367,6 +371,7 @@ impl Layer {
             spelling: Vec::new(),
             service: None,
             profile: false,
+            delay: Duration::ZERO,
             rule: Rule::Nothing,
             pause: Pause::None,
             cluster: String::new(),
