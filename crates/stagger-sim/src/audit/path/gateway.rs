@@ -178,79 +178,114 @@ pub(crate) fn route(
         Some(r) => tree::duration(r, "backoff").map_err(|e| bad("retry.backoff", e))?,
         None => None,
     };
+    let r = RuleRetry {
+        present: retry.is_some(),
+        listed,
+        attempts,
+        backoff,
+    };
     if o.gateway == GatewayImpl::Istio {
-        let retries = match retry {
-            None => mesh.map_or(Value::Null, istio::mesh_retries),
-            Some(_) => {
-                let mut on = "connect-failure,refused-stream,unavailable,cancelled".to_string();
-                for c in &listed {
-                    on.push_str(&format!(",{c}"));
-                }
-                let mut v = serde_json::json!({"attempts": attempts.unwrap_or(2), "retryOn": on});
-                if let Some(b) = backoff {
-                    v["backoff"] = Value::String(format!("{}ms", b.as_millis()));
-                }
-                v
-            }
-        };
-        let source = match retry {
-            Some(_) => field("retry"),
-            None => "Istio's default policy (the rule has no retry)".to_string(),
-        };
-        istio::apply(&mut layer, &retries, retry.is_none(), &source, o)?;
-        if retry.is_some() && attempts.is_none() {
-            layer
-                .assumes
-                .push("attempts unset: Istio's conversion uses 2".into());
-        }
-        layer.assumes.push("run by Istio: its conditions (connect-failure, refused-stream, unavailable, cancelled) plus the rule's codes".into());
-    } else {
-        let Some(_) = retry else {
-            layer.retry_on = "nothing (no retry on the rule)".into();
-            layer.assumes.push(format!(
-                "run by {}: no retry without a retry stanza",
-                impl_name(o.gateway)
-            ));
-            return Ok(layer);
-        };
-        let n = attempts.unwrap_or(2);
-        if attempts.is_none() {
-            layer
-                .assumes
-                .push("attempts unset: implementation-specific, counted as 2".into());
-        }
-        let on = vec![
-            "connect-failure".to_string(),
-            "retriable-status-codes".to_string(),
-        ];
-        layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
-        layer.retry_on = if n == 0 {
-            "nothing".into()
-        } else {
-            rules::describe(&on, &listed)
-        };
-        layer.non_idempotent = (n > 0)
-            .then(|| rules::unsafe_conditions(&on, &listed))
-            .flatten();
-        layer.rule = if n == 0 {
-            Rule::Nothing
-        } else {
-            Rule::Envoy { on, codes: listed }
-        };
-        layer.pause = match backoff {
-            Some(b) if !b.is_zero() => Pause::Envoy {
-                base: b,
-                max: b * 10,
-            },
-            _ => Pause::envoy_default(),
-        };
-        layer.assumes.push(format!(
-            "run by {}: connection errors and the rule's codes are retried",
-            impl_name(o.gateway)
-        ));
+        on_istio(&mut layer, r, mesh, o, &field("retry"))?;
+    } else if !elsewhere(&mut layer, r, o.gateway) {
+        return Ok(layer);
     }
     layer.per_try_timeout = per_try.or(layer.per_try_timeout).or(timeout);
     Ok(layer)
+}
+
+/// A rule's `retry` stanza as read.
+struct RuleRetry {
+    present: bool,
+    listed: Vec<u16>,
+    attempts: Option<u64>,
+    backoff: Option<Duration>,
+}
+
+/// Istio's conversion: a VirtualService policy with its own conditions
+/// plus the codes, or its default policy for a rule without `retry`.
+fn on_istio(
+    layer: &mut Layer,
+    r: RuleRetry,
+    mesh: Option<&MeshDefault>,
+    o: &Options,
+    at: &str,
+) -> Result<(), PathError> {
+    let retries = if r.present {
+        let mut on = "connect-failure,refused-stream,unavailable,cancelled".to_string();
+        for c in &r.listed {
+            on.push_str(&format!(",{c}"));
+        }
+        let mut v = serde_json::json!({"attempts": r.attempts.unwrap_or(2), "retryOn": on});
+        if let Some(b) = r.backoff {
+            v["backoff"] = Value::String(format!("{}ms", b.as_millis()));
+        }
+        v
+    } else {
+        mesh.map_or(Value::Null, istio::mesh_retries)
+    };
+    let source = if r.present {
+        at.to_string()
+    } else {
+        "Istio's default policy (the rule has no retry)".to_string()
+    };
+    istio::apply(layer, &retries, !r.present, &source, o)?;
+    if r.present && r.attempts.is_none() {
+        layer
+            .assumes
+            .push("attempts unset: Istio's conversion uses 2".into());
+    }
+    layer.assumes.push("run by Istio: its conditions (connect-failure, refused-stream, unavailable, cancelled) plus the rule's codes".into());
+    Ok(())
+}
+
+/// Another implementation: connection errors and the codes, nothing
+/// without `retry` (then `false`: the layer is done).
+fn elsewhere(layer: &mut Layer, r: RuleRetry, g: GatewayImpl) -> bool {
+    if !r.present {
+        layer.retry_on = "nothing (no retry on the rule)".into();
+        layer.assumes.push(format!(
+            "run by {}: no retry without a retry stanza",
+            impl_name(g)
+        ));
+        return false;
+    }
+    let n = r.attempts.unwrap_or(2);
+    if r.attempts.is_none() {
+        layer
+            .assumes
+            .push("attempts unset: implementation-specific, counted as 2".into());
+    }
+    let on = vec![
+        "connect-failure".to_string(),
+        "retriable-status-codes".to_string(),
+    ];
+    let listed = r.listed;
+    layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = if n == 0 {
+        "nothing".into()
+    } else {
+        rules::describe(&on, &listed)
+    };
+    layer.non_idempotent = (n > 0)
+        .then(|| rules::unsafe_conditions(&on, &listed))
+        .flatten();
+    layer.rule = if n == 0 {
+        Rule::Nothing
+    } else {
+        Rule::Envoy { on, codes: listed }
+    };
+    layer.pause = match r.backoff {
+        Some(b) if !b.is_zero() => Pause::Envoy {
+            base: b,
+            max: b * 10,
+        },
+        _ => Pause::envoy_default(),
+    };
+    layer.assumes.push(format!(
+        "run by {}: connection errors and the rule's codes are retried",
+        impl_name(g)
+    ));
+    true
 }
 
 fn impl_name(g: GatewayImpl) -> &'static str {
@@ -424,53 +459,19 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         }
         None => Pause::envoy_default(),
     };
-    layer.budget = Some(Budget::MaxConcurrent { max: 1024 });
-    if let Some(b) = tree::get(&cb, "retryBudget") {
-        let percent = match tree::get(b, "percent") {
-            Some(p) if p.is_object() => {
-                let num = tree::number(p, "numerator")
-                    .map_err(|e| bad("circuitBreaker.retryBudget.percent.numerator", e))?
-                    .unwrap_or(0.0);
-                let den = tree::number(p, "denominator")
-                    .map_err(|e| bad("circuitBreaker.retryBudget.percent.denominator", e))?
-                    .unwrap_or(100.0);
-                if den == 0.0 {
-                    0.0
-                } else {
-                    num * 100.0 / den
-                }
-            }
-            Some(_) => tree::number(b, "percent")
-                .map_err(|e| bad("circuitBreaker.retryBudget.percent", e))?
-                .unwrap_or(20.0),
-            None => 20.0,
-        };
-        let min = tree::uint(b, "minRetryConcurrency")
-            .map_err(|e| bad("circuitBreaker.retryBudget.minRetryConcurrency", e))?
-            .unwrap_or(3);
-        if percent == 0.0 && min == 0 {
-            layer.retry_on = format!(
-                "nothing: a zero retry budget overflows every retry ({})",
-                rules::describe(&on, &listed)
-            );
-            layer.budget = Some(Budget::Concurrent {
-                percent,
-                min_concurrency: 0,
-            });
-            return Ok(layer);
-        }
-        layer.budget = Some(Budget::Concurrent {
+    layer.budget = Some(eg_budget(f, &cb, &mut layer.assumes)?);
+    if matches!(
+        layer.budget,
+        Some(Budget::Concurrent {
             percent,
-            min_concurrency: u32::try_from(min).unwrap_or(u32::MAX),
-        });
-    } else if let Some(m) = tree::uint(&cb, "maxParallelRetries")
-        .map_err(|e| bad("circuitBreaker.maxParallelRetries", e))?
-    {
-        layer.budget = Some(Budget::MaxConcurrent { max: m });
-    } else {
-        layer.assumes.push(
-            "no retryBudget or maxParallelRetries: Envoy Gateway's 1024 retries in flight".into(),
+            min_concurrency: 0
+        }) if percent == 0.0
+    ) {
+        layer.retry_on = format!(
+            "nothing: a zero retry budget overflows every retry ({})",
+            rules::describe(&on, &listed)
         );
+        return Ok(layer);
     }
     layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
     layer.retry_on = if n == 0 {
@@ -487,4 +488,54 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         Rule::Envoy { on, codes: listed }
     };
     Ok(layer)
+}
+
+/// The cap on concurrent retries: `retryBudget` (its `percent` a fraction,
+/// 20 % and a floor of 3 by default) over `maxParallelRetries` (1024).
+fn eg_budget(
+    f: &PathInput<'_>,
+    cb: &Value,
+    assumes: &mut Vec<String>,
+) -> Result<Budget, PathError> {
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("spec.circuitBreaker.{k}"), e);
+    let Some(b) = tree::get(cb, "retryBudget") else {
+        return match tree::uint(cb, "maxParallelRetries")
+            .map_err(|e| bad("maxParallelRetries", e))?
+        {
+            Some(max) => Ok(Budget::MaxConcurrent { max }),
+            None => {
+                assumes.push(
+                    "no retryBudget or maxParallelRetries: Envoy Gateway's 1024 retries in flight"
+                        .into(),
+                );
+                Ok(Budget::MaxConcurrent { max: 1024 })
+            }
+        };
+    };
+    let percent = match tree::get(b, "percent") {
+        Some(p) if p.is_object() => {
+            let num = tree::number(p, "numerator")
+                .map_err(|e| bad("retryBudget.percent.numerator", e))?
+                .unwrap_or(0.0);
+            let den = tree::number(p, "denominator")
+                .map_err(|e| bad("retryBudget.percent.denominator", e))?
+                .unwrap_or(100.0);
+            if den == 0.0 {
+                0.0
+            } else {
+                num * 100.0 / den
+            }
+        }
+        Some(_) => tree::number(b, "percent")
+            .map_err(|e| bad("retryBudget.percent", e))?
+            .unwrap_or(20.0),
+        None => 20.0,
+    };
+    let min = tree::uint(b, "minRetryConcurrency")
+        .map_err(|e| bad("retryBudget.minRetryConcurrency", e))?
+        .unwrap_or(3);
+    Ok(Budget::Concurrent {
+        percent,
+        min_concurrency: u32::try_from(min).unwrap_or(u32::MAX),
+    })
 }
