@@ -64,40 +64,7 @@ fn patches(docs: &[Value]) -> (Vec<Patch<'_>>, Vec<&Value>) {
 /// filter's name, `NAME/INDEX`, or the only one.
 pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<Layer, PathError> {
     let (found, clusters) = patches(docs);
-    let label = |p: &Patch<'_>| format!("{}/{}", name_of(p.0), p.1);
-    let labels: Vec<String> = found.iter().map(label).collect();
-    let picked: Vec<&Patch<'_>> = match f.selector {
-        None => found.iter().collect(),
-        Some(s) => found
-            .iter()
-            .filter(|p| label(p) == s || name_of(p.0) == s)
-            .collect(),
-    };
-    let (filter, index, op, policy) = match picked.as_slice() {
-        [one] => *one,
-        [] if found.is_empty() => {
-            return Err(PathError::new(
-                f.name,
-                "spec.configPatches",
-                "no patch writes a retry_policy (HTTP_ROUTE value.route.retry_policy or VIRTUAL_HOST value.retry_policy)",
-            ))
-        }
-        [] => {
-            return Err(PathError::new(
-                f.name,
-                "spec.configPatches",
-                format!("no patch {:?} (patches: {})", f.selector.unwrap_or(""), labels.join(", ")),
-            ))
-        }
-        _ => {
-            return Err(PathError::new(
-                f.name,
-                "spec.configPatches",
-                format!("holds {} retry patches ({}): name one as {}:NAME/INDEX", picked.len(), labels.join(", "), f.name),
-            )
-            .with_choices(labels.clone()))
-        }
-    };
+    let (filter, index, op, policy) = pick(f, &found)?.clone();
     let at = format!("spec.configPatches[{index}].patch.value");
     let bad = |k: &str, e: String| PathError::new(f.name, &format!("{at}.{k}"), e);
     let merge = op == "MERGE";
@@ -173,25 +140,7 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
         format!("{op}: the policy as written, Envoy's defaults for the rest")
     });
     if let Some(cb) = clusters.first() {
-        let t = tree::list(cb, "thresholds")
-            .first()
-            .cloned()
-            .unwrap_or(Value::Null);
-        layer.budget = Some(match tree::get(&t, "retryBudget") {
-            Some(b) => Budget::Concurrent {
-                percent: tree::number(b, "budgetPercent")
-                    .map_err(|e| bad("circuit_breakers", e))?
-                    .unwrap_or(20.0),
-                min_concurrency: tree::uint(b, "minRetryConcurrency")
-                    .map_err(|e| bad("circuit_breakers", e))?
-                    .map_or(3, |n| u32::try_from(n).unwrap_or(u32::MAX)),
-            },
-            None => Budget::MaxConcurrent {
-                max: tree::uint(&t, "maxRetries")
-                    .map_err(|e| bad("circuit_breakers", e))?
-                    .unwrap_or(u64::from(u32::MAX)),
-            },
-        });
+        layer.budget = Some(cluster_budget(f, cb)?);
     } else {
         layer.assumes.push(
             "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".into(),
@@ -219,4 +168,69 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
         Rule::Envoy { on, codes }
     };
     Ok(layer)
+}
+
+/// The retry patch the selector names (the filter's name or
+/// `NAME/INDEX`), or the only one.
+fn pick<'a, 'b>(f: &PathInput<'_>, found: &'b [Patch<'a>]) -> Result<&'b Patch<'a>, PathError> {
+    let label = |p: &Patch<'_>| format!("{}/{}", name_of(p.0), p.1);
+    let labels: Vec<String> = found.iter().map(label).collect();
+    let picked: Vec<&Patch<'_>> = match f.selector {
+        None => found.iter().collect(),
+        Some(s) => found
+            .iter()
+            .filter(|p| label(p) == s || name_of(p.0) == s)
+            .collect(),
+    };
+    match picked.as_slice() {
+        [one] => Ok(*one),
+        [] if found.is_empty() => {
+            return Err(PathError::new(
+                f.name,
+                "spec.configPatches",
+                "no patch writes a retry_policy (HTTP_ROUTE value.route.retry_policy or VIRTUAL_HOST value.retry_policy)",
+            ))
+        }
+        [] => {
+            return Err(PathError::new(
+                f.name,
+                "spec.configPatches",
+                format!("no patch {:?} (patches: {})", f.selector.unwrap_or(""), labels.join(", ")),
+            ))
+        }
+        _ => {
+            return Err(PathError::new(
+                f.name,
+                "spec.configPatches",
+                format!("holds {} retry patches ({}): name one as {}:NAME/INDEX", picked.len(), labels.join(", "), f.name),
+            )
+            .with_choices(labels.clone()))
+        }
+    }
+}
+
+/// A `CLUSTER` patch's cap: `retry_budget` (20 %, at least 3) over
+/// `max_retries` (Istio's 2^32 − 1).
+fn cluster_budget(f: &PathInput<'_>, cb: &Value) -> Result<Budget, PathError> {
+    let bad =
+        |e: String| PathError::new(f.name, "spec.configPatches.patch.value.circuit_breakers", e);
+    let t = tree::list(cb, "thresholds")
+        .first()
+        .cloned()
+        .unwrap_or(Value::Null);
+    Ok(match tree::get(&t, "retryBudget") {
+        Some(b) => Budget::Concurrent {
+            percent: tree::number(b, "budgetPercent")
+                .map_err(|e| bad(e))?
+                .unwrap_or(20.0),
+            min_concurrency: tree::uint(b, "minRetryConcurrency")
+                .map_err(|e| bad(e))?
+                .map_or(3, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        },
+        None => Budget::MaxConcurrent {
+            max: tree::uint(&t, "maxRetries")
+                .map_err(|e| bad(e))?
+                .unwrap_or(u64::from(u32::MAX)),
+        },
+    })
 }
