@@ -420,9 +420,9 @@ pub(crate) fn is_ingress_config_map(d: &Value) -> bool {
             .is_some_and(|m| m.keys().any(|k| k.starts_with("proxy-next-upstream")))
 }
 
-/// One Ingress with ingress-nginx annotations (the ConfigMap's keys, in
-/// the same file, are its defaults), by name.
-pub(crate) fn ingress(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<Layer, PathError> {
+/// The Ingress the selector names (or `configmap`), with how to look its
+/// settings up: its annotations over the ConfigMap's keys.
+fn lookup(f: &PathInput<'_>, docs: &[Value]) -> Result<(String, Lookup), PathError> {
     let name_of = |d: &Value| {
         tree::get(d, "metadata")
             .and_then(|m| tree::string(m, "name"))
@@ -435,7 +435,7 @@ pub(crate) fn ingress(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<
         .filter(|d| tree::string(d, "kind") == Some("Ingress"))
         .collect();
     let names: Vec<String> = ingresses.iter().map(|d| name_of(d)).collect();
-    let (label, get): (String, Lookup) = match (f.selector, ingresses.len(), cm) {
+    Ok(match (f.selector, ingresses.len(), cm) {
         (None, 0, Some(cm)) | (Some("configmap"), _, Some(cm)) => {
             let data = tree::obj(cm, "data").cloned().unwrap_or_default();
             (
@@ -485,7 +485,13 @@ pub(crate) fn ingress(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<
             )
             .with_choices(names));
         }
-    };
+    })
+}
+
+/// One Ingress with ingress-nginx annotations (the ConfigMap's keys, in
+/// the same file, are its defaults), by name.
+pub(crate) fn ingress(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<Layer, PathError> {
+    let (label, get) = lookup(f, docs)?;
     let field = |k: &str| format!("metadata.annotations.nginx.ingress.kubernetes.io/{k}");
     let mut layer = Layer::new(f.name, System::Nginx, label);
     let on: Vec<String> = get("proxy-next-upstream")
