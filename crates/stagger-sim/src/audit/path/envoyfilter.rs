@@ -185,21 +185,21 @@ fn pick<'a, 'b>(f: &PathInput<'_>, found: &'b [Patch<'a>]) -> Result<&'b Patch<'
     match picked.as_slice() {
         [one] => Ok(*one),
         [] if found.is_empty() => {
-            return Err(PathError::new(
+            Err(PathError::new(
                 f.name,
                 "spec.configPatches",
                 "no patch writes a retry_policy (HTTP_ROUTE value.route.retry_policy or VIRTUAL_HOST value.retry_policy)",
             ))
         }
         [] => {
-            return Err(PathError::new(
+            Err(PathError::new(
                 f.name,
                 "spec.configPatches",
                 format!("no patch {:?} (patches: {})", f.selector.unwrap_or(""), labels.join(", ")),
             ))
         }
         _ => {
-            return Err(PathError::new(
+            Err(PathError::new(
                 f.name,
                 "spec.configPatches",
                 format!("holds {} retry patches ({}): name one as {}:NAME/INDEX", picked.len(), labels.join(", "), f.name),
@@ -221,15 +221,15 @@ fn cluster_budget(f: &PathInput<'_>, cb: &Value) -> Result<Budget, PathError> {
     Ok(match tree::get(&t, "retryBudget") {
         Some(b) => Budget::Concurrent {
             percent: tree::number(b, "budgetPercent")
-                .map_err(|e| bad(e))?
+                .map_err(&bad)?
                 .unwrap_or(20.0),
             min_concurrency: tree::uint(b, "minRetryConcurrency")
-                .map_err(|e| bad(e))?
+                .map_err(&bad)?
                 .map_or(3, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         },
         None => Budget::MaxConcurrent {
             max: tree::uint(&t, "maxRetries")
-                .map_err(|e| bad(e))?
+                .map_err(&bad)?
                 .unwrap_or(u64::from(u32::MAX)),
         },
     })
