@@ -425,4 +425,17 @@ fn the_gateway_app_sidecar_path_makes_27_connects_and_names_the_breaker() {
     let found = ids(&r);
     assert!(found.contains(&"retries_at_several_layers"));
     assert!(found.contains(&"mesh_default_retries"));
+    // No VirtualService routes the dependency: the advice is to add one.
+    let implicit = r
+        .findings
+        .iter()
+        .find(|f| f.id == "mesh_default_retries")
+        .unwrap();
+    assert!(
+        implicit
+            .message
+            .contains("Add a VirtualService for the dependency"),
+        "{}",
+        implicit.message
+    );
 }
