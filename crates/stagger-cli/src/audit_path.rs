@@ -174,7 +174,7 @@ pub fn run_file(
                 Some(sel) => format!("{file}:{sel}"),
                 None => file.to_string(),
             };
-            s.push_str(&format!("== {name} ({what}; on a path: --path {name},…)\n"));
+            s.push_str(&format!("== {name} ({what})\n"));
             s.push_str(&r.report.text());
             s.push('\n');
         }
