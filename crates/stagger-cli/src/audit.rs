@@ -9,6 +9,7 @@
 
 use std::process::ExitCode;
 
+use stagger_sim::audit::path::{what_is, Reading};
 use stagger_sim::audit::{audit, Input, Report};
 
 use crate::args::{FormatArgs, UsageError};
@@ -19,13 +20,19 @@ use crate::args::{FormatArgs, UsageError};
   stagger audit examples/audit/service-config-bad.json
   stagger audit edge.json cart.toml --format json   (layers of one path, outermost first)
   stagger audit --path examples/audit/path/istio-vs.yaml:cart,examples/audit/path/envoy-routes.yaml,examples/audit/path/cart-service-config.json,examples/audit/path/cart.toml
+  stagger audit httproute.yaml        (a mesh, gateway, proxy or application config: each object it holds)
+  stagger audit --path httproute.yaml:retries/1,application.yml:backendA,@istio-sidecar
+                                      (@istio-sidecar: a sidecar with Istio's default policy)
 
 Exit status: 0 no finding, 1 findings, 2 bad usage or an unreadable file.
 Text output fits 120 columns: one row per methodConfig entry (its first name, +N for the others).")]
 pub struct Args {
     /// gRPC service configs (JSON) or stagger policy files (`.toml`, or JSON
     /// with the policy keys); several files are the layers of one call path,
-    /// outermost first (e.g. `stagger audit edge.json db.json`).
+    /// outermost first (e.g. `stagger audit edge.json db.json`). One mesh,
+    /// gateway, proxy or application config (Istio, Envoy, Linkerd, Gateway
+    /// API, nginx, HAProxy, Traefik, resilience4j, AWS) is audited object by
+    /// object, as `--path` reads it.
     #[arg(
         required_unless_present = "path",
         conflicts_with = "path",
@@ -47,9 +54,39 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     let mut texts = Vec::with_capacity(a.files.len());
     for f in &a.files {
-        let text =
-            std::fs::read_to_string(f).map_err(|e| UsageError(format!("{f}: cannot read: {e}")))?;
-        texts.push(text);
+        texts.push(crate::audit_path::read(f)?);
+    }
+    let readings: Vec<Reading> = a
+        .files
+        .iter()
+        .zip(&texts)
+        .map(|(f, t)| what_is(f, t))
+        .collect();
+    for (f, r) in a.files.iter().zip(&readings) {
+        if let Reading::Other(what) = r {
+            return Err(UsageError(format!(
+                "{f}: {what}; stagger audit reads gRPC service configs, stagger policy files, and (on a call path) mesh, gateway, proxy and application retry configs"
+            ))
+            .into());
+        }
+    }
+    if let [Reading::Path(what)] = readings.as_slice() {
+        let (text, code) =
+            crate::audit_path::run_file(&a.path, &a.files[0], &texts[0], what, a.output.json())?;
+        write_out(text.as_bytes())?;
+        return Ok(code);
+    }
+    if let Some((f, Reading::Path(what))) = a
+        .files
+        .iter()
+        .zip(&readings)
+        .find(|(_, r)| matches!(r, Reading::Path(_)))
+    {
+        return Err(UsageError(format!(
+            "{f}: {what}, one layer of a call path: read the files together with --path {}",
+            a.files.join(",")
+        ))
+        .into());
     }
     let inputs: Vec<Input<'_>> = a
         .files

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use stagger_sim::audit::path::{audit_path, Dead, IstioVersion, Options, PathInput, Protocol};
+use stagger_sim::audit::path::{
+    audit_file, audit_path, Dead, GatewayImpl, IstioVersion, Options, PathInput, Protocol,
+};
 
 use crate::args::UsageError;
 
@@ -31,7 +33,19 @@ enum ProtocolArg {
     Grpc,
 }
 
-/// Flags of `stagger audit --path`.
+/// The Gateway API implementation that runs the routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum GatewayArg {
+    /// Istio: its default conditions plus the rule's codes, and its implicit policy without `retry`.
+    Istio,
+    /// Envoy Gateway: connection failures plus the rule's codes.
+    EnvoyGateway,
+    /// Any other: connection errors and the rule's codes.
+    Generic,
+}
+
+/// Flags of `stagger audit --path` (also used when `stagger audit FILE`
+/// finds a mesh, gateway, proxy or application config).
 #[derive(Debug, clap::Args)]
 pub struct PathArgs {
     /// The call path, edge first: FILE[:SELECTOR],FILE,… where a selector
@@ -40,25 +54,31 @@ pub struct PathArgs {
     #[arg(long, value_name = "FILES")]
     pub path: Option<String>,
     /// What the dead dependency does with each attempt.
-    #[arg(long, value_enum, default_value = "refused", requires = "path")]
+    #[arg(long, value_enum, default_value = "refused")]
     dead: DeadArg,
     /// The call's protocol (default: gRPC when a gRPC service config is on the path).
-    #[arg(long, value_enum, requires = "path")]
+    #[arg(long, value_enum)]
     protocol: Option<ProtocolArg>,
     /// The second scenario: each attempt at the bottom fails with this probability.
-    #[arg(long, default_value_t = 0.5, value_name = "P", requires = "path")]
+    #[arg(long, default_value_t = 0.5, value_name = "P")]
     failure_rate: f64,
     /// The Istio release whose defaults apply (1.24 and later: 503 is not in the implicit policy).
-    #[arg(long, default_value = "1.24", value_name = "1.N", value_parser = istio_version, requires = "path")]
+    #[arg(long, default_value = "1.24", value_name = "1.N", value_parser = istio_version)]
     istio_version: u32,
     /// The AWS SDK's mode for a profile without retry_mode: legacy (boto3) or standard.
-    #[arg(long, default_value = "legacy", value_parser = ["legacy", "standard"], requires = "path")]
+    #[arg(long, default_value = "legacy", value_parser = ["legacy", "standard"])]
     aws_default_mode: String,
     /// Requests in flight at each proxy, for budgets that cap concurrent retries.
-    #[arg(long, default_value_t = 100, value_name = "N", requires = "path")]
+    #[arg(long, default_value_t = 100, value_name = "N")]
     concurrency: u32,
+    /// The Gateway API implementation that runs HTTPRoutes.
+    #[arg(long, value_enum, default_value = "istio")]
+    gateway: GatewayArg,
+    /// Endpoints behind a proxy whose tries only its servers bound (ingress-nginx tries "0").
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    endpoints: u32,
     /// Also write an SVG picture of the path to this file.
-    #[arg(long, value_name = "FILE", requires = "path")]
+    #[arg(long, value_name = "FILE")]
     svg: Option<String>,
 }
 
@@ -71,6 +91,10 @@ fn istio_version(s: &str) -> Result<u32, String> {
 /// `FILE:SELECTOR` split where the part before the colon is a file (a
 /// selector may hold `/` and spaces; a file name may hold `:`).
 fn split(entry: &str) -> (&str, Option<&str>) {
+    if entry.starts_with('@') {
+        // A built-in layer (`@istio-sidecar`, `@istio-sidecar:HOST`).
+        return (entry, None);
+    }
     if Path::new(entry).is_file() {
         return (entry, None);
     }
@@ -80,6 +104,88 @@ fn split(entry: &str) -> (&str, Option<&str>) {
         }
     }
     (entry, None)
+}
+
+/// The largest file the audit reads (a config file, not a data dump).
+pub const MAX_BYTES: u64 = 4 << 20;
+
+/// A file's text, refused over [`MAX_BYTES`] before it is read.
+pub fn read(f: &str) -> Result<String, UsageError> {
+    let len = std::fs::metadata(f)
+        .map_err(|e| UsageError(format!("{f}: cannot read: {e}")))?
+        .len();
+    if len > MAX_BYTES {
+        return Err(UsageError(format!(
+            "{f}: {len} bytes, larger than the {MAX_BYTES} (4 MiB) the audit reads: not a config file"
+        )));
+    }
+    std::fs::read_to_string(f).map_err(|e| UsageError(format!("{f}: cannot read: {e}")))
+}
+
+/// The audit's assumptions from the flags.
+fn options(a: &PathArgs) -> Options {
+    Options {
+        protocol: a.protocol.map(|p| match p {
+            ProtocolArg::Http => Protocol::Http,
+            ProtocolArg::Grpc => Protocol::Grpc,
+        }),
+        dead: match a.dead {
+            DeadArg::Refused => Dead::Refused,
+            DeadArg::Unavailable => Dead::Unavailable,
+            DeadArg::Blackhole => Dead::Blackhole,
+        },
+        failure_rate: a.failure_rate,
+        istio: IstioVersion {
+            minor: a.istio_version,
+        },
+        aws_default_standard: a.aws_default_mode == "standard",
+        concurrency: a.concurrency.max(1),
+        gateway: match a.gateway {
+            GatewayArg::Istio => GatewayImpl::Istio,
+            GatewayArg::EnvoyGateway => GatewayImpl::EnvoyGateway,
+            GatewayArg::Generic => GatewayImpl::Generic,
+        },
+        endpoints: a.endpoints.max(1),
+    }
+}
+
+/// `stagger audit FILE` on a file the call-path readers read (`what` says
+/// what it is): every object it holds, each as a path of one layer.
+pub fn run_file(
+    a: &PathArgs,
+    file: &str,
+    text: &str,
+    what: &str,
+    json: bool,
+) -> anyhow::Result<(String, ExitCode)> {
+    let reports = audit_file(file, text, &options(a)).map_err(|e| UsageError(e.to_string()))?;
+    let clean = reports.iter().all(|r| r.report.is_clean());
+    let out = if json {
+        let list: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|r| serde_json::json!({"file": file, "selector": r.selector, "report": r.report}))
+            .collect();
+        serde_json::to_string(&serde_json::json!({"file": file, "kind": what, "paths": list}))?
+            + "\n"
+    } else {
+        let mut s = String::new();
+        for r in &reports {
+            let name = match &r.selector {
+                Some(sel) => format!("{file}:{sel}"),
+                None => file.to_string(),
+            };
+            s.push_str(&format!("== {name} ({what})\n"));
+            s.push_str(&r.report.text());
+            s.push('\n');
+        }
+        s
+    };
+    let code = if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    Ok((out, code))
 }
 
 /// Runs `stagger audit --path`: what to print and the exit code.
@@ -96,8 +202,11 @@ pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
     }
     let mut texts = Vec::with_capacity(entries.len());
     for (f, _) in &entries {
-        let text =
-            std::fs::read_to_string(f).map_err(|e| UsageError(format!("{f}: cannot read: {e}")))?;
+        let text = if f.starts_with('@') {
+            String::new()
+        } else {
+            read(f)?
+        };
         texts.push(text);
     }
     let inputs: Vec<PathInput<'_>> = entries
@@ -105,23 +214,7 @@ pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
         .zip(&texts)
         .map(|((f, sel), t)| PathInput::new(f, t, *sel))
         .collect();
-    let options = Options {
-        protocol: a.protocol.map(|p| match p {
-            ProtocolArg::Http => Protocol::Http,
-            ProtocolArg::Grpc => Protocol::Grpc,
-        }),
-        dead: match a.dead {
-            DeadArg::Refused => Dead::Refused,
-            DeadArg::Unavailable => Dead::Unavailable,
-            DeadArg::Blackhole => Dead::Blackhole,
-        },
-        failure_rate: a.failure_rate,
-        istio: IstioVersion {
-            minor: a.istio_version,
-        },
-        aws_default_standard: a.aws_default_mode == "standard",
-        concurrency: a.concurrency.max(1),
-    };
+    let options = options(a);
     let report = audit_path(&inputs, &options).map_err(|e| UsageError(e.to_string()))?;
     if let Some(svg) = &a.svg {
         std::fs::write(svg, report.svg())

@@ -3,6 +3,7 @@
 //! and its JSON.
 
 mod common;
+mod support;
 
 use common::*;
 use serde_json::Value;
@@ -177,20 +178,11 @@ fn readme_shows_real_output() {
 }
 
 /// The published configs beside the repository, or `None` (with a note)
-/// where the folder is absent; under `CI=true` its absence fails.
+/// where the folder is absent; under CI its absence fails.
 fn published() -> Option<Vec<String>> {
-    let dir = format!(
-        "{}/../../../shared/data/service-configs",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let Ok(read) = std::fs::read_dir(&dir) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{dir} is required under CI"
-        );
-        eprintln!("skipped: {dir} is absent");
-        return None;
-    };
+    let dir = support::published::folder("service-configs")?;
+    let read =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
     let mut out: Vec<String> = read
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -198,7 +190,7 @@ fn published() -> Option<Vec<String>> {
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     out.sort();
-    assert!(!out.is_empty(), "no config in {dir}");
+    assert!(!out.is_empty(), "no config in {}", dir.display());
     Some(out)
 }
 

@@ -2,27 +2,17 @@
 //! the folder of published configs beside the repository, and each form
 //! those files use, read by the library's import and measured on its engine.
 
-use std::path::PathBuf;
+mod support;
 
 use serde_json::{json, Value};
 use stagger_sim::audit::{audit, Input, Report};
 
 /// The published configs, or `None` (with a note) where the folder is
-/// absent; under `CI=true` its absence fails.
+/// absent; under CI its absence fails.
 fn published() -> Option<Vec<(String, String)>> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/service-configs"
-    ));
-    let Ok(read) = std::fs::read_dir(&dir) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{} is required under CI",
-            dir.display()
-        );
-        eprintln!("skipped: {} is absent", dir.display());
-        return None;
-    };
+    let dir = support::published::folder("service-configs")?;
+    let read =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
     let mut out: Vec<(String, String)> = read
         .filter_map(Result::ok)
         .map(|e| e.path())

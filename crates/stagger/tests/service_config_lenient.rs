@@ -1,7 +1,7 @@
 //! Published service configs read through the lenient front of the import:
 //! the forms real files use are read and named, never silently accepted.
 
-use std::path::PathBuf;
+mod support;
 
 use serde_json::{json, Value};
 use stagger::config::lenient::{
@@ -10,21 +10,11 @@ use stagger::config::lenient::{
 use stagger::config::ServiceConfig;
 
 /// The folder of published configs beside the repository, or `None` (with a
-/// note) where it is absent; under `CI=true` its absence fails.
+/// note) where it is absent; under CI its absence fails.
 fn published() -> Option<Vec<(String, String)>> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/data/service-configs"
-    ));
-    let Ok(read) = std::fs::read_dir(&dir) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{} is required under CI",
-            dir.display()
-        );
-        eprintln!("skipped: {} is absent", dir.display());
-        return None;
-    };
+    let dir = support::published::folder("service-configs")?;
+    let read =
+        std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
     let mut out: Vec<(String, String)> = read
         .filter_map(Result::ok)
         .map(|e| e.path())

@@ -24,7 +24,16 @@ type MakeEngine = Box<dyn Fn() -> Result<Engine, Fault>>;
 /// choices, each audited as a config of its own.
 pub(crate) fn file(f: &Input<'_>) -> Result<Layer, AuditError> {
     let bad = |e: Fault| e.in_file(f.name);
-    if let Some(list) = lenient::choices(f.text).map_err(|e| bad(e.into()))? {
+    // One choice as a Go program embeds it: `{"clientLanguage": […],
+    // "serviceConfig": {…}}` is a list of one.
+    let wrapped;
+    let text = if is_one_choice(f.text) {
+        wrapped = format!("[{}]", f.text);
+        wrapped.as_str()
+    } else {
+        f.text
+    };
+    if let Some(list) = lenient::choices(text).map_err(|e| bad(e.into()))? {
         let mut layer = Layer::default();
         for (i, c) in list.into_iter().enumerate() {
             let who = if c.client_language.is_empty() {
@@ -42,6 +51,31 @@ pub(crate) fn file(f: &Input<'_>) -> Result<Layer, AuditError> {
     let root: Value = serde_json::from_str(f.text)
         .map_err(|e| bad(Fault::new("serviceConfig", format!("not valid JSON: {e}"))))?;
     config(f, root, "")
+}
+
+/// Whether `text` is one DNS TXT choice object (a `serviceConfig` key
+/// beside the choice's own keys), not a service config.
+pub(crate) fn is_one_choice(text: &str) -> bool {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(m)) => {
+            m.contains_key("serviceConfig")
+                && m.keys().all(|k| {
+                    matches!(
+                        k.as_str(),
+                        "serviceConfig" | "clientLanguage" | "percentage" | "clientHostname"
+                    )
+                })
+        }
+        _ => false,
+    }
+}
+
+/// The `nonstandard_spelling` messages for the spellings a lenient read
+/// accepted.
+pub(crate) fn spelling_messages(seen: &[Leniency]) -> Vec<String> {
+    let mut out = Vec::new();
+    spelling(seen, "", &mut out);
+    out.into_iter().map(|f| f.message).collect()
 }
 
 /// Everything known about one entry once the library has read it.

@@ -73,6 +73,8 @@ mod grpc;
 pub mod path;
 mod policy;
 
+pub(crate) use grpc::spelling_messages;
+
 /// A file to audit: its name (for messages) and its text.
 #[derive(Debug, Clone)]
 pub struct Input<'a> {
@@ -176,7 +178,7 @@ impl Fault {
     pub(crate) fn new(field: &str, problem: impl Into<String>) -> Self {
         Fault {
             field: field.to_string(),
-            problem: problem.into(),
+            problem: one_line(&problem.into()),
         }
     }
 
@@ -192,6 +194,27 @@ impl Fault {
 impl From<stagger::ConfigError> for Fault {
     fn from(e: stagger::ConfigError) -> Self {
         Fault::new(e.field(), e.problem())
+    }
+}
+
+/// A parser's message in one line: a TOML or YAML error that draws the
+/// line and a caret under it keeps its first line and its last words.
+pub(crate) fn one_line(problem: &str) -> String {
+    let words: Vec<&str> = problem
+        .lines()
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty()
+                && !l.starts_with('|')
+                && !l
+                    .split_once('|')
+                    .is_some_and(|(n, _)| n.trim().chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    match words.as_slice() {
+        [] => problem.trim().replace('\n', " "),
+        [one] => (*one).to_string(),
+        [first, .., last] => format!("{first}: {last}"),
     }
 }
 
@@ -222,6 +245,10 @@ impl Report {
     }
 }
 
+/// The largest file the audit reads (a config file, not a data dump), as
+/// the call-path readers do.
+pub const MAX_BYTES: usize = 4 << 20;
+
 /// The seed of every amplification run, so a report replays exactly.
 pub(crate) const SEED: u64 = 0x5EED_A0D1;
 
@@ -229,6 +256,16 @@ pub(crate) const SEED: u64 = 0x5EED_A0D1;
 pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
     let mut layers = Vec::with_capacity(files.len());
     for f in files {
+        if f.text.len() > MAX_BYTES {
+            return Err(Fault::new(
+                "file",
+                format!(
+                    "{} bytes, larger than the {MAX_BYTES} (4 MiB) the audit reads",
+                    f.text.len()
+                ),
+            )
+            .in_file(f.name));
+        }
         let layer = if is_policy_file(f) {
             policy::layer(f)?
         } else {
@@ -273,6 +310,9 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
 pub(crate) fn is_policy_file(f: &Input<'_>) -> bool {
     if f.name.ends_with(".toml") {
         return true;
+    }
+    if grpc::is_one_choice(f.text) {
+        return false;
     }
     // JSON: a policy file has keys and none of A6's top-level ones (in any
     // case or spelling); `{}` and a list of choices are service configs.

@@ -18,7 +18,7 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
     let file = parsed.map_err(|e| AuditError {
         file: f.name.to_string(),
         field: e.field().to_string(),
-        problem: e.problem().to_string(),
+        problem: super::one_line(e.problem()),
     })?;
     let mut layer = Layer {
         findings: Vec::new(),

@@ -78,14 +78,19 @@ pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> 
         } else {
             names.join(", ")
         };
-        PathError::new(
+        let err = PathError::new(
             f.name,
             "",
             format!(
                 "no profile {name:?} (profiles: {shown}); name one as {}:PROFILE",
                 f.name
             ),
-        )
+        );
+        if f.selector.is_none() {
+            err.with_choices(names.iter().map(|n| n.to_string()).collect())
+        } else {
+            err
+        }
     })?;
     let get = |k: &str| keys.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
     let field = |k: &str| format!("[{name}].{k}");

@@ -183,7 +183,8 @@ impl<'a> Walk<'a> {
         let width = self.layers.len() - i;
         let mut sent = vec![0.0; width];
         let mut seen_below: Vec<Option<Failure>> = vec![None; width];
-        let mut t = Duration::ZERO;
+        // An injected delay comes once, before the first try.
+        let mut t = l.delay;
         let mut tries = 0u32;
         // A layer limited only by its budget: one walked try, scaled by what
         // the budget lets through in steady state.

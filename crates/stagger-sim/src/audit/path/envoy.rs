@@ -49,6 +49,17 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     if routes.is_empty() {
         return Err(PathError::new(f.name, "virtual_hosts", "has no routes"));
     }
+    // A config dump repeats names across its route configurations: the
+    // second `backend/0` is `backend/0#2`.
+    for i in 1..routes.len() {
+        let dups = routes[..i]
+            .iter()
+            .filter(|r| r.0 == routes[i].0 || r.0.starts_with(&format!("{}#", routes[i].0)))
+            .count();
+        if dups > 0 {
+            routes[i].0 = format!("{}#{}", routes[i].0, dups + 1);
+        }
+    }
     let labels = || {
         routes
             .iter()
@@ -93,7 +104,8 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
                     labels(),
                     f.name
                 ),
-            ))
+            )
+            .with_choices(picked.iter().map(|r| r.0.clone()).collect()))
         }
     };
     let action = tree::get(route, "route").cloned().unwrap_or(Value::Null);
@@ -195,6 +207,42 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     } else {
         Rule::Envoy { on, codes }
     };
+    Ok(layer)
+}
+
+/// A clusters file with no route before it on the path: the cluster's
+/// caps, on a layer that retries nothing itself (retries are a route's).
+pub(crate) fn clusters_alone(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let mut clusters = Vec::new();
+    for d in docs {
+        tree::objects_with(d, "circuitBreakers", &mut clusters);
+    }
+    let names: Vec<String> = clusters
+        .iter()
+        .filter_map(|c| tree::string(c, "name").map(str::to_string))
+        .collect();
+    let name = match (f.selector, names.as_slice()) {
+        (Some(s), _) => s.to_string(),
+        (None, [one]) => one.clone(),
+        (None, _) => {
+            return Err(PathError::new(
+                f.name,
+                "name",
+                format!(
+                    "holds {} clusters ({}): name one as {}:CLUSTER",
+                    names.len(),
+                    names.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(names))
+        }
+    };
+    let mut layer = Layer::new(f.name, System::Envoy, format!("cluster {name}"));
+    layer.retry_on =
+        "nothing itself (circuit breakers: put the routes file before it on the path)".into();
+    layer.cluster = name;
+    add_clusters(&mut layer, &PathInput::new(f.name, f.text, None), docs)?;
     Ok(layer)
 }
 

@@ -52,12 +52,21 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             out.push(PathFinding {
                 id: "mesh_default_retries",
                 layers: vec![i],
-                message: format!(
-                    "{} has no `retries`, so Istio retries anyway: {} tries on {} ({here}). Write `retries: {{attempts: 0}}` to leave retrying to one layer, or write the policy you mean",
-                    name(r, i),
-                    l.max_tries.unwrap_or(1),
-                    l.retry_on
-                ),
+                message: match l.selector.strip_prefix("sidecar to ") {
+                    // No VirtualService routes the host: the fix is one.
+                    Some(host) => format!(
+                        "{}: no VirtualService routes {host}, so Istio retries anyway: {} tries on {} ({here}). Add a VirtualService for {host} with `retries: {{attempts: 0}}` to leave retrying to one layer, or with the policy you mean",
+                        name(r, i),
+                        l.max_tries.unwrap_or(1),
+                        l.retry_on
+                    ),
+                    None => format!(
+                        "{} has no `retries`, so Istio retries anyway: {} tries on {} ({here}). Write `retries: {{attempts: 0}}` to leave retrying to one layer, or write the policy you mean",
+                        name(r, i),
+                        l.max_tries.unwrap_or(1),
+                        l.retry_on
+                    ),
+                },
             });
         }
     }
@@ -113,6 +122,15 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
                     "{} retries on {why} for every method: a POST the application already handled runs again. Retry only 'never sent' failures (connect-failure, refused-stream) in the mesh, or limit it to idempotent routes",
                     name(r, i)
                 ),
+            });
+        }
+    }
+    for (i, l) in r.layers.iter().enumerate() {
+        for m in &l.spelling {
+            out.push(PathFinding {
+                id: "nonstandard_spelling",
+                layers: vec![i],
+                message: format!("{}: {m}", name(r, i)),
             });
         }
     }

@@ -16,7 +16,15 @@
 //!   none; `backoff` sets Envoy's base (25 ms by default), the cap stays ten
 //!   times the base;
 //! - Istio lifts Envoy's `max_retries` circuit breaker to 2^32 − 1, so by
-//!   default nothing caps concurrent retries.
+//!   default nothing caps concurrent retries;
+//! - a short host (`reviews`) means `reviews.<the VirtualService's
+//!   namespace>.svc.cluster.local`, so one short host in two namespaces is
+//!   two services: a selector `reviews.NAMESPACE` names one;
+//! - `gateways` without `mesh` binds the routes to those gateways only:
+//!   the sidecars calling the host do not use them (they get the default
+//!   policy), and the layer is the gateway;
+//! - a `fault.delay` is injected once per call by Envoy's fault filter,
+//!   ahead of the router and its retries.
 
 use serde_json::Value;
 
@@ -25,10 +33,15 @@ use super::tree;
 use super::{Layer, Options, PathError, PathInput, System};
 
 /// Istio's built-in default conditions.
-const DEFAULT_ON: &str =
+pub(crate) const DEFAULT_ON: &str =
     "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
 /// Retries in Istio's built-in default.
-const DEFAULT_RETRIES: u64 = 2;
+pub(crate) const DEFAULT_RETRIES: u64 = 2;
+
+/// The `retries` a mesh default gives a route without its own.
+pub(crate) fn mesh_retries(m: &MeshDefault) -> Value {
+    m.retries.clone()
+}
 
 /// A mesh-wide `defaultHttpRetryPolicy`.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +109,20 @@ pub(crate) fn layer(
             .collect()
     };
     let all_hosts: Vec<String> = services.iter().flat_map(|vs| hosts_of(vs)).collect();
+    // A name for each VirtualService: its first host, with the namespace
+    // when another one routes the same host.
+    let label = |vs: &Value| -> String {
+        let host = hosts_of(vs).first().cloned().unwrap_or_default();
+        let shared = services
+            .iter()
+            .filter(|o| hosts_of(o).first() == Some(&host))
+            .count()
+            > 1;
+        match namespace_of(vs) {
+            Some(ns) if shared && !host.contains('.') => format!("{host}.{ns}"),
+            _ => host,
+        }
+    };
     let vs = match host_sel {
         None if services.len() == 1 => services[0],
         None => {
@@ -108,27 +135,52 @@ pub(crate) fn layer(
                     all_hosts.join(", "),
                     f.name
                 ),
-            ))
+            )
+            .with_choices(services.iter().map(|vs| label(vs)).collect()))
         }
-        Some(h) => services
-            .iter()
-            .copied()
-            .find(|vs| hosts_of(vs).iter().any(|x| host_matches(x, h)))
-            .or_else(|| {
-                services.iter().copied().find(|vs| {
-                    tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h)
+        Some(h) => {
+            let found: Vec<&Value> = services
+                .iter()
+                .copied()
+                .filter(|vs| {
+                    let ns = namespace_of(vs);
+                    hosts_of(vs).iter().any(|x| vs_routes(x, ns, h))
                 })
-            })
-            .ok_or_else(|| {
-                PathError::new(
-                    f.name,
-                    "spec.hosts",
-                    format!(
-                        "no VirtualService routes host {h:?} (hosts: {})",
-                        all_hosts.join(", ")
-                    ),
-                )
-            })?,
+                .collect();
+            match found.as_slice() {
+                [one] => *one,
+                [] => services
+                    .iter()
+                    .copied()
+                    .find(|vs| {
+                        tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h)
+                    })
+                    .ok_or_else(|| {
+                        PathError::new(
+                            f.name,
+                            "spec.hosts",
+                            format!(
+                                "no VirtualService routes host {h:?} (hosts: {})",
+                                all_hosts.join(", ")
+                            ),
+                        )
+                    })?,
+                several => {
+                    let names: Vec<String> = several.iter().map(|vs| label(vs)).collect();
+                    return Err(PathError::new(
+                        f.name,
+                        "metadata.namespace",
+                        format!(
+                            "host {h:?} is routed by {} VirtualServices ({}): name one as {}:HOST.NAMESPACE",
+                            several.len(),
+                            names.join(", "),
+                            f.name
+                        ),
+                    )
+                    .with_choices(names));
+                }
+            }
+        }
     };
     let spec = tree::get(vs, "spec").cloned().unwrap_or(Value::Null);
     let routes = tree::list(&spec, "http");
@@ -149,6 +201,8 @@ pub(crate) fn layer(
                 .enumerate()
                 .map(|(i, r)| name_of(i, r))
                 .collect();
+            let host = label(vs);
+            let choices = names.iter().map(|n| format!("{host}/{n}")).collect();
             return Err(PathError::new(
                 f.name,
                 "spec.http",
@@ -158,7 +212,8 @@ pub(crate) fn layer(
                     names.join(", "),
                     f.name
                 ),
-            ));
+            )
+            .with_choices(choices));
         }
         Some(r) => routes
             .iter()
@@ -166,17 +221,85 @@ pub(crate) fn layer(
             .find(|(i, x)| name_of(*i, x) == r)
             .ok_or_else(|| PathError::new(f.name, "spec.http", format!("no route named {r:?}")))?,
     };
-    let host = hosts_of(vs).first().cloned().unwrap_or_default();
-    let selector = if routes.len() > 1 {
+    let host = label(vs);
+    let gateways: Vec<&str> = tree::list(&spec, "gateways")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let gateway_only = !gateways.is_empty() && !gateways.contains(&"mesh");
+    let mut selector = if routes.len() > 1 {
         format!("{host}/{}", name_of(index, route))
     } else {
-        host
+        host.clone()
     };
+    if gateway_only {
+        selector = format!("{selector} at gateway {}", gateways.join(","));
+    }
     let field = |k: &str| format!("spec.http[{index}].{k}");
     let bad = |k: &str, e: String| PathError::new(f.name, &field(k), e);
     let timeout = tree::duration(route, "timeout")
         .map_err(|e| bad("timeout", e))?
         .filter(|d| !d.is_zero());
+    let (retries, implicit, source) = match tree::get(route, "retries") {
+        Some(r) => (r.clone(), false, field("retries")),
+        None => match mesh {
+            Some(m) => (
+                m.retries.clone(),
+                true,
+                format!("defaultHttpRetryPolicy in {}", m.file),
+            ),
+            None => (Value::Null, true, "Istio's default policy".to_string()),
+        },
+    };
+    let mut layer = Layer::new(f.name, System::Istio, selector);
+    layer.timeout = timeout;
+    apply(&mut layer, &retries, implicit, &source, o)?;
+    fault_delay(&mut layer, route, &field("fault.delay"))?;
+    if gateway_only {
+        layer.assumes.push(format!(
+            "binds gateways {} only (no `mesh`): this is the gateway's layer; sidecars calling {host} do not use these routes and get Istio's default policy",
+            gateways.join(", ")
+        ));
+    }
+    Ok(layer)
+}
+
+/// The built-in layer of a sidecar no VirtualService routes: the mesh's
+/// `defaultHttpRetryPolicy`, or Istio's default policy.
+pub(crate) fn sidecar(f: &PathInput<'_>, mesh: Option<&MeshDefault>, o: &Options) -> Layer {
+    let host = f
+        .name
+        .split_once(':')
+        .map(|(_, h)| h)
+        .or(f.selector)
+        .unwrap_or("the dependency");
+    let mut layer = Layer::new(f.name, System::Istio, format!("sidecar to {host}"));
+    let (retries, source) = match mesh {
+        Some(m) => (
+            m.retries.clone(),
+            format!("defaultHttpRetryPolicy in {}", m.file),
+        ),
+        None => (Value::Null, "Istio's default policy".to_string()),
+    };
+    if apply(&mut layer, &retries, true, &source, o).is_err() {
+        // The mesh default was already read once by its own file's layer;
+        // an unreadable one falls back to Istio's built-in policy.
+        let _ = apply(&mut layer, &Value::Null, true, "Istio's default policy", o);
+    }
+    layer
+}
+
+/// A route's retry policy (`retries`, `Null` for Istio's default) onto
+/// `layer`, whose `timeout` is the route's.
+pub(crate) fn apply(
+    layer: &mut Layer,
+    retries: &Value,
+    implicit: bool,
+    source: &str,
+    o: &Options,
+) -> Result<(), PathError> {
+    let file = layer.file.clone();
+    let timeout = layer.timeout;
     let mut assumes = vec![format!(
         "Istio 1.{} defaults{}",
         o.istio.minor,
@@ -189,41 +312,30 @@ pub(crate) fn layer(
     assumes.push(
         "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".to_string(),
     );
-    let (retries, implicit, source) = match tree::get(route, "retries") {
-        Some(r) => (r.clone(), false, field("retries")),
-        None => match mesh {
-            Some(m) => (
-                m.retries.clone(),
-                true,
-                format!("defaultHttpRetryPolicy in {}", m.file),
-            ),
-            None => (Value::Null, true, "Istio's default policy".to_string()),
-        },
-    };
-    let bad_r = |k: &str, e: String| PathError::new(f.name, &format!("{source}.{k}"), e);
+    let bad_r = |k: &str, e: String| PathError::new(&file, &format!("{source}.{k}"), e);
     let attempts = if retries.is_null() {
         DEFAULT_RETRIES
     } else {
-        tree::uint(&retries, "attempts")
+        tree::uint(retries, "attempts")
             .map_err(|e| bad_r("attempts", e))?
             .unwrap_or(0)
     };
     let with_503 = o.istio.minor < 24;
-    let (on, mut codes): (Vec<String>, Vec<u16>) = match tree::string(&retries, "retryOn") {
+    let (on, mut codes): (Vec<String>, Vec<u16>) = match tree::string(retries, "retryOn") {
         Some(s) => parse_retry_on(s).map_err(|e| bad_r("retryOn", e))?,
         None => (
             DEFAULT_ON.split(',').map(str::to_string).collect(),
             Vec::new(),
         ),
     };
-    if with_503 && tree::get(&retries, "retryOn").is_none() {
+    if with_503 && tree::get(retries, "retryOn").is_none() {
         codes.push(503);
     }
-    let per_try = tree::duration(&retries, "perTryTimeout")
+    let per_try = tree::duration(retries, "perTryTimeout")
         .map_err(|e| bad_r("perTryTimeout", e))?
         .filter(|d| !d.is_zero())
         .or(timeout);
-    let pause = match tree::duration(&retries, "backoff").map_err(|e| bad_r("backoff", e))? {
+    let pause = match tree::duration(retries, "backoff").map_err(|e| bad_r("backoff", e))? {
         Some(b) if !b.is_zero() => Pause::Envoy {
             base: b,
             max: b * 10,
@@ -236,29 +348,25 @@ pub(crate) fn layer(
         ));
     }
     let max_tries = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
-    let retry_on = if attempts == 0 {
+    layer.retry_on = if attempts == 0 {
         "nothing".to_string()
     } else {
         rules::describe(&on, &codes)
     };
-    let non_idempotent = (attempts > 0)
+    layer.non_idempotent = (attempts > 0)
         .then(|| rules::unsafe_conditions(&on, &codes))
         .flatten();
-    let mut layer = Layer::new(f.name, System::Istio, selector);
     layer.max_tries = Some(max_tries);
-    layer.retry_on = retry_on;
     layer.per_try_timeout = per_try;
-    layer.timeout = timeout;
     layer.implicit = implicit && attempts > 0;
-    layer.non_idempotent = non_idempotent;
-    layer.assumes = assumes;
+    layer.assumes.extend(assumes);
     layer.rule = if attempts == 0 {
         Rule::Nothing
     } else {
         Rule::Envoy { on, codes }
     };
     layer.pause = pause;
-    Ok(layer)
+    Ok(())
 }
 
 /// `retryOn` as Istio reads it: Envoy conditions and, for numbers,
@@ -282,6 +390,64 @@ fn parse_retry_on(s: &str) -> Result<(Vec<String>, Vec<u16>), String> {
         on.push("retriable-status-codes".to_string());
     }
     Ok((on, codes))
+}
+
+/// A route's `fault.delay`: Envoy's fault filter holds the request before
+/// the router sends it, so the delay comes once per call, not per try; a
+/// `percentage` of the requests (`percentage.value`, or the older integer
+/// `percent`) makes its mean that share of `fixedDelay`.
+fn fault_delay(layer: &mut Layer, route: &Value, at: &str) -> Result<(), PathError> {
+    let Some(delay) = tree::get(route, "fault").and_then(|f| tree::get(f, "delay")) else {
+        return Ok(());
+    };
+    let bad = |k: &str, e: String| PathError::new(&layer.file, &format!("{at}.{k}"), e);
+    let fixed = tree::duration(delay, "fixedDelay")
+        .map_err(|e| bad("fixedDelay", e))?
+        .unwrap_or_default();
+    let percent = match tree::get(delay, "percentage") {
+        Some(p) => tree::number(p, "value").map_err(|e| bad("percentage.value", e))?,
+        None => tree::number(delay, "percent").map_err(|e| bad("percent", e))?,
+    };
+    let share = percent.map_or(1.0, |p| (p / 100.0).clamp(0.0, 1.0));
+    if percent.is_none() {
+        layer
+            .assumes
+            .push("fault.delay without a percentage: counted on every request".into());
+    }
+    layer.delay = fixed.mul_f64(share);
+    layer.assumes.push(format!(
+        "fault.delay {fixed:?} on {} % of requests: {:?} on average, once per call before the first try",
+        share * 100.0,
+        layer.delay
+    ));
+    Ok(())
+}
+
+fn namespace_of(vs: &Value) -> Option<&str> {
+    tree::get(vs, "metadata").and_then(|m| tree::string(m, "namespace"))
+}
+
+/// A selector as a cluster-local name: `reviews.ns` and `reviews.ns.svc`
+/// are `reviews.ns.svc.cluster.local`.
+fn expand(want: &str) -> String {
+    let parts: Vec<&str> = want.split('.').collect();
+    match parts.as_slice() {
+        [_, _] => format!("{want}.svc.cluster.local"),
+        [_, _, "svc"] => format!("{want}.cluster.local"),
+        _ => want.to_string(),
+    }
+}
+
+/// Whether a host of a VirtualService in namespace `ns` is the selected
+/// one: a short host is the service of that namespace, so a selector that
+/// names a namespace must name the VirtualService's.
+fn vs_routes(host: &str, ns: Option<&str>, want: &str) -> bool {
+    match ns {
+        Some(ns) if !host.contains('.') && !host.contains('*') && want.contains('.') => {
+            format!("{host}.{ns}.svc.cluster.local") == expand(want)
+        }
+        _ => host_matches(host, want),
+    }
 }
 
 /// Whether a VirtualService host matches the selector: exact, by short

@@ -14,7 +14,8 @@
 //!   resource-exhausted, unavailable), `/limit` (retries, 1 when unset,
 //!   and `"0"` is read as unset) and `/timeout` (per try; a timed-out try
 //!   is retried); `timeout.linkerd.io/request` bounds the whole request;
-//! - a Service with a ServiceProfile ignores the annotations.
+//! - a Service with a ServiceProfile ignores the annotations: on a path
+//!   with both for one Service, the route's annotations retry nothing.
 
 use std::time::Duration;
 
@@ -80,7 +81,8 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
                     names(),
                     f.name
                 ),
-            ))
+            )
+            .with_choices(routes.iter().map(|(_, r)| label(r)).collect()))
         }
         Some(s) => *routes.iter().find(|(_, r)| label(r) == s).ok_or_else(|| {
             PathError::new(
@@ -94,6 +96,8 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
     let name = label(route);
     let bad = |k: &str, e: String| PathError::new(f.name, k, e);
     let mut layer = Layer::new(f.name, System::Linkerd, format!("{} {name}", name_of(p)));
+    layer.profile = true;
+    layer.service = Some(short(name_of(p)).to_string());
     layer.timeout = Some(
         tree::duration(route, "timeout")
             .map_err(|e| bad("spec.routes.timeout", e))?
@@ -181,7 +185,8 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
                     names(),
                     f.name
                 ),
-            ))
+            )
+            .with_choices(routes.iter().map(|d| name_of(d).to_string()).collect()))
         }
         Some(s) => *routes.iter().find(|d| name_of(d) == s).ok_or_else(|| {
             PathError::new(
@@ -203,6 +208,16 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     };
     let bad = |k: &str, e: String| PathError::new(f.name, &format!("metadata.annotations.{k}"), e);
     let mut layer = Layer::new(f.name, System::Linkerd, name_of(doc).to_string());
+    layer.service = Some(match tree::string(doc, "kind") {
+        Some("Service") => short(name_of(doc)).to_string(),
+        _ => tree::get(doc, "spec")
+            .map(|s| tree::list(s, "parentRefs"))
+            .unwrap_or(&[])
+            .iter()
+            .find(|r| tree::string(r, "kind").is_none_or(|k| k == "Service"))
+            .and_then(|r| tree::string(r, "name"))
+            .map_or_else(|| name_of(doc).to_string(), |n| short(n).to_string()),
+    });
     let go = |k: &str| -> Result<Option<Duration>, PathError> {
         match get(k) {
             None => Ok(None),
@@ -271,6 +286,35 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     layer.pause = Pause::None;
     layer.rule = Rule::Linkerd { http, grpc };
     Ok(layer)
+}
+
+fn short(name: &str) -> &str {
+    name.split('.').next().unwrap_or(name)
+}
+
+/// Linkerd ignores a route's retry annotations for a Service that has a
+/// ServiceProfile: such a layer on a path with the profile retries nothing.
+pub(crate) fn profiles_win(layers: &mut [Layer]) {
+    let profiled: Vec<String> = layers
+        .iter()
+        .filter(|l| l.system == System::Linkerd && l.profile)
+        .filter_map(|l| l.service.clone())
+        .collect();
+    for l in layers.iter_mut() {
+        let ignored = l.system == System::Linkerd
+            && !l.profile
+            && l.service.as_ref().is_some_and(|s| profiled.contains(s));
+        if ignored && l.max_tries != Some(1) {
+            l.assumes.push(format!(
+                "Service {} has a ServiceProfile on this path: Linkerd ignores these retry annotations",
+                l.service.as_deref().unwrap_or("")
+            ));
+            l.max_tries = Some(1);
+            l.rule = Rule::Nothing;
+            l.non_idempotent = None;
+            l.retry_on = "nothing (the Service's ServiceProfile wins over annotations)".into();
+        }
+    }
 }
 
 /// `retry.linkerd.io/http`: `5xx`, `gateway-error`, `xxx`, `xxx-yyy`.

@@ -52,15 +52,27 @@ use serde::Serialize;
 
 mod aws;
 mod compose;
+mod destination;
+mod detect;
 mod envoy;
+mod envoyfilter;
+mod file;
 mod findings;
+mod gateway;
+mod haproxy;
 mod istio;
 mod linkerd;
+mod nginx;
 mod own;
 mod picture;
+mod resilience4j;
 mod rules;
 mod text;
+mod traefik;
 mod tree;
+
+pub use detect::{what_is, Reading};
+pub use file::{audit_file, FileReport};
 
 pub use rules::Failure;
 use rules::{Pause, Rule};
@@ -121,6 +133,22 @@ impl Default for IstioVersion {
     }
 }
 
+/// The Gateway API implementation that runs an `HTTPRoute`: GEP-1731
+/// leaves the conditions beyond the listed codes, the count when
+/// `attempts` is unset, and any retry without a `retry` stanza to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GatewayImpl {
+    /// Istio: its default conditions plus the codes, and its implicit
+    /// policy for a rule without `retry`.
+    Istio,
+    /// Envoy Gateway: connection failures plus the codes; no retry without
+    /// `retry`.
+    EnvoyGateway,
+    /// Any other: the codes and connection errors only.
+    Generic,
+}
+
 /// Assumptions the audit cannot read from the files.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Options {
@@ -141,6 +169,11 @@ pub struct Options {
     /// Requests in flight at each proxy, for budgets that cap concurrent
     /// retries (Envoy's `retry_budget` and `max_retries`).
     pub concurrency: u32,
+    /// The implementation that runs Gateway API routes.
+    pub gateway: GatewayImpl,
+    /// Endpoints behind a proxy whose tries are bounded only by its servers
+    /// (ingress-nginx with `proxy-next-upstream-tries: "0"`).
+    pub endpoints: u32,
 }
 
 impl Default for Options {
@@ -152,6 +185,8 @@ impl Default for Options {
             istio: IstioVersion::default(),
             aws_default_standard: false,
             concurrency: 100,
+            gateway: GatewayImpl::Istio,
+            endpoints: 3,
         }
     }
 }
@@ -172,12 +207,29 @@ pub enum System {
     Grpc,
     /// A stagger policy file.
     Stagger,
+    /// A Gateway API `HTTPRoute` rule's `retry` (GEP-1731), as the
+    /// implementation named by [`Options::gateway`] runs it.
+    GatewayApi,
+    /// An Envoy Gateway `BackendTrafficPolicy`'s `retry`.
+    EnvoyGateway,
+    /// nginx's `proxy_next_upstream`, in an `nginx.conf` or ingress-nginx
+    /// annotations.
+    Nginx,
+    /// An HAProxy backend's `retries` and `retry-on`.
+    Haproxy,
+    /// A Traefik `retry` middleware.
+    Traefik,
+    /// A resilience4j retry instance in a Spring `application.yml`.
+    Resilience4j,
 }
 
 impl System {
     /// A proxy that retries without knowing which methods are idempotent.
     pub fn is_mesh(self) -> bool {
-        matches!(self, System::Istio | System::Envoy | System::Linkerd)
+        !matches!(
+            self,
+            System::AwsSdk | System::Grpc | System::Stagger | System::Resilience4j
+        )
     }
 }
 
@@ -190,6 +242,12 @@ impl fmt::Display for System {
             System::AwsSdk => "aws-sdk",
             System::Grpc => "grpc",
             System::Stagger => "stagger",
+            System::GatewayApi => "gateway-api",
+            System::EnvoyGateway => "envoy-gateway",
+            System::Nginx => "nginx",
+            System::Haproxy => "haproxy",
+            System::Traefik => "traefik",
+            System::Resilience4j => "resilience4j",
         })
     }
 }
@@ -259,6 +317,24 @@ pub struct Layer {
     pub non_idempotent: Option<String>,
     /// Defaults and versions this layer's numbers assume.
     pub assumes: Vec<String>,
+    /// What stops its calls once the dependency stays down (an
+    /// application's circuit breaker), in words.
+    pub cut_by: Option<String>,
+    /// Spellings the file's own system may not read (keys in another case,
+    /// snake_case), for the `nonstandard_spelling` finding.
+    #[serde(skip)]
+    pub(crate) spelling: Vec<String>,
+    /// The Kubernetes Service a Linkerd layer serves (a profile wins over
+    /// route annotations for the same Service).
+    #[serde(skip)]
+    pub(crate) service: Option<String>,
+    /// Whether the layer came from a ServiceProfile.
+    #[serde(skip)]
+    pub(crate) profile: bool,
+    /// A delay the layer injects once per call before it sends (an Istio
+    /// `fault.delay`), at its mean over the requests it delays.
+    #[serde(skip)]
+    pub(crate) delay: Duration,
     #[serde(skip)]
     pub(crate) rule: Rule,
     #[serde(skip)]
@@ -291,6 +367,11 @@ impl Layer {
             implicit: false,
             non_idempotent: None,
             assumes: Vec::new(),
+            cut_by: None,
+            spelling: Vec::new(),
+            service: None,
+            profile: false,
+            delay: Duration::ZERO,
             rule: Rule::Nothing,
             pause: Pause::None,
             cluster: String::new(),
@@ -381,6 +462,9 @@ pub struct PathError {
     pub field: String,
     /// What is wrong.
     pub problem: String,
+    /// When the file holds several hosts, routes or objects and none was
+    /// named: the selectors it holds.
+    pub choices: Vec<String>,
 }
 
 impl PathError {
@@ -388,8 +472,15 @@ impl PathError {
         PathError {
             file: file.to_string(),
             field: field.to_string(),
-            problem: problem.into(),
+            problem: crate::audit::one_line(&problem.into()),
+            choices: Vec::new(),
         }
+    }
+
+    /// The same error, listing the selectors the file holds.
+    pub(crate) fn with_choices(mut self, choices: Vec<String>) -> Self {
+        self.choices = choices;
+        self
     }
 }
 
@@ -405,62 +496,6 @@ impl fmt::Display for PathError {
 
 impl std::error::Error for PathError {}
 
-/// What a file is, by its content.
-enum Kind {
-    Istio,
-    IstioMesh,
-    EnvoyRoutes,
-    EnvoyClusters,
-    Linkerd,
-    Aws,
-    Own,
-}
-
-fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<serde_json::Value>), PathError> {
-    if aws::looks_like(input.text) {
-        return Ok((Kind::Aws, Vec::new()));
-    }
-    if input.name.ends_with(".toml") {
-        return Ok((Kind::Own, Vec::new()));
-    }
-    let docs = tree::documents(input.name, input.text)?;
-    let kinds: Vec<&str> = docs
-        .iter()
-        .filter_map(|d| tree::string(d, "kind"))
-        .collect();
-    let has = |k: &str| {
-        docs.iter().any(|d| {
-            let mut found = Vec::new();
-            tree::objects_with(d, k, &mut found);
-            !found.is_empty()
-        })
-    };
-    let k = if kinds.contains(&"VirtualService") {
-        Kind::Istio
-    } else if kinds
-        .iter()
-        .any(|k| matches!(*k, "ServiceProfile" | "HTTPRoute" | "GRPCRoute" | "Service"))
-    {
-        Kind::Linkerd
-    } else if has("defaultHttpRetryPolicy")
-        || docs.iter().any(|d| {
-            tree::obj(d, "data")
-                .and_then(|m| m.get("mesh"))
-                .and_then(serde_json::Value::as_str)
-                .is_some_and(|m| m.contains("defaultHttpRetryPolicy"))
-        })
-    {
-        Kind::IstioMesh
-    } else if has("virtualHosts") {
-        Kind::EnvoyRoutes
-    } else if has("circuitBreakers") {
-        Kind::EnvoyClusters
-    } else {
-        Kind::Own
-    };
-    Ok((k, docs))
-}
-
 /// Audits a call path: `files` from the edge to the dependency.
 ///
 /// An Envoy clusters file adds its circuit breakers to the Envoy layer
@@ -474,44 +509,7 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
             format!("must be between 0 and 1, not {}", options.failure_rate),
         ));
     }
-    // Each file is read once; a mesh config anywhere on the path sets the
-    // default of every Istio layer.
-    let read = files
-        .iter()
-        .map(|f| kind(f).map(|(k, docs)| (f, k, docs)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut mesh_default = None;
-    for (f, k, docs) in &read {
-        if matches!(k, Kind::IstioMesh) {
-            mesh_default = Some(istio::mesh_default(f.name, docs)?);
-        }
-    }
-    let mut layers: Vec<Layer> = Vec::new();
-    for (f, k, docs) in read {
-        let docs = &docs;
-        match k {
-            Kind::IstioMesh => {}
-            Kind::Istio => layers.push(istio::layer(f, docs, mesh_default.as_ref(), options)?),
-            Kind::EnvoyRoutes => layers.push(envoy::layer(f, docs)?),
-            Kind::EnvoyClusters => {
-                let last = layers
-                    .iter_mut()
-                    .rev()
-                    .find(|l| l.system == System::Envoy)
-                    .ok_or_else(|| {
-                        PathError::new(
-                            f.name,
-                            "",
-                            "an Envoy clusters file adds its circuit breakers to the Envoy route layer before it on the path; put the routes file first",
-                        )
-                    })?;
-                envoy::add_clusters(last, f, docs)?;
-            }
-            Kind::Linkerd => layers.push(linkerd::layer(f, docs)?),
-            Kind::Aws => layers.push(aws::layer(f, options)?),
-            Kind::Own => layers.push(own::layer(f)?),
-        }
-    }
+    let mut layers = detect::layers(files, options)?;
     if layers.is_empty() {
         return Err(PathError::new("--path", "", "no layer on the path"));
     }
@@ -522,6 +520,7 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
         } else {
             Protocol::Http
         });
+    linkerd::profiles_win(&mut layers);
     for l in &mut layers {
         if l.max_tries.is_some_and(|n| n > compose::WALK_CAP) {
             l.assumes.push(format!(

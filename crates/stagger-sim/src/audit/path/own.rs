@@ -28,7 +28,20 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
             "a DNS TXT list of service config choices: put the choice a client picks in a file of its own",
         ));
     }
-    let (config, _) = ServiceConfig::from_json_lenient(f.text).map_err(err)?;
+    // One DNS TXT choice as a program embeds it: its `serviceConfig`.
+    let inner;
+    let text = if crate::audit::grpc::is_one_choice(f.text) {
+        let v: serde_json::Value = serde_json::from_str(f.text).unwrap_or_default();
+        inner = v
+            .get("serviceConfig")
+            .cloned()
+            .unwrap_or_default()
+            .to_string();
+        inner.as_str()
+    } else {
+        f.text
+    };
+    let (config, seen) = ServiceConfig::from_json_lenient(text).map_err(err)?;
     let label = |(s, m): &(String, String)| match (s.as_str(), m.as_str()) {
         ("", _) => "*".to_string(),
         (s, "") => format!("{s}/*"),
@@ -63,6 +76,13 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
                     all(),
                     f.name
                 ),
+            )
+            .with_choices(
+                config
+                    .methods
+                    .iter()
+                    .filter_map(|m| m.names.first().map(label))
+                    .collect(),
             ))
         }
         Some(s) => {
@@ -81,6 +101,7 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     };
     let p = &method.policy;
     let mut layer = Layer::new(f.name, System::Grpc, selector);
+    layer.spelling = crate::audit::spelling_messages(&seen);
     layer.timeout = p.timeout();
     layer.per_try_timeout = p.attempt_timeout();
     if config.throttling.is_some() {
@@ -107,7 +128,9 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
             .assumes
             .push("hedging: a non-fatal failure sends the next attempt at once".into());
     } else {
-        layer.pause = Pause::Library(*p.backoff());
+        // gRPC draws each wait uniformly below the current backoff (A6's
+        // "random(0, current_backoff)"): time it at the jitter's mean.
+        layer.pause = Pause::Library(p.backoff().jitter(stagger::Jitter::Full));
     }
     if p.max_attempts() > 1 && codes.is_empty() {
         layer.retry_on = "nothing (no retryable codes)".into();

@@ -28,13 +28,13 @@ pub(crate) fn render(r: &PathReport) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<title>Retries along the call path: {} attempts at the bottom</title>"#,
-        count(r.dead.bottom_attempts)
+        r#"<title>Retries along the call path: {} at the bottom</title>"#,
+        super::text::attempts(r.dead.bottom_attempts)
     );
     let _ = writeln!(
         s,
-        r##"<text x="12" y="24" font-size="15" font-weight="bold">One call, dependency down: {} attempts reach it</text>"##,
-        count(r.dead.bottom_attempts)
+        r##"<text x="12" y="24" font-size="15" font-weight="bold">One call, dependency down: {} reach it</text>"##,
+        super::text::attempts(r.dead.bottom_attempts)
     );
     let mut y = 40;
     for (i, (l, num)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
@@ -108,10 +108,10 @@ pub(crate) fn render(r: &PathReport) -> String {
     );
     let _ = writeln!(
         s,
-        r##"<text x="{}" y="{}" text-anchor="end" font-size="18" font-weight="bold">{} attempts</text>"##,
+        r##"<text x="{}" y="{}" text-anchor="end" font-size="18" font-weight="bold">{}</text>"##,
         W - 24,
         y + 36,
-        count(r.dead.bottom_attempts)
+        super::text::attempts(r.dead.bottom_attempts)
     );
     s.push_str("</svg>\n");
     s

@@ -106,6 +106,75 @@ pub(crate) enum Rule {
     /// The AWS SDK: transient errors, throttling and 500/502/503/504
     /// (`legacy`: any 5xx).
     Aws { legacy: bool },
+    /// nginx's `proxy_next_upstream` conditions (`error`, `timeout`,
+    /// `invalid_header`, `http_502`, …).
+    Nginx { on: Vec<String> },
+    /// HAProxy's `retry-on` keywords (`conn-failure`, `empty-response`,
+    /// `response-timeout`, status codes, `all-retryable-errors`).
+    Haproxy { on: Vec<String> },
+    /// Traefik's `retry` middleware: only when the server does not reply.
+    Traefik,
+    /// A Java client's retried exception classes (simple or qualified
+    /// names; none listed retries every exception) minus the ignored ones
+    /// (resilience4j's `retryExceptions` and `ignoreExceptions`).
+    Java {
+        retry: Vec<String>,
+        ignore: Vec<String>,
+    },
+}
+
+/// The exception classes a Spring HTTP client may throw for `f`, most
+/// specific first (a 5xx answer is an `HttpServerErrorException`, a refused
+/// connection an I/O error).
+fn java_exceptions(f: Failure) -> &'static [&'static str] {
+    match f {
+        Failure::Http(s) if s >= 500 => &[
+            "HttpServerErrorException",
+            "HttpStatusCodeException",
+            "RestClientResponseException",
+            "WebClientResponseException",
+            "RestClientException",
+            "RuntimeException",
+            "Exception",
+            "Throwable",
+        ],
+        Failure::Http(_) => &[
+            "HttpClientErrorException",
+            "HttpStatusCodeException",
+            "RestClientResponseException",
+            "WebClientResponseException",
+            "RestClientException",
+            "RuntimeException",
+            "Exception",
+            "Throwable",
+        ],
+        Failure::Timeout => &[
+            "TimeoutException",
+            "SocketTimeoutException",
+            "IOException",
+            "ResourceAccessException",
+            "RestClientException",
+            "Exception",
+            "Throwable",
+        ],
+        _ => &[
+            "ConnectException",
+            "IOException",
+            "ResourceAccessException",
+            "RestClientException",
+            "Exception",
+            "Throwable",
+        ],
+    }
+}
+
+/// Whether one of `names` (simple or qualified class names) covers `f`.
+fn java_covers(names: &[String], f: Failure) -> bool {
+    let thrown = java_exceptions(f);
+    names.iter().any(|n| {
+        let simple = n.rsplit('.').next().unwrap_or(n);
+        thrown.contains(&simple)
+    })
 }
 
 impl Rule {
@@ -176,6 +245,38 @@ impl Rule {
                 Http(s) => s == 429 || matches!(s, 500 | 502..=504) || (*legacy && s >= 500),
                 Grpc(c) => matches!(c, UNAVAILABLE | 8),
             },
+            Rule::Nginx { on } => {
+                let has = |c: &str| on.iter().any(|o| o == c);
+                match f {
+                    ConnectFailure | Reset => has("error"),
+                    Timeout => has("timeout"),
+                    Http(s) => has(&format!("http_{s}")),
+                    Grpc(_) => has("error"),
+                }
+            }
+            Rule::Haproxy { on } => {
+                let has = |c: &str| on.iter().any(|o| o == c || o == "all-retryable-errors");
+                let code = |s: u16| {
+                    on.iter().any(|o| o == &s.to_string())
+                        || (matches!(s, 500 | 502..=504)
+                            && on.iter().any(|o| o == "all-retryable-errors"))
+                };
+                match f {
+                    ConnectFailure => has("conn-failure"),
+                    Reset => has("empty-response"),
+                    Timeout => has("response-timeout"),
+                    Http(s) => code(s),
+                    Grpc(_) => false,
+                }
+            }
+            Rule::Traefik => matches!(f, ConnectFailure | Reset),
+            Rule::Java { retry, ignore } => {
+                let f = match (f, protocol) {
+                    (Grpc(_), _) => Http(500),
+                    (other, _) => other,
+                };
+                !java_covers(ignore, f) && (retry.is_empty() || java_covers(retry, f))
+            }
         }
     }
 
@@ -186,6 +287,17 @@ impl Rule {
     /// and with DEADLINE_EXCEEDED for its own deadline.
     pub(crate) fn passes_up(&self, f: Failure, protocol: Protocol, system: System) -> Failure {
         use Failure::*;
+        match (system, f, protocol) {
+            // nginx and Traefik answer a refused or reset connection with
+            // 502 Bad Gateway (HAProxy and Envoy with 503).
+            (System::Nginx | System::Traefik, ConnectFailure | Reset, Protocol::Http) => {
+                return Http(502)
+            }
+            // A Spring application whose call failed answers its caller
+            // with 500 unless it maps the exception.
+            (System::Resilience4j, _, Protocol::Http) => return Http(500),
+            _ => {}
+        }
         match (f, protocol) {
             (ConnectFailure | Reset, Protocol::Http) => Http(503),
             (ConnectFailure | Reset, Protocol::Grpc) => Grpc(UNAVAILABLE),
@@ -210,6 +322,13 @@ pub(crate) enum Pause {
     Envoy { base: Duration, max: Duration },
     /// The library's schedule (gRPC A6, a policy file, the AWS SDK's).
     Library(Backoff),
+    /// No jitter: retry `n` waits `base · factor^(n−1)`, at most `max`
+    /// (resilience4j, HAProxy's turn-around, Traefik's interval).
+    Steps {
+        base: Duration,
+        factor: f64,
+        max: Duration,
+    },
 }
 
 impl Pause {
@@ -233,6 +352,10 @@ impl Pause {
             Pause::Library(b) => {
                 let (lo, hi) = b.range(n);
                 (lo + hi) / 2
+            }
+            Pause::Steps { base, factor, max } => {
+                let grown = factor.powi(n.saturating_sub(1).min(60) as i32).min(1e9);
+                base.mul_f64(grown).min(*max)
             }
         }
     }

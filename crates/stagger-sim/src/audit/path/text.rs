@@ -36,6 +36,15 @@ fn wrap(text: &str, indent: usize) -> String {
     out
 }
 
+/// A count of attempts: "1 attempt", "2.40 attempts".
+pub(crate) fn attempts(x: f64) -> String {
+    if x == 1.0 {
+        "1 attempt".to_string()
+    } else {
+        format!("{} attempts", count(x))
+    }
+}
+
 pub(crate) fn budget(b: Option<&Budget>) -> String {
     match b {
         None => "none".to_string(),
@@ -100,7 +109,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         s,
         "   {:<44} {:>55}",
         "dependency",
-        format!("{} attempts per call", count(r.dead.bottom_attempts))
+        format!("{} per call", attempts(r.dead.bottom_attempts))
     );
     let _ = writeln!(
         s,
@@ -109,16 +118,24 @@ pub(crate) fn render(r: &PathReport) -> String {
     );
     let _ = writeln!(
         s,
-        "At failure rate {}: {} attempts per call reach the dependency.",
+        "At failure rate {}: {} per call reach the dependency.",
         r.options.failure_rate,
-        count(r.at_rate.bottom_attempts)
+        attempts(r.at_rate.bottom_attempts)
     );
     let _ = writeln!(
         s,
-        "With each layer's budget drained or capping (steady state, {} requests in flight): {} attempts per call.",
+        "With each layer's budget drained or capping (steady state, {} requests in flight): {} per call.",
         r.options.concurrency,
-        count(r.budgeted_bottom_attempts)
+        attempts(r.budgeted_bottom_attempts)
     );
+    for (i, l) in r.layers.iter().enumerate() {
+        if let Some(cut) = &l.cut_by {
+            s.push_str(&wrap(
+                &format!("What cuts it at layer {}: {cut}.", i + 1),
+                0,
+            ));
+        }
+    }
     let assumes: Vec<String> = r
         .layers
         .iter()

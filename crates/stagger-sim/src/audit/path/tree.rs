@@ -28,13 +28,26 @@ pub(crate) fn documents(file: &str, text: &str) -> Result<Vec<Value>, PathError>
     }
     serde_saphyr::from_multiple::<Value>(text)
         .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
-        .map_err(|e| {
-            PathError::new(
-                file,
-                "",
-                format!("not valid YAML or JSON: {}", first_line(&e.to_string())),
-            )
-        })
+        .map_err(|e| PathError::new(file, "", yaml_problem(&e.to_string())))
+}
+
+/// The reader's error in one line of words: where, and what (an alias
+/// bomb is named as one, not as the reader's internal counters).
+fn yaml_problem(message: &str) -> String {
+    let line = first_line(message);
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    match line.find("budget breached") {
+        Some(i) => {
+            let at = line[..i].trim_end_matches([' ', ':']);
+            let at = if at.is_empty() {
+                String::new()
+            } else {
+                format!(" at {at}")
+            };
+            format!("refused{at}: its aliases expand past the reader's limit (a YAML alias bomb)")
+        }
+        None => format!("not valid YAML or JSON: {line}"),
+    }
 }
 
 fn first_line(s: &str) -> &str {

@@ -1,0 +1,311 @@
+//! What a file is, by its content: the `apiVersion`/`kind` of its
+//! Kubernetes objects (a `kind: List`, as `kubectl get … -o yaml` prints,
+//! is read item by item), the keys of a YAML or JSON config, or the syntax
+//! of an nginx, HAProxy, Traefik or AWS file; and the layers a path's files
+//! make once each is read.
+
+use serde_json::Value;
+
+use super::{
+    aws, destination, envoy, envoyfilter, gateway, haproxy, istio, linkerd, nginx, own,
+    resilience4j, traefik, tree,
+};
+use super::{Layer, Options, PathError, PathInput, System};
+
+/// The name of the built-in layer for a sidecar no file configures: Istio's
+/// default policy (write `@istio-sidecar` on the path, or
+/// `@istio-sidecar:HOST`).
+pub(crate) const ISTIO_SIDECAR: &str = "@istio-sidecar";
+
+/// What a file is.
+pub(crate) enum Kind {
+    Istio,
+    IstioMesh,
+    IstioSidecar,
+    DestinationRule,
+    EnvoyFilter,
+    EnvoyRoutes,
+    EnvoyClusters,
+    Linkerd,
+    GatewayRoute,
+    GatewayBudget,
+    EnvoyGateway,
+    IngressNginx,
+    Nginx,
+    Haproxy,
+    Traefik,
+    Resilience4j,
+    Aws,
+    /// A gRPC service config or a stagger policy file.
+    Own,
+    /// Something the audit does not read, in words.
+    Other(String),
+}
+
+/// How `stagger audit FILE` reads a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reading {
+    /// One layer of a call path (or several to choose from): a mesh,
+    /// gateway, proxy or application retry config, named in words.
+    Path(String),
+    /// A gRPC service config or a stagger policy file (the checklist).
+    Client,
+    /// Nothing the audit reads, in words (`a Kubernetes Deployment`).
+    Other(String),
+}
+
+/// How a file reads, by name and content (see [`Reading`]).
+pub fn what_is(name: &str, text: &str) -> Reading {
+    let input = PathInput::new(name, text, None);
+    match kind(&input) {
+        Ok((Kind::Own, _)) => Reading::Client,
+        Ok((Kind::Other(what), _)) => Reading::Other(what),
+        Ok((k, _)) => Reading::Path(describe(&k).to_string()),
+        // Unreadable: JSON goes to the checklist (whose errors name the
+        // field), anything else to the path readers' error.
+        Err(_) if matches!(text.trim_start().chars().next(), Some('{' | '[')) => Reading::Client,
+        Err(_) => Reading::Path("a YAML file".to_string()),
+    }
+}
+
+fn describe(k: &Kind) -> &'static str {
+    match k {
+        Kind::Istio => "an Istio VirtualService",
+        Kind::IstioMesh => "an Istio mesh config",
+        Kind::IstioSidecar => "an Istio sidecar with the default policy",
+        Kind::DestinationRule => "an Istio DestinationRule",
+        Kind::EnvoyFilter => "an Istio EnvoyFilter",
+        Kind::EnvoyRoutes => "an Envoy route configuration",
+        Kind::EnvoyClusters => "Envoy clusters",
+        Kind::Linkerd => "a Linkerd ServiceProfile or retry annotations",
+        Kind::GatewayRoute => "a Gateway API HTTPRoute",
+        Kind::GatewayBudget => "a Gateway API BackendTrafficPolicy (retryConstraint)",
+        Kind::EnvoyGateway => "an Envoy Gateway BackendTrafficPolicy",
+        Kind::IngressNginx => "ingress-nginx annotations",
+        Kind::Nginx => "an nginx config",
+        Kind::Haproxy => "an HAProxy config",
+        Kind::Traefik => "a Traefik config",
+        Kind::Resilience4j => "a Spring application config with resilience4j",
+        Kind::Aws => "an AWS shared config",
+        Kind::Own => "a gRPC service config or a stagger policy file",
+        Kind::Other(_) => "something else",
+    }
+}
+
+/// The objects of `text`: every YAML or JSON document, with the items of a
+/// Kubernetes `kind: List` in its place.
+pub(crate) fn objects(name: &str, text: &str) -> Result<Vec<Value>, PathError> {
+    let mut out = Vec::new();
+    for d in tree::documents(name, text)? {
+        let is_list = tree::string(&d, "kind").is_some_and(|k| k == "List" || k.ends_with("List"))
+            && tree::get(&d, "items").is_some_and(Value::is_array);
+        if is_list {
+            out.extend(
+                tree::list(&d, "items")
+                    .iter()
+                    .filter(|i| !i.is_null())
+                    .cloned(),
+            );
+        } else {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+fn api(d: &Value) -> &str {
+    tree::string(d, "apiVersion").unwrap_or("")
+}
+
+fn annotated(d: &Value, prefix: &str) -> bool {
+    tree::get(d, "metadata")
+        .and_then(|m| tree::obj(m, "annotations"))
+        .is_some_and(|a| a.keys().any(|k| k.starts_with(prefix)))
+}
+
+/// What `input` is, with its objects when it is YAML or JSON.
+pub(crate) fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<Value>), PathError> {
+    if input.name.starts_with(ISTIO_SIDECAR) {
+        return Ok((Kind::IstioSidecar, Vec::new()));
+    }
+    if input.name.ends_with(".toml") {
+        if traefik::looks_like_toml(input.text) {
+            return Ok((Kind::Traefik, Vec::new()));
+        }
+        return Ok((Kind::Own, Vec::new()));
+    }
+    if aws::looks_like(input.text) {
+        return Ok((Kind::Aws, Vec::new()));
+    }
+    if haproxy::looks_like(input.text) {
+        return Ok((Kind::Haproxy, Vec::new()));
+    }
+    if nginx::looks_like(input.text) {
+        return Ok((Kind::Nginx, Vec::new()));
+    }
+    let docs = match objects(input.name, input.text) {
+        Ok(d) => d,
+        // A `.json` file that is not even YAML: the service config
+        // reader names the JSON error.
+        Err(_) if input.name.ends_with(".json") => return Ok((Kind::Own, Vec::new())),
+        Err(e) => return Err(e),
+    };
+    let k = match kind_of(&docs, input.text) {
+        Kind::Other(_) if input.name.ends_with(".json") && docs.iter().all(|d| !d.is_object()) => {
+            Kind::Own
+        }
+        k => k,
+    };
+    Ok((k, docs))
+}
+
+fn kind_of(docs: &[Value], text: &str) -> Kind {
+    let kinds: Vec<(&str, &str)> = docs
+        .iter()
+        .filter_map(|d| tree::string(d, "kind").map(|k| (k, api(d))))
+        .collect();
+    let is = |k: &str| kinds.iter().any(|(x, _)| *x == k);
+    let has = |k: &str| {
+        docs.iter().any(|d| {
+            let mut found = Vec::new();
+            tree::objects_with(d, k, &mut found);
+            !found.is_empty()
+        })
+    };
+    let linkerd = is("ServiceProfile")
+        || kinds
+            .iter()
+            .any(|(_, a)| a.starts_with("policy.linkerd.io"))
+        || docs
+            .iter()
+            .any(|d| annotated(d, "retry.linkerd.io/") || annotated(d, "timeout.linkerd.io/"));
+    if is("VirtualService") {
+        Kind::Istio
+    } else if linkerd {
+        Kind::Linkerd
+    } else if is("EnvoyFilter") {
+        Kind::EnvoyFilter
+    } else if is("DestinationRule") {
+        Kind::DestinationRule
+    } else if kinds
+        .iter()
+        .any(|(k, a)| *k == "BackendTrafficPolicy" && a.starts_with("gateway.envoyproxy.io"))
+    {
+        Kind::EnvoyGateway
+    } else if is("XBackendTrafficPolicy") || is("BackendTrafficPolicy") {
+        Kind::GatewayBudget
+    } else if kinds.iter().any(|(k, a)| {
+        matches!(*k, "HTTPRoute" | "GRPCRoute") && a.starts_with("gateway.networking")
+    }) {
+        Kind::GatewayRoute
+    } else if docs
+        .iter()
+        .any(|d| annotated(d, "nginx.ingress.kubernetes.io/"))
+        || docs.iter().any(nginx::is_ingress_config_map)
+    {
+        Kind::IngressNginx
+    } else if docs.iter().any(traefik::is_middleware) {
+        Kind::Traefik
+    } else if docs.iter().any(resilience4j::has_retry) {
+        Kind::Resilience4j
+    } else if has("defaultHttpRetryPolicy")
+        || docs.iter().any(|d| {
+            tree::obj(d, "data")
+                .and_then(|m| m.get("mesh"))
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.contains("defaultHttpRetryPolicy"))
+        })
+    {
+        Kind::IstioMesh
+    } else if has("virtualHosts") {
+        Kind::EnvoyRoutes
+    } else if has("circuitBreakers") {
+        Kind::EnvoyClusters
+    } else if let Some((k, a)) = kinds.first() {
+        let group = a.split('/').next().unwrap_or("");
+        let on = if group.is_empty() || !group.contains('.') {
+            String::new()
+        } else {
+            format!(" ({group})")
+        };
+        Kind::Other(format!(
+            "a Kubernetes {k}{on}, which holds no retry settings stagger reads"
+        ))
+    } else if matches!(text.trim_start().chars().next(), Some('{' | '[')) {
+        Kind::Own
+    } else {
+        Kind::Other("YAML without a retry object stagger reads".to_string())
+    }
+}
+
+/// The one-line list of what the path readers read.
+pub(crate) const READS: &str = "Istio VirtualService, DestinationRule and EnvoyFilter, Envoy routes and clusters, Linkerd, Gateway API HTTPRoute and BackendTrafficPolicy, Envoy Gateway, nginx, ingress-nginx, HAProxy, Traefik, resilience4j, AWS SDK profiles, gRPC service configs and stagger policy files";
+
+/// Every file read once, in path order, into layers: an Envoy clusters
+/// file, a DestinationRule after an Istio layer and a Gateway API budget
+/// after a gateway layer add to the layer before them; an Istio mesh
+/// config sets the default of every Istio layer; every other file is one
+/// layer.
+pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>, PathError> {
+    let read = files
+        .iter()
+        .map(|f| kind(f).map(|(k, docs)| (f, k, docs)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut mesh_default = None;
+    for (f, k, docs) in &read {
+        if matches!(k, Kind::IstioMesh) {
+            mesh_default = Some(istio::mesh_default(f.name, docs)?);
+        }
+    }
+    let mesh = mesh_default.as_ref();
+    let mut layers: Vec<Layer> = Vec::new();
+    for (f, k, docs) in read {
+        let docs = &docs;
+        let last = layers.last_mut();
+        match k {
+            Kind::IstioMesh => {}
+            Kind::Istio => {
+                let mut l = istio::layer(f, docs, mesh, o)?;
+                destination::add_from_same_file(&mut l, f, docs)?;
+                layers.push(l);
+            }
+            Kind::IstioSidecar => layers.push(istio::sidecar(f, mesh, o)),
+            Kind::DestinationRule => match last {
+                Some(l) if matches!(l.system, System::Istio | System::GatewayApi) => {
+                    destination::add(l, f, docs)?;
+                }
+                _ => layers.push(destination::layer(f, docs, mesh, o)?),
+            },
+            Kind::EnvoyFilter => layers.push(envoyfilter::layer(f, docs, o)?),
+            Kind::EnvoyRoutes => layers.push(envoy::layer(f, docs)?),
+            Kind::EnvoyClusters => {
+                match layers.iter_mut().rev().find(|l| l.system == System::Envoy) {
+                    Some(last) => envoy::add_clusters(last, f, docs)?,
+                    None => layers.push(envoy::clusters_alone(f, docs)?),
+                }
+            }
+            Kind::Linkerd => layers.push(linkerd::layer(f, docs)?),
+            Kind::GatewayRoute => layers.push(gateway::route(f, docs, mesh, o)?),
+            Kind::GatewayBudget => match last {
+                Some(l) if l.system.is_mesh() => gateway::add_budget(l, f, docs)?,
+                _ => layers.push(gateway::budget_layer(f, docs)?),
+            },
+            Kind::EnvoyGateway => layers.push(gateway::envoy_gateway(f, docs)?),
+            Kind::IngressNginx => layers.push(nginx::ingress(f, docs, o)?),
+            Kind::Nginx => layers.push(nginx::layer(f)?),
+            Kind::Haproxy => layers.push(haproxy::layer(f)?),
+            Kind::Traefik => layers.push(traefik::layer(f, docs)?),
+            Kind::Resilience4j => layers.push(resilience4j::layer(f, docs)?),
+            Kind::Aws => layers.push(aws::layer(f, o)?),
+            Kind::Own => layers.push(own::layer(f)?),
+            Kind::Other(what) => {
+                return Err(PathError::new(
+                    f.name,
+                    "",
+                    format!("{what} (the audit reads {READS})"),
+                ))
+            }
+        }
+    }
+    Ok(layers)
+}

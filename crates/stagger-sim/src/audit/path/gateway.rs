@@ -1,0 +1,541 @@
+//! Kubernetes Gateway API retries and budgets, and Envoy Gateway's
+//! `BackendTrafficPolicy`.
+//!
+//! The rules:
+//! - `HTTPRoute` `spec.rules[].retry` (GEP-1731, Standard channel since
+//!   v1.2): `attempts` is the most times one request is *retried* (so
+//!   1 + attempts tries), `codes` the HTTP statuses retried, `backoff` the
+//!   least wait between tries; what happens without `attempts`, and which
+//!   connection errors are retried, is up to the implementation. Istio's
+//!   conversion writes a VirtualService policy: `attempts` (2 when unset),
+//!   Istio's own conditions plus the codes, `backoff` as Envoy's base; a
+//!   rule without `retry` gets Istio's default policy, as a VirtualService
+//!   route without `retries` does. `timeouts.request` bounds the whole
+//!   request, `timeouts.backendRequest` each try;
+//! - `BackendTrafficPolicy` `retryConstraint` (GEP-3388, `gateway.networking.x-k8s.io`):
+//!   `budget.percent` of active requests may be retries (20 by default)
+//!   over `budget.interval` (10 s), with `minRetryRate` (10 per 1 s) always
+//!   allowed — per client, so many clients allow more;
+//! - Envoy Gateway's `BackendTrafficPolicy` `retry` (its
+//!   `api/v1alpha1/retry_types.go`): `numRetries` retries (2 by default),
+//!   `retryOn.triggers` Envoy's conditions (Envoy Gateway's defaults when
+//!   left out) and `retryOn.httpStatusCodes`, `perRetry.timeout` and
+//!   `perRetry.backOff`; `circuitBreaker.retryBudget` (percent as a
+//!   fraction, `minRetryConcurrency` 3 by default) takes precedence over
+//!   `maxParallelRetries` (1024 by default), and a budget of 0 % with no
+//!   floor lets no retry through.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::istio::{self, MeshDefault};
+use super::rules::{self, Pause, Rule};
+use super::tree;
+use super::{Budget, GatewayImpl, Layer, Options, PathError, PathInput, System};
+
+/// Envoy Gateway's default `retryOn` triggers.
+const EG_DEFAULT_ON: &str =
+    "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
+
+fn name_of(d: &Value) -> &str {
+    tree::get(d, "metadata")
+        .and_then(|m| tree::string(m, "name"))
+        .unwrap_or("")
+}
+
+fn of_kind<'a>(docs: &'a [Value], kinds: &[&str]) -> Vec<&'a Value> {
+    docs.iter()
+        .filter(|d| tree::string(d, "kind").is_some_and(|k| kinds.contains(&k)))
+        .collect()
+}
+
+/// The object `sel` names among `objs` (or the only one), listing the
+/// others as choices.
+fn pick<'a>(
+    f: &PathInput<'_>,
+    objs: &[&'a Value],
+    sel: Option<&str>,
+    what: &str,
+) -> Result<&'a Value, PathError> {
+    let names: Vec<String> = objs.iter().map(|d| name_of(d).to_string()).collect();
+    match sel {
+        None if objs.len() == 1 => Ok(objs[0]),
+        None => Err(PathError::new(
+            f.name,
+            "metadata.name",
+            format!(
+                "holds {} {what}s ({}): name one as {}:NAME",
+                objs.len(),
+                names.join(", "),
+                f.name
+            ),
+        )
+        .with_choices(names)),
+        Some(s) => objs
+            .iter()
+            .copied()
+            .find(|d| name_of(d) == s)
+            .ok_or_else(|| {
+                PathError::new(
+                    f.name,
+                    "metadata.name",
+                    format!("no {what} named {s:?} (here: {})", names.join(", ")),
+                )
+            }),
+    }
+}
+
+fn codes(f: &PathInput<'_>, v: &Value, key: &str, field: &str) -> Result<Vec<u16>, PathError> {
+    tree::list(v, key)
+        .iter()
+        .map(|c| {
+            c.as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .filter(|c| (100..=599).contains(c))
+                .ok_or_else(|| PathError::new(f.name, field, format!("{c} is not an HTTP status")))
+        })
+        .collect()
+}
+
+/// One `HTTPRoute` rule: `selector` is `ROUTE` or `ROUTE/RULE` (the
+/// rule's `name` or index).
+pub(crate) fn route(
+    f: &PathInput<'_>,
+    docs: &[Value],
+    mesh: Option<&MeshDefault>,
+    o: &Options,
+) -> Result<Layer, PathError> {
+    let routes = of_kind(docs, &["HTTPRoute", "GRPCRoute"]);
+    let (route_sel, rule_sel) = match f.selector {
+        Some(s) => match s.split_once('/') {
+            Some((r, x)) => (Some(r), Some(x)),
+            None => (Some(s), None),
+        },
+        None => (None, None),
+    };
+    let route = pick(f, &routes, route_sel, "HTTPRoute")?;
+    let name = name_of(route);
+    let spec = tree::get(route, "spec").cloned().unwrap_or(Value::Null);
+    let rules_ = tree::list(&spec, "rules");
+    let label =
+        |i: usize, r: &Value| tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string);
+    let (index, rule) = match rule_sel {
+        None if rules_.len() == 1 => (0, &rules_[0]),
+        None if rules_.is_empty() => {
+            return Err(PathError::new(f.name, "spec.rules", "has no rules"));
+        }
+        None => {
+            let labels: Vec<String> = rules_
+                .iter()
+                .enumerate()
+                .map(|(i, r)| label(i, r))
+                .collect();
+            return Err(PathError::new(
+                f.name,
+                "spec.rules",
+                format!(
+                    "holds {} rules ({}): name one as {}:ROUTE/RULE",
+                    rules_.len(),
+                    labels.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(labels.iter().map(|l| format!("{name}/{l}")).collect()));
+        }
+        Some(x) => rules_
+            .iter()
+            .enumerate()
+            .find(|(i, r)| label(*i, r) == x)
+            .ok_or_else(|| PathError::new(f.name, "spec.rules", format!("no rule {x:?}")))?,
+    };
+    let field = |k: &str| format!("spec.rules[{index}].{k}");
+    let bad = |k: &str, e: String| PathError::new(f.name, &field(k), e);
+    let timeouts = tree::get(rule, "timeouts").cloned().unwrap_or(Value::Null);
+    let timeout = tree::duration(&timeouts, "request")
+        .map_err(|e| bad("timeouts.request", e))?
+        .filter(|d| !d.is_zero());
+    let per_try = tree::duration(&timeouts, "backendRequest")
+        .map_err(|e| bad("timeouts.backendRequest", e))?
+        .filter(|d| !d.is_zero());
+    let selector = if rules_.len() > 1 {
+        format!("{name}/{}", label(index, rule))
+    } else {
+        name.to_string()
+    };
+    let mut layer = Layer::new(f.name, System::GatewayApi, selector);
+    layer.timeout = timeout;
+    let retry = tree::get(rule, "retry");
+    let listed = match retry {
+        Some(r) => codes(f, r, "codes", &field("retry.codes"))?,
+        None => Vec::new(),
+    };
+    let attempts = match retry {
+        Some(r) => tree::uint(r, "attempts").map_err(|e| bad("retry.attempts", e))?,
+        None => None,
+    };
+    let backoff = match retry {
+        Some(r) => tree::duration(r, "backoff").map_err(|e| bad("retry.backoff", e))?,
+        None => None,
+    };
+    let r = RuleRetry {
+        present: retry.is_some(),
+        listed,
+        attempts,
+        backoff,
+    };
+    if o.gateway == GatewayImpl::Istio {
+        on_istio(&mut layer, r, mesh, o, &field("retry"))?;
+    } else if !elsewhere(&mut layer, r, o.gateway) {
+        return Ok(layer);
+    }
+    layer.per_try_timeout = per_try.or(layer.per_try_timeout).or(timeout);
+    Ok(layer)
+}
+
+/// A rule's `retry` stanza as read.
+struct RuleRetry {
+    present: bool,
+    listed: Vec<u16>,
+    attempts: Option<u64>,
+    backoff: Option<Duration>,
+}
+
+/// Istio's conversion: a VirtualService policy with its own conditions
+/// plus the codes, or its default policy for a rule without `retry`.
+fn on_istio(
+    layer: &mut Layer,
+    r: RuleRetry,
+    mesh: Option<&MeshDefault>,
+    o: &Options,
+    at: &str,
+) -> Result<(), PathError> {
+    let retries = if r.present {
+        let mut on = "connect-failure,refused-stream,unavailable,cancelled".to_string();
+        for c in &r.listed {
+            on.push_str(&format!(",{c}"));
+        }
+        let mut v = serde_json::json!({"attempts": r.attempts.unwrap_or(2), "retryOn": on});
+        if let Some(b) = r.backoff {
+            v["backoff"] = Value::String(format!("{}ms", b.as_millis()));
+        }
+        v
+    } else {
+        mesh.map_or(Value::Null, istio::mesh_retries)
+    };
+    let source = if r.present {
+        at.to_string()
+    } else {
+        "Istio's default policy (the rule has no retry)".to_string()
+    };
+    istio::apply(layer, &retries, !r.present, &source, o)?;
+    if r.present && r.attempts.is_none() {
+        layer
+            .assumes
+            .push("attempts unset: Istio's conversion uses 2".into());
+    }
+    layer.assumes.push("run by Istio: its conditions (connect-failure, refused-stream, unavailable, cancelled) plus the rule's codes".into());
+    Ok(())
+}
+
+/// Another implementation: connection errors and the codes, nothing
+/// without `retry` (then `false`: the layer is done).
+fn elsewhere(layer: &mut Layer, r: RuleRetry, g: GatewayImpl) -> bool {
+    if !r.present {
+        layer.retry_on = "nothing (no retry on the rule)".into();
+        layer.assumes.push(format!(
+            "run by {}: no retry without a retry stanza",
+            impl_name(g)
+        ));
+        return false;
+    }
+    let n = r.attempts.unwrap_or(2);
+    if r.attempts.is_none() {
+        layer
+            .assumes
+            .push("attempts unset: implementation-specific, counted as 2".into());
+    }
+    let on = vec![
+        "connect-failure".to_string(),
+        "retriable-status-codes".to_string(),
+    ];
+    let listed = r.listed;
+    layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = if n == 0 {
+        "nothing".into()
+    } else {
+        rules::describe(&on, &listed)
+    };
+    layer.non_idempotent = (n > 0)
+        .then(|| rules::unsafe_conditions(&on, &listed))
+        .flatten();
+    layer.rule = if n == 0 {
+        Rule::Nothing
+    } else {
+        Rule::Envoy { on, codes: listed }
+    };
+    layer.pause = match r.backoff {
+        Some(b) if !b.is_zero() => Pause::Envoy {
+            base: b,
+            max: b * 10,
+        },
+        _ => Pause::envoy_default(),
+    };
+    layer.assumes.push(format!(
+        "run by {}: connection errors and the rule's codes are retried",
+        impl_name(g)
+    ));
+    true
+}
+
+fn impl_name(g: GatewayImpl) -> &'static str {
+    match g {
+        GatewayImpl::Istio => "Istio",
+        GatewayImpl::EnvoyGateway => "Envoy Gateway",
+        GatewayImpl::Generic => "the gateway",
+    }
+}
+
+/// A GEP-3388 `retryConstraint` as a ratio budget, with its targets.
+fn constraint(f: &PathInput<'_>, docs: &[Value]) -> Result<(Budget, String), PathError> {
+    let pols = of_kind(docs, &["XBackendTrafficPolicy", "BackendTrafficPolicy"]);
+    let p = pick(f, &pols, f.selector, "BackendTrafficPolicy")?;
+    let spec = tree::get(p, "spec").cloned().unwrap_or(Value::Null);
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("spec.retryConstraint.{k}"), e);
+    let rc = tree::get(&spec, "retryConstraint")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let budget = tree::get(&rc, "budget").cloned().unwrap_or(Value::Null);
+    let percent = tree::number(&budget, "percent")
+        .map_err(|e| bad("budget.percent", e))?
+        .unwrap_or(20.0);
+    let interval = tree::duration(&budget, "interval")
+        .map_err(|e| bad("budget.interval", e))?
+        .unwrap_or(Duration::from_secs(10));
+    let min = tree::get(&rc, "minRetryRate")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let count = tree::uint(&min, "count")
+        .map_err(|e| bad("minRetryRate.count", e))?
+        .unwrap_or(10);
+    let per = tree::duration(&min, "interval")
+        .map_err(|e| bad("minRetryRate.interval", e))?
+        .unwrap_or(Duration::from_secs(1));
+    if per.is_zero() {
+        return Err(bad("minRetryRate.interval", "must be above 0".into()));
+    }
+    let targets: Vec<String> = tree::list(&spec, "targetRefs")
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {}",
+                tree::string(t, "kind").unwrap_or("Service"),
+                tree::string(t, "name").unwrap_or("?")
+            )
+        })
+        .collect();
+    let note = format!(
+        "retryConstraint of {} for {}: {percent} % of active requests over {interval:?}, at least {count} per {per:?}, per client (GEP-3388)",
+        name_of(p),
+        if targets.is_empty() { "its targets".to_string() } else { targets.join(", ") }
+    );
+    Ok((
+        Budget::Ratio {
+            ratio: percent / 100.0,
+            floor_per_second: count as f64 / per.as_secs_f64(),
+        },
+        note,
+    ))
+}
+
+/// Adds a GEP-3388 budget to the gateway or mesh layer before it.
+pub(crate) fn add_budget(
+    layer: &mut Layer,
+    f: &PathInput<'_>,
+    docs: &[Value],
+) -> Result<(), PathError> {
+    let (b, note) = constraint(f, docs)?;
+    layer.budget = Some(b);
+    layer.assumes.push(format!("{note} (from {})", f.name));
+    Ok(())
+}
+
+/// A GEP-3388 budget alone: a layer that retries nothing itself and caps
+/// the retries of the routes to its targets.
+pub(crate) fn budget_layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let (b, note) = constraint(f, docs)?;
+    let mut layer = Layer::new(f.name, System::GatewayApi, "retryConstraint".into());
+    layer.retry_on = "nothing itself (a budget for the routes to its targets: put it after the route on the path)".into();
+    layer.budget = Some(b);
+    layer.assumes.push(note);
+    Ok(layer)
+}
+
+/// An Envoy Gateway `BackendTrafficPolicy`, by its name or its target
+/// route's.
+pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let pols = of_kind(docs, &["BackendTrafficPolicy"]);
+    let targets = |p: &Value| -> Vec<String> {
+        tree::get(p, "spec")
+            .map(|s| tree::list(s, "targetRefs"))
+            .unwrap_or(&[])
+            .iter()
+            .filter_map(|t| tree::string(t, "name").map(str::to_string))
+            .collect()
+    };
+    let by_target = f.selector.and_then(|s| {
+        pols.iter()
+            .copied()
+            .find(|p| targets(p).iter().any(|t| t == s))
+    });
+    let p = match by_target {
+        Some(p) => p,
+        None => pick(f, &pols, f.selector, "BackendTrafficPolicy")?,
+    };
+    let spec = tree::get(p, "spec").cloned().unwrap_or(Value::Null);
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("spec.{k}"), e);
+    let t = targets(p);
+    let sel = if t.is_empty() {
+        name_of(p).to_string()
+    } else {
+        format!("{} → {}", name_of(p), t.join(","))
+    };
+    let mut layer = Layer::new(f.name, System::EnvoyGateway, sel);
+    let cb = tree::get(&spec, "circuitBreaker")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let zero = |k: &str| tree::uint(&cb, k).ok().flatten() == Some(0);
+    if zero("maxConnections") || zero("maxPendingRequests") || zero("maxParallelRequests") {
+        layer
+            .assumes
+            .push("a circuit breaker threshold of 0: requests overflow at once (503)".into());
+    }
+    let Some(retry) = tree::get(&spec, "retry").cloned() else {
+        layer.retry_on = "nothing (no retry in the policy)".into();
+        return Ok(layer);
+    };
+    let n = tree::uint(&retry, "numRetries").map_err(|e| bad("retry.numRetries", e))?;
+    if n.is_none() {
+        layer
+            .assumes
+            .push("numRetries unset: Envoy Gateway's 2".into());
+    }
+    let n = n.unwrap_or(2);
+    let retry_on = tree::get(&retry, "retryOn").cloned().unwrap_or(Value::Null);
+    let listed = codes(
+        f,
+        &retry_on,
+        "httpStatusCodes",
+        "spec.retry.retryOn.httpStatusCodes",
+    )?;
+    let triggers: Vec<String> = tree::list(&retry_on, "triggers")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    let on = if triggers.is_empty() {
+        layer.assumes.push(format!(
+            "no retryOn.triggers: Envoy Gateway's defaults ({EG_DEFAULT_ON})"
+        ));
+        EG_DEFAULT_ON.split(',').map(str::to_string).collect()
+    } else {
+        triggers
+    };
+    let per = tree::get(&retry, "perRetry")
+        .cloned()
+        .unwrap_or(Value::Null);
+    layer.per_try_timeout = tree::duration(&per, "timeout")
+        .map_err(|e| bad("retry.perRetry.timeout", e))?
+        .filter(|d| !d.is_zero());
+    layer.pause = match tree::get(&per, "backOff") {
+        Some(b) => {
+            let base = tree::duration(b, "baseInterval")
+                .map_err(|e| bad("retry.perRetry.backOff.baseInterval", e))?
+                .unwrap_or(Duration::from_millis(25));
+            let max = tree::duration(b, "maxInterval")
+                .map_err(|e| bad("retry.perRetry.backOff.maxInterval", e))?
+                .unwrap_or(base * 10);
+            Pause::Envoy { base, max }
+        }
+        None => Pause::envoy_default(),
+    };
+    layer.budget = Some(eg_budget(f, &cb, &mut layer.assumes)?);
+    if matches!(
+        layer.budget,
+        Some(Budget::Concurrent {
+            percent,
+            min_concurrency: 0
+        }) if percent == 0.0
+    ) {
+        layer.retry_on = format!(
+            "nothing: a zero retry budget overflows every retry ({})",
+            rules::describe(&on, &listed)
+        );
+        return Ok(layer);
+    }
+    layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = if n == 0 {
+        "nothing (numRetries 0)".into()
+    } else {
+        rules::describe(&on, &listed)
+    };
+    layer.non_idempotent = (n > 0)
+        .then(|| rules::unsafe_conditions(&on, &listed))
+        .flatten();
+    layer.rule = if n == 0 {
+        Rule::Nothing
+    } else {
+        Rule::Envoy { on, codes: listed }
+    };
+    Ok(layer)
+}
+
+/// The cap on concurrent retries: `retryBudget` (its `percent` a fraction,
+/// 20 % and a floor of 3 by default) over `maxParallelRetries` (1024).
+fn eg_budget(
+    f: &PathInput<'_>,
+    cb: &Value,
+    assumes: &mut Vec<String>,
+) -> Result<Budget, PathError> {
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("spec.circuitBreaker.{k}"), e);
+    let Some(b) = tree::get(cb, "retryBudget") else {
+        return match tree::uint(cb, "maxParallelRetries")
+            .map_err(|e| bad("maxParallelRetries", e))?
+        {
+            Some(max) => Ok(Budget::MaxConcurrent { max }),
+            None => {
+                assumes.push(
+                    "no retryBudget or maxParallelRetries: Envoy Gateway's 1024 retries in flight"
+                        .into(),
+                );
+                Ok(Budget::MaxConcurrent { max: 1024 })
+            }
+        };
+    };
+    let percent = match tree::get(b, "percent") {
+        Some(p) if p.is_object() => {
+            let num = tree::number(p, "numerator")
+                .map_err(|e| bad("retryBudget.percent.numerator", e))?
+                .unwrap_or(0.0);
+            let den = tree::number(p, "denominator")
+                .map_err(|e| bad("retryBudget.percent.denominator", e))?
+                .unwrap_or(100.0);
+            if den == 0.0 {
+                0.0
+            } else {
+                num * 100.0 / den
+            }
+        }
+        Some(_) => tree::number(b, "percent")
+            .map_err(|e| bad("retryBudget.percent", e))?
+            .unwrap_or(20.0),
+        None => 20.0,
+    };
+    let min = tree::uint(b, "minRetryConcurrency")
+        .map_err(|e| bad("retryBudget.minRetryConcurrency", e))?
+        .unwrap_or(3);
+    Ok(Budget::Concurrent {
+        percent,
+        min_concurrency: u32::try_from(min).unwrap_or(u32::MAX),
+    })
+}

@@ -1,0 +1,226 @@
+//! HAProxy backends: `retries` and `retry-on`.
+//!
+//! The rules (HAProxy's configuration manual, `retries`, `retry-on`,
+//! `option redispatch`):
+//! - `retries` is the number of times a request or connection attempt is
+//!   *retried* after a failure, 3 by default (set in `defaults` or the
+//!   backend), so 1 + retries attempts;
+//! - `retry-on` says what is retried: `conn-failure` by default (a
+//!   connection that could not be made), and `empty-response`,
+//!   `junk-response`, `response-timeout`, `0rtt-rejected`, status codes
+//!   (404, 408, 425, 500, 501, 502, 503, 504) or `all-retryable-errors`
+//!   beyond; `none` turns retries off;
+//! - before retrying the same server HAProxy waits a turn-around of
+//!   min(`timeout connect`, 1 s); with `option redispatch` the last retry
+//!   goes to another server;
+//! - HAProxy answers 503 when every connection attempt failed and 504 at
+//!   `timeout server`.
+
+use std::time::Duration;
+
+use super::rules::{Pause, Rule};
+use super::{Layer, PathError, PathInput, System};
+
+const SECTIONS: [&str; 5] = ["global", "defaults", "frontend", "backend", "listen"];
+
+/// Whether `text` reads as an HAProxy configuration: section keywords at
+/// the start of lines, no YAML keys or braces.
+pub(crate) fn looks_like(text: &str) -> bool {
+    let mut sections = 0;
+    for l in text.lines() {
+        if l.starts_with(char::is_whitespace) || l.starts_with('#') || l.trim().is_empty() {
+            continue;
+        }
+        let first = l.split_whitespace().next().unwrap_or("");
+        if SECTIONS.contains(&first) {
+            sections += 1;
+        } else if l.trim_end().ends_with(':') || l.contains('{') {
+            return false;
+        }
+    }
+    sections > 0
+        && text.lines().any(|l| {
+            let f = l.split_whitespace().next().unwrap_or("");
+            matches!(f, "backend" | "listen" | "defaults")
+        })
+}
+
+/// A section's name and its lines' words.
+struct Section {
+    kind: String,
+    name: String,
+    lines: Vec<Vec<String>>,
+}
+
+fn sections(text: &str) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
+    for l in text.lines() {
+        let l = l.split('#').next().unwrap_or("");
+        let words: Vec<String> = l.split_whitespace().map(str::to_string).collect();
+        let Some(first) = words.first() else { continue };
+        if !l.starts_with(char::is_whitespace) && SECTIONS.contains(&first.as_str()) {
+            out.push(Section {
+                kind: first.clone(),
+                name: words.get(1).cloned().unwrap_or_default(),
+                lines: Vec::new(),
+            });
+        } else if let Some(s) = out.last_mut() {
+            s.lines.push(words);
+        }
+    }
+    out
+}
+
+/// HAProxy's time: bare milliseconds, or `us`, `ms`, `s`, `m`, `h`, `d`.
+fn time(s: &str) -> Option<Duration> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..split].parse().ok()?;
+    Some(match &s[split..] {
+        "" | "ms" => Duration::from_millis(n),
+        "us" => Duration::from_micros(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        "d" => Duration::from_secs(n * 86_400),
+        _ => return None,
+    })
+}
+
+#[derive(Clone)]
+struct Settings {
+    retries: u64,
+    on: Vec<String>,
+    connect: Option<Duration>,
+    server: Option<Duration>,
+    redispatch: bool,
+}
+
+fn read(s: &mut Settings, sec: &Section, f: &PathInput<'_>) -> Result<u32, PathError> {
+    let mut servers = 0u32;
+    for w in &sec.lines {
+        let at = |k: &str| format!("{} {}.{k}", sec.kind, sec.name);
+        let arg = |i: usize| w.get(i).map(String::as_str).unwrap_or("");
+        match (arg(0), arg(1)) {
+            ("retries", n) => {
+                s.retries = n.parse().map_err(|_| {
+                    PathError::new(
+                        f.name,
+                        &at("retries"),
+                        format!("{n:?} is not a whole number"),
+                    )
+                })?;
+            }
+            ("retry-on", _) => s.on = w[1..].to_vec(),
+            ("option", "redispatch") => s.redispatch = true,
+            ("no", "option") if arg(2) == "redispatch" => s.redispatch = false,
+            ("timeout", "connect") => {
+                s.connect = Some(time(arg(2)).ok_or_else(|| {
+                    PathError::new(
+                        f.name,
+                        &at("timeout connect"),
+                        format!("{:?} is not a time such as 5s", arg(2)),
+                    )
+                })?)
+            }
+            ("timeout", "server") => {
+                s.server = Some(time(arg(2)).ok_or_else(|| {
+                    PathError::new(
+                        f.name,
+                        &at("timeout server"),
+                        format!("{:?} is not a time such as 30s", arg(2)),
+                    )
+                })?)
+            }
+            ("server", _) => servers += 1,
+            _ => {}
+        }
+    }
+    Ok(servers)
+}
+
+/// One backend (or `listen` section), by name.
+pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    let secs = sections(f.text);
+    let mut defaults = Settings {
+        retries: 3,
+        on: vec!["conn-failure".into()],
+        connect: None,
+        server: None,
+        redispatch: false,
+    };
+    let mut backends = Vec::new();
+    for sec in &secs {
+        match sec.kind.as_str() {
+            "defaults" => {
+                read(&mut defaults, sec, f)?;
+            }
+            "backend" | "listen" => {
+                let mut s = defaults.clone();
+                let servers = read(&mut s, sec, f)?;
+                backends.push((sec.name.clone(), s, servers));
+            }
+            _ => {}
+        }
+    }
+    let names: Vec<String> = backends.iter().map(|b| b.0.clone()).collect();
+    let (name, s, servers) = match f.selector {
+        None if backends.len() == 1 => backends.swap_remove(0),
+        None if backends.is_empty() => {
+            return Err(PathError::new(
+                f.name,
+                "backend",
+                "no backend or listen section",
+            ))
+        }
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "backend",
+                format!(
+                    "holds {} backends ({}): name one as {}:BACKEND",
+                    backends.len(),
+                    names.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(names))
+        }
+        Some(want) => {
+            let i = backends.iter().position(|b| b.0 == want).ok_or_else(|| {
+                PathError::new(
+                    f.name,
+                    "backend",
+                    format!("no backend {want:?} (backends: {})", names.join(", ")),
+                )
+            })?;
+            backends.swap_remove(i)
+        }
+    };
+    let mut layer = Layer::new(f.name, System::Haproxy, name);
+    let on: Vec<String> = s.on.iter().map(|w| w.to_ascii_lowercase()).collect();
+    layer.per_try_timeout = s.server;
+    if s.retries == 0 || on.iter().any(|w| w == "none") {
+        layer.retry_on = "nothing (retries 0 or retry-on none)".into();
+        return Ok(layer);
+    }
+    layer.max_tries = Some(u32::try_from(s.retries.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = on.join(" ");
+    let turn = s
+        .connect
+        .unwrap_or(Duration::from_secs(1))
+        .min(Duration::from_secs(1));
+    layer.pause = Pause::Steps {
+        base: turn,
+        factor: 1.0,
+        max: turn,
+    };
+    layer.assumes.push(format!("{servers} servers; turn-around {turn:?} before each retry (min of timeout connect and 1 s){}", if s.redispatch { "; option redispatch sends the last retry to another server" } else { "" }));
+    if on
+        .iter()
+        .any(|w| w != "conn-failure" && w != "0rtt-rejected")
+    {
+        layer.non_idempotent = Some(format!("retry-on {}", on.join(" ")));
+    }
+    layer.rule = Rule::Haproxy { on };
+    Ok(layer)
+}

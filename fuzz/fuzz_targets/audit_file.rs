@@ -1,0 +1,41 @@
+//! `stagger audit FILE` on any text: kind detection and every reader it
+//! leads to (Gateway API, Envoy Gateway, Istio DestinationRule and
+//! EnvoyFilter, nginx, ingress-nginx, HAProxy, Traefik, resilience4j, and
+//! the earlier mesh and client readers), each object of the file audited
+//! in turn, and the file on a path beside a built-in sidecar. Each input is
+//! a report or an error naming the file; never a panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use stagger_sim::audit::path::{audit_file, audit_path, what_is, Options, PathInput};
+
+/// Names whose endings steer the detection (`.toml` and `.json` do).
+const NAMES: [&str; 4] = ["f.yaml", "f.conf", "f.toml", "f.json"];
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    for name in NAMES {
+        let _ = what_is(name, text);
+        match audit_file(name, text, &Options::default()) {
+            Ok(reports) => {
+                for r in reports {
+                    assert!(r.report.dead.bottom_attempts >= 1.0);
+                    let _ = r.report.text();
+                }
+            }
+            Err(e) => {
+                assert_eq!(e.file, name);
+                assert!(!e.to_string().contains('\n'), "{e}");
+            }
+        }
+    }
+    let path = [
+        PathInput::new("f.yaml", text, None),
+        PathInput::new("@istio-sidecar", "", None),
+    ];
+    if let Ok(r) = audit_path(&path, &Options::default()) {
+        assert!(r.dead.bottom_attempts >= 1.0);
+    }
+});
