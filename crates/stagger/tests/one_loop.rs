@@ -177,8 +177,7 @@ async fn a_hedged_success_reports_every_request_that_went_out() {
 
 #[tokio::test(start_paused = true)]
 async fn a_hedgers_report_counts_the_retry_after_it_waited() {
-    const PLAN: &[Answer] =
-        &[(1, 503, &[("retry-after", "2")]), (1, 200, &[])];
+    const PLAN: &[Answer] = &[(1, 503, &[("retry-after", "2")]), (1, 200, &[])];
     let upstream = Upstream::new(PLAN);
     let mut client = RetryLayer::new(hedging(2, 1_000)).layer(upstream.clone());
     let resp = send(&mut client, get()).await.unwrap();

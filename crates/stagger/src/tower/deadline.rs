@@ -153,7 +153,9 @@ where
         }
         req.extensions_mut().insert(inbound.clone());
         let inner = &mut self.inner;
-        let fut = inbound.clone().sync_scope(|| inner.call(req));
+        let fut = inbound
+            .clone()
+            .sync_scope(|| super::as_new_hop(|| inner.call(req)));
         let layer = self.layer;
         Box::pin(async move {
             let scoped = inbound.clone().scope(fut);

@@ -49,14 +49,25 @@ thread_local! {
 /// [`nested`] in its `call` and sends the request once instead of running
 /// a second loop of attempts.
 fn call_as_attempt<S: Service<Req>, Req>(svc: &mut S, req: Req) -> S::Future {
+    with_sending(true, || svc.call(req))
+}
+
+/// Runs `f` (a server layer's call of the service it wraps) as the start of
+/// a new hop: a stagger client layer below serves an inbound request of its
+/// own, so it runs its own attempts, whoever called the server layer.
+pub(crate) fn as_new_hop<R>(f: impl FnOnce() -> R) -> R {
+    with_sending(false, f)
+}
+
+fn with_sending<R>(sending: bool, f: impl FnOnce() -> R) -> R {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {
             SENDING.with(|c| c.set(self.0));
         }
     }
-    let _reset = Reset(SENDING.with(|c| c.replace(true)));
-    svc.call(req)
+    let _reset = Reset(SENDING.with(|c| c.replace(sending)));
+    f()
 }
 
 /// Whether the current `call` is made by a stagger attempt (a stagger layer

@@ -33,9 +33,11 @@
 //! request gets a second attempt while the first is slow, under a
 //! [`HedgePolicy`](crate::HedgePolicy), and the first success wins. There is
 //! one loop of attempts per call either way, so there is no second layer to
-//! stack; a stagger layer called by a stagger layer above it sends each
-//! request once and leaves the attempts to that layer, so stacked layers
-//! never multiply attempts.
+//! stack; a stagger layer called by a stagger layer above it (in that
+//! layer's attempt, with no server layer between them) sends each request
+//! once and leaves the attempts to that layer, so stacked layers never
+//! multiply attempts. A [`DeadlineLayer`] or [`ShedLayer`] between them
+//! starts a new hop: the layer below it retries by the one-layer rule.
 //!
 //! On the server side, [`DeadlineLayer`] makes the caller's deadline and
 //! attempt number those of the work done for the request (so the client
@@ -96,7 +98,7 @@ pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
-pub(crate) use future::{nested, Sending};
+pub(crate) use future::{as_new_hop, nested, Sending};
 pub use layer::RetryLayer;
 pub use service::RetryService;
 pub use shed::{ShedBuilder, ShedLayer, ShedService, ShedStats};
