@@ -87,6 +87,7 @@ pub(crate) enum End {
 impl End {
     /// The stop reason the caller is told: a taken answer is the call's
     /// success as far as retrying goes.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn reason(self) -> StopReason {
         match self {
             End::Stopped(r) => r,
@@ -130,6 +131,7 @@ pub(crate) trait Attempts {
 }
 
 /// An answer as the engine judged it, for [`Attempts::judged`].
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) struct Judged<'a, T> {
     pub(crate) answer: &'a Answer<T>,
     pub(crate) outcome: &'a Outcome,
@@ -211,6 +213,7 @@ impl<'p> Plan<'p> {
     }
 
     /// Time waited on the engine's word between attempts.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn waited(&self) -> Duration {
         match self {
             Plan::Retry(r) => r.waited,

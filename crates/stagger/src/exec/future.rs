@@ -44,6 +44,11 @@ use crate::policy::Policy;
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot wait between attempts: the async executor needs a sleeper",
+    label = "no sleeper to wait with",
+    note = "turn on stagger's `tokio` feature to wait on tokio's timer (`stagger = {{ features = [\"tokio\"] }}`), or pass your runtime's timer with `.sleep(|d| your_runtime::sleep(d))`"
+)]
 pub trait Sleeper {
     /// The wait.
     type Sleep: Future<Output = ()>;
@@ -155,12 +160,14 @@ where
     W: Classifier<E>,
     K: OkCheck<T>,
     N: Notify<T, E>,
-    S: Sleeper,
     C: Clock,
     P: Settings,
 {
     /// Runs the call.
-    pub async fn call(mut self) -> Result<T, RetryError<E>> {
+    pub async fn call(mut self) -> Result<T, RetryError<E>>
+    where
+        S: Sleeper,
+    {
         // The fast path again rather than `self.report().await.result`: one
         // state machine instead of two nested ones on the success path.
         let first = if self.is_plain() {
@@ -185,7 +192,10 @@ where
     }
 
     /// Runs the call and reports attempts and stop reason.
-    pub async fn report(mut self) -> Report<T, E> {
+    pub async fn report(mut self) -> Report<T, E>
+    where
+        S: Sleeper,
+    {
         // Fast path, as in the blocking executor: no per-call state and no
         // timer until the first attempt has failed.
         let first = if self.is_plain() {
@@ -213,11 +223,15 @@ where
         T: 's,
         E: 's,
         Fut: 's,
+        S: Sleeper,
     {
         Box::pin(self.report_slow(first))
     }
 
-    async fn report_slow(self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E> {
+    async fn report_slow(self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E>
+    where
+        S: Sleeper,
+    {
         let AsyncRetry {
             mut op,
             policy,

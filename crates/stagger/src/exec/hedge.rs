@@ -133,16 +133,21 @@ where
     F: FnMut(u32) -> Fut,
     Fut: Future<Output = Result<T, E>>,
     W: Classifier<E>,
-    S: Sleeper,
     C: Clock,
 {
     /// Runs the call: the first success, or why it stopped.
-    pub async fn call(self) -> Result<T, RetryError<E>> {
+    pub async fn call(self) -> Result<T, RetryError<E>>
+    where
+        S: Sleeper,
+    {
         self.report().await.result
     }
 
     /// Runs the call and returns the full [`Report`].
-    pub async fn report(mut self) -> Report<T, E> {
+    pub async fn report(mut self) -> Report<T, E>
+    where
+        S: Sleeper,
+    {
         let policy = self.policy;
         let call = Call::new().idempotency(self.idempotency);
         let mut plan = Plan::new(policy.policy(), Some(policy), call);
