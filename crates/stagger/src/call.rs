@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::guard::Ticket;
-use crate::outcome::{Idempotency, NotRetried};
+use crate::outcome::{Class, Idempotency, NotRetried};
 use crate::rng::{FastRng, RandomSource};
 
 /// Per-call state, owned by the front-end: never shared between calls.
@@ -32,6 +32,10 @@ pub struct Call<R = LazyRng> {
     /// one after a failure goes out at once, or after the server's hint,
     /// never after a backoff.
     pub(crate) hedged: bool,
+    /// The class of the failure whose retry the engine scheduled last, kept
+    /// until that retry is sent (or the call ends): a retry is counted when
+    /// it starts, not when it is scheduled.
+    pub(crate) retry_cause: Option<Class>,
     pub(crate) rng: R,
 }
 
@@ -96,6 +100,7 @@ impl<R> Call<R> {
             transparent_left: 0,
             transparent: 0,
             hedged: false,
+            retry_cause: None,
             rng,
         }
     }

@@ -50,6 +50,19 @@ pub enum Event {
         /// failure, when nothing read the clock earlier).
         elapsed: Duration,
     },
+    /// Attempt `attempt` (2 or later) started as the retry the engine
+    /// scheduled after a failure of class `cause`. Emitted right after its
+    /// [`AttemptStarted`](Event::AttemptStarted): a retry counts when it is
+    /// sent, so one scheduled but never sent (the breaker opened, the
+    /// throttle refused, the caller gave up during the wait) is not a retry
+    /// the dependency received. Hedges and transparent retries are not
+    /// retries and do not emit it.
+    RetryStarted {
+        /// Its number.
+        attempt: u32,
+        /// The class of the failure it retries.
+        cause: Class,
+    },
     /// Attempt `attempt` failed with `class` (reported whether or not a
     /// retry follows, so failures can be counted by class).
     AttemptFailed {
@@ -193,15 +206,17 @@ pub struct Stats {
 /// A copy of [`Stats`] at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatsSnapshot {
-    /// Calls started (first attempts).
+    /// Logical requests: calls made, whether their first attempt started
+    /// or a guardrail (breaker, throttle) or the deadline refused it.
     pub logical_requests: u64,
     /// Attempts started.
     pub attempts: u64,
-    /// Retries scheduled.
+    /// Retries sent: attempts 2 and later that started as a scheduled
+    /// retry (one scheduled but never sent is not counted).
     pub retries: u64,
     /// Total wait scheduled between attempts.
     pub slept: Duration,
-    /// Failed attempts whose retry was scheduled, by class.
+    /// Failed attempts whose retry was sent, by class.
     pub retried_by_class: Vec<(Class, u64)>,
     /// Every failed attempt, by class (retried or not).
     pub failed_by_class: Vec<(Class, u64)>,
@@ -298,10 +313,12 @@ impl Observer for Stats {
                 }
                 bump(&self.attempts, 1);
             }
-            Event::RetryScheduled { delay, cause, .. } => {
-                bump(&self.retries, 1);
+            Event::RetryScheduled { delay, .. } => {
                 let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
                 bump(&self.slept_ns, ns);
+            }
+            Event::RetryStarted { cause, .. } => {
+                bump(&self.retries, 1);
                 bump(&self.failures[class_index(cause)], 1);
             }
             Event::AttemptFailed { class, .. } => {

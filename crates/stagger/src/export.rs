@@ -21,9 +21,9 @@
 //!
 //! | name | kind | unit | labels besides `dependency` |
 //! |---|---|---|---|
-//! | `stagger_logical_requests_total` | counter | calls | |
+//! | `stagger_logical_requests_total` | counter | calls (one per call, refused before its first attempt or not) | |
 //! | `stagger_attempts_total` | counter | attempts | |
-//! | `stagger_retries_total` | counter | retries | `cause` (class of the failure retried) |
+//! | `stagger_retries_total` | counter | retries sent (attempt 2 and later, counted when it starts) | `cause` (class of the failure retried) |
 //! | `stagger_failures_total` | counter | failed attempts | `class` (`transient`, `unknown`, `only_with_hint`, `permanent`, `cancelled`) |
 //! | `stagger_stops_total` | counter | calls | `reason` (stop reason: `success`, `not_retryable`, `attempts_exhausted`, `deadline`, `budget`, `breaker_open`, `throttled`, `hint_too_long`, `cancelled`) |
 //! | `stagger_budget_refusals_total` | counter | retries refused | |
@@ -98,7 +98,7 @@ mod metrics_export {
             "stagger_logical_requests_total",
             Kind::Counter,
             Unit::Count,
-            "Calls started (first attempts).",
+            "Logical requests: calls made, refused before their first attempt or not.",
         ),
         (
             "stagger_attempts_total",
@@ -110,7 +110,7 @@ mod metrics_export {
             "stagger_retries_total",
             Kind::Counter,
             Unit::Count,
-            "Retries scheduled, by the class of the failure retried.",
+            "Retries sent (attempts 2 and later), by the class of the failure retried.",
         ),
         (
             "stagger_failures_total",
@@ -273,6 +273,10 @@ mod metrics_export {
             labels
         }
 
+        fn logical_request(&self) {
+            metrics::counter!("stagger_logical_requests_total", self.with(&[])).increment(1);
+        }
+
         /// Exports an SLI reading as the `stagger_retry_ratio` and
         /// `stagger_sli_alarm` gauges.
         pub fn record_sli(&self, snapshot: &SliSnapshot) {
@@ -295,17 +299,18 @@ mod metrics_export {
             match *event {
                 Event::AttemptStarted { attempt } => {
                     if attempt == 1 {
-                        metrics::counter!("stagger_logical_requests_total", self.with(&[]))
-                            .increment(1);
+                        self.logical_request();
                     }
                     metrics::counter!("stagger_attempts_total", self.with(&[])).increment(1);
                 }
-                Event::RetryScheduled { delay, cause, .. } => {
+                Event::RetryStarted { cause, .. } => {
                     metrics::counter!(
                         "stagger_retries_total",
                         self.with(&[("cause", cause.as_str())])
                     )
                     .increment(1);
+                }
+                Event::RetryScheduled { delay, .. } => {
                     metrics::histogram!("stagger_retry_delay_seconds", self.with(&[]))
                         .record(delay.as_secs_f64());
                 }
@@ -316,7 +321,11 @@ mod metrics_export {
                     )
                     .increment(1);
                 }
-                Event::Stopped { reason, .. } => {
+                Event::Stopped { reason, attempts } => {
+                    // Refused before its first attempt: still one call.
+                    if attempts == 0 {
+                        self.logical_request();
+                    }
                     metrics::counter!(
                         "stagger_stops_total",
                         self.with(&[("reason", reason.as_str())])
@@ -392,6 +401,9 @@ mod tracing_export {
                         elapsed_ms = elapsed.as_secs_f64() * 1e3,
                         "retry scheduled"
                     );
+                }
+                Event::RetryStarted { attempt, cause } => {
+                    tracing::trace!(target: "stagger", attempt, cause = cause.as_str(), "retry sent");
                 }
                 Event::AttemptFailed { attempt, class } => {
                     tracing::debug!(target: "stagger", attempt, class = class.as_str(), "attempt failed");
@@ -485,9 +497,17 @@ mod tests {
                 cause: crate::Class::Transient,
                 elapsed: Duration::ZERO,
             });
+            o.on_event(&Event::RetryStarted {
+                attempt: 2,
+                cause: crate::Class::Transient,
+            });
             o.on_event(&Event::Stopped {
                 reason: StopReason::Budget,
                 attempts: 2,
+            });
+            o.on_event(&Event::Stopped {
+                reason: StopReason::BreakerOpen,
+                attempts: 0,
             });
             o.on_event(&Event::BreakerStateChanged {
                 from: BreakerState::Closed,
@@ -502,6 +522,8 @@ mod tests {
                 "stagger_attempts_total{dependency=db} += 1",
                 "stagger_retries_total{dependency=db,cause=transient} += 1",
                 "stagger_stops_total{dependency=db,reason=budget} += 1",
+                "stagger_logical_requests_total{dependency=db} += 1",
+                "stagger_stops_total{dependency=db,reason=breaker_open} += 1",
                 "stagger_breaker_transitions_total{dependency=db,from=closed,to=open} += 1",
             ]
         );

@@ -24,7 +24,8 @@ use crate::rng::{FastRng, RandomSource};
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
 /// once and at most `max_queue` wait. A first attempt may wait in the whole
-/// queue; a retry (`x-retry-attempt` ≥ 2) only in its first
+/// queue; a retry (`x-retry-attempt`, Envoy's `x-envoy-attempt-count` or
+/// gRPC's `grpc-previous-rpc-attempts` saying attempt ≥ 2) only in its first
 /// [`retry_queue`](ShedBuilder::retry_queue) places, so under load retries
 /// are shed before first attempts. A shed request gets `503 Service
 /// Unavailable` with `Retry-After` drawn uniformly from a range of whole
@@ -271,7 +272,8 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = self.shared.clone();
         let headers = req.headers();
-        // Both spellings of a retry: `x-retry-attempt` and gRPC's
+        // Every spelling of a retry: `x-retry-attempt`, a mesh's
+        // `x-envoy-attempt-count` and gRPC's
         // `grpc-previous-rpc-attempts`.
         let retry = inbound_attempt(headers) > 1;
         let grpc = is_grpc(headers);
