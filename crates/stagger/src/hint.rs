@@ -277,7 +277,9 @@ mod tests {
         assert_eq!(p("1.5"), Ok(Duration::from_micros(1500)));
         assert_eq!(p("2.0000019"), Ok(Duration::from_nanos(2_000_001)));
         assert_eq!(p("99999999999999999999999"), Ok(Duration::MAX));
-        for v in ["", " ", "-1", "+1", "1e3", "1.", ".5", "5ms", "1.2.3", "0x10", "١٢"] {
+        for v in [
+            "", " ", "-1", "+1", "1e3", "1.", ".5", "5ms", "1.2.3", "0x10", "١٢",
+        ] {
             let e = p(v).expect_err(v);
             assert_eq!(e.header(), "retry-after-ms");
             assert!(e.to_string().contains("milliseconds"), "{e}");

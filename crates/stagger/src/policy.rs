@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
-use crate::call::Call;
+use crate::call::{Call, Scheduled};
 use crate::clock::Clock;
 use crate::deadline::{self, LatencyEstimate};
 use crate::event::{Event, Observer};
@@ -233,12 +233,18 @@ impl Policy {
             call.attempt_started = Some(now);
         }
         self.emit(Event::AttemptStarted { attempt: next });
-        if let Some(cause) = call.retry_cause.take() {
-            // The scheduled retry is sent now: this is when it counts.
-            self.emit(Event::RetryStarted {
+        // What is sent now is counted now, as what the engine scheduled.
+        match call.scheduled.take() {
+            Some(Scheduled::Retry(cause)) => self.emit(Event::RetryStarted {
                 attempt: next,
                 cause,
-            });
+            }),
+            Some(Scheduled::Transparent) => {
+                self.emit(Event::TransparentRetryStarted { attempt: next })
+            }
+            // Only a hedge starts a later attempt that nothing scheduled.
+            None if next > 1 && call.hedged => self.emit(Event::HedgeStarted { attempt: next }),
+            None => {}
         }
         Ok(deadline::attempt_timeout(
             self.attempt_timeout,
@@ -509,7 +515,7 @@ impl Policy {
                 cause: f.class,
                 elapsed: call.elapsed(t),
             });
-            call.retry_cause = Some(f.class);
+            call.scheduled = Some(Scheduled::Retry(f.class));
         }
         Decision::Retry { after: delay }
     }
@@ -554,6 +560,9 @@ impl Policy {
             if wake.is_none_or(|t| t >= deadline) {
                 return Decision::Stop(self.stop(call, StopReason::Deadline));
             }
+        }
+        if self.observer.is_some() {
+            call.scheduled = Some(Scheduled::Transparent);
         }
         Decision::Retry { after: delay }
     }

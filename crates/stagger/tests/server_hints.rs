@@ -58,7 +58,11 @@ impl Seen {
 type Body = ReplayBody<Full<Bytes>>;
 
 /// The retry layer over a stub answering `script` in order.
-async fn call(layer: RetryLayer, script: Vec<Answer>, req: Request<Full<Bytes>>) -> (RetryInfo, Seen) {
+async fn call(
+    layer: RetryLayer,
+    script: Vec<Answer>,
+    req: Request<Full<Bytes>>,
+) -> (RetryInfo, Seen) {
     let seen = Seen::default();
     let log = seen.clone();
     let script = Arc::new(Mutex::new(script));
@@ -85,7 +89,9 @@ async fn call(layer: RetryLayer, script: Vec<Answer>, req: Request<Full<Bytes>>)
 }
 
 fn get() -> Request<Full<Bytes>> {
-    Request::get("http://127.0.0.1/").body(Full::default()).unwrap()
+    Request::get("http://127.0.0.1/")
+        .body(Full::default())
+        .unwrap()
 }
 
 /// tokio's timer fires on whole milliseconds.
@@ -98,7 +104,10 @@ async fn retry_after_ms_is_waited_at_least() {
     let script = vec![(429, vec![("retry-after-ms", "1500")])];
     let (i, seen) = call(RetryLayer::new(policy(3)), script, get()).await;
     assert_eq!((i.attempts, i.reason), (2, StopReason::Success));
-    assert!(i.waited >= 1500 * MS && i.waited < 1500 * MS + STEP, "{i:?}");
+    assert!(
+        i.waited >= 1500 * MS && i.waited < 1500 * MS + STEP,
+        "{i:?}"
+    );
     assert_eq!(seen.gap(), on_tick(i.waited));
 }
 
@@ -122,9 +131,15 @@ async fn retry_after_ms_comes_before_azures_header_and_retry_after() {
     )];
     let (i, _) = call(RetryLayer::new(policy(3)), script, get()).await;
     assert!(i.waited >= 300 * MS && i.waited < 300 * MS + STEP, "{i:?}");
-    let script = vec![(503, vec![("retry-after", "5"), ("x-ms-retry-after-ms", "2000")])];
+    let script = vec![(
+        503,
+        vec![("retry-after", "5"), ("x-ms-retry-after-ms", "2000")],
+    )];
     let (i, _) = call(RetryLayer::new(policy(3)), script, get()).await;
-    assert!(i.waited >= 2000 * MS && i.waited < 2000 * MS + STEP, "{i:?}");
+    assert!(
+        i.waited >= 2000 * MS && i.waited < 2000 * MS + STEP,
+        "{i:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -157,7 +172,8 @@ async fn retry_after_ms_over_max_retry_after_stops_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn x_ms_retry_after_ms_past_the_deadline_stops_at_once() {
-    let layer = RetryLayer::new(stagger::http::Settings::new(policy(3)).timeout(Duration::from_secs(2)));
+    let layer =
+        RetryLayer::new(stagger::http::Settings::new(policy(3)).timeout(Duration::from_secs(2)));
     let script = vec![(503, vec![("x-ms-retry-after-ms", "5000")])];
     let (i, seen) = call(layer, script, get()).await;
     assert_eq!((i.attempts, i.reason), (1, StopReason::Deadline));
@@ -219,7 +235,10 @@ async fn x_should_retry_true_does_not_lift_the_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn a_503_from_an_overloaded_envoy_is_not_retried() {
-    let script = vec![(503, vec![("x-envoy-overloaded", "true"), ("retry-after", "1")])];
+    let script = vec![(
+        503,
+        vec![("x-envoy-overloaded", "true"), ("retry-after", "1")],
+    )];
     let (i, seen) = call(RetryLayer::new(policy(3)), script, get()).await;
     assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
     assert_eq!(i.not_retried, Some(NotRetried::Overloaded));
@@ -238,14 +257,20 @@ fn the_engine_retries_a_permanent_failure_only_when_the_server_says_so() {
     let mut call = Call::seeded(1).idempotent(true);
     p.start_attempt(&mut call, now).unwrap();
     let yes = Failure::permanent().server_says_retry(true);
-    assert!(matches!(p.decide(&mut call, yes, now), Decision::Retry { .. }));
+    assert!(matches!(
+        p.decide(&mut call, yes, now),
+        Decision::Retry { .. }
+    ));
     // A "no" stops even a transient failure with a usable hint.
     let mut call = Call::seeded(1).idempotent(true);
     p.start_attempt(&mut call, now).unwrap();
     let no = Failure::transient()
         .with_hint(Hint::RetryAfter(MS))
         .server_says_retry(false);
-    assert_eq!(p.decide(&mut call, no, now), Decision::Stop(StopReason::NotRetryable));
+    assert_eq!(
+        p.decide(&mut call, no, now),
+        Decision::Stop(StopReason::NotRetryable)
+    );
     assert_eq!(call.not_retried(), Some(NotRetried::ServerSaidNo));
     // A "yes" does not make an unknown result of an undeclared call safe
     // to repeat, nor a cancellation retryable.
@@ -264,7 +289,10 @@ fn the_engine_never_retries_an_overloaded_proxys_answer() {
     let mut call = Call::seeded(1).idempotent(true);
     p.start_attempt(&mut call, now).unwrap();
     let shed = Failure::transient().overloaded().server_says_retry(true);
-    assert_eq!(p.decide(&mut call, shed, now), Decision::Stop(StopReason::NotRetryable));
+    assert_eq!(
+        p.decide(&mut call, shed, now),
+        Decision::Stop(StopReason::NotRetryable)
+    );
     assert_eq!(call.not_retried(), Some(NotRetried::Overloaded));
 }
 
@@ -278,7 +306,10 @@ fn the_engine_counts_an_invalid_hint_that_another_replaced() {
     let f = Failure::transient()
         .with_hint(Hint::RetryAfter(MS))
         .invalid_hint();
-    assert!(matches!(p.decide(&mut call, f, now), Decision::Retry { .. }));
+    assert!(matches!(
+        p.decide(&mut call, f, now),
+        Decision::Retry { .. }
+    ));
     let s = stats.snapshot();
     assert_eq!((s.hints_invalid, s.hints_used), (1, 1));
 }
@@ -345,4 +376,52 @@ async fn the_shed_layer_sheds_a_mesh_retry_before_a_first_attempt() {
     for r in running {
         assert_eq!(r.await.unwrap().unwrap().status(), StatusCode::OK);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_shed_layer_reports_each_request_it_turns_away_with_its_reason() {
+    use stagger::export::ShedReason;
+    use stagger::{Event, Observer};
+    let seen: Arc<Mutex<Vec<ShedReason>>> = Arc::default();
+    let sink = seen.clone();
+    let observer: Arc<dyn Observer> = Arc::new(move |e: &Event| {
+        if let Event::Shed { reason } = e {
+            sink.lock().unwrap().push(*reason);
+        }
+    });
+    let handler = tower::service_fn(|_req: Request<()>| async {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        Ok::<_, Infallible>(Response::new(String::new()))
+    });
+    // One at a time, no queue.
+    let svc = ShedLayer::builder(1, 0)
+        .observer(observer)
+        .build()
+        .layer(handler);
+    let req = |headers: &[(&str, &str)]| {
+        let mut b = Request::get("/");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    };
+    let busy = tokio::spawn(svc.clone().oneshot(req(&[])));
+    tokio::time::sleep(MS).await;
+    for headers in [
+        &[][..],
+        &[("x-envoy-attempt-count", "2")][..],
+        &[("x-request-timeout-ms", "0")][..],
+    ] {
+        let r = svc.clone().oneshot(req(headers)).await.unwrap();
+        assert_ne!(r.status(), StatusCode::OK, "{headers:?}");
+    }
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            ShedReason::FirstAttempt,
+            ShedReason::Retry,
+            ShedReason::Deadline
+        ]
+    );
+    assert_eq!(busy.await.unwrap().unwrap().status(), StatusCode::OK);
 }

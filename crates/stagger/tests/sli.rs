@@ -130,8 +130,9 @@ fn dead_dependency(policy: &Policy, clock: &ManualClock) -> DeadDependency {
     // Each pending step: when it happens, which call, and whether it is an
     // attempt answering (true) or an attempt about to start (false).
     let mut calls: Vec<Call<_>> = (0..CALLS).map(Call::seeded).collect();
-    let mut steps: Vec<(Duration, usize, bool)> =
-        (0..CALLS as usize).map(|i| (ms(50) * i as u32, i, false)).collect();
+    let mut steps: Vec<(Duration, usize, bool)> = (0..CALLS as usize)
+        .map(|i| (ms(50) * i as u32, i, false))
+        .collect();
     let mut seen = DeadDependency {
         attempts: 0,
         retries_sent: 0,

@@ -83,7 +83,10 @@ pub(crate) fn read(
     if grpc {
         // A pushback that is not a wait is a "do not retry" (gRPC A6): it
         // wins over any wait another header asked for.
-        match headers.get(GRPC_PUSHBACK).map(|v| text(v).map(parse_pushback)) {
+        match headers
+            .get(GRPC_PUSHBACK)
+            .map(|v| text(v).map(parse_pushback))
+        {
             Some(Some(Hint::Pushback(d))) if wait.is_none() => wait = Some(Hint::Pushback(d)),
             Some(Some(Hint::Pushback(_))) | None => {}
             Some(_) => wait = Some(Hint::DoNotRetry),
