@@ -1,5 +1,6 @@
 //! Server hints: `Retry-After`, the millisecond waits (`retry-after-ms`,
-//! `x-ms-retry-after-ms`), `x-should-retry` and gRPC retry pushback.
+//! `x-ms-retry-after-ms`), `x-should-retry`, gRPC retry pushback and (feature
+//! `grpc`) `google.rpc.RetryInfo`.
 //!
 //! A hint is untrusted input. These parsers accept exactly what the
 //! specifications allow and reject everything else, so a malformed value
@@ -22,6 +23,13 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::outcome::Hint;
+
+#[cfg(feature = "grpc")]
+mod status_details;
+#[cfg(all(feature = "grpc", test))]
+pub(crate) use status_details::encode_for_test;
+#[cfg(feature = "grpc")]
+pub use status_details::parse_status_details;
 
 /// A parsed `Retry-After` value (RFC 9110 §10.2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

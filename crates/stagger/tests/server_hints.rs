@@ -425,3 +425,52 @@ async fn the_shed_layer_reports_each_request_it_turns_away_with_its_reason() {
     );
     assert_eq!(busy.await.unwrap().unwrap().status(), StatusCode::OK);
 }
+
+/// `google.rpc.Status { code: 8, message: "busy", details: [RetryInfo {
+/// retry_delay: 1.5 s }] }`, base64, as a Google API sends it in
+/// `grpc-status-details-bin` (the library's unit tests check these are the
+/// bytes prost encodes).
+#[cfg(feature = "grpc")]
+const RETRY_INFO_1500MS: &str =
+    "CAgSBGJ1c3kaNgoodHlwZS5nb29nbGVhcGlzLmNvbS9nb29nbGUucnBjLlJldHJ5SW5mbxIKCggIARCAyrXuAQ==";
+
+#[cfg(feature = "grpc")]
+#[tokio::test(start_paused = true)]
+async fn a_resource_exhausted_with_retry_info_is_retried_after_its_delay() {
+    let grpc = || {
+        Request::post("http://127.0.0.1/pkg.Svc/Call")
+            .header("content-type", "application/grpc")
+            .body(Full::default())
+            .unwrap()
+    };
+    let exhausted = |details: &'static str| {
+        let mut h = vec![("content-type", "application/grpc"), ("grpc-status", "8")];
+        if !details.is_empty() {
+            h.push(("grpc-status-details-bin", details));
+        }
+        (200, h)
+    };
+    let script = vec![exhausted(RETRY_INFO_1500MS)];
+    let (i, seen) = call(RetryLayer::new(policy(3)), script, grpc()).await;
+    assert_eq!((i.attempts, i.reason), (2, StopReason::Success));
+    assert!(
+        i.waited >= 1500 * MS && i.waited < 1500 * MS + STEP,
+        "{i:?}"
+    );
+    assert_eq!(seen.gap(), on_tick(i.waited));
+    // Without the details, RESOURCE_EXHAUSTED has no hint: not retried.
+    let (i, _) = call(RetryLayer::new(policy(3)), vec![exhausted("")], grpc()).await;
+    assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+    // Past max_retry_after, the delay stops the call like any hint.
+    let short = Policy::builder()
+        .max_retry_after(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let (i, _) = call(
+        RetryLayer::new(short),
+        vec![exhausted(RETRY_INFO_1500MS)],
+        grpc(),
+    )
+    .await;
+    assert_eq!((i.attempts, i.reason), (1, StopReason::HintTooLong));
+}

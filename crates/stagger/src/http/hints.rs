@@ -10,8 +10,10 @@
 //!
 //! Precedence for the wait, first usable one wins: `retry-after-ms`,
 //! `x-ms-retry-after-ms`, `Retry-After` (RFC 9110 §10.2.3), then, on a gRPC
-//! answer, `grpc-retry-pushback-ms`. The millisecond headers become a
-//! [`Hint::RetryAfter`], so they get the clamps a `Retry-After` gets:
+//! answer, `grpc-retry-pushback-ms` and (feature `grpc`) the
+//! `google.rpc.RetryInfo` of `grpc-status-details-bin`. The millisecond
+//! headers and `RetryInfo` become a [`Hint::RetryAfter`], so they get the
+//! clamps a `Retry-After` gets:
 //! `max_retry_after`, the deadline, and up to one backoff step of jitter on
 //! top. A malformed value is skipped for the next header and counted as an
 //! invalid hint ([`Failure::invalid_hint`]); it never fails the call. A
@@ -39,6 +41,9 @@ pub const ENVOY_OVERLOADED: HeaderName = HeaderName::from_static("x-envoy-overlo
 /// `x-envoy-attempt-count`: the 1-based attempt number Envoy stamps on each
 /// try it sends upstream; above 1 the request is a mesh's retry.
 pub const ENVOY_ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
+/// `grpc-status-details-bin`: a gRPC server's `google.rpc.Status`, whose
+/// details may hold a `google.rpc.RetryInfo` (read with feature `grpc`).
+pub const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
 
 /// Adds to `failure` every hint `headers` carry: the wait (by the
 /// precedence in the module doc), the server's `x-should-retry` verdict,
@@ -54,43 +59,9 @@ pub(crate) fn read(
     now: SystemTime,
 ) -> Failure {
     let mut invalid = false;
-    let mut wait = None;
-    for header in [RETRY_AFTER_MS, MS_RETRY_AFTER_MS] {
-        let Some(v) = headers.get(&header) else {
-            continue;
-        };
-        let name = if header == RETRY_AFTER_MS {
-            "retry-after-ms"
-        } else {
-            "x-ms-retry-after-ms"
-        };
-        match text(v).and_then(|s| parse_retry_after_ms(name, s).ok()) {
-            Some(d) => {
-                wait = Some(Hint::RetryAfter(d));
-                break;
-            }
-            None => invalid = true,
-        }
-    }
-    if wait.is_none() {
-        if let Some(v) = headers.get(RETRY_AFTER) {
-            match text(v).map(|s| retry_after_hint(s, now)) {
-                Some(Hint::Invalid) | None => invalid = true,
-                hint => wait = hint,
-            }
-        }
-    }
+    let mut wait = http_wait(headers, now, &mut invalid);
     if grpc {
-        // A pushback that is not a wait is a "do not retry" (gRPC A6): it
-        // wins over any wait another header asked for.
-        match headers
-            .get(GRPC_PUSHBACK)
-            .map(|v| text(v).map(parse_pushback))
-        {
-            Some(Some(Hint::Pushback(d))) if wait.is_none() => wait = Some(Hint::Pushback(d)),
-            Some(Some(Hint::Pushback(_))) | None => {}
-            Some(_) => wait = Some(Hint::DoNotRetry),
-        }
+        wait = grpc_wait(headers, wait, &mut invalid);
     }
     failure.hint = wait.or(invalid.then_some(Hint::Invalid));
     if let Some(v) = headers.get(SHOULD_RETRY) {
@@ -103,6 +74,64 @@ pub(crate) fn read(
     failure.overloaded =
         status == StatusCode::SERVICE_UNAVAILABLE && headers.contains_key(ENVOY_OVERLOADED);
     failure
+}
+
+/// The first usable HTTP wait: `retry-after-ms`, `x-ms-retry-after-ms`,
+/// then `Retry-After`; each malformed one met on the way sets `invalid`.
+fn http_wait(headers: &HeaderMap, now: SystemTime, invalid: &mut bool) -> Option<Hint> {
+    for (header, name) in [
+        (RETRY_AFTER_MS, "retry-after-ms"),
+        (MS_RETRY_AFTER_MS, "x-ms-retry-after-ms"),
+    ] {
+        let Some(v) = headers.get(&header) else {
+            continue;
+        };
+        match text(v).and_then(|s| parse_retry_after_ms(name, s).ok()) {
+            Some(d) => return Some(Hint::RetryAfter(d)),
+            None => *invalid = true,
+        }
+    }
+    match headers
+        .get(RETRY_AFTER)
+        .map(|v| text(v).map(|s| retry_after_hint(s, now)))
+    {
+        None => None,
+        Some(Some(Hint::Invalid) | None) => {
+            *invalid = true;
+            None
+        }
+        Some(hint) => hint,
+    }
+}
+
+/// The gRPC hints after the HTTP `wait`: `grpc-retry-pushback-ms`, then
+/// (feature `grpc`) `google.rpc.RetryInfo` in `grpc-status-details-bin`. A
+/// pushback that is not a wait is a "do not retry" (gRPC A6): it wins over
+/// any wait another header asked for.
+fn grpc_wait(headers: &HeaderMap, mut wait: Option<Hint>, invalid: &mut bool) -> Option<Hint> {
+    match headers
+        .get(GRPC_PUSHBACK)
+        .map(|v| text(v).map(parse_pushback))
+    {
+        Some(Some(Hint::Pushback(d))) => {
+            wait.get_or_insert(Hint::Pushback(d));
+        }
+        None => {}
+        Some(_) => return Some(Hint::DoNotRetry),
+    }
+    #[cfg(feature = "grpc")]
+    if wait.is_none() {
+        if let Some(v) = headers.get(GRPC_STATUS_DETAILS) {
+            match crate::hint::parse_status_details(v.as_bytes()) {
+                Ok(Some(d)) => wait = Some(Hint::RetryAfter(d)),
+                Ok(None) => {}
+                Err(_) => *invalid = true,
+            }
+        }
+    }
+    #[cfg(not(feature = "grpc"))]
+    let _ = invalid;
+    wait
 }
 
 /// A header's value as text, `None` when it is not visible ASCII.
@@ -209,6 +238,40 @@ mod tests {
         assert_eq!(f.hint, Some(Hint::RetryAfter(10 * MS)));
         let f = grpc(&[("retry-after-ms", "10"), ("grpc-retry-pushback-ms", "-1")]);
         assert_eq!(f.hint, Some(Hint::DoNotRetry));
+        #[cfg(feature = "grpc")]
+        {
+            let details = crate::hint::encode_for_test(8, Some((1, 0)), false);
+            let mut m = h(&[]);
+            m.insert(GRPC_STATUS_DETAILS, details.parse().unwrap());
+            let f = read(
+                Failure::new(Class::OnlyWithHint),
+                StatusCode::OK,
+                &m,
+                true,
+                now,
+            );
+            assert_eq!(f.hint, Some(Hint::RetryAfter(1000 * MS)));
+            // After the pushback in precedence.
+            m.insert("grpc-retry-pushback-ms", HeaderValue::from_static("5"));
+            let f = read(
+                Failure::new(Class::OnlyWithHint),
+                StatusCode::OK,
+                &m,
+                true,
+                now,
+            );
+            assert_eq!(f.hint, Some(Hint::Pushback(5 * MS)));
+            let mut m = h(&[]);
+            m.insert(GRPC_STATUS_DETAILS, HeaderValue::from_static("%%"));
+            let f = read(
+                Failure::new(Class::OnlyWithHint),
+                StatusCode::OK,
+                &m,
+                true,
+                now,
+            );
+            assert_eq!((f.hint, f.invalid_hint), (Some(Hint::Invalid), true));
+        }
         // Without a gRPC status the pushback is not read.
         let f = read_http(503, &[("grpc-retry-pushback-ms", "-1")]);
         assert_eq!(f.hint, None);

@@ -54,7 +54,8 @@ mod hints;
 pub(crate) mod inbound;
 
 pub use hints::{
-    ENVOY_ATTEMPT_COUNT, ENVOY_OVERLOADED, MS_RETRY_AFTER_MS, RETRY_AFTER_MS, SHOULD_RETRY,
+    ENVOY_ATTEMPT_COUNT, ENVOY_OVERLOADED, GRPC_STATUS_DETAILS, MS_RETRY_AFTER_MS, RETRY_AFTER_MS,
+    SHOULD_RETRY,
 };
 
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
