@@ -432,6 +432,7 @@ mod tests {
                 "stagger_retries_total{dependency=db,cause=transient} += 1",
                 "stagger_stops_total{dependency=db,reason=budget} += 1",
                 "stagger_logical_requests_total{dependency=db} += 1",
+                "stagger_breaker_refused_calls_total{dependency=db} += 1",
                 "stagger_stops_total{dependency=db,reason=breaker_open} += 1",
                 "stagger_breaker_transitions_total{dependency=db,from=closed,to=open} += 1",
             ]
