@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::guard::Ticket;
-use crate::outcome::{Idempotency, NotRetried};
+use crate::outcome::{Class, Idempotency, NotRetried};
 use crate::rng::{FastRng, RandomSource};
 
 /// Per-call state, owned by the front-end: never shared between calls.
@@ -32,7 +32,21 @@ pub struct Call<R = LazyRng> {
     /// one after a failure goes out at once, or after the server's hint,
     /// never after a backoff.
     pub(crate) hedged: bool,
+    /// What the engine scheduled last, kept until that attempt is sent (or
+    /// the call ends): a retry is counted when it starts, not when it is
+    /// scheduled, and an attempt that starts with nothing scheduled is a
+    /// hedge.
+    pub(crate) scheduled: Option<Scheduled>,
     pub(crate) rng: R,
+}
+
+/// The next attempt the engine scheduled, as the observers count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheduled {
+    /// A retry of a failure of this class.
+    Retry(Class),
+    /// A transparent retry (the attempt before never left the client).
+    Transparent,
 }
 
 /// A [`FastRng`] seeded from the per-thread stream on first use, so a call
@@ -96,6 +110,7 @@ impl<R> Call<R> {
             transparent_left: 0,
             transparent: 0,
             hedged: false,
+            scheduled: None,
             rng,
         }
     }

@@ -29,6 +29,37 @@ impl BreakerState {
     }
 }
 
+/// Why a server layer turned a request away without starting its work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShedReason {
+    /// A retry, shed first: retries may use only part of the capacity.
+    Retry,
+    /// A first attempt: not even the share kept for first attempts was free.
+    FirstAttempt,
+    /// Its caller's deadline had passed (on arrival or while queued):
+    /// nobody waits for the answer.
+    Deadline,
+}
+
+impl ShedReason {
+    /// Every reason, in a fixed order.
+    pub const ALL: [ShedReason; 3] = [
+        ShedReason::Retry,
+        ShedReason::FirstAttempt,
+        ShedReason::Deadline,
+    ];
+
+    /// The snake_case name used in metrics and JSON.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            ShedReason::Retry => "retry",
+            ShedReason::FirstAttempt => "first_attempt",
+            ShedReason::Deadline => "deadline",
+        }
+    }
+}
+
 /// Something the decision engine decided or saw.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
@@ -49,6 +80,39 @@ pub enum Event {
         /// Time since the call's first attempt started (or since its first
         /// failure, when nothing read the clock earlier).
         elapsed: Duration,
+    },
+    /// Attempt `attempt` (2 or later) started as the retry the engine
+    /// scheduled after a failure of class `cause`. Emitted right after its
+    /// [`AttemptStarted`](Event::AttemptStarted): a retry counts when it is
+    /// sent, so one scheduled but never sent (the breaker opened, the
+    /// throttle refused, the caller gave up during the wait) is not a retry
+    /// the dependency received. Hedges and transparent retries are not
+    /// retries and do not emit it.
+    RetryStarted {
+        /// Its number.
+        attempt: u32,
+        /// The class of the failure it retries.
+        cause: Class,
+    },
+    /// Attempt `attempt` started as a hedge: sent while earlier attempts of
+    /// the call still run, with no failure to retry (the hedge delay
+    /// passed).
+    HedgeStarted {
+        /// Its number.
+        attempt: u32,
+    },
+    /// Attempt `attempt` started as a transparent retry: the attempt before
+    /// it never left the client, so the dependency receives it as its
+    /// first (gRPC A6).
+    TransparentRetryStarted {
+        /// Its number.
+        attempt: u32,
+    },
+    /// A server layer ([`ShedLayer`](crate::tower::ShedLayer)) turned a
+    /// request away unstarted.
+    Shed {
+        /// Why.
+        reason: ShedReason,
     },
     /// Attempt `attempt` failed with `class` (reported whether or not a
     /// retry follows, so failures can be counted by class).
@@ -188,20 +252,24 @@ pub struct Stats {
     hints_invalid: AtomicU64,
     budget_refusals: AtomicU64,
     breaker_opens: AtomicU64,
+    hedges: AtomicU64,
+    transparent_retries: AtomicU64,
 }
 
 /// A copy of [`Stats`] at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatsSnapshot {
-    /// Calls started (first attempts).
+    /// Logical requests: calls made, whether their first attempt started
+    /// or a guardrail (breaker, throttle) or the deadline refused it.
     pub logical_requests: u64,
     /// Attempts started.
     pub attempts: u64,
-    /// Retries scheduled.
+    /// Retries sent: attempts 2 and later that started as a scheduled
+    /// retry (one scheduled but never sent is not counted).
     pub retries: u64,
     /// Total wait scheduled between attempts.
     pub slept: Duration,
-    /// Failed attempts whose retry was scheduled, by class.
+    /// Failed attempts whose retry was sent, by class.
     pub retried_by_class: Vec<(Class, u64)>,
     /// Every failed attempt, by class (retried or not).
     pub failed_by_class: Vec<(Class, u64)>,
@@ -215,6 +283,10 @@ pub struct StatsSnapshot {
     pub budget_refusals: u64,
     /// Times a breaker opened.
     pub breaker_opens: u64,
+    /// Hedges sent (attempts started while earlier ones still ran).
+    pub hedges: u64,
+    /// Transparent retries sent (after an attempt that never left).
+    pub transparent_retries: u64,
 }
 
 impl StatsSnapshot {
@@ -278,6 +350,8 @@ impl Stats {
             hints_invalid: self.hints_invalid.load(Relaxed),
             budget_refusals: self.budget_refusals.load(Relaxed),
             breaker_opens: self.breaker_opens.load(Relaxed),
+            hedges: self.hedges.load(Relaxed),
+            transparent_retries: self.transparent_retries.load(Relaxed),
         }
     }
 }
@@ -298,15 +372,21 @@ impl Observer for Stats {
                 }
                 bump(&self.attempts, 1);
             }
-            Event::RetryScheduled { delay, cause, .. } => {
-                bump(&self.retries, 1);
+            Event::RetryScheduled { delay, .. } => {
                 let ns = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
                 bump(&self.slept_ns, ns);
+            }
+            Event::RetryStarted { cause, .. } => {
+                bump(&self.retries, 1);
                 bump(&self.failures[class_index(cause)], 1);
             }
             Event::AttemptFailed { class, .. } => {
                 bump(&self.failed[class_index(class)], 1);
             }
+            Event::HedgeStarted { .. } => bump(&self.hedges, 1),
+            Event::TransparentRetryStarted { .. } => bump(&self.transparent_retries, 1),
+            // A server layer's event: not a client's count.
+            Event::Shed { .. } => {}
             Event::Stopped { reason, attempts } => {
                 // A call refused before its first attempt (an open breaker,
                 // throttling) is still a logical request.

@@ -1,4 +1,6 @@
-//! Server hints: `Retry-After` and gRPC retry pushback.
+//! Server hints: `Retry-After`, the millisecond waits (`retry-after-ms`,
+//! `x-ms-retry-after-ms`), `x-should-retry`, gRPC retry pushback and (feature
+//! `grpc`) `google.rpc.RetryInfo`.
 //!
 //! A hint is untrusted input. These parsers accept exactly what the
 //! specifications allow and reject everything else, so a malformed value
@@ -21,6 +23,13 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::outcome::Hint;
+
+#[cfg(feature = "grpc")]
+mod status_details;
+#[cfg(all(feature = "grpc", test))]
+pub(crate) use status_details::encode_for_test;
+#[cfg(feature = "grpc")]
+pub use status_details::parse_status_details;
 
 /// A parsed `Retry-After` value (RFC 9110 §10.2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +56,22 @@ impl RetryAfter {
 pub struct InvalidHint {
     header: &'static str,
     value: String,
+    expected: &'static str,
 }
 
 impl InvalidHint {
     fn new(header: &'static str, value: &str) -> Self {
+        Self::expecting(header, value, "a non-negative integer or an HTTP-date")
+    }
+
+    fn expecting(header: &'static str, value: &str, expected: &'static str) -> Self {
         // Keep error messages bounded whatever the server sent.
         let value: String = value.chars().take(64).collect();
-        InvalidHint { header, value }
+        InvalidHint {
+            header,
+            value,
+            expected,
+        }
     }
 
     /// The header the value came from.
@@ -66,8 +84,8 @@ impl fmt::Display for InvalidHint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "invalid {} value {:?}: expected a non-negative integer or an HTTP-date",
-            self.header, self.value
+            "invalid {} value {:?}: expected {}",
+            self.header, self.value, self.expected
         )
     }
 }
@@ -114,6 +132,70 @@ pub fn parse_pushback(value: &str) -> Hint {
         Hint::Pushback(digits_u64(v).map_or(Duration::MAX, Duration::from_millis))
     } else {
         Hint::DoNotRetry
+    }
+}
+
+/// Parses a wait in milliseconds, as `retry-after-ms` (the header the
+/// OpenAI and Anthropic SDKs read) and Azure's `x-ms-retry-after-ms` carry
+/// it: ASCII digits, optionally followed by `.` and more digits (the SDKs
+/// read the value as a decimal number; digits past the nanosecond are
+/// dropped). Surrounding whitespace is allowed; a sign, an exponent, a unit
+/// or anything else is rejected. Values too large for a `Duration`
+/// saturate.
+///
+/// ```
+/// use stagger::hint::parse_retry_after_ms;
+/// use std::time::Duration;
+///
+/// assert_eq!(parse_retry_after_ms("retry-after-ms", "1500"), Ok(Duration::from_millis(1500)));
+/// assert_eq!(parse_retry_after_ms("retry-after-ms", "0.25"), Ok(Duration::from_micros(250)));
+/// assert!(parse_retry_after_ms("x-ms-retry-after-ms", "-5").is_err());
+/// ```
+pub fn parse_retry_after_ms(header: &'static str, value: &str) -> Result<Duration, InvalidHint> {
+    let bad = || InvalidHint::expecting(header, value, "a non-negative number of milliseconds");
+    let v = value.trim_matches(|c| c == ' ' || c == '\t');
+    let (whole, frac) = match v.split_once('.') {
+        Some((w, f)) => (w, Some(f)),
+        None => (v, None),
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || frac.is_some_and(|f| !digits(f)) {
+        return Err(bad());
+    }
+    let Some(ms) = digits_u64(whole) else {
+        return Ok(Duration::MAX);
+    };
+    // The first six digits of the fraction are nanoseconds.
+    let sub_ns = frac.map_or(0, |f| {
+        f.bytes()
+            .chain(std::iter::repeat(b'0'))
+            .take(6)
+            .fold(0u64, |n, b| n * 10 + u64::from(b - b'0'))
+    });
+    Ok(Duration::from_millis(ms).saturating_add(Duration::from_nanos(sub_ns)))
+}
+
+/// Parses `x-should-retry`: `true` or `false` (any case, surrounding
+/// whitespace allowed); anything else is malformed.
+///
+/// ```
+/// use stagger::hint::parse_should_retry;
+/// assert_eq!(parse_should_retry("true"), Ok(true));
+/// assert_eq!(parse_should_retry(" FALSE "), Ok(false));
+/// assert!(parse_should_retry("1").is_err());
+/// ```
+pub fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
+    let v = value.trim_matches(|c| c == ' ' || c == '\t');
+    if v.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if v.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(InvalidHint::expecting(
+            "x-should-retry",
+            value,
+            "`true` or `false`",
+        ))
     }
 }
 
@@ -193,6 +275,32 @@ mod tests {
             Hint::RetryAfter(Duration::ZERO)
         );
         assert_eq!(retry_after_hint("soon", now), Hint::Invalid);
+    }
+
+    #[test]
+    fn millisecond_waits_accept_integers_and_decimals_only() {
+        let p = |v| parse_retry_after_ms("retry-after-ms", v);
+        assert_eq!(p("0"), Ok(Duration::ZERO));
+        assert_eq!(p(" 250 "), Ok(Duration::from_millis(250)));
+        assert_eq!(p("1.5"), Ok(Duration::from_micros(1500)));
+        assert_eq!(p("2.0000019"), Ok(Duration::from_nanos(2_000_001)));
+        assert_eq!(p("99999999999999999999999"), Ok(Duration::MAX));
+        for v in [
+            "", " ", "-1", "+1", "1e3", "1.", ".5", "5ms", "1.2.3", "0x10", "١٢",
+        ] {
+            let e = p(v).expect_err(v);
+            assert_eq!(e.header(), "retry-after-ms");
+            assert!(e.to_string().contains("milliseconds"), "{e}");
+        }
+    }
+
+    #[test]
+    fn should_retry_is_true_or_false() {
+        assert_eq!(parse_should_retry("True"), Ok(true));
+        assert_eq!(parse_should_retry("false"), Ok(false));
+        for v in ["", "yes", "0", "true false"] {
+            assert!(parse_should_retry(v).is_err(), "{v:?}");
+        }
     }
 
     #[test]

@@ -105,6 +105,22 @@ pub struct Failure {
     /// `x-no-retry: 1`), so this layer passes it up instead of multiplying
     /// the attempts (the one-layer rule).
     pub gave_up_below: bool,
+    /// The server's own verdict on retrying (`x-should-retry: true|false`,
+    /// the header the OpenAI and Anthropic APIs send): `Some(false)` stops
+    /// the call, `Some(true)` makes a failure retryable that its class
+    /// alone would not retry (a 409, a 500 without `retry_500`). It never
+    /// lifts idempotency, the budget, the breaker, the deadline or max
+    /// attempts.
+    pub should_retry: Option<bool>,
+    /// A proxy answered on its own because it is shedding load (Envoy's
+    /// `x-envoy-overloaded` on a 503): retrying it feeds the overload, so
+    /// this layer does not.
+    pub overloaded: bool,
+    /// A hint header was malformed and ignored (a wait hint, or
+    /// `x-should-retry`). [`Hint::Invalid`] says the same when no usable
+    /// wait came instead; this fact also covers a malformed hint skipped
+    /// for a later one. Counted as an invalid hint; never fails the call.
+    pub invalid_hint: bool,
     /// The caller's own deadline ended the attempt (set by the engine, not
     /// by front-ends): the dependency is not to blame, so gRPC's throttling
     /// takes no token for it.
@@ -119,6 +135,9 @@ impl Failure {
             hint: None,
             not_sent: false,
             gave_up_below: false,
+            should_retry: None,
+            overloaded: false,
+            invalid_hint: false,
             past_deadline: false,
         }
     }
@@ -149,6 +168,50 @@ impl Failure {
     pub const fn gave_up_below(mut self) -> Self {
         self.gave_up_below = true;
         self
+    }
+
+    /// States the server's verdict on retrying (see
+    /// [`should_retry`](Failure::should_retry)).
+    ///
+    /// ```
+    /// use stagger::{Call, Decision, Failure, Policy, StopReason};
+    /// use std::time::Instant;
+    ///
+    /// let policy = Policy::default();
+    /// let now = Instant::now();
+    /// // A 409 is never retried on its own…
+    /// let mut call = Call::seeded(1).idempotent(true);
+    /// policy.start_attempt(&mut call, now).unwrap();
+    /// assert_eq!(policy.decide(&mut call, Failure::permanent(), now), Decision::Stop(StopReason::NotRetryable));
+    /// // …unless the server says it is worth it.
+    /// let mut call = Call::seeded(1).idempotent(true);
+    /// policy.start_attempt(&mut call, now).unwrap();
+    /// let said_yes = Failure::permanent().server_says_retry(true);
+    /// assert!(matches!(policy.decide(&mut call, said_yes, now), Decision::Retry { .. }));
+    /// ```
+    pub const fn server_says_retry(mut self, retry: bool) -> Self {
+        self.should_retry = Some(retry);
+        self
+    }
+
+    /// States that a proxy shed the request itself (see
+    /// [`overloaded`](Failure::overloaded)).
+    pub const fn overloaded(mut self) -> Self {
+        self.overloaded = true;
+        self
+    }
+
+    /// States that a hint header was malformed and ignored (see
+    /// [`invalid_hint`](Failure::invalid_hint)).
+    pub const fn invalid_hint(mut self) -> Self {
+        self.invalid_hint = true;
+        self
+    }
+
+    /// Whether the failure carried a malformed hint, whatever replaced it.
+    #[inline]
+    pub const fn has_invalid_hint(&self) -> bool {
+        self.invalid_hint || matches!(self.hint, Some(Hint::Invalid))
     }
 
     /// Shorthand for a transient failure.
@@ -334,6 +397,9 @@ pub enum NotRetried {
     /// A gRPC call whose response headers arrived: its messages are on their
     /// way to the caller, so it is committed and never sent again (A6).
     Committed,
+    /// A proxy shed the request because it is overloaded (Envoy's
+    /// `x-envoy-overloaded`): retrying would feed the overload.
+    Overloaded,
 }
 
 impl NotRetried {
@@ -346,6 +412,7 @@ impl NotRetried {
             NotRetried::ServingRetry => "serving_retry",
             NotRetried::ServerSaidNo => "server_said_no",
             NotRetried::Committed => "committed",
+            NotRetried::Overloaded => "overloaded",
         }
     }
 }

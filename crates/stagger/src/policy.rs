@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
-use crate::call::Call;
+use crate::call::{Call, Scheduled};
 use crate::clock::Clock;
 use crate::deadline::{self, LatencyEstimate};
 use crate::event::{Event, Observer};
@@ -233,6 +233,19 @@ impl Policy {
             call.attempt_started = Some(now);
         }
         self.emit(Event::AttemptStarted { attempt: next });
+        // What is sent now is counted now, as what the engine scheduled.
+        match call.scheduled.take() {
+            Some(Scheduled::Retry(cause)) => self.emit(Event::RetryStarted {
+                attempt: next,
+                cause,
+            }),
+            Some(Scheduled::Transparent) => {
+                self.emit(Event::TransparentRetryStarted { attempt: next })
+            }
+            // Only a hedge starts a later attempt that nothing scheduled.
+            None if next > 1 && call.hedged => self.emit(Event::HedgeStarted { attempt: next }),
+            None => {}
+        }
         Ok(deadline::attempt_timeout(
             self.attempt_timeout,
             call.deadline,
@@ -283,8 +296,13 @@ impl Policy {
     /// 3. from the failure's class and the facts: a permanent failure, an
     ///    unknown result (a timeout) of a call whose idempotency is
     ///    unspecified and whose attempt was sent, or a hint-only failure
-    ///    without a usable hint stops with `not_retryable`;
-    /// 4. a server's "do not retry" or a layer below that gave up
+    ///    without a usable hint stops with `not_retryable` — unless the
+    ///    server said to retry it ([`Failure::should_retry`], which makes a
+    ///    permanent or hint-only failure worth retrying but lifts none of the
+    ///    rules below);
+    /// 4. a proxy shedding load ([`Failure::overloaded`],
+    ///    [`NotRetried::Overloaded`]), a server's "do not retry" (a pushback
+    ///    or `x-should-retry: false`) or a layer below that gave up
     ///    ([`Failure::gave_up_below`]) stops with `not_retryable`
     ///    ([`NotRetried::ServerSaidNo`]); max attempts stop with
     ///    `attempts_exhausted`; a committed call ([`Call::commit`]), a
@@ -340,21 +358,28 @@ impl Policy {
     /// back, the call records why. This is the one place these rules live.
     #[inline]
     fn may_retry<R>(&self, call: &mut Call<R>, f: &Failure) -> Result<(), StopReason> {
+        // `x-should-retry: true` turns a failure its class would not retry
+        // into one worth retrying; it is a verdict on the failure, never on
+        // the safety of repeating the request.
+        let server_yes = f.should_retry == Some(true);
         let worth = match f.class {
             Class::Cancelled => return Err(StopReason::Cancelled),
-            Class::Permanent => false,
+            Class::Permanent => server_yes,
             Class::Transient => true,
             // The work may have happened: repeat it only if that is safe
             // (declared, or the attempt never left).
             Class::Unknown => call.idempotency != Idempotency::Unspecified || f.not_sent,
             Class::OnlyWithHint => {
-                matches!(f.hint, Some(Hint::RetryAfter(_)) | Some(Hint::Pushback(_)))
+                server_yes || matches!(f.hint, Some(Hint::RetryAfter(_)) | Some(Hint::Pushback(_)))
             }
         };
         if !worth {
             return Err(StopReason::NotRetryable);
         }
-        if f.gave_up_below || f.hint == Some(Hint::DoNotRetry) {
+        if f.overloaded {
+            return Err(held_back(call, NotRetried::Overloaded));
+        }
+        if f.gave_up_below || f.hint == Some(Hint::DoNotRetry) || f.should_retry == Some(false) {
             return Err(held_back(call, NotRetried::ServerSaidNo));
         }
         // Transparent retries never reached the server: they are not attempts
@@ -423,7 +448,7 @@ impl Policy {
                 class: f.class,
             });
             // Counted whether or not the call goes on.
-            if f.hint == Some(Hint::Invalid) {
+            if f.has_invalid_hint() {
                 self.emit(Event::HintInvalid {
                     attempt: call.attempt,
                 });
@@ -490,6 +515,7 @@ impl Policy {
                 cause: f.class,
                 elapsed: call.elapsed(t),
             });
+            call.scheduled = Some(Scheduled::Retry(f.class));
         }
         Decision::Retry { after: delay }
     }
@@ -534,6 +560,9 @@ impl Policy {
             if wake.is_none_or(|t| t >= deadline) {
                 return Decision::Stop(self.stop(call, StopReason::Deadline));
             }
+        }
+        if self.observer.is_some() {
+            call.scheduled = Some(Scheduled::Transparent);
         }
         Decision::Retry { after: delay }
     }

@@ -58,7 +58,7 @@ impl fmt::Display for SliState {
 pub struct SliSnapshot {
     /// Logical requests in the last minute.
     pub requests: u64,
-    /// Retries scheduled in the last minute.
+    /// Retries sent in the last minute.
     pub retries: u64,
     /// `retries / requests` (0 without requests).
     pub ratio: f64,
@@ -67,6 +67,12 @@ pub struct SliSnapshot {
 }
 
 /// The retry-amplification SLI (docs/behaviour.md §9).
+///
+/// A logical request is one call, counted once whether its first attempt
+/// ran or a guardrail refused it; a retry is counted when it is sent
+/// ([`Event::RetryStarted`]), so retries a breaker or throttle stopped
+/// before they left do not raise the ratio while the guardrail protects
+/// the dependency.
 ///
 /// Retries ÷ logical requests over a sliding minute is the earliest sign of
 /// a retry storm: it climbs before the dependency falls over. Healthy is
@@ -92,11 +98,9 @@ pub struct SliSnapshot {
 ///
 /// let clock = ManualClock::new();
 /// let sli = SliWindow::with_clock(clock.clone());
-/// let retry = Event::RetryScheduled {
-///     attempt: 1,
-///     delay: Duration::ZERO,
+/// let retry = Event::RetryStarted {
+///     attempt: 2,
 ///     cause: stagger::Class::Transient,
-///     elapsed: Duration::ZERO,
 /// };
 /// for _ in 0..10 {
 ///     sli.on_event(&Event::AttemptStarted { attempt: 1 });
@@ -286,8 +290,13 @@ impl<C: Clock> SliWindow<C> {
 impl<C: Clock> Observer for SliWindow<C> {
     fn on_event(&self, event: &Event) {
         let counter = match event {
-            Event::AttemptStarted { attempt: 1 } => Some(REQUESTS),
-            Event::RetryScheduled { .. } => Some(RETRIES),
+            // One logical request per call: its first attempt started, or
+            // the call ended before one could (an open breaker, throttling).
+            Event::AttemptStarted { attempt: 1 } | Event::Stopped { attempts: 0, .. } => {
+                Some(REQUESTS)
+            }
+            // A retry counts when it is sent, not when it is scheduled.
+            Event::RetryStarted { .. } => Some(RETRIES),
             _ => None,
         };
         let ns = self.time.nanos(self.clock.now());

@@ -331,6 +331,10 @@ fn events_follow_the_call() {
                 elapsed: 10 * MS
             },
             Event::AttemptStarted { attempt: 2 },
+            Event::RetryStarted {
+                attempt: 2,
+                cause: Class::Transient
+            },
             Event::Stopped {
                 reason: StopReason::Success,
                 attempts: 2

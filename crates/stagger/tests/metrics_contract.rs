@@ -313,3 +313,114 @@ fn attaching_again_keeps_the_counts_and_the_breaker_state() {
         "{text}"
     );
 }
+
+/// Hedges, transparent retries, calls an open breaker refused and shed
+/// requests add or remove load; the contract had no count of any of them.
+/// Each is there at 0 from the first scrape and counts what happened.
+#[test]
+fn every_load_mechanism_is_counted_from_zero() {
+    use stagger::export::ShedReason;
+    use stagger::hedging::HedgeStep;
+    use stagger::{HedgeDelay, HedgePolicy};
+    use std::time::Instant;
+
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    let before = metrics::with_local_recorder(&recorder, || {
+        let o = Arc::new(MetricsObserver::for_dependency("db"));
+        o.on_attach();
+        let before = handle.render();
+        let policy = |breaker: Option<Breaker>| {
+            let mut b = Policy::builder().observer(o.clone() as Arc<dyn Observer>);
+            if let Some(br) = breaker {
+                b = b.breaker(br);
+            }
+            b.build().unwrap()
+        };
+        let now = Instant::now();
+        // A hedge: attempt 2 goes out 10 ms after attempt 1 and wins.
+        let hedging = HedgePolicy::builder()
+            .max_attempts(2)
+            .delay(HedgeDelay::Fixed(Duration::from_millis(10)))
+            .unbudgeted()
+            .policy(policy(None))
+            .build()
+            .unwrap();
+        let mut h = hedging.call(Call::seeded(1).idempotent(true));
+        assert!(matches!(
+            hedging.poll(&mut h, now),
+            HedgeStep::Send { attempt: 1, .. }
+        ));
+        let later = now + Duration::from_millis(10);
+        assert!(matches!(
+            hedging.poll(&mut h, later),
+            HedgeStep::Send { attempt: 2, .. }
+        ));
+        hedging.report(&mut h, 2, Outcome::Success, later);
+        // A transparent retry: the first attempt never left.
+        let p = policy(None);
+        let mut call = Call::seeded(2).transparent_retries(3);
+        p.start_attempt(&mut call, now).unwrap();
+        let refused = Failure::transient().not_sent();
+        assert!(matches!(
+            p.decide(&mut call, refused, now),
+            Decision::Retry { .. }
+        ));
+        p.start_attempt(&mut call, now).unwrap();
+        p.decide(&mut call, Outcome::Success, now);
+        // One failure opens this breaker; the next two calls are refused.
+        let p = policy(Some(Breaker::builder().min_calls(1).build().unwrap()));
+        let mut call = Call::seeded(3);
+        p.start_attempt(&mut call, now).unwrap();
+        p.decide(
+            &mut call,
+            Failure::permanent().server_says_retry(false),
+            now,
+        );
+        let mut call = Call::seeded(4);
+        p.start_attempt(&mut call, now).unwrap();
+        p.decide(&mut call, Class::Transient, now);
+        for seed in 5..7 {
+            assert!(p.start_attempt(&mut Call::seeded(seed), now).is_err());
+        }
+        // A server layer's sheds.
+        for reason in [ShedReason::Retry, ShedReason::Retry, ShedReason::Deadline] {
+            o.on_event(&stagger::Event::Shed { reason });
+        }
+        before
+    });
+    let value = |text: &str, series: &str| -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    };
+    let expected = [
+        ("stagger_hedges_total{dependency=\"db\"}", 1.0),
+        ("stagger_transparent_retries_total{dependency=\"db\"}", 1.0),
+        (
+            "stagger_breaker_refused_calls_total{dependency=\"db\"}",
+            2.0,
+        ),
+        (
+            "stagger_shed_total{dependency=\"db\",reason=\"retry\"}",
+            2.0,
+        ),
+        (
+            "stagger_shed_total{dependency=\"db\",reason=\"first_attempt\"}",
+            0.0,
+        ),
+        (
+            "stagger_shed_total{dependency=\"db\",reason=\"deadline\"}",
+            1.0,
+        ),
+    ];
+    let after = handle.render();
+    for (series, n) in expected {
+        assert_eq!(value(&before, series), Some(0.0), "{series} at 0\n{before}");
+        assert_eq!(value(&after, series), Some(n), "{series}\n{after}");
+    }
+    // The refused calls are logical requests too: 4 calls ran, 2 refused.
+    assert_eq!(
+        value(&after, "stagger_logical_requests_total{dependency=\"db\"}"),
+        Some(6.0)
+    );
+}

@@ -12,11 +12,9 @@ fn feed(sli: &SliWindow<ManualClock>, requests: u32, retries: u32) {
         sli.on_event(&Event::AttemptStarted { attempt: 1 });
     }
     for _ in 0..retries {
-        sli.on_event(&Event::RetryScheduled {
-            attempt: 1,
-            delay: Duration::ZERO,
+        sli.on_event(&Event::RetryStarted {
+            attempt: 2,
             cause: Class::Transient,
-            elapsed: Duration::ZERO,
         });
     }
 }
@@ -111,4 +109,96 @@ fn the_sli_observes_a_policy() {
     let s = sli.snapshot();
     assert_eq!((s.requests, s.retries), (10, 3));
     assert_eq!(s.state, SliState::Elevated);
+}
+
+/// 200 calls to a dependency that is down, behind a breaker, arriving every
+/// 50 ms and answered (with a failure) 20 ms after each attempt starts, so
+/// calls overlap: what the SLI and the counters see, next to what the
+/// dependency received.
+struct DeadDependency {
+    /// Attempts that started (reached the dependency).
+    attempts: u64,
+    /// Attempts 2 and later that started: the retries the dependency got.
+    retries_sent: u64,
+    /// Calls whose first attempt the breaker refused.
+    refused_at_once: u64,
+}
+
+fn dead_dependency(policy: &Policy, clock: &ManualClock) -> DeadDependency {
+    const CALLS: u64 = 200;
+    let ms = Duration::from_millis;
+    // Each pending step: when it happens, which call, and whether it is an
+    // attempt answering (true) or an attempt about to start (false).
+    let mut calls: Vec<Call<_>> = (0..CALLS).map(Call::seeded).collect();
+    let mut steps: Vec<(Duration, usize, bool)> = (0..CALLS as usize)
+        .map(|i| (ms(50) * i as u32, i, false))
+        .collect();
+    let mut seen = DeadDependency {
+        attempts: 0,
+        retries_sent: 0,
+        refused_at_once: 0,
+    };
+    while let Some(k) = (0..steps.len()).min_by_key(|k| steps[*k].0) {
+        let (at, i, answer) = steps.swap_remove(k);
+        clock.set(at);
+        let call = &mut calls[i];
+        if answer {
+            if let Decision::Retry { after } = policy.decide(call, Class::Transient, clock) {
+                steps.push((at + after, i, false));
+            }
+        } else if policy.start_attempt(call, clock).is_ok() {
+            seen.attempts += 1;
+            if call.attempts() > 1 {
+                seen.retries_sent += 1;
+            }
+            steps.push((at + ms(20), i, true));
+        } else if call.attempts() == 0 {
+            seen.refused_at_once += 1;
+        }
+    }
+    seen
+}
+
+#[test]
+fn breaker_open_on_a_dead_dependency_counts_every_call_and_only_sent_retries() {
+    let clock = ManualClock::new();
+    let sli = Arc::new(SliWindow::with_clock(clock.clone()));
+    let stats = Arc::new(stagger::export::Stats::new());
+    let scheduled = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = scheduled.clone();
+    let observers: Vec<Arc<dyn Observer>> = vec![
+        sli.clone(),
+        stats.clone(),
+        Arc::new(move |e: &Event| {
+            if let Event::RetryScheduled { .. } = e {
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }),
+    ];
+    let breaker = stagger::Breaker::default();
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .base(Duration::from_millis(100))
+        .breaker(breaker)
+        .observer(Arc::new(observers))
+        .build()
+        .unwrap();
+    let seen = dead_dependency(&policy, &clock);
+    let scheduled = scheduled.load(std::sync::atomic::Ordering::Relaxed);
+    // The case is the one the counters got wrong: calls the breaker refused
+    // before their first attempt, and retries scheduled that it then
+    // stopped from leaving.
+    assert!(seen.refused_at_once > 100, "{}", seen.refused_at_once);
+    assert!(scheduled > seen.retries_sent, "{scheduled} scheduled");
+    let s = stats.snapshot();
+    assert_eq!(s.logical_requests, 200);
+    assert_eq!(s.attempts, seen.attempts);
+    assert_eq!(s.retries, seen.retries_sent);
+    assert_eq!(s.retries, seen.attempts - (200 - seen.refused_at_once));
+    let w = sli.snapshot();
+    assert_eq!((w.requests, w.retries), (200, seen.retries_sent));
+    // The breaker protects the dependency: amplification stays near 1 per
+    // call that got through, and the retry ratio is low, not an alarm.
+    assert!(w.ratio < 0.2, "{w:?}");
+    assert_ne!(w.state, SliState::Alarm);
 }

@@ -4,7 +4,8 @@
 //! Retries multiply across layers: three layers of four attempts each send
 //! 64 attempts to the bottom one. The one-layer rule (docs/behaviour.md §8) stops that:
 //! a server layer ([`DeadlineLayer`](crate::tower::DeadlineLayer)) reads
-//! `x-request-timeout-ms` / `grpc-timeout` and `x-retry-attempt` from each
+//! `x-request-timeout-ms` / `grpc-timeout` and the attempt number
+//! (`x-retry-attempt`, or a mesh's `x-envoy-attempt-count`) from each
 //! request and runs the handler inside an [`Inbound`] scope. A client layer
 //! (the tower [`RetryLayer`](crate::tower::RetryLayer) or the reqwest
 //! [`RetryMiddleware`](crate::reqwest::RetryMiddleware)) called from that
@@ -73,7 +74,8 @@ impl Inbound {
         }
     }
 
-    /// Reads a request's headers at `now`: `x-retry-attempt` (or gRPC's
+    /// Reads a request's headers at `now`: the attempt number (the highest
+    /// of `x-retry-attempt`, Envoy's `x-envoy-attempt-count` and gRPC's
     /// `grpc-previous-rpc-attempts` + 1) and `x-request-timeout-ms` (or
     /// `grpc-timeout` for gRPC). Missing or malformed values mean attempt 1
     /// and no deadline.

@@ -12,8 +12,10 @@
 //! - methods: GET, HEAD, OPTIONS, TRACE, PUT and DELETE may be repeated;
 //!   POST and PATCH only with an `Idempotency-Key` ([`new_idempotency_key`]
 //!   makes one: a UUID v4 written as a quoted string);
-//! - hints: `Retry-After`, `grpc-retry-pushback-ms` and `grpc-status` read
-//!   through the parsers of [`hint`](crate::hint), never re-implemented;
+//! - hints: `retry-after-ms`, `x-ms-retry-after-ms`, `Retry-After`,
+//!   `grpc-retry-pushback-ms`, `x-should-retry` and Envoy's
+//!   `x-envoy-overloaded`, read by one reader through the parsers of
+//!   [`hint`](crate::hint), never re-implemented;
 //! - headers that travel with each attempt: [`RETRY_ATTEMPT`],
 //!   [`REQUEST_TIMEOUT`] / [`GRPC_TIMEOUT`], and the [`NO_RETRY`] answer of
 //!   a layer below that already retried (the one-layer rule).
@@ -41,20 +43,25 @@ use std::error::Error as StdError;
 use std::io;
 use std::time::{Duration, SystemTime};
 
-use http::header::{HeaderName, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::classify;
-use crate::hint::{parse_pushback, retry_after_hint};
 use crate::outcome::{Class, Failure, Hint};
 
 mod call;
+mod hints;
 pub(crate) mod inbound;
 
 #[cfg(feature = "grpc")]
 pub(crate) use call::mark_if_gave_up;
 #[cfg(feature = "reqwest")]
 pub(crate) use call::{is_nested, Nested};
+pub use hints::{
+    ENVOY_ATTEMPT_COUNT, ENVOY_OVERLOADED, GRPC_STATUS_DETAILS, MS_RETRY_AFTER_MS, RETRY_AFTER_MS,
+    SHOULD_RETRY,
+};
+
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Facts, Opened};
@@ -162,10 +169,12 @@ pub fn parse_attempt(value: &HeaderValue) -> Option<u32> {
     v.parse().ok().filter(|n| *n >= 1)
 }
 
-/// The attempt number a request says it is (1-based): `x-retry-attempt`,
-/// else gRPC's `grpc-previous-rpc-attempts` plus one, else 1. Server layers
-/// read it to tell retries from first attempts, whichever protocol the
-/// caller speaks.
+/// The attempt number a request says it is (1-based): the highest of
+/// `x-retry-attempt`, Envoy's `x-envoy-attempt-count` and gRPC's
+/// `grpc-previous-rpc-attempts` plus one, else 1. Server layers read it to
+/// tell retries from first attempts, whichever protocol the caller speaks
+/// and whichever hop retried: a first attempt of ours that a mesh proxy
+/// retried is a retry all the same.
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue};
@@ -177,20 +186,23 @@ pub fn parse_attempt(value: &HeaderValue) -> Option<u32> {
 /// assert_eq!(inbound_attempt(&h), 2);
 /// h.insert("x-retry-attempt", HeaderValue::from_static("4"));
 /// assert_eq!(inbound_attempt(&h), 4);
+/// let mut mesh = HeaderMap::new();
+/// mesh.insert("x-retry-attempt", HeaderValue::from_static("1"));
+/// mesh.insert("x-envoy-attempt-count", HeaderValue::from_static("2"));
+/// assert_eq!(inbound_attempt(&mesh), 2);
 /// ```
 pub fn inbound_attempt(headers: &HeaderMap) -> u32 {
-    headers
-        .get(RETRY_ATTEMPT)
-        .and_then(parse_attempt)
-        .or_else(|| {
-            // A count of earlier attempts: 0 is valid here.
-            let v = headers.get(GRPC_PREVIOUS_ATTEMPTS)?.to_str().ok()?.trim();
-            if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            v.parse::<u32>().ok().map(|n| n.saturating_add(1))
-        })
-        .unwrap_or(1)
+    let ours = headers.get(RETRY_ATTEMPT).and_then(parse_attempt);
+    let envoy = headers.get(ENVOY_ATTEMPT_COUNT).and_then(parse_attempt);
+    let grpc = (|| {
+        // A count of earlier attempts: 0 is valid here.
+        let v = headers.get(GRPC_PREVIOUS_ATTEMPTS)?.to_str().ok()?.trim();
+        if v.is_empty() || v.len() > 9 || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        v.parse::<u32>().ok().map(|n| n.saturating_add(1))
+    })();
+    [ours, envoy, grpc].into_iter().flatten().max().unwrap_or(1)
 }
 
 /// The `grpc-status` a header map carries, if any: the one reading of that
@@ -217,10 +229,15 @@ pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
 /// gave.
 ///
 /// - A `grpc-status` header (a trailers-only gRPC answer) is classified by
-///   gRPC's rules, with `grpc-retry-pushback-ms` as its hint.
-/// - Otherwise the status is classified by docs/behaviour.md §2 (`retry_500` opts 500
-///   in), with `Retry-After` as its hint (relative to `now` for a date; a
-///   malformed value is [`Hint::Invalid`]).
+///   gRPC's rules; otherwise the status is classified by
+///   docs/behaviour.md §2 (`retry_500` opts 500 in).
+/// - The wait is the first usable one of [`RETRY_AFTER_MS`],
+///   [`MS_RETRY_AFTER_MS`], `Retry-After` (relative to `now` for a date)
+///   and, on a gRPC answer, `grpc-retry-pushback-ms`; a malformed one is
+///   skipped and counted ([`Failure::invalid_hint`]; [`Hint::Invalid`] when
+///   no usable wait came instead).
+/// - [`SHOULD_RETRY`] becomes [`Failure::should_retry`], and a 503 with
+///   [`ENVOY_OVERLOADED`] is [`Failure::overloaded`].
 /// - [`NO_RETRY`] on a failure makes it [`Hint::DoNotRetry`].
 pub fn response_failure(
     status: StatusCode,
@@ -245,23 +262,19 @@ pub(crate) fn raw_response_failure(
     retry_500: bool,
     now: SystemTime,
 ) -> Option<Failure> {
-    let failure = if let Some(code) = grpc_status(headers) {
-        match code {
-            0 => return None,
-            c => Failure::new(classify::grpc_code(c)),
-        }
-        .with_hint_opt(headers.get(GRPC_PUSHBACK).map(|v| match v.to_str() {
-            Ok(s) => parse_pushback(s),
-            Err(_) => Hint::DoNotRetry,
-        }))
-    } else {
-        let class = classify::http_failure(status.as_u16(), retry_500)?;
-        Failure::new(class).with_hint_opt(headers.get(RETRY_AFTER).map(|v| match v.to_str() {
-            Ok(s) => retry_after_hint(s, now),
-            Err(_) => Hint::Invalid,
-        }))
+    let code = grpc_status(headers);
+    let class = match code {
+        Some(0) => return None,
+        Some(c) => classify::grpc_code(c),
+        None => classify::http_failure(status.as_u16(), retry_500)?,
     };
-    Some(failure)
+    Some(hints::read(
+        Failure::new(class),
+        status,
+        headers,
+        code.is_some(),
+        now,
+    ))
 }
 
 /// A transport error (no response) as the engine's [`Failure`]: its class

@@ -17,6 +17,7 @@ use tower_service::Service;
 
 use super::deadline::deadline_response;
 use crate::clock::Clock;
+use crate::event::{Event, Observer, ShedReason};
 use crate::http::inbound::inbound_deadline;
 use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS};
 use crate::limit::{Completion, Limiter, Token};
@@ -24,7 +25,8 @@ use crate::rng::{FastRng, RandomSource};
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
 /// once and at most `max_queue` wait. A first attempt may wait in the whole
-/// queue; a retry (`x-retry-attempt` ≥ 2) only in its first
+/// queue; a retry (`x-retry-attempt`, Envoy's `x-envoy-attempt-count` or
+/// gRPC's `grpc-previous-rpc-attempts` saying attempt ≥ 2) only in its first
 /// [`retry_queue`](ShedBuilder::retry_queue) places, so under load retries
 /// are shed before first attempts. A shed request gets `503 Service
 /// Unavailable` with `Retry-After` drawn uniformly from a range of whole
@@ -73,14 +75,24 @@ pub struct ShedLayer {
     shared: Arc<Shared>,
 }
 
-#[derive(Debug)]
 struct Shared {
     gate: Gate,
+    observer: Option<Arc<dyn Observer>>,
     retry_after: (u64, u64),
     admitted: AtomicU64,
     shed_first: AtomicU64,
     shed_retries: AtomicU64,
     expired: AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("gate", &self.gate)
+            .field("observer", &self.observer.is_some())
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What decides admission.
@@ -116,13 +128,27 @@ pub struct ShedStats {
 /// Configures a [`ShedLayer`]: plain values until [`build`](Self::build)
 /// makes the one shared set of limits and counters. Building twice makes
 /// two independent layers (sharing the limiter, if one was given).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ShedBuilder {
     max_concurrency: usize,
     max_queue: usize,
     retry_queue: Option<usize>,
     retry_after: (u64, u64),
     limiter: Option<Limiter>,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl std::fmt::Debug for ShedBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShedBuilder")
+            .field("max_concurrency", &self.max_concurrency)
+            .field("max_queue", &self.max_queue)
+            .field("retry_queue", &self.retry_queue)
+            .field("retry_after", &self.retry_after)
+            .field("limiter", &self.limiter.is_some())
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl ShedBuilder {
@@ -143,8 +169,30 @@ impl ShedBuilder {
         self
     }
 
+    /// Reports every request turned away as an [`Event::Shed`] with its
+    /// [`ShedReason`], so a
+    /// [`MetricsObserver`](crate::export::MetricsObserver) counts them as
+    /// `stagger_shed_total{reason}` (registered at 0 when the layer is
+    /// built).
+    ///
+    /// ```
+    /// use stagger::export::Stats;
+    /// use stagger::tower::ShedLayer;
+    /// use std::sync::Arc;
+    ///
+    /// let shed = ShedLayer::builder(64, 128).observer(Arc::new(Stats::new())).build();
+    /// # let _ = shed;
+    /// ```
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
     /// The layer, with its limits and counters.
     pub fn build(self) -> ShedLayer {
+        if let Some(o) = &self.observer {
+            o.on_attach();
+        }
         let max_queue = self.max_queue;
         let gate = match self.limiter {
             Some(l) => Gate::Limit(l),
@@ -160,6 +208,7 @@ impl ShedBuilder {
         ShedLayer {
             shared: Arc::new(Shared {
                 gate,
+                observer: self.observer,
                 retry_after: self.retry_after,
                 admitted: AtomicU64::new(0),
                 shed_first: AtomicU64::new(0),
@@ -187,6 +236,7 @@ impl ShedLayer {
             retry_queue: None,
             retry_after: (1, 5),
             limiter: None,
+            observer: None,
         }
     }
 
@@ -271,7 +321,8 @@ where
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = self.shared.clone();
         let headers = req.headers();
-        // Both spellings of a retry: `x-retry-attempt` and gRPC's
+        // Every spelling of a retry: `x-retry-attempt`, a mesh's
+        // `x-envoy-attempt-count` and gRPC's
         // `grpc-previous-rpc-attempts`.
         let retry = inbound_attempt(headers) > 1;
         let grpc = is_grpc(headers);
@@ -282,7 +333,7 @@ where
         };
         if deadline.is_some_and(|d| d <= now) {
             // The caller has no time left: drop the work unstarted.
-            shared.expired.fetch_add(1, Ordering::Relaxed);
+            shared.expire();
             return Box::pin(async move { Ok(deadline_response(grpc)) });
         }
         let mut inner = self.inner.clone();
@@ -346,7 +397,7 @@ where
                     };
                     if deadline.is_some_and(|d| d <= TokioClock.now()) {
                         // Its caller gave up while it waited.
-                        shared.expired.fetch_add(1, Ordering::Relaxed);
+                        shared.expire();
                         return Ok(deadline_response(grpc));
                     }
                     shared.admitted.fetch_add(1, Ordering::Relaxed);
@@ -361,13 +412,26 @@ where
 impl Shared {
     /// Counts a shed request and answers it.
     fn shed<B: Default>(&self, retry: bool, grpc: bool) -> Response<B> {
-        let counter = if retry {
-            &self.shed_retries
+        let (counter, reason) = if retry {
+            (&self.shed_retries, ShedReason::Retry)
         } else {
-            &self.shed_first
+            (&self.shed_first, ShedReason::FirstAttempt)
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        self.emit(reason);
         shed_response(self.retry_after, grpc)
+    }
+
+    /// Counts a request dropped because its caller's deadline passed.
+    fn expire(&self) {
+        self.expired.fetch_add(1, Ordering::Relaxed);
+        self.emit(ShedReason::Deadline);
+    }
+
+    fn emit(&self, reason: ShedReason) {
+        if let Some(o) = &self.observer {
+            o.on_event(&Event::Shed { reason });
+        }
     }
 }
 
