@@ -465,6 +465,11 @@ impl Facts {
 
     /// The failure a response is, if it is one, with every fact it carries.
     pub(crate) fn response(&mut self, status: StatusCode, headers: &HeaderMap) -> Option<Failure> {
+        // A 2xx without a gRPC status is a success: nothing to read, and no
+        // wall clock (only a `Retry-After` date needs it).
+        if status.is_success() && !headers.contains_key(super::GRPC_STATUS) {
+            return None;
+        }
         let mut f = raw_response_failure(status, headers, self.retry_500, SystemTime::now())?;
         if let (Some(codes), Some(code)) = (&self.grpc_retryable, super::grpc_status(headers)) {
             f.class = crate::classify::grpc_code_listed(code, codes);
