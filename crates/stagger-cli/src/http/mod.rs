@@ -241,7 +241,6 @@ impl Args {
 
     #[cfg(feature = "tls")]
     fn tls(&self, mut b: reqwest::ClientBuilder) -> anyhow::Result<reqwest::ClientBuilder> {
-        b = b.use_rustls_tls();
         if let Some(path) = &self.cacert {
             let pem = std::fs::read(path)
                 .map_err(|e| usage(format!("--cacert: cannot read {}: {e}", path.display())))?;
@@ -259,9 +258,7 @@ impl Args {
             }
             if self.insecure {
                 // -k checks nothing: the file changes nothing.
-                for c in certs {
-                    b = b.add_root_certificate(c);
-                }
+                b = b.tls_certs_merge(certs);
             } else {
                 // As curl's --cacert: these certificates instead of the
                 // system's, as CAs or as the server's own certificate.
@@ -276,17 +273,19 @@ impl Args {
                     })?;
                 let config = tls::cacert_config(ders)
                     .map_err(|e| usage(format!("--cacert: {}: {e}", path.display())))?;
-                b = b.use_preconfigured_tls(config);
+                b = b.tls_backend_preconfigured(config);
             }
         } else if !self.insecure {
             // The system's roots. Unreadable ones are skipped: a server
             // they would have vouched for then fails with exit 60.
+            // Only these (`tls_certs_only`): reqwest's platform verifier
+            // would load the system's roots again for every client.
             let found = rustls_native_certs::load_native_certs();
-            for der in found.certs {
-                if let Ok(c) = reqwest::Certificate::from_der(der.as_ref()) {
-                    b = b.add_root_certificate(c);
-                }
-            }
+            let roots = found
+                .certs
+                .iter()
+                .filter_map(|der| reqwest::Certificate::from_der(der.as_ref()).ok());
+            b = b.tls_certs_only(roots.collect::<Vec<_>>());
         }
         Ok(b.danger_accept_invalid_certs(self.insecure))
     }
