@@ -32,12 +32,14 @@ mod measure;
 mod report;
 
 mod hosts;
+mod netns;
 mod server;
 pub mod soak;
 mod target;
 
 use crate::bins::{Timeline, BIN};
 pub use measure::{Latency, Row, Series};
+pub use netns::{cleanup, Cleanup};
 pub use report::{html, legend, table, Params, Results, KEY};
 pub use server::Fault;
 
