@@ -33,7 +33,8 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --drill                      (400 thin pods, a 2 s stall)
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
   stagger gameday --drill --shed-retries --drop-expired
-  stagger gameday --drill --target http://127.0.0.1:8080/work   (a real upstream behind the fault proxy)
+  stagger gameday --drill --target http://127.0.0.1:8080/work   (a real upstream behind the fault proxy; GETs)
+  stagger gameday --drill --target http://127.0.0.1:8080/orders --method POST   (writes, with keys)
   stagger gameday --drill --hosts 4 --fault blackhole            (network namespaces; Linux, root)
   stagger gameday --cleanup                    (remove what a killed --hosts run left)
   stagger gameday --fault throttle --duration 20 --format json > result.json
@@ -139,15 +140,22 @@ pub struct Args {
     /// never repeats one whose outcome is unknown (a reset, a timeout).
     #[arg(long)]
     pub no_keys: bool,
+    /// What every request is: GET, a read (no body, no key; the default
+    /// with --target) or POST, a write (one order per request, with an
+    /// Idempotency-Key unless --no-keys; the game-day's own server takes
+    /// only POST) (e.g. `--target http://127.0.0.1:8080/orders --method POST`).
+    #[arg(long, value_name = "GET|POST")]
+    pub method: Option<gameday::Method>,
     /// A soak: one strategy for up to 60 min, the process's resident memory
     /// and open file descriptors sampled from /proc/self; exits 3 if either
     /// grew after the warm-up (e.g. `--soak --fault none --duration 10m`).
     #[arg(long)]
     pub soak: bool,
     /// Drive a real upstream instead of the game-day's own server: the
-    /// fleet POSTs to this URL through an embedded fault proxy on 127.0.0.1
-    /// that injects the fault; `--workers` ÷ `--service-time` state its
-    /// capacity (e.g. `--target http://127.0.0.1:8080/work`).
+    /// fleet sends `--method` (GET unless told POST) to this URL through an
+    /// embedded fault proxy on 127.0.0.1 that injects the fault;
+    /// `--workers` ÷ `--service-time` state its capacity (e.g. `--target
+    /// http://127.0.0.1:8080/work`).
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
     /// Off loopback: the server in a network namespace of its own and the
@@ -230,6 +238,7 @@ impl Args {
             server_limit: self.limit.algorithm()?,
             ramp_to: self.limit.ramp_to,
             keys: !self.no_keys,
+            method: self.method,
             soak: self.soak,
             target: self.target.clone(),
             hosts: self.hosts,
@@ -314,6 +323,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 "stagger gameday: {} client tasks were still running at the hard stop",
                 run.cut_off
             );
+        }
+        for n in &run.notes {
+            eprintln!("stagger gameday: {s}: {n}");
         }
         rows.push(run.row);
     }

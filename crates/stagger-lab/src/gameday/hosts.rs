@@ -242,6 +242,7 @@ fn arrived(st: &server::Stats) -> Arrived {
         duplicates: st.duplicates.load(Relaxed),
         deduplicated: st.deduplicated.load(Relaxed),
         shed: None,
+        notes: Vec::new(),
     }
 }
 
@@ -302,6 +303,7 @@ mod tests {
             seed: 1,
             metrics: false,
             keys: true,
+            method: fleet::Method::Post,
             ramp_to: None,
             first_client: 0,
         };

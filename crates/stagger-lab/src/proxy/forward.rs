@@ -181,6 +181,9 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
         Ok(resp) => {
             let status = resp.status();
             s.rec.event(Event::Answered(status.as_u16()));
+            if let Some(v) = resp.headers().get(header::SERVER) {
+                s.rec.upstream_server(v.to_str().unwrap_or_default());
+            }
             if let (true, Some(k)) = (status.is_success(), key.as_deref()) {
                 s.rec.keyed_success(k);
             }

@@ -8,9 +8,9 @@
 //! keys are remembered in two generations of at most [`KEYS`] each, turned
 //! every [`KEY_MEMORY`], so memory stays flat however long the proxy runs.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
@@ -76,6 +76,10 @@ pub struct Recorder {
     keys: Mutex<Keys>,
     ok_keys: Mutex<Keys>,
     counts: Counts,
+    /// The upstream's answers by status.
+    statuses: Mutex<BTreeMap<u16, u64>>,
+    /// The upstream's `Server` header, as first seen.
+    server: OnceLock<String>,
 }
 
 #[derive(Debug, Default)]
@@ -140,6 +144,8 @@ impl Recorder {
             keys: keys(),
             ok_keys: keys(),
             counts: Counts::default(),
+            statuses: Mutex::default(),
+            server: OnceLock::new(),
         }
     }
 
@@ -188,6 +194,14 @@ impl Recorder {
     /// Counts what became of a request.
     pub fn event(&self, e: Event) {
         let c = &self.counts;
+        if let Event::Answered(s) = e {
+            *self
+                .statuses
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(s)
+                .or_insert(0) += 1;
+        }
         if matches!(
             e,
             Event::Answered503 | Event::Answered429 | Event::Reset | Event::UpstreamError
@@ -227,6 +241,28 @@ impl Recorder {
         if again {
             self.counts.duplicates.fetch_add(1, Relaxed);
         }
+    }
+
+    /// Notes the upstream's `Server` header (the first one seen is kept).
+    pub fn upstream_server(&self, value: &str) {
+        if self.server.get().is_none() {
+            let _ = self.server.set(value.to_string());
+        }
+    }
+
+    /// The upstream's name from its `Server` header (`nginx` for
+    /// `nginx/1.22.1`), if it sent one.
+    pub fn upstream_name(&self) -> Option<&str> {
+        let s = self.server.get()?;
+        s.split(['/', ' ']).next().filter(|n| !n.is_empty())
+    }
+
+    /// The upstream's answers so far, by status.
+    pub fn statuses(&self) -> BTreeMap<u16, u64> {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// First attempts per bin so far.
