@@ -41,6 +41,7 @@ use crate::{Error, ErrorKind};
 
 pub mod fault;
 mod forward;
+pub mod grpc;
 pub mod record;
 mod render;
 mod stats;

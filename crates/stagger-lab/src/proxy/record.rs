@@ -80,6 +80,10 @@ pub struct Recorder {
     statuses: Mutex<BTreeMap<u16, u64>>,
     /// The upstream's `Server` header, as first seen.
     server: OnceLock<String>,
+    /// gRPC answers by `grpc-status`.
+    grpc: Mutex<BTreeMap<u32, u64>>,
+    /// Why the upstream first gave no answer.
+    first_error: OnceLock<String>,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +95,7 @@ struct Counts {
     upstream_ok: AtomicU64,
     upstream_errors: AtomicU64,
     upstream_5xx: AtomicU64,
+    upstream_grpc_errors: AtomicU64,
     answered_503: AtomicU64,
     answered_429: AtomicU64,
     reset: AtomicU64,
@@ -106,8 +111,11 @@ struct Counts {
 pub enum Event {
     /// Sent to the upstream.
     Forwarded,
-    /// The upstream answered with this status.
+    /// The upstream answered with this HTTP status (not a gRPC answer).
     Answered(u16),
+    /// The upstream ended a gRPC call with this `grpc-status` (0: OK), in
+    /// the headers of a trailers-only answer or in the trailers.
+    Grpc(u32),
     /// The upstream could not be reached or broke off (answered 502).
     UpstreamError,
     /// Answered 503 by a fault.
@@ -146,6 +154,8 @@ impl Recorder {
             counts: Counts::default(),
             statuses: Mutex::default(),
             server: OnceLock::new(),
+            grpc: Mutex::default(),
+            first_error: OnceLock::new(),
         }
     }
 
@@ -202,15 +212,29 @@ impl Recorder {
                 .entry(s)
                 .or_insert(0) += 1;
         }
+        if let Event::Grpc(code) = e {
+            *self
+                .grpc
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(code)
+                .or_insert(0) += 1;
+        }
         if matches!(
             e,
             Event::Answered503 | Event::Answered429 | Event::Reset | Event::UpstreamError
         ) || matches!(e, Event::Answered(s) if s >= 500)
+            || matches!(e, Event::Grpc(code) if code != 0)
         {
             self.failed.add(Instant::now());
         }
         let n = match e {
             Event::Forwarded => &c.forwarded,
+            Event::Grpc(0) => {
+                self.ok.add(Instant::now());
+                &c.upstream_ok
+            }
+            Event::Grpc(_) => &c.upstream_grpc_errors,
             Event::Answered(s) if (200..300).contains(&s) => {
                 self.ok.add(Instant::now());
                 &c.upstream_ok
@@ -255,6 +279,13 @@ impl Recorder {
     pub fn upstream_name(&self) -> Option<&str> {
         let s = self.server.get()?;
         s.split(['/', ' ']).next().filter(|n| !n.is_empty())
+    }
+
+    /// Notes why the upstream gave no answer (the first reason is kept).
+    pub fn upstream_error(&self, why: String) {
+        if self.first_error.get().is_none() {
+            let _ = self.first_error.set(why);
+        }
     }
 
     /// The upstream's answers so far, by status.
@@ -310,7 +341,16 @@ impl Recorder {
             forwarded: get(&c.forwarded),
             upstream_ok: get(&c.upstream_ok),
             upstream_5xx: get(&c.upstream_5xx),
+            upstream_grpc_errors: get(&c.upstream_grpc_errors),
+            grpc_status: self
+                .grpc
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(&code, &n)| (super::grpc::name(code), n))
+                .collect(),
             upstream_errors: get(&c.upstream_errors),
+            first_upstream_error: self.first_error.get().cloned(),
             answered_503: get(&c.answered_503),
             answered_429: get(&c.answered_429),
             reset: get(&c.reset),
@@ -375,12 +415,19 @@ pub struct Report {
     pub retries_by: RetriesBy,
     /// Requests sent to the upstream.
     pub forwarded: u64,
-    /// Upstream answers 2xx.
+    /// Upstream answers 2xx (a gRPC answer only with `grpc-status` 0, OK).
     pub upstream_ok: u64,
     /// Upstream answers 5xx.
     pub upstream_5xx: u64,
+    /// gRPC calls the upstream ended with a `grpc-status` other than OK
+    /// (HTTP 200 all the same: not in `upstream_ok`).
+    pub upstream_grpc_errors: u64,
+    /// gRPC answers by `grpc-status` name (`OK`, `UNAVAILABLE`…).
+    pub grpc_status: BTreeMap<String, u64>,
     /// Requests the upstream could not take (connect error, broken off).
     pub upstream_errors: u64,
+    /// Why the upstream first gave no answer (`null`: it always answered).
+    pub first_upstream_error: Option<String>,
     /// Answered 503 by a fault.
     pub answered_503: u64,
     /// Answered 429 by a fault.

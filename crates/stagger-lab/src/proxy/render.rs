@@ -45,6 +45,21 @@ impl Report {
             self.refused_connections,
             self.duplicates
         );
+        if !self.grpc_status.is_empty() {
+            let by: Vec<String> = self
+                .grpc_status
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "gRPC calls by grpc-status: {} (HTTP 200 all; only OK is in upstream 2xx)",
+                by.join(", ")
+            );
+        }
+        if let Some(why) = &self.first_upstream_error {
+            let _ = writeln!(out, "no answer from the upstream ({}×), first: {why}", self.upstream_errors);
+        }
         let s = &self.series;
         let per_s = (1000 / self.bin_ms.max(1)).max(1) as usize;
         let secs: Vec<(u64, u64)> = s
@@ -137,10 +152,11 @@ impl Report {
         );
         family(
             "stagger_proxy_upstream_responses_total",
-            "Upstream answers, by class (ok: 2xx, error: 5xx, unreachable: no answer).",
+            "Upstream answers, by class (ok: 2xx or gRPC OK, error: 5xx or a gRPC status other \
+             than OK, unreachable: no answer).",
             &[
                 ("{class=\"ok\"}", self.upstream_ok),
-                ("{class=\"error\"}", self.upstream_5xx),
+                ("{class=\"error\"}", self.upstream_5xx + self.upstream_grpc_errors),
                 ("{class=\"unreachable\"}", self.upstream_errors),
             ],
         );
