@@ -297,7 +297,10 @@ impl Hosts {
             if let Some(s) = self.child.try_wait().expect("wait for stagger") {
                 return (s.code(), self.stderr());
             }
-            assert!(Instant::now() < until, "still running {limit:?} after the signal");
+            assert!(
+                Instant::now() < until,
+                "still running {limit:?} after the signal"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }

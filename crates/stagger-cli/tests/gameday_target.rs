@@ -121,7 +121,11 @@ fn a_bad_target_is_a_usage_error_naming_the_flag() {
 
 /// A short baseline of the default shape (200 requests over 2 s) against
 /// `url`, with `extra` flags; its stderr and nginx's log.
-fn baseline(nginx: &nginx::Nginx, path: &str, extra: &[&str]) -> (common::Done, Vec<nginx::Logged>) {
+fn baseline(
+    nginx: &nginx::Nginx,
+    path: &str,
+    extra: &[&str],
+) -> (common::Done, Vec<nginx::Logged>) {
     let dir = TempDir::new("gameday-target-method");
     let target = format!("{}{path}", nginx.url());
     let mut args = vec![
@@ -172,7 +176,11 @@ fn a_target_is_read_with_gets_by_default_without_keys_or_a_405_line() {
     let (done, log) = baseline(&nginx, nginx::Nginx::FILE, &[]);
     assert!(!log.is_empty());
     for l in &log {
-        assert_eq!((l.method.as_str(), l.status, &l.key), ("GET", 200, &None), "{l:?}");
+        assert_eq!(
+            (l.method.as_str(), l.status, &l.key),
+            ("GET", 200, &None),
+            "{l:?}"
+        );
     }
     assert!(!done.stderr.contains("answered"), "{}", done.stderr);
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
@@ -184,7 +192,10 @@ fn a_target_is_read_with_gets_by_default_without_keys_or_a_405_line() {
 fn a_method_the_run_cannot_send_is_a_usage_error_naming_the_flag() {
     let dir = TempDir::new("gameday-method-bad");
     for (args, says) in [
-        (&["--method", "GET"][..], "--method: the game-day's own server takes orders"),
+        (
+            &["--method", "GET"][..],
+            "--method: the game-day's own server takes orders",
+        ),
         (&["--method", "PUT"][..], "--method"),
         (
             &["--target", "http://127.0.0.1:1/x", "--no-keys"][..],

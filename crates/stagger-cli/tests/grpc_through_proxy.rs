@@ -44,9 +44,15 @@ async fn grpc_retries_through_the_proxy_are_counted_and_the_trailers_pass() {
     // Two UNAVAILABLE answers (HTTP 200) and one OK: only the OK is "ok".
     assert_eq!((r.forwarded, r.upstream_ok), (3, 1), "{r:?}");
     assert_eq!(r.upstream_grpc_errors, 2);
-    let by: Vec<(&str, u64)> = r.grpc_status.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let by: Vec<(&str, u64)> = r
+        .grpc_status
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
     assert_eq!(by, [("OK", 1), ("UNAVAILABLE", 2)]);
-    assert!(r.text().contains("gRPC calls by grpc-status: OK 1, UNAVAILABLE 2"));
+    assert!(r
+        .text()
+        .contains("gRPC calls by grpc-status: OK 1, UNAVAILABLE 2"));
 }
 
 /// The proxy counted gRPC UNAVAILABLE (HTTP 200 + grpc-status 14) as
@@ -63,7 +69,15 @@ async fn grpc_unavailable_in_the_trailers_is_not_counted_as_ok() {
     let addr = p.addr.to_string();
     let run = tokio::task::spawn_blocking(move || {
         std::process::Command::new(bin)
-            .args(["grpc", "health", &addr, "--attempts", "1", "--format", "json"])
+            .args([
+                "grpc",
+                "health",
+                &addr,
+                "--attempts",
+                "1",
+                "--format",
+                "json",
+            ])
             .output()
             .unwrap()
     });
@@ -74,7 +88,11 @@ async fn grpc_unavailable_in_the_trailers_is_not_counted_as_ok() {
     assert_ne!(out.status.code(), Some(0), "{out:?}");
     let r = p.report();
     p.stop();
-    assert_eq!((r.forwarded, r.upstream_ok, r.upstream_grpc_errors), (1, 0, 1), "{r:?}");
+    assert_eq!(
+        (r.forwarded, r.upstream_ok, r.upstream_grpc_errors),
+        (1, 0, 1),
+        "{r:?}"
+    );
     assert_eq!(r.grpc_status.get("UNAVAILABLE"), Some(&1));
     assert_eq!(r.series.upstream_ok.iter().sum::<u32>(), 0);
 }

@@ -47,7 +47,14 @@ fn a_busy_port_is_exit_1_for_lab_proxy_and_gameday_alike() {
             format!("--port: cannot listen on {addr}: the port is in use"),
         ),
         (
-            vec!["proxy", "http://127.0.0.1:9", "--listen", &addr, "--duration", "1s"],
+            vec![
+                "proxy",
+                "http://127.0.0.1:9",
+                "--listen",
+                &addr,
+                "--duration",
+                "1s",
+            ],
             format!("--listen: cannot listen on {addr}"),
         ),
         (
@@ -64,7 +71,15 @@ fn a_busy_port_is_exit_1_for_lab_proxy_and_gameday_alike() {
             format!("--metrics-addr: cannot listen on {addr}"),
         ),
         (
-            vec!["gameday", "--fault", "none", "--duration", "2s", "--metrics-addr", &addr],
+            vec![
+                "gameday",
+                "--fault",
+                "none",
+                "--duration",
+                "2s",
+                "--metrics-addr",
+                &addr,
+            ],
             format!("--metrics-addr: cannot listen on {addr}"),
         ),
     ] {

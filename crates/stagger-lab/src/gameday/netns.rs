@@ -79,8 +79,7 @@ pub(super) fn in_namespace<T>(ns: &str, f: impl FnOnce() -> Result<T, Error>) ->
 pub(super) fn nft(ns: &str, script: &str) -> Result<(), String> {
     let (ns, script) = (ns.to_string(), script.to_string());
     let thread = std::thread::spawn(move || {
-        in_namespace(&ns, || Ok(feed_nft(&ns, &script)))
-            .unwrap_or_else(|e| Err(e.to_string()))
+        in_namespace(&ns, || Ok(feed_nft(&ns, &script))).unwrap_or_else(|e| Err(e.to_string()))
     });
     thread
         .join()
@@ -294,7 +293,9 @@ impl Net {
 impl Drop for Net {
     fn drop(&mut self) {
         for f in self.remove() {
-            eprintln!("stagger gameday: --hosts: could not remove network namespace {f}; {CLEANUP_HINT}");
+            eprintln!(
+                "stagger gameday: --hosts: could not remove network namespace {f}; {CLEANUP_HINT}"
+            );
         }
     }
 }
@@ -363,7 +364,11 @@ pub fn cleanup() -> Result<Cleanup, Error> {
         return Err(Error::usage(format!(
             "--cleanup: removing network namespaces needs root ({} left: {})",
             stale.len(),
-            stale.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+            stale
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     for (name, _) in stale {
@@ -385,8 +390,16 @@ mod tests {
         assert_eq!(owner("stg4242x13srv"), Some(4242));
         assert_eq!(owner("stg7x2c16"), Some(7));
         for other in [
-            "stg", "stgx0sw", "stg12x0", "stg12xsw", "stg12x0c", "stg12x0cx", "stg12x0srvx",
-            "stagger", "blue", "stg1a2x0sw",
+            "stg",
+            "stgx0sw",
+            "stg12x0",
+            "stg12xsw",
+            "stg12x0c",
+            "stg12x0cx",
+            "stg12x0srvx",
+            "stagger",
+            "blue",
+            "stg1a2x0sw",
         ] {
             assert_eq!(owner(other), None, "{other}");
         }
@@ -397,9 +410,15 @@ mod tests {
         let names = ["stg1x0sw".to_string(), "stg1x0srv".to_string()];
         let l = interrupted("SIGTERM", &names, &[]);
         assert!(l.starts_with("SIGTERM: stopped; removed 2 of 2"), "{l}");
-        assert!(l.contains("stg1x0sw, stg1x0srv") && l.contains("nftables"), "{l}");
+        assert!(
+            l.contains("stg1x0sw, stg1x0srv") && l.contains("nftables"),
+            "{l}"
+        );
         let l = interrupted("SIGINT", &names, &["stg1x0srv: busy".into()]);
-        assert!(l.contains("removed 1 of 2") && l.contains("--cleanup"), "{l}");
+        assert!(
+            l.contains("removed 1 of 2") && l.contains("--cleanup"),
+            "{l}"
+        );
         let l = interrupted("SIGINT", &[], &[]);
         assert!(l.contains("no network namespace was up"), "{l}");
     }

@@ -140,7 +140,11 @@ impl Target {
 /// of what was forwarded (more than half): the strategies' numbers are
 /// then about that answer, not about the fault, and the line says what to
 /// check.
-fn one_answer(statuses: &BTreeMap<u16, u64>, server: Option<&str>, method: Method) -> Option<String> {
+fn one_answer(
+    statuses: &BTreeMap<u16, u64>,
+    server: Option<&str>,
+    method: Method,
+) -> Option<String> {
     let total: u64 = statuses.values().sum();
     let (&status, &n) = statuses.iter().max_by_key(|(_, &n)| n)?;
     if (200..300).contains(&status) || n * 2 <= total {
@@ -155,10 +159,7 @@ fn one_answer(statuses: &BTreeMap<u16, u64>, server: Option<&str>, method: Metho
         401 | 403 => "does the endpoint need credentials? the fleet sends none".to_string(),
         300..=399 => "it redirects; give --target the URL it redirects to".to_string(),
         500..=599 => "it fails without any fault; check it before a game-day".to_string(),
-        _ => format!(
-            "does the endpoint take the fleet's {}s?",
-            method.as_str()
-        ),
+        _ => format!("does the endpoint take the fleet's {}s?", method.as_str()),
     };
     let pct = 100.0 * n as f64 / total as f64;
     Some(format!(
@@ -182,7 +183,10 @@ mod tests {
         );
         let most = BTreeMap::from([(200, 30), (404, 70)]);
         let line = one_answer(&most, None, Method::Get).unwrap();
-        assert!(line.starts_with("the target answered 404 to 70 %"), "{line}");
+        assert!(
+            line.starts_with("the target answered 404 to 70 %"),
+            "{line}"
+        );
         assert!(line.contains("path"), "{line}");
     }
 

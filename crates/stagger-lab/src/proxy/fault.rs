@@ -355,11 +355,17 @@ mod tests {
     #[test]
     fn a_fault_after_the_duration_is_refused_and_one_cut_short_is_said() {
         let e = check(&specs(&["stall@70s+2s"]), Some(S(60))).unwrap_err();
-        assert!(e.starts_with("--fault: `stall@70s+2s` starts at 70s"), "{e}");
+        assert!(
+            e.starts_with("--fault: `stall@70s+2s` starts at 70s"),
+            "{e}"
+        );
         assert!(e.contains("--duration 60s"), "{e}");
         assert!(check(&specs(&["stall@60+2"]), Some(S(60))).is_err());
         let notes = check(&specs(&["stall@55+10", "503@1+2"]), Some(S(60))).unwrap();
-        assert_eq!(notes, ["--fault `stall@55s+10s` is cut short at 60s by --duration"]);
+        assert_eq!(
+            notes,
+            ["--fault `stall@55s+10s` is cut short at 60s by --duration"]
+        );
         assert_eq!(check(&specs(&["503@1"]), Some(S(60))), Ok(vec![]));
     }
 

@@ -130,7 +130,10 @@ mod tests {
         assert_eq!(name(14), "UNAVAILABLE");
         h.insert("grpc-status", "fourteen".parse().unwrap());
         assert_eq!(status(&h), Some(UNKNOWN));
-        assert_eq!((name(0).as_str(), name(16).as_str()), ("OK", "UNAUTHENTICATED"));
+        assert_eq!(
+            (name(0).as_str(), name(16).as_str()),
+            ("OK", "UNAUTHENTICATED")
+        );
         assert_eq!(name(99), "99");
     }
 }

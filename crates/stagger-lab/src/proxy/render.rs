@@ -58,7 +58,11 @@ impl Report {
             );
         }
         if let Some(why) = &self.first_upstream_error {
-            let _ = writeln!(out, "no answer from the upstream ({}×), first: {why}", self.upstream_errors);
+            let _ = writeln!(
+                out,
+                "no answer from the upstream ({}×), first: {why}",
+                self.upstream_errors
+            );
         }
         let s = &self.series;
         let per_s = (1000 / self.bin_ms.max(1)).max(1) as usize;
@@ -156,7 +160,10 @@ impl Report {
              than OK, unreachable: no answer).",
             &[
                 ("{class=\"ok\"}", self.upstream_ok),
-                ("{class=\"error\"}", self.upstream_5xx + self.upstream_grpc_errors),
+                (
+                    "{class=\"error\"}",
+                    self.upstream_5xx + self.upstream_grpc_errors,
+                ),
                 ("{class=\"unreachable\"}", self.upstream_errors),
             ],
         );
