@@ -193,7 +193,10 @@ pub(super) fn watch_signals() -> Result<(), Error> {
                     .filter_map(|n| delete(n).err().map(|e| format!("{n}: {e}")))
                     .collect();
                 let name = signal_hook::low_level::signal_name(sig).unwrap_or("a signal");
-                eprintln!("stagger gameday: {}", interrupted(name, &names, &failed));
+                // Not eprintln!: with the terminal gone (SIGHUP) it would
+                // panic, and this thread would never reach the exit.
+                let line = interrupted(name, &names, &failed);
+                let _ = writeln!(std::io::stderr(), "stagger gameday: {line}");
                 std::process::exit(128 + sig);
             }
         });
@@ -293,7 +296,8 @@ impl Net {
 impl Drop for Net {
     fn drop(&mut self) {
         for f in self.remove() {
-            eprintln!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "stagger gameday: --hosts: could not remove network namespace {f}; {CLEANUP_HINT}"
             );
         }
