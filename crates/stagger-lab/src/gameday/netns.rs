@@ -46,7 +46,8 @@ fn live() -> MutexGuard<'static, Vec<String>> {
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `ip ARGS`; the error says which command failed and why.
+/// Runs `ip ARGS`; the error (the machine's, not the flags': exit 1)
+/// says which command failed, and why as its cause.
 pub(super) fn ip(args: &[&str]) -> Result<(), Error> {
     let out = Command::new("ip")
         .args(args)
@@ -56,11 +57,12 @@ pub(super) fn ip(args: &[&str]) -> Result<(), Error> {
     if out.status.success() {
         Ok(())
     } else {
-        Err(Error::usage(format!(
-            "--hosts: `ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
+        let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(Error::with(
+            ErrorKind::Run,
+            format!("--hosts: `ip {}` failed", args.join(" ")),
+            std::io::Error::other(why),
+        ))
     }
 }
 
@@ -458,6 +460,7 @@ mod tests {
         let _ = ip(&["netns", "del", &theirs]);
         let e = made.err().expect("the name was taken");
         assert!(e.to_string().contains(&theirs), "{e}");
+        assert_eq!(e.kind(), ErrorKind::Run, "the machine's state, exit 1");
         assert!(left.is_empty(), "left behind: {left:?}");
         assert!(kept, "a namespace it did not make was removed");
         assert!(!live().iter().any(|n| n.starts_with(&id)));
