@@ -102,7 +102,8 @@ struct Counts {
     blackholed: AtomicU64,
     stalled: AtomicU64,
     slowed: AtomicU64,
-    refused: AtomicU64,
+    failovers: AtomicU64,
+    failover_dropped: AtomicU64,
     duplicates: AtomicU64,
 }
 
@@ -130,8 +131,6 @@ pub enum Event {
     Stalled,
     /// Delayed by a slow fault before forwarding.
     Slowed,
-    /// A connection dropped or refused by a failover.
-    Refused,
 }
 
 impl Recorder {
@@ -248,7 +247,6 @@ impl Recorder {
             Event::Blackholed => &c.blackholed,
             Event::Stalled => &c.stalled,
             Event::Slowed => &c.slowed,
-            Event::Refused => &c.refused,
         };
         n.fetch_add(1, Relaxed);
     }
@@ -279,6 +277,14 @@ impl Recorder {
     pub fn upstream_name(&self) -> Option<&str> {
         let s = self.server.get()?;
         s.split(['/', ' ']).next().filter(|n| !n.is_empty())
+    }
+
+    /// A failover began, dropping `open` connections. The connections
+    /// refused while it lasts are the kernel's answer (nothing listens) and
+    /// never reach the proxy: only the clients can count them.
+    pub fn failover(&self, open: u64) {
+        self.counts.failovers.fetch_add(1, Relaxed);
+        self.counts.failover_dropped.fetch_add(open, Relaxed);
     }
 
     /// Notes why the upstream gave no answer (the first reason is kept).
@@ -357,7 +363,8 @@ impl Recorder {
             blackholed: get(&c.blackholed),
             stalled: get(&c.stalled),
             slowed: get(&c.slowed),
-            refused_connections: get(&c.refused),
+            failovers: get(&c.failovers),
+            failover_dropped: get(&c.failover_dropped),
             duplicates: get(&c.duplicates),
             faults: faults.iter().map(WindowJson::from).collect(),
             series: ProxySeries {
@@ -440,8 +447,12 @@ pub struct Report {
     pub stalled: u64,
     /// Requests delayed by a slow fault.
     pub slowed: u64,
-    /// Connections refused or dropped by a failover.
-    pub refused_connections: u64,
+    /// Failovers that began (the listener closed).
+    pub failovers: u64,
+    /// Open connections the failovers dropped. Connections refused while
+    /// a failover lasts are refused by the kernel and never reach the
+    /// proxy: count them at the client.
+    pub failover_dropped: u64,
     /// Second 2xx answers for one `Idempotency-Key` (writes the upstream
     /// applied twice unless it deduplicates by key).
     pub duplicates: u64,

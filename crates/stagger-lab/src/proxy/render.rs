@@ -30,7 +30,8 @@ impl Report {
         let _ = writeln!(
             out,
             "forwarded {} (upstream 2xx {}, 5xx {}, unreachable {}); answered by faults: 503 {}, \
-             429 {}, reset {}, blackholed {}; stalled {}, slowed {}, connections refused {}; \
+             429 {}, reset {}, blackholed {}; stalled {}, slowed {}, failovers {} (open connections \
+             dropped {}; new ones refused by the kernel, not counted here); \
              keys answered 2xx twice {}",
             self.forwarded,
             self.upstream_ok,
@@ -42,7 +43,8 @@ impl Report {
             self.blackholed,
             self.stalled,
             self.slowed,
-            self.refused_connections,
+            self.failovers,
+            self.failover_dropped,
             self.duplicates
         );
         if !self.grpc_status.is_empty() {
@@ -177,7 +179,7 @@ impl Report {
                 ("{fault=\"blackhole\"}", self.blackholed),
                 ("{fault=\"stall\"}", self.stalled),
                 ("{fault=\"slow\"}", self.slowed),
-                ("{fault=\"failover\"}", self.refused_connections),
+                ("{fault=\"failover\"}", self.failover_dropped),
             ],
         );
         out
