@@ -7,7 +7,9 @@
 //!
 //! Exit codes: 0 the game-day ran (whatever it showed); 1 it could not run
 //! (say the port could not be bound); 2 bad usage, naming the flag; 3 a
-//! `--soak` whose memory or file descriptors grew after the warm-up.
+//! `--soak` whose memory or file descriptors grew after the warm-up; a
+//! `--hosts` run ended by SIGINT, SIGTERM or SIGHUP 128 + the signal's
+//! number, once its namespaces are removed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,14 +33,19 @@ use crate::args::{duration, lab_error, FormatArgs, ScheduleArgs, SeedArgs, Usage
   stagger gameday --drill                      (400 thin pods, a 2 s stall)
   stagger gameday --drill --pods 10            (the same load from 10 busy pods)
   stagger gameday --drill --shed-retries --drop-expired
-  stagger gameday --drill --target http://127.0.0.1:8080/work   (a real upstream behind the fault proxy)
+  stagger gameday --drill --target http://127.0.0.1:8080/work   (a real upstream behind the fault proxy; GETs)
+  stagger gameday --drill --target http://127.0.0.1:8080/orders --method POST   (writes, with keys)
   stagger gameday --drill --hosts 4 --fault blackhole            (network namespaces; Linux, root)
+  stagger gameday --cleanup                    (remove what a killed --hosts run left)
   stagger gameday --fault throttle --duration 20 --format json > result.json
   stagger gameday --strategy full --server-limit gradient --drop-expired --rate 100 --ramp-to 300
 
 Exit status: 0 the game-day ran (whatever it showed); 1 it could not run
 (say a port could not be bound); 2 bad usage (the message names the flag);
-3 a --soak whose memory or file descriptors grew after the warm-up.")]
+3 a --soak whose memory or file descriptors grew after the warm-up. A
+--hosts run stopped by SIGINT, SIGTERM or SIGHUP first removes its network
+namespaces and says so, then exits 130, 143 or 129; --cleanup exits 1 if a
+namespace could not be removed.")]
 #[command(
     mut_arg("attempts", |a| a
         .default_value("5")
@@ -133,15 +140,22 @@ pub struct Args {
     /// never repeats one whose outcome is unknown (a reset, a timeout).
     #[arg(long)]
     pub no_keys: bool,
+    /// What every request is: GET, a read (no body, no key; the default
+    /// with --target) or POST, a write (one order per request, with an
+    /// Idempotency-Key unless --no-keys; the game-day's own server takes
+    /// only POST) (e.g. `--target http://127.0.0.1:8080/orders --method POST`).
+    #[arg(long, value_name = "GET|POST")]
+    pub method: Option<gameday::Method>,
     /// A soak: one strategy for up to 60 min, the process's resident memory
     /// and open file descriptors sampled from /proc/self; exits 3 if either
     /// grew after the warm-up (e.g. `--soak --fault none --duration 10m`).
     #[arg(long)]
     pub soak: bool,
     /// Drive a real upstream instead of the game-day's own server: the
-    /// fleet POSTs to this URL through an embedded fault proxy on 127.0.0.1
-    /// that injects the fault; `--workers` ÷ `--service-time` state its
-    /// capacity (e.g. `--target http://127.0.0.1:8080/work`).
+    /// fleet sends `--method` (GET unless told POST) to this URL through an
+    /// embedded fault proxy on 127.0.0.1 that injects the fault;
+    /// `--workers` ÷ `--service-time` state its capacity (e.g. `--target
+    /// http://127.0.0.1:8080/work`).
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
     /// Off loopback: the server in a network namespace of its own and the
@@ -150,6 +164,13 @@ pub struct Args {
     /// need it (Linux, root; e.g. `--hosts 4 --fault blackhole`).
     #[arg(long, value_name = "N")]
     pub hosts: Option<usize>,
+    /// Remove what `--hosts` runs killed outright (SIGKILL) left behind:
+    /// their network namespaces, named after the run's process, and the
+    /// nftables rules inside them; namespaces of runs still going are kept
+    /// (root; takes no other flag). A run stopped by Ctrl-C or SIGTERM
+    /// removes its own.
+    #[arg(long, exclusive = true)]
+    pub cleanup: bool,
     /// Also write report.html (self-contained, inline SVG) and results.json here.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -217,6 +238,7 @@ impl Args {
             server_limit: self.limit.algorithm()?,
             ramp_to: self.limit.ramp_to,
             keys: !self.no_keys,
+            method: self.method,
             soak: self.soak,
             target: self.target.clone(),
             hosts: self.hosts,
@@ -224,8 +246,34 @@ impl Args {
     }
 }
 
+/// `stagger gameday --cleanup`: one line per namespace removed or kept.
+fn cleanup() -> anyhow::Result<ExitCode> {
+    let done = gameday::cleanup().map_err(lab_error)?;
+    for n in &done.removed {
+        println!("removed {n} (its run is no longer running)");
+    }
+    for (n, pid) in &done.running {
+        println!("kept {n}: its run, pid {pid}, is still going");
+    }
+    for f in &done.failed {
+        eprintln!("stagger gameday: --cleanup: could not remove {f}");
+    }
+    match done.removed.len() {
+        _ if !done.failed.is_empty() => return Ok(ExitCode::FAILURE),
+        0 => println!("nothing to remove: no network namespace of a stopped --hosts run is left"),
+        n => println!(
+            "removed {n} network namespaces left by stopped --hosts runs, and the nftables \
+             rules in them"
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Runs `stagger gameday`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    if a.cleanup {
+        return cleanup();
+    }
     if let Some(h) = &a.hedging {
         if a.fault.is_some_and(|f| f != Fault::Slow) {
             return Err(UsageError("--hedging: runs with --fault slow".into()).into());
@@ -275,6 +323,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 "stagger gameday: {} client tasks were still running at the hard stop",
                 run.cut_off
             );
+        }
+        for n in &run.notes {
+            eprintln!("stagger gameday: {s}: {n}");
         }
         rows.push(run.row);
     }

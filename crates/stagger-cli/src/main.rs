@@ -1,7 +1,10 @@
 //! The `stagger` command.
 //!
 //! Exit codes (a contract): 0 success; 2 bad usage (a bad flag or value, with
-//! a message naming it); each subcommand documents any others.
+//! a message naming it); 1 when a server subcommand (`lab`, `proxy`,
+//! `gameday`) cannot listen where it was told to — a port in use is the
+//! machine's state, not a mistake in the flags; each subcommand documents
+//! any others.
 
 use std::process::ExitCode;
 
@@ -33,7 +36,8 @@ Examples:
   stagger proxy http://127.0.0.1:8080 --fault stall@10s+2s
 
 Exit status:
-  0 success; 2 bad usage (the message names the flag); every other code is
+  0 success; 2 bad usage (the message names the flag); 1 a port that lab,
+  proxy or gameday cannot listen on (say, one in use); every other code is
   documented in the subcommand's help (`stagger help http`, `stagger help run`).";
 
 /// Retries that help a recovering dependency instead of burying it.

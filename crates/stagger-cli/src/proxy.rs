@@ -40,6 +40,10 @@ Examples:
   stagger proxy http://127.0.0.1:50051 --listen 127.0.0.1:50052 --fault reset@5+3 --fault slow:200@0+30
   stagger proxy http://127.0.0.1:8080 --duration 60s --metrics-addr 127.0.0.1:9465 --out ./proxy-report
 
+Faults may not overlap, except slow:MS, which adds its delay to whatever
+else holds; a fault may not start after --duration (one cut short by it
+is said).
+
 A request is counted as a retry when it carries x-retry-attempt >= 2,
 grpc-previous-rpc-attempts >= 1, or an Idempotency-Key seen before.
 
@@ -89,6 +93,9 @@ impl Args {
             .map_err(UsageError)?;
         if self.duration.is_some_and(|d| d.is_zero()) {
             return Err(UsageError("--duration: must be more than 0".into()).into());
+        }
+        for note in fault::check(&faults, self.duration).map_err(UsageError)? {
+            eprintln!("stagger proxy: {note}");
         }
         if self.connect_timeout.is_zero() {
             return Err(UsageError("--connect-timeout: must be more than 0".into()).into());

@@ -4,6 +4,10 @@
 //! iproute2 and nftables; elsewhere it skips with a message, except under
 //! `CI=true` where `.ci/run` installs them.
 //!
+//! A run stopped by SIGINT or SIGTERM, at any moment, must leave `ip netns
+//! list` and the machine's `nft list ruleset` as they were, and what a
+//! SIGKILL leaves `stagger gameday --cleanup` must remove.
+//!
 //! Measured on this 2-core machine (debug build): `none` 67 % success,
 //! `full+budget+breaker` 67 %, 0.70 attempts arriving per request (1.22
 //! made: the rest never left the clients' hosts), recovered 0.5 s after the
@@ -11,7 +15,10 @@
 
 mod common;
 
-use std::process::Command;
+use std::io::Read as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::{code, finish, spawn, stagger, TempDir};
@@ -111,6 +118,7 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
     if !can_run() {
         return;
     }
+    let _alone = serial();
     let dir = TempDir::new("gameday-hosts");
     // Recovery is a timing on a shared 2-core machine, and connections
     // caught by the blackhole sit in TCP's retransmission backoff after it
@@ -162,4 +170,247 @@ fn a_kernel_fault_without_hosts_is_a_usage_error() {
         "{}",
         done.stderr
     );
+}
+
+/// The tests that make namespaces run one at a time, so each sees the
+/// machine's network state as only it changed it.
+fn serial() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The pid in a `--hosts` namespace's name, `stg<pid>x<n><role>`.
+fn owner(name: &str) -> Option<u32> {
+    name.strip_prefix("stg")?.split_once('x')?.0.parse().ok()
+}
+
+/// What a run must leave as it found it: the namespaces (but those of
+/// other stagger processes on this machine, which come and go on their
+/// own) and the machine's own nftables ruleset.
+#[derive(Debug, PartialEq, Eq)]
+struct NetState {
+    namespaces: Vec<String>,
+    ruleset: String,
+}
+
+fn net_state(run: Option<u32>) -> NetState {
+    let mut namespaces: Vec<String> = leftovers("")
+        .into_iter()
+        .filter(|n| owner(n).is_none_or(|pid| Some(pid) == run))
+        .collect();
+    namespaces.sort();
+    let out = Command::new("nft")
+        .args(["list", "ruleset"])
+        .output()
+        .expect("run nft");
+    assert!(out.status.success(), "nft list ruleset");
+    NetState {
+        namespaces,
+        ruleset: String::from_utf8_lossy(&out.stdout).into_owned(),
+    }
+}
+
+/// Whether namespace `ns` holds the kernel fault's `table inet stagger`
+/// (entered with nsenter, which makes no mount namespace).
+fn has_fault_table(ns: &str) -> bool {
+    Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .args(["nft", "list", "table", "inet", "stagger"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A `gameday --hosts` child, SIGKILLed and its namespaces swept if the
+/// test ends before it does.
+struct Hosts {
+    child: Child,
+    stderr: Option<JoinHandle<String>>,
+    /// Its namespaces' prefix, `stg<pid>x`.
+    prefix: String,
+}
+
+impl Hosts {
+    /// Two strategies of a blackhole at 2 s on two client hosts.
+    fn start(dir: &TempDir) -> Hosts {
+        let mut child = Command::new(common::BIN)
+            .args([
+                "gameday",
+                "--drill",
+                "--hosts",
+                "2",
+                "--fault",
+                "blackhole",
+                "--duration",
+                "8s",
+                "--fault-at",
+                "2s",
+                "--strategy",
+                "none,full",
+                "--format",
+                "json",
+            ])
+            .current_dir(&dir.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start stagger");
+        let mut pipe = child.stderr.take().expect("stderr");
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            s
+        });
+        let prefix = format!("stg{}x", child.id());
+        Hosts {
+            child,
+            stderr: Some(stderr),
+            prefix,
+        }
+    }
+
+    /// Waits (at most 30 s) until `ready` holds, failing if the run ends.
+    fn wait_for(&mut self, what: &str, ready: impl Fn() -> bool) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !ready() {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                panic!("the run ended ({s}) before {what}: {}", self.stderr());
+            }
+            assert!(Instant::now() < until, "no {what} within 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stderr(&mut self) -> String {
+        self.stderr
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
+
+    /// The exit code (`None`: ended by a signal) and stderr, within `limit`.
+    fn exit(&mut self, limit: Duration) -> (Option<i32>, String) {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().expect("wait for stagger") {
+                return (s.code(), self.stderr());
+            }
+            assert!(
+                Instant::now() < until,
+                "still running {limit:?} after the signal"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Its namespaces now.
+    fn namespaces(&self) -> Vec<String> {
+        leftovers(&self.prefix)
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        drop(Sweep(self.prefix.clone()));
+    }
+}
+
+#[test]
+fn ctrl_c_during_a_blackhole_leaves_no_namespace_and_no_nft_rule() {
+    if !can_run() {
+        return;
+    }
+    let _alone = serial();
+    let dir = TempDir::new("gameday-hosts-int");
+    let before = net_state(None);
+    let mut run = Hosts::start(&dir);
+    let srv = format!("{}0srv", run.prefix);
+    run.wait_for("the blackhole's rule in the server's namespace", || {
+        has_fault_table(&srv)
+    });
+    common::send("-INT", run.child.id());
+    let (code, stderr) = run.exit(Duration::from_secs(15));
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("SIGINT: stopped; removed 4 of 4 network namespaces"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&srv), "{stderr}");
+    assert_eq!(run.namespaces(), Vec::<String>::new());
+    assert_eq!(net_state(Some(run.child.id())), before);
+}
+
+#[test]
+fn sigterm_while_the_namespaces_are_being_made_leaves_none() {
+    if !can_run() {
+        return;
+    }
+    let _alone = serial();
+    let dir = TempDir::new("gameday-hosts-term");
+    let before = net_state(None);
+    let mut run = Hosts::start(&dir);
+    // The bridge's namespace is made first: the others are on their way.
+    let sw = format!("{}0sw", run.prefix);
+    run.wait_for("the bridge's namespace", || {
+        std::path::Path::new("/run/netns").join(&sw).exists()
+    });
+    common::send("-TERM", run.child.id());
+    let (code, stderr) = run.exit(Duration::from_secs(15));
+    assert_eq!(code, Some(143), "{stderr}");
+    assert!(stderr.contains("SIGTERM: stopped; removed"), "{stderr}");
+    assert!(!stderr.contains("could not remove"), "{stderr}");
+    assert_eq!(run.namespaces(), Vec::<String>::new());
+    assert_eq!(net_state(Some(run.child.id())), before);
+}
+
+#[test]
+fn cleanup_removes_what_a_killed_gameday_left() {
+    if !can_run() {
+        return;
+    }
+    let _alone = serial();
+    let dir = TempDir::new("gameday-hosts-kill");
+    let before = net_state(None);
+    let mut run = Hosts::start(&dir);
+    let srv = format!("{}0srv", run.prefix);
+    run.wait_for("the blackhole's rule in the server's namespace", || {
+        has_fault_table(&srv)
+    });
+    common::send("-KILL", run.child.id());
+    let (killed, _) = run.exit(Duration::from_secs(15));
+    assert_eq!(killed, None, "ended by SIGKILL");
+    // Nothing runs after a SIGKILL: the namespaces are left, rule and all.
+    let left = run.namespaces();
+    assert_eq!(left.len(), 4, "{left:?}");
+    assert!(has_fault_table(&srv));
+    let done = stagger(&["gameday", "--cleanup"], &dir);
+    assert_eq!(code(&done), Some(0), "{}", done.stderr);
+    for ns in &left {
+        assert!(
+            done.stdout.contains(&format!("removed {ns} ")),
+            "{ns}: {}",
+            done.stdout
+        );
+    }
+    assert_eq!(run.namespaces(), Vec::<String>::new());
+    assert_eq!(net_state(Some(run.child.id())), before);
+    let again = stagger(&["gameday", "--cleanup"], &dir);
+    assert_eq!(code(&again), Some(0), "{}", again.stderr);
+    assert!(
+        !again.stdout.contains(&run.prefix),
+        "removed once: {}",
+        again.stdout
+    );
+}
+
+#[test]
+fn cleanup_takes_no_other_flag() {
+    let dir = TempDir::new("gameday-hosts-cleanup-bad");
+    let done = stagger(&["gameday", "--cleanup", "--hosts", "2"], &dir);
+    assert_eq!(code(&done), Some(2), "{}", done.stderr);
+    assert!(done.stderr.contains("--cleanup"), "{}", done.stderr);
 }

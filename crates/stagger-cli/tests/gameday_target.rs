@@ -39,6 +39,8 @@ fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
             "--drill",
             "--target",
             &target,
+            "--method",
+            "POST",
             "--duration",
             "8s",
             "--fault-at",
@@ -107,6 +109,97 @@ fn a_bad_target_is_a_usage_error_naming_the_flag() {
         (
             &["--target", "http://127.0.0.1:1/work", "--shed-retries"][..],
             "--target: --shed-retries",
+        ),
+    ] {
+        let mut all = vec!["gameday", "--duration", "10s"];
+        all.extend_from_slice(args);
+        let done = stagger(&all, &dir);
+        assert_eq!(code(&done), Some(2), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains(says), "{args:?}: {}", done.stderr);
+    }
+}
+
+/// A short baseline of the default shape (200 requests over 2 s) against
+/// `url`, with `extra` flags; its stderr and nginx's log.
+fn baseline(
+    nginx: &nginx::Nginx,
+    path: &str,
+    extra: &[&str],
+) -> (common::Done, Vec<nginx::Logged>) {
+    let dir = TempDir::new("gameday-target-method");
+    let target = format!("{}{path}", nginx.url());
+    let mut args = vec![
+        "gameday",
+        "--target",
+        &target,
+        "--fault",
+        "none",
+        "--duration",
+        "2s",
+        "--strategy",
+        "full",
+        "--format",
+        "json",
+    ];
+    args.extend_from_slice(extra);
+    let done = stagger_with(&args, &dir, None, Duration::from_secs(30));
+    assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
+    let log = nginx.log();
+    (done, log)
+}
+
+#[test]
+fn posting_to_a_read_endpoint_says_nginx_answered_405_to_every_request() {
+    let Some(nginx) = nginx::Nginx::start() else {
+        return;
+    };
+    let (done, log) = baseline(&nginx, nginx::Nginx::FILE, &["--method", "POST"]);
+    let refused = log.iter().filter(|l| l.status == 405).count();
+    assert!(refused > 0 && refused == log.len(), "{log:?}");
+    assert!(log.iter().all(|l| l.method == "POST" && l.key.is_some()));
+    // The line counts what nginx logged: every answer it gave was a 405.
+    let says = format!(
+        "stagger gameday: full: nginx answered 405 to 100 % of the requests it was sent \
+         ({refused} of {refused}): does the endpoint accept POST?"
+    );
+    assert!(done.stderr.contains(&says), "{says}\n{}", done.stderr);
+    let v: Value = serde_json::from_str(&done.stdout).unwrap();
+    assert_eq!(v["params"]["method"], "POST");
+    assert_eq!(v["strategies"][0]["request_success"], 0.0);
+}
+
+#[test]
+fn a_target_is_read_with_gets_by_default_without_keys_or_a_405_line() {
+    let Some(nginx) = nginx::Nginx::start() else {
+        return;
+    };
+    let (done, log) = baseline(&nginx, nginx::Nginx::FILE, &[]);
+    assert!(!log.is_empty());
+    for l in &log {
+        assert_eq!(
+            (l.method.as_str(), l.status, &l.key),
+            ("GET", 200, &None),
+            "{l:?}"
+        );
+    }
+    assert!(!done.stderr.contains("answered"), "{}", done.stderr);
+    let v: Value = serde_json::from_str(&done.stdout).unwrap();
+    assert_eq!(v["params"]["method"], "GET");
+    assert!(v["strategies"][0]["request_success"].as_f64().unwrap() > 0.9);
+}
+
+#[test]
+fn a_method_the_run_cannot_send_is_a_usage_error_naming_the_flag() {
+    let dir = TempDir::new("gameday-method-bad");
+    for (args, says) in [
+        (
+            &["--method", "GET"][..],
+            "--method: the game-day's own server takes orders",
+        ),
+        (&["--method", "PUT"][..], "--method"),
+        (
+            &["--target", "http://127.0.0.1:1/x", "--no-keys"][..],
+            "--no-keys: only POSTs carry an Idempotency-Key",
         ),
     ] {
         let mut all = vec!["gameday", "--duration", "10s"];

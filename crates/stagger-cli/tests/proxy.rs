@@ -203,3 +203,48 @@ fn a_malformed_fault_names_the_flag_and_the_part() {
         done.stderr
     );
 }
+
+#[test]
+fn overlapping_faults_and_faults_past_the_duration_are_refused_with_a_line() {
+    let dir = TempDir::new("proxy-overlap");
+    for (args, says) in [
+        (
+            &["--fault", "stall@1+2", "--fault", "503@2+2"][..],
+            "--fault: `503@2s+2s` overlaps `stall@1s+2s` from 2s to 3s",
+        ),
+        (
+            &["--fault", "503@30s+2s", "--duration", "10s"][..],
+            "--fault: `503@30s+2s` starts at 30s, when --duration 10s has already stopped",
+        ),
+    ] {
+        let mut all = vec!["proxy", "http://127.0.0.1:9", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let done = stagger(&all, &dir);
+        assert_eq!(code(&done), Some(2), "{args:?}: {}", done.stderr);
+        assert!(done.stderr.contains(says), "{args:?}: {}", done.stderr);
+        assert_eq!(done.stderr.lines().count(), 1, "{}", done.stderr);
+    }
+    // Cut short by --duration: it runs, and says so.
+    let done = stagger(
+        &[
+            "proxy",
+            "http://127.0.0.1:9",
+            "--listen",
+            "127.0.0.1:0",
+            "--fault",
+            "stall@200ms+5s",
+            "--fault",
+            "slow:10@0+1",
+            "--duration",
+            "500ms",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&done), Some(0), "{}", done.stderr);
+    assert!(
+        done.stderr
+            .contains("stagger proxy: --fault `stall@0.2s+5s` is cut short at 0.5s by --duration"),
+        "{}",
+        done.stderr
+    );
+}

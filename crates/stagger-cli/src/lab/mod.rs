@@ -12,7 +12,6 @@ use std::process::ExitCode;
 use stagger_lab::lab::{self, BadParam, Endpoints};
 use stagger_sim::Options;
 
-use crate::args::UsageError;
 use crate::{schedule, simulate, simulate_hedging};
 
 /// Serve the interactive lab: the failover chart, jitter, layers,
@@ -42,8 +41,9 @@ Examples:
 
 Exit status:
   The lab serves until interrupted: Ctrl-C ends it by the signal (a shell
-  reports 130). 2 bad usage, a --port or --bind it cannot listen on included;
-  1 the server failed while serving.")]
+  reports 130). 1 it could not run: a --port or --bind it cannot listen on
+  (a port in use, an address not on this machine), or the server failed
+  while serving. 2 bad usage.")]
 pub struct Args {
     /// TCP port; 0 picks a free one (e.g. `--port 8080`).
     #[arg(long, default_value_t = 7878, value_name = "P")]
@@ -64,14 +64,11 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     rt.block_on(async {
+        // Not a usage error: the flags are fine, the machine is not (exit 1,
+        // as `proxy --listen` and `gameday --metrics-addr`).
         let listener = tokio::net::TcpListener::bind(SocketAddr::new(a.bind, a.port))
             .await
-            .map_err(|e| {
-                UsageError(format!(
-                    "--port: cannot listen on {}:{}: {e}",
-                    a.bind, a.port
-                ))
-            })?;
+            .map_err(|e| cannot_listen(a.bind, a.port, &e))?;
         let addr = listener.local_addr()?;
         let url = lab::url(addr);
         println!("stagger lab: {url}");
@@ -86,6 +83,17 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         lab::serve(listener, addr, endpoints).await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The error of a port the lab cannot listen on, saying what to do.
+fn cannot_listen(bind: IpAddr, port: u16, e: &std::io::Error) -> anyhow::Error {
+    let addr = SocketAddr::new(bind, port);
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "--port: cannot listen on {addr}: the port is in use (give another --port, or 0 for a free one)"
+        ),
+        _ => anyhow::anyhow!("--port: cannot listen on {addr}: {e}"),
+    }
 }
 
 /// Asks the desktop to open `url`; a failure is only reported.

@@ -27,6 +27,46 @@ use stagger_sim::{Schedule, Strategy};
 
 use crate::{Error, ErrorKind};
 
+/// The HTTP method of the fleet's requests (`--method`).
+///
+/// A `POST` is a write: one short text order per logical request, with an
+/// `Idempotency-Key` (unless `--no-keys`) that stays the same on every
+/// attempt, so the upstream can tell a retry from a new order. A `GET` is a
+/// read: no body and no key, as repeating it changes nothing
+/// (RFC 9110, section 9.2.2: GET is idempotent, POST is not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// A read: no body, no key.
+    Get,
+    /// A write: an order in the body and an `Idempotency-Key`.
+    Post,
+}
+
+impl Method {
+    /// `GET` or `POST`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+}
+
+impl std::str::FromStr for Method {
+    type Err = String;
+
+    /// `GET` or `POST`, in any case.
+    fn from_str(s: &str) -> Result<Method, String> {
+        match s.to_ascii_uppercase().as_str() {
+            "GET" => Ok(Method::Get),
+            "POST" => Ok(Method::Post),
+            _ => Err(format!(
+                "`{s}` is not a method the fleet sends (expected GET for a read or POST for a write)"
+            )),
+        }
+    }
+}
+
 /// The fleet's shape and traffic.
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
@@ -53,6 +93,8 @@ pub struct Config {
     /// Whether each POST carries an `Idempotency-Key` (what makes it
     /// retryable after an unknown outcome).
     pub keys: bool,
+    /// The method of every request.
+    pub method: Method,
     /// The rate reached at the end of the traffic, growing linearly from
     /// `rate` (an overload ramp); `None`: steady.
     pub ramp_to: Option<f64>,
@@ -151,7 +193,7 @@ struct Pod {
     guard: Option<Arc<stagger::guardrails::Guardrails>>,
 }
 
-/// Runs the fleet against `url` (every request a POST of one order) until its traffic period is over and every
+/// Runs the fleet against `url` (every request a `cfg.method`) until its traffic period is over and every
 /// request has ended (each is bounded by its deadline); must run inside a
 /// tokio runtime. Requests still running `grace` after the traffic period
 /// are cut off and counted.
@@ -217,7 +259,7 @@ pub async fn run(
         let client = ClientBuilder::new(pod.http.clone())
             .with(RetryMiddleware::new(
                 stagger::http::Settings::new(policy)
-                    .idempotency_keys(cfg.keys)
+                    .idempotency_keys(cfg.keys && cfg.method == Method::Post)
                     .timeout(cfg.deadline),
             ))
             .build();
@@ -294,7 +336,7 @@ impl Client {
             calls.spawn(call(
                 self.client.clone(),
                 self.url.clone(),
-                order,
+                (cfg.method, order),
                 self.counters.clone(),
             ));
             next += next_gap(&cfg, next.saturating_duration_since(start));
@@ -303,11 +345,21 @@ impl Client {
     }
 }
 
-/// One logical request: a POST of one order, retried by the middleware.
-async fn call(client: ClientWithMiddleware, url: Arc<str>, order: String, c: Arc<Counters>) {
+/// One logical request, retried by the middleware: a POST of one order,
+/// or a GET.
+async fn call(
+    client: ClientWithMiddleware,
+    url: Arc<str>,
+    (method, order): (Method, String),
+    c: Arc<Counters>,
+) {
     let started = Instant::now();
     c.sent.add(started);
-    let req = match client.post(&*url).body(order).build() {
+    let req = match method {
+        Method::Post => client.post(&*url).body(order),
+        Method::Get => client.get(&*url),
+    };
+    let req = match req.build() {
         Ok(r) => r,
         Err(_) => {
             c.stop(None);

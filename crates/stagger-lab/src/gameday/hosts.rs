@@ -17,18 +17,17 @@
 //!   the server.
 //!
 //! Names are unique per run (`stg<pid>x<n>…`) and every namespace is removed
-//! when the run ends, failed or not ([`Net`]'s drop). Sockets are put in a
+//! when the run ends, failed, panicked or stopped by a signal, and by
+//! `--cleanup` after a SIGKILL ([`super::netns`]). Sockets are put in a
 //! namespace by the thread that makes them: each host's runtime is built on
 //! a thread that has entered that namespace (`setns`), and its workers
 //! inherit it.
 
-use std::fs::File;
-use std::io::Write as _;
-use std::net::{IpAddr, Ipv4Addr};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::net::IpAddr;
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
+use super::netns::{in_namespace, nft, root, Net};
 use super::{fleet, server, Arrived, Config, Fault, Plan};
 use crate::bins::Timeline;
 use crate::{Error, ErrorKind};
@@ -46,18 +45,6 @@ fn found(tool: &str) -> bool {
     ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]
         .iter()
         .any(|d| std::path::Path::new(d).join(tool).exists())
-}
-
-/// Whether this process runs as root (effective uid 0, from procfs).
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
-        })
-        .unwrap_or(false)
 }
 
 /// Why `--hosts` cannot run here, if it cannot.
@@ -112,6 +99,7 @@ impl Hosts {
         fleet_cfg: fleet::Config,
         grace: Duration,
     ) -> Result<(fleet::Outcome, Arrived), Error> {
+        super::netns::watch_signals()?;
         let net = Net::create(self.n)?;
         let start = Instant::now() + Duration::from_millis(300);
         let line = Timeline::new(start, plan.fleet.duration + grace);
@@ -254,6 +242,7 @@ fn arrived(st: &server::Stats) -> Arrived {
         duplicates: st.duplicates.load(Relaxed),
         deduplicated: st.deduplicated.load(Relaxed),
         shed: None,
+        notes: Vec::new(),
     }
 }
 
@@ -272,123 +261,6 @@ fn share(c: &fleet::Config, h: usize, n: usize) -> fleet::Config {
         max_requests: ((c.max_requests as f64 * f).ceil() as u64).max(1),
         seed: c.seed.wrapping_add(1_000_003 * h as u64),
         ..*c
-    }
-}
-
-/// Runs `f` on this thread after entering network namespace `ns`.
-fn in_namespace<T>(ns: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
-    let path = format!("/run/netns/{ns}");
-    let fd = File::open(&path)
-        .map_err(|e| Error::with(ErrorKind::Run, format!("--hosts: cannot open {path}"), e))?;
-    nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Error::with(ErrorKind::Run, format!("--hosts: cannot enter {ns}"), e))?;
-    f()
-}
-
-/// Runs `ip ARGS`; the error says which command failed and why.
-fn ip(args: &[&str]) -> Result<(), Error> {
-    let out = Command::new("ip")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| Error::with(ErrorKind::Run, "--hosts: cannot run `ip`", e))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(Error::usage(format!(
-            "--hosts: `ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
-/// Feeds `script` to `nft -f -` inside namespace `ns`.
-fn nft(ns: &str, script: &str) -> Result<(), String> {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run nft in {ns}: {e}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(script.as_bytes());
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| format!("nft in {ns}: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "nft in {ns} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// The namespaces of one run: `names[0]` the server's, then the client
-/// hosts', and the switch holding the bridge. All removed on drop.
-pub(super) struct Net {
-    names: Vec<String>,
-    switch: String,
-    made: Vec<String>,
-}
-
-impl Net {
-    /// Host `h`'s address (0: the server).
-    fn ip(&self, h: usize) -> Ipv4Addr {
-        Ipv4Addr::new(10, 251, 0, 1 + h as u8)
-    }
-
-    fn create(n: usize) -> Result<Net, Error> {
-        static RUN: AtomicU32 = AtomicU32::new(0);
-        let id = format!("stg{}x{}", std::process::id(), RUN.fetch_add(1, Relaxed));
-        let mut net = Net {
-            names: (0..=n)
-                .map(|h| {
-                    if h == 0 {
-                        format!("{id}srv")
-                    } else {
-                        format!("{id}c{h}")
-                    }
-                })
-                .collect(),
-            switch: format!("{id}sw"),
-            made: Vec::new(),
-        };
-        // From here on, whatever was made is removed by the drop.
-        let sw = net.switch.clone();
-        ip(&["netns", "add", &sw])?;
-        net.made.push(sw.clone());
-        ip(&["-n", &sw, "link", "add", "br0", "type", "bridge"])?;
-        ip(&["-n", &sw, "link", "set", "br0", "up"])?;
-        for h in 0..=n {
-            let ns = net.names[h].clone();
-            ip(&["netns", "add", &ns])?;
-            net.made.push(ns.clone());
-            let port = format!("v{h}");
-            ip(&[
-                "-n", &sw, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns",
-                &ns,
-            ])?;
-            ip(&["-n", &sw, "link", "set", &port, "master", "br0", "up"])?;
-            let addr = format!("{}/24", net.ip(h));
-            ip(&["-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
-            ip(&["-n", &ns, "link", "set", "eth0", "up"])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(net)
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        // Removing a namespace removes its veth ends and the bridge.
-        for ns in self.made.iter().rev() {
-            let _ = ip(&["netns", "del", ns]);
-        }
     }
 }
 
@@ -431,6 +303,7 @@ mod tests {
             seed: 1,
             metrics: false,
             keys: true,
+            method: fleet::Method::Post,
             ramp_to: None,
             first_client: 0,
         };

@@ -32,12 +32,15 @@ mod measure;
 mod report;
 
 mod hosts;
+mod netns;
 mod server;
 pub mod soak;
 mod target;
 
 use crate::bins::{Timeline, BIN};
+pub use fleet::Method;
 pub use measure::{Latency, Row, Series};
+pub use netns::{cleanup, Cleanup};
 pub use report::{html, legend, table, Params, Results, KEY};
 pub use server::Fault;
 
@@ -109,6 +112,10 @@ pub struct Config {
     /// Whether the POSTs carry an `Idempotency-Key` (`--no-keys` turns it
     /// off: the middleware then never repeats one whose outcome is unknown).
     pub keys: bool,
+    /// `--method`: what every request is; `None` for the default, a GET
+    /// (a read) with `--target` and a POST (an order) to the game-day's
+    /// own server, which takes nothing else.
+    pub method: Option<Method>,
     /// A soak ([`soak`]): one strategy, up to [`MAX_SOAK_DURATION`] and
     /// [`MAX_SOAK_REQUESTS`].
     pub soak: bool,
@@ -124,6 +131,32 @@ pub struct Config {
 
 fn usage(msg: String) -> Error {
     Error::usage(msg)
+}
+
+/// The method of the fleet's requests: `--method`, or by default a GET
+/// (a read, harmless to repeat) against a `--target` and a POST to the
+/// game-day's own server.
+fn method(a: &Config) -> Result<Method, Error> {
+    let m = match (a.method, &a.target) {
+        (Some(Method::Get), None) => {
+            return Err(usage(
+                "--method: the game-day's own server takes orders, by POST; GET is for \
+                 a read endpoint of yours (--target URL)"
+                    .into(),
+            ))
+        }
+        (Some(m), _) => m,
+        (None, Some(_)) => Method::Get,
+        (None, None) => Method::Post,
+    };
+    if m == Method::Get && !a.keys {
+        return Err(usage(
+            "--no-keys: only POSTs carry an Idempotency-Key and these requests are GETs \
+             (give --method POST for a write)"
+                .into(),
+        ));
+    }
+    Ok(m)
 }
 
 /// Where a fault starts unless `--fault-at` says otherwise: after 10 s of
@@ -167,6 +200,9 @@ pub struct Run {
     pub row: Row,
     /// Client tasks still running at the hard stop (0 normally).
     pub cut_off: u64,
+    /// Lines worth telling the user about this run, each one sentence
+    /// (say, that the upstream answered 405 to every request).
+    pub notes: Vec<String>,
 }
 
 /// Checks `a` and plans the game-day; a bad setting is an
@@ -286,6 +322,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             )));
         }
     }
+    let method = method(a)?;
     let target = a
         .target
         .as_deref()
@@ -350,6 +387,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         server_limit: a.server_limit.map(|l| l.to_string()),
         ramp_to: a.ramp_to,
         target: a.target.clone(),
+        method: method.as_str(),
         hosts: a.hosts,
     };
     let fleet = fleet::Config {
@@ -364,6 +402,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         seed: a.seed,
         metrics: a.metrics,
         keys: a.keys,
+        method,
         ramp_to: a.ramp_to,
         first_client: 0,
     };
@@ -449,6 +488,7 @@ impl Plan {
                 duplicates: st.duplicates.load(relaxed),
                 deduplicated: st.deduplicated.load(relaxed),
                 shed,
+                notes: Vec::new(),
             };
             Ok::<_, Error>((out?, seen))
         });
@@ -493,6 +533,7 @@ impl Plan {
         Run {
             row: measure::summarize(&raw),
             cut_off: out.cut_off,
+            notes: seen.notes,
         }
     }
 }
@@ -509,6 +550,9 @@ struct Arrived {
     duplicates: u64,
     deduplicated: u64,
     shed: Option<u64>,
+    /// Lines worth telling the user about this run (say, an upstream
+    /// that answered 405 to everything).
+    notes: Vec<String>,
 }
 
 /// Writes `report.html` (self-contained, inline SVG) and `results.json`

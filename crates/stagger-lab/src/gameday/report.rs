@@ -58,6 +58,8 @@ pub struct Params {
     /// `--target`: the real upstream the fleet drove through the fault
     /// proxy (`null`: the game-day's own server).
     pub target: Option<String>,
+    /// The method of every request, `GET` or `POST`.
+    pub method: &'static str,
     /// `--hosts`: client hosts (network namespaces) the pods were spread
     /// over (`null`: all on loopback).
     pub hosts: Option<usize>,
@@ -199,7 +201,8 @@ pub fn legend(p: &Params) -> String {
     let server = match &p.target {
         // A real upstream: its capacity is what the flags state it to be.
         Some(url) => format!(
-            "target {url} through the fault proxy (capacity stated as {:.0}/s: {} workers × {:.0} ms)",
+            "target {} {url} through the fault proxy (capacity stated as {:.0}/s: {} workers × {:.0} ms)",
+            p.method,
             p.capacity,
             p.workers,
             p.service_time_s * 1e3
@@ -368,6 +371,7 @@ mod tests {
             server_limit: None,
             ramp_to: None,
             target: None,
+            method: "POST",
             hosts: None,
         }
     }

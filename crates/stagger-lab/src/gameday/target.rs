@@ -12,11 +12,12 @@
 //! with success twice (writes applied twice unless it deduplicates by key).
 //! The upstream's capacity is what `--workers` ÷ `--service-time` state.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use http::uri::Uri;
 
-use super::{fleet, Arrived, Config, Fault, Plan};
+use super::{fleet, Arrived, Config, Fault, Method, Plan};
 use crate::bins::Timeline;
 use crate::proxy::{self, Kind, Proxy, Upstream, Window};
 use crate::{Error, ErrorKind};
@@ -118,6 +119,7 @@ impl Target {
         let out = fleet::run(fleet_cfg, &url, line, grace).await;
         let rec = p.recorder();
         let n = line.len;
+        let note = one_answer(&rec.statuses(), rec.upstream_name(), plan.fleet.method);
         let seen = Arrived {
             first: rec.first(),
             retries: rec.retries(),
@@ -127,8 +129,76 @@ impl Target {
             duplicates: p.report().duplicates,
             deduplicated: 0,
             shed: None,
+            notes: note.into_iter().collect(),
         };
         p.stop();
         Ok((out?, seen))
+    }
+}
+
+/// A line when the upstream gave one answer other than a success to most
+/// of what was forwarded (more than half): the strategies' numbers are
+/// then about that answer, not about the fault, and the line says what to
+/// check.
+fn one_answer(
+    statuses: &BTreeMap<u16, u64>,
+    server: Option<&str>,
+    method: Method,
+) -> Option<String> {
+    let total: u64 = statuses.values().sum();
+    let (&status, &n) = statuses.iter().max_by_key(|(_, &n)| n)?;
+    if (200..300).contains(&status) || n * 2 <= total {
+        return None;
+    }
+    let hint = match status {
+        405 => format!(
+            "does the endpoint accept {}? (--method GET for a read, POST for a write)",
+            method.as_str()
+        ),
+        404 | 410 => "is the path in --target right?".to_string(),
+        401 | 403 => "does the endpoint need credentials? the fleet sends none".to_string(),
+        300..=399 => "it redirects; give --target the URL it redirects to".to_string(),
+        500..=599 => "it fails without any fault; check it before a game-day".to_string(),
+        _ => format!("does the endpoint take the fleet's {}s?", method.as_str()),
+    };
+    let pct = 100.0 * n as f64 / total as f64;
+    Some(format!(
+        "{} answered {status} to {pct:.0} % of the requests it was sent ({n} of {total}): {hint}",
+        server.unwrap_or("the target")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upstream_answering_405_to_most_requests_is_named_with_what_to_check() {
+        let all = BTreeMap::from([(405, 400)]);
+        let line = one_answer(&all, Some("nginx"), Method::Post).unwrap();
+        assert_eq!(
+            line,
+            "nginx answered 405 to 100 % of the requests it was sent (400 of 400): does the \
+             endpoint accept POST? (--method GET for a read, POST for a write)"
+        );
+        let most = BTreeMap::from([(200, 30), (404, 70)]);
+        let line = one_answer(&most, None, Method::Get).unwrap();
+        assert!(
+            line.starts_with("the target answered 404 to 70 %"),
+            "{line}"
+        );
+        assert!(line.contains("path"), "{line}");
+    }
+
+    #[test]
+    fn successes_or_no_majority_leave_no_line() {
+        assert_eq!(one_answer(&BTreeMap::new(), None, Method::Get), None);
+        let ok = BTreeMap::from([(200, 99), (503, 1)]);
+        assert_eq!(one_answer(&ok, None, Method::Get), None);
+        // Half is not most.
+        let split = BTreeMap::from([(200, 50), (503, 50)]);
+        assert_eq!(one_answer(&split, None, Method::Get), None);
+        let mixed = BTreeMap::from([(200, 20), (500, 40), (503, 40)]);
+        assert_eq!(one_answer(&mixed, None, Method::Get), None);
     }
 }

@@ -40,6 +40,7 @@ fn config() -> Config {
         server_limit: None,
         ramp_to: None,
         keys: true,
+        method: None,
         soak: false,
         target: None,
         hosts: None,

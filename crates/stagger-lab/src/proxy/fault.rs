@@ -202,6 +202,54 @@ pub fn parse(spec: &str) -> Result<Window, String> {
     })
 }
 
+/// Checks a list of faults against each other and against `duration`
+/// (when the proxy stops, if it does). Refused, each with a line naming
+/// both specs: two faults holding at once where neither is `slow:MS` (the
+/// one delay that composes with another fault; otherwise one would hide
+/// the other), and a fault starting once the proxy has stopped. A fault
+/// cut short by `duration` is allowed; the returned lines say so.
+pub fn check(faults: &[Window], duration: Option<Duration>) -> Result<Vec<String>, String> {
+    let slow = |w: &Window| matches!(w.kind, Kind::Slow(_));
+    for (i, a) in faults.iter().enumerate() {
+        for b in &faults[i + 1..] {
+            let from = a.start.max(b.start);
+            let to = match (a.end(), b.end()) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            if to.is_some_and(|t| t <= from) || slow(a) || slow(b) {
+                continue;
+            }
+            let until = to.map_or("the end".to_string(), |t| format!("{}s", t.as_secs_f64()));
+            return Err(format!(
+                "--fault: `{b}` overlaps `{a}` from {}s to {until}; only slow:MS combines \
+                 with another fault (give them separate times)",
+                from.as_secs_f64()
+            ));
+        }
+    }
+    let Some(d) = duration else {
+        return Ok(Vec::new());
+    };
+    let mut notes = Vec::new();
+    for w in faults {
+        if w.start >= d {
+            return Err(format!(
+                "--fault: `{w}` starts at {}s, when --duration {}s has already stopped the proxy",
+                w.start.as_secs_f64(),
+                d.as_secs_f64()
+            ));
+        }
+        if w.end().is_some_and(|e| e > d) {
+            notes.push(format!(
+                "--fault `{w}` is cut short at {}s by --duration",
+                d.as_secs_f64()
+            ));
+        }
+    }
+    Ok(notes)
+}
+
 /// What the faults holding at one instant do to a request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Now {
@@ -280,6 +328,45 @@ mod tests {
                 "{spec}: {e}"
             );
         }
+    }
+
+    fn specs(s: &[&str]) -> Vec<Window> {
+        s.iter().map(|s| parse(s).unwrap()).collect()
+    }
+
+    #[test]
+    fn overlapping_faults_are_refused_naming_both_unless_one_is_slow() {
+        let e = check(&specs(&["stall@1+2", "503@2+5"]), None).unwrap_err();
+        assert_eq!(
+            e,
+            "--fault: `503@2s+5s` overlaps `stall@1s+2s` from 2s to 3s; only slow:MS combines \
+             with another fault (give them separate times)"
+        );
+        let e = check(&specs(&["reset@10", "blackhole@20+1"]), None).unwrap_err();
+        assert!(e.contains("from 20s to 21s"), "{e}");
+        let e = check(&specs(&["429", "failover@5"]), None).unwrap_err();
+        assert!(e.contains("to the end"), "{e}");
+        // Back to back is not overlapping; slow composes with anything.
+        assert_eq!(check(&specs(&["stall@1+2", "503@3+1"]), None), Ok(vec![]));
+        let ok = check(&specs(&["reset@5+3", "slow:200@0+30"]), None);
+        assert_eq!(ok, Ok(vec![]));
+    }
+
+    #[test]
+    fn a_fault_after_the_duration_is_refused_and_one_cut_short_is_said() {
+        let e = check(&specs(&["stall@70s+2s"]), Some(S(60))).unwrap_err();
+        assert!(
+            e.starts_with("--fault: `stall@70s+2s` starts at 70s"),
+            "{e}"
+        );
+        assert!(e.contains("--duration 60s"), "{e}");
+        assert!(check(&specs(&["stall@60+2"]), Some(S(60))).is_err());
+        let notes = check(&specs(&["stall@55+10", "503@1+2"]), Some(S(60))).unwrap();
+        assert_eq!(
+            notes,
+            ["--fault `stall@55s+10s` is cut short at 60s by --duration"]
+        );
+        assert_eq!(check(&specs(&["503@1"]), Some(S(60))), Ok(vec![]));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 
 use super::fault::{self, Kind, Window};
+use super::grpc;
 use super::record::{self, Event, Recorder};
 use crate::reset::ResetHandle;
 
@@ -67,6 +68,21 @@ fn answer(status: StatusCode, retry_after: bool) -> Response<Body> {
         r.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
+    r
+}
+
+/// The 502 of an upstream that gave no answer: the proxy's own word, not
+/// a fault's (none was asked for), saying why.
+fn no_answer(why: &str) -> Response<Body> {
+    let status = StatusCode::BAD_GATEWAY;
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!(
+            "{status} (stagger proxy: no answer from the upstream: {why}; no fault was injected)\n"
+        )))
+        .map_err(|e| match e {})
+        .boxed(),
+    );
+    *r.status_mut() = status;
     r
 }
 
@@ -180,17 +196,36 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
     match client.request(Request::from_parts(parts, body)).await {
         Ok(resp) => {
             let status = resp.status();
-            s.rec.event(Event::Answered(status.as_u16()));
-            if let (true, Some(k)) = (status.is_success(), key.as_deref()) {
+            if let Some(v) = resp.headers().get(header::SERVER) {
+                s.rec.upstream_server(v.to_str().unwrap_or_default());
+            }
+            // A gRPC call's outcome is its grpc-status, not the HTTP 200.
+            let grpc = status == StatusCode::OK && grpc::is_grpc(resp.headers());
+            let grpc_now = grpc.then(|| grpc::status(resp.headers())).flatten();
+            match grpc_now {
+                Some(code) => s.rec.event(Event::Grpc(code)),
+                None if grpc => {}
+                None => s.rec.event(Event::Answered(status.as_u16())),
+            }
+            let ok = status.is_success() && (!grpc || grpc_now == Some(0));
+            if let (true, Some(k)) = (ok, key.as_deref()) {
                 s.rec.keyed_success(k);
             }
             let (mut parts, body) = resp.into_parts();
             strip_hop_headers(&mut parts.headers);
-            Response::from_parts(parts, body.map_err(BoxError::from).boxed())
+            let body = if grpc && grpc_now.is_none() {
+                // The status comes in the trailers.
+                grpc::counted(body, s.rec.clone())
+            } else {
+                body.map_err(BoxError::from).boxed()
+            };
+            Response::from_parts(parts, body)
         }
-        Err(_) => {
+        Err(e) => {
             s.rec.event(Event::UpstreamError);
-            answer(StatusCode::BAD_GATEWAY, false)
+            let why = grpc::why_no_answer(&e, h2);
+            s.rec.upstream_error(why.clone());
+            no_answer(&why)
         }
     }
 }

@@ -41,6 +41,7 @@ use crate::{Error, ErrorKind};
 
 pub mod fault;
 mod forward;
+pub mod grpc;
 pub mod record;
 mod render;
 mod stats;
@@ -233,6 +234,8 @@ async fn accept_loop(
     room: Arc<Semaphore>,
 ) {
     let mut listener = Some(listener);
+    // Every connection served holds a permit: the open ones are the rest.
+    let most = room.available_permits();
     let mut failovers: Vec<Window> = s
         .faults
         .iter()
@@ -265,8 +268,9 @@ async fn accept_loop(
             _ = tokio::time::sleep_until(down_at.unwrap_or(s.start).into()), if down_at.is_some() => {
                 let Some(w) = next.next() else { continue };
                 drop(listener.take());
+                let open = most.saturating_sub(room.available_permits());
                 kill.send_modify(|g| *g += 1);
-                s.rec.event(record::Event::Refused);
+                s.rec.failover(open as u64);
                 // Overlapping failovers keep the listener down until the last ends.
                 let mut end = w.end();
                 while let Some(more) = next.next_if(|n| end.is_none_or(|e| n.start <= e)) {

@@ -8,9 +8,9 @@
 //! keys are remembered in two generations of at most [`KEYS`] each, turned
 //! every [`KEY_MEMORY`], so memory stays flat however long the proxy runs.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use http::HeaderMap;
@@ -76,6 +76,14 @@ pub struct Recorder {
     keys: Mutex<Keys>,
     ok_keys: Mutex<Keys>,
     counts: Counts,
+    /// The upstream's answers by status.
+    statuses: Mutex<BTreeMap<u16, u64>>,
+    /// The upstream's `Server` header, as first seen.
+    server: OnceLock<String>,
+    /// gRPC answers by `grpc-status`.
+    grpc: Mutex<BTreeMap<u32, u64>>,
+    /// Why the upstream first gave no answer.
+    first_error: OnceLock<String>,
 }
 
 #[derive(Debug, Default)]
@@ -87,13 +95,15 @@ struct Counts {
     upstream_ok: AtomicU64,
     upstream_errors: AtomicU64,
     upstream_5xx: AtomicU64,
+    upstream_grpc_errors: AtomicU64,
     answered_503: AtomicU64,
     answered_429: AtomicU64,
     reset: AtomicU64,
     blackholed: AtomicU64,
     stalled: AtomicU64,
     slowed: AtomicU64,
-    refused: AtomicU64,
+    failovers: AtomicU64,
+    failover_dropped: AtomicU64,
     duplicates: AtomicU64,
 }
 
@@ -102,8 +112,11 @@ struct Counts {
 pub enum Event {
     /// Sent to the upstream.
     Forwarded,
-    /// The upstream answered with this status.
+    /// The upstream answered with this HTTP status (not a gRPC answer).
     Answered(u16),
+    /// The upstream ended a gRPC call with this `grpc-status` (0: OK), in
+    /// the headers of a trailers-only answer or in the trailers.
+    Grpc(u32),
     /// The upstream could not be reached or broke off (answered 502).
     UpstreamError,
     /// Answered 503 by a fault.
@@ -118,8 +131,6 @@ pub enum Event {
     Stalled,
     /// Delayed by a slow fault before forwarding.
     Slowed,
-    /// A connection dropped or refused by a failover.
-    Refused,
 }
 
 impl Recorder {
@@ -140,6 +151,10 @@ impl Recorder {
             keys: keys(),
             ok_keys: keys(),
             counts: Counts::default(),
+            statuses: Mutex::default(),
+            server: OnceLock::new(),
+            grpc: Mutex::default(),
+            first_error: OnceLock::new(),
         }
     }
 
@@ -188,15 +203,37 @@ impl Recorder {
     /// Counts what became of a request.
     pub fn event(&self, e: Event) {
         let c = &self.counts;
+        if let Event::Answered(s) = e {
+            *self
+                .statuses
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(s)
+                .or_insert(0) += 1;
+        }
+        if let Event::Grpc(code) = e {
+            *self
+                .grpc
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(code)
+                .or_insert(0) += 1;
+        }
         if matches!(
             e,
             Event::Answered503 | Event::Answered429 | Event::Reset | Event::UpstreamError
         ) || matches!(e, Event::Answered(s) if s >= 500)
+            || matches!(e, Event::Grpc(code) if code != 0)
         {
             self.failed.add(Instant::now());
         }
         let n = match e {
             Event::Forwarded => &c.forwarded,
+            Event::Grpc(0) => {
+                self.ok.add(Instant::now());
+                &c.upstream_ok
+            }
+            Event::Grpc(_) => &c.upstream_grpc_errors,
             Event::Answered(s) if (200..300).contains(&s) => {
                 self.ok.add(Instant::now());
                 &c.upstream_ok
@@ -210,7 +247,6 @@ impl Recorder {
             Event::Blackholed => &c.blackholed,
             Event::Stalled => &c.stalled,
             Event::Slowed => &c.slowed,
-            Event::Refused => &c.refused,
         };
         n.fetch_add(1, Relaxed);
     }
@@ -227,6 +263,43 @@ impl Recorder {
         if again {
             self.counts.duplicates.fetch_add(1, Relaxed);
         }
+    }
+
+    /// Notes the upstream's `Server` header (the first one seen is kept).
+    pub fn upstream_server(&self, value: &str) {
+        if self.server.get().is_none() {
+            let _ = self.server.set(value.to_string());
+        }
+    }
+
+    /// The upstream's name from its `Server` header (`nginx` for
+    /// `nginx/1.22.1`), if it sent one.
+    pub fn upstream_name(&self) -> Option<&str> {
+        let s = self.server.get()?;
+        s.split(['/', ' ']).next().filter(|n| !n.is_empty())
+    }
+
+    /// A failover began, dropping `open` connections. The connections
+    /// refused while it lasts are the kernel's answer (nothing listens) and
+    /// never reach the proxy: only the clients can count them.
+    pub fn failover(&self, open: u64) {
+        self.counts.failovers.fetch_add(1, Relaxed);
+        self.counts.failover_dropped.fetch_add(open, Relaxed);
+    }
+
+    /// Notes why the upstream gave no answer (the first reason is kept).
+    pub fn upstream_error(&self, why: String) {
+        if self.first_error.get().is_none() {
+            let _ = self.first_error.set(why);
+        }
+    }
+
+    /// The upstream's answers so far, by status.
+    pub fn statuses(&self) -> BTreeMap<u16, u64> {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// First attempts per bin so far.
@@ -274,14 +347,24 @@ impl Recorder {
             forwarded: get(&c.forwarded),
             upstream_ok: get(&c.upstream_ok),
             upstream_5xx: get(&c.upstream_5xx),
+            upstream_grpc_errors: get(&c.upstream_grpc_errors),
+            grpc_status: self
+                .grpc
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .map(|(&code, &n)| (super::grpc::name(code), n))
+                .collect(),
             upstream_errors: get(&c.upstream_errors),
+            first_upstream_error: self.first_error.get().cloned(),
             answered_503: get(&c.answered_503),
             answered_429: get(&c.answered_429),
             reset: get(&c.reset),
             blackholed: get(&c.blackholed),
             stalled: get(&c.stalled),
             slowed: get(&c.slowed),
-            refused_connections: get(&c.refused),
+            failovers: get(&c.failovers),
+            failover_dropped: get(&c.failover_dropped),
             duplicates: get(&c.duplicates),
             faults: faults.iter().map(WindowJson::from).collect(),
             series: ProxySeries {
@@ -339,12 +422,19 @@ pub struct Report {
     pub retries_by: RetriesBy,
     /// Requests sent to the upstream.
     pub forwarded: u64,
-    /// Upstream answers 2xx.
+    /// Upstream answers 2xx (a gRPC answer only with `grpc-status` 0, OK).
     pub upstream_ok: u64,
     /// Upstream answers 5xx.
     pub upstream_5xx: u64,
+    /// gRPC calls the upstream ended with a `grpc-status` other than OK
+    /// (HTTP 200 all the same: not in `upstream_ok`).
+    pub upstream_grpc_errors: u64,
+    /// gRPC answers by `grpc-status` name (`OK`, `UNAVAILABLE`…).
+    pub grpc_status: BTreeMap<String, u64>,
     /// Requests the upstream could not take (connect error, broken off).
     pub upstream_errors: u64,
+    /// Why the upstream first gave no answer (`null`: it always answered).
+    pub first_upstream_error: Option<String>,
     /// Answered 503 by a fault.
     pub answered_503: u64,
     /// Answered 429 by a fault.
@@ -357,8 +447,12 @@ pub struct Report {
     pub stalled: u64,
     /// Requests delayed by a slow fault.
     pub slowed: u64,
-    /// Connections refused or dropped by a failover.
-    pub refused_connections: u64,
+    /// Failovers that began (the listener closed).
+    pub failovers: u64,
+    /// Open connections the failovers dropped. Connections refused while
+    /// a failover lasts are refused by the kernel and never reach the
+    /// proxy: count them at the client.
+    pub failover_dropped: u64,
     /// Second 2xx answers for one `Idempotency-Key` (writes the upstream
     /// applied twice unless it deduplicates by key).
     pub duplicates: u64,

@@ -30,7 +30,8 @@ impl Report {
         let _ = writeln!(
             out,
             "forwarded {} (upstream 2xx {}, 5xx {}, unreachable {}); answered by faults: 503 {}, \
-             429 {}, reset {}, blackholed {}; stalled {}, slowed {}, connections refused {}; \
+             429 {}, reset {}, blackholed {}; stalled {}, slowed {}, failovers {} (open connections \
+             dropped {}; new ones refused by the kernel, not counted here); \
              keys answered 2xx twice {}",
             self.forwarded,
             self.upstream_ok,
@@ -42,9 +43,29 @@ impl Report {
             self.blackholed,
             self.stalled,
             self.slowed,
-            self.refused_connections,
+            self.failovers,
+            self.failover_dropped,
             self.duplicates
         );
+        if !self.grpc_status.is_empty() {
+            let by: Vec<String> = self
+                .grpc_status
+                .iter()
+                .map(|(name, n)| format!("{name} {n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "gRPC calls by grpc-status: {} (HTTP 200 all; only OK is in upstream 2xx)",
+                by.join(", ")
+            );
+        }
+        if let Some(why) = &self.first_upstream_error {
+            let _ = writeln!(
+                out,
+                "no answer from the upstream ({}×), first: {why}",
+                self.upstream_errors
+            );
+        }
         let s = &self.series;
         let per_s = (1000 / self.bin_ms.max(1)).max(1) as usize;
         let secs: Vec<(u64, u64)> = s
@@ -137,10 +158,14 @@ impl Report {
         );
         family(
             "stagger_proxy_upstream_responses_total",
-            "Upstream answers, by class (ok: 2xx, error: 5xx, unreachable: no answer).",
+            "Upstream answers, by class (ok: 2xx or gRPC OK, error: 5xx or a gRPC status other \
+             than OK, unreachable: no answer).",
             &[
                 ("{class=\"ok\"}", self.upstream_ok),
-                ("{class=\"error\"}", self.upstream_5xx),
+                (
+                    "{class=\"error\"}",
+                    self.upstream_5xx + self.upstream_grpc_errors,
+                ),
                 ("{class=\"unreachable\"}", self.upstream_errors),
             ],
         );
@@ -154,7 +179,7 @@ impl Report {
                 ("{fault=\"blackhole\"}", self.blackholed),
                 ("{fault=\"stall\"}", self.stalled),
                 ("{fault=\"slow\"}", self.slowed),
-                ("{fault=\"failover\"}", self.refused_connections),
+                ("{fault=\"failover\"}", self.failover_dropped),
             ],
         );
         out

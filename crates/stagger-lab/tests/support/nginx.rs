@@ -3,7 +3,9 @@
 //! killed and its directory removed on drop.
 //!
 //! Every location answers `200 applied` to any method (`return`, so a POST
-//! body is read and dropped), and the access log has one line per request
+//! body is read and dropped), except `/files/`, which serves the static
+//! file [`Nginx::FILE`] — a read endpoint: nginx answers 405 to a POST
+//! there. The access log has one line per request
 //! nginx served: method, URI, status, protocol, `x-retry-attempt`,
 //! `Idempotency-Key`.
 //!
@@ -51,6 +53,9 @@ fn free_port() -> SocketAddr {
 }
 
 impl Nginx {
+    /// The path of the static file nginx serves (GET only).
+    pub const FILE: &'static str = "/files/page.txt";
+
     /// Starts nginx, or `None` (with a message) where it is not installed
     /// outside CI.
     pub fn start() -> Option<Nginx> {
@@ -93,10 +98,13 @@ http {{
         listen {h1};
         listen {h2} http2;
         location / {{ return 200 "applied\n"; }}
+        location /files/ {{ root {d}/www; }}
     }}
 }}
 "#
         );
+        std::fs::create_dir_all(dir.join("www/files")).unwrap();
+        std::fs::write(dir.join("www").join(&Nginx::FILE[1..]), "a page\n").unwrap();
         let conf_path = dir.join("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
         let child = Command::new(bin)

@@ -1,0 +1,139 @@
+//! gRPC answers as the proxy counts them, and why an upstream gave none.
+//!
+//! A gRPC call's outcome is not its HTTP status: a failed call is HTTP 200
+//! with `grpc-status` other than 0, either in the headers of a
+//! "trailers-only" answer or in the trailers after the messages (gRPC over
+//! HTTP/2, PROTOCOL-HTTP2.md in grpc/grpc). So an answer whose content type
+//! is `application/grpc…` is counted by its `grpc-status`, and one whose
+//! status only comes in the trailers is counted when they pass through.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::HeaderMap;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+
+use super::forward::{Body, BoxError};
+use super::record::{Event, Recorder};
+
+/// The names of gRPC's status codes, by number (grpc/grpc's
+/// doc/statuscodes.md).
+const NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// A gRPC status code's name (`UNAVAILABLE` for 14), or the number for
+/// one gRPC does not define.
+pub fn name(code: u32) -> String {
+    NAMES
+        .get(code as usize)
+        .map_or_else(|| code.to_string(), |n| (*n).to_string())
+}
+
+/// gRPC's status when a call ends without one (UNKNOWN).
+const UNKNOWN: u32 = 2;
+
+/// Whether an answer is a gRPC one (`content-type: application/grpc`,
+/// with or without a `+proto` or `+json` suffix).
+pub(super) fn is_grpc(h: &HeaderMap) -> bool {
+    h.get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"))
+}
+
+/// The `grpc-status` in `h`, if there is one (an unreadable value is
+/// UNKNOWN, as a client would take it).
+pub(super) fn status(h: &HeaderMap) -> Option<u32> {
+    let v = h.get("grpc-status")?;
+    Some(
+        v.to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(UNKNOWN),
+    )
+}
+
+/// The upstream's body, passed on frame by frame, its trailers' status
+/// counted as they go by (UNKNOWN for trailers without one).
+pub(super) fn counted(body: Incoming, rec: Arc<Recorder>) -> Body {
+    body.map_frame(move |f: hyper::body::Frame<Bytes>| {
+        if let Some(t) = f.trailers_ref() {
+            rec.event(Event::Grpc(status(t).unwrap_or(UNKNOWN)));
+        }
+        f
+    })
+    .map_err(BoxError::from)
+    .boxed()
+}
+
+/// Why the upstream gave no answer, for the 502's body and the report:
+/// a refused or failed connection, or an upstream that does not speak
+/// the request's protocol (an HTTP/1.1 request to an HTTP/2-only server
+/// reads back HTTP/2 frames, which do not parse as HTTP/1.1).
+pub(super) fn why_no_answer(e: &hyper_util::client::legacy::Error, h2: bool) -> String {
+    if e.is_connect() {
+        let cause = std::error::Error::source(e).map_or(String::new(), |c| format!(": {c}"));
+        return format!("cannot connect to it{cause}");
+    }
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            if !h2 && h.is_parse() {
+                return format!(
+                    "its answer is not HTTP/1.1 ({h}); an HTTP/2-only (h2c) server answers so: \
+                     send the proxy HTTP/2 with prior knowledge"
+                );
+            }
+            if h2 {
+                return format!(
+                    "it broke off the HTTP/2 (h2c) exchange ({h}); an HTTP/1.1-only server does \
+                     so: send the proxy HTTP/1.1"
+                );
+            }
+            return h.to_string();
+        }
+        cause = c.source();
+    }
+    e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_answers_are_told_by_content_type_and_counted_by_grpc_status() {
+        let mut h = HeaderMap::new();
+        assert!(!is_grpc(&h));
+        h.insert("content-type", "application/grpc+proto".parse().unwrap());
+        assert!(is_grpc(&h));
+        assert_eq!(status(&h), None);
+        h.insert("grpc-status", "14".parse().unwrap());
+        assert_eq!(status(&h), Some(14));
+        assert_eq!(name(14), "UNAVAILABLE");
+        h.insert("grpc-status", "fourteen".parse().unwrap());
+        assert_eq!(status(&h), Some(UNKNOWN));
+        assert_eq!(
+            (name(0).as_str(), name(16).as_str()),
+            ("OK", "UNAUTHENTICATED")
+        );
+        assert_eq!(name(99), "99");
+    }
+}
