@@ -215,7 +215,7 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
             strip_hop_headers(&mut parts.headers);
             let body = if grpc && grpc_now.is_none() {
                 // The status comes in the trailers.
-                grpc::counted(body, s.rec.clone())
+                grpc_counted(body, s.rec.clone())
             } else {
                 body.map_err(BoxError::from).boxed()
             };
@@ -228,6 +228,19 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
             no_answer(&why)
         }
     }
+}
+
+/// The upstream's body, passed on frame by frame, its trailers' status
+/// counted as they go by (UNKNOWN for trailers without one).
+fn grpc_counted(body: Incoming, rec: Arc<Recorder>) -> Body {
+    body.map_frame(move |f: hyper::body::Frame<Bytes>| {
+        if let Some(t) = f.trailers_ref() {
+            rec.event(Event::Grpc(grpc::status(t).unwrap_or(grpc::UNKNOWN)));
+        }
+        f
+    })
+    .map_err(BoxError::from)
+    .boxed()
 }
 
 #[cfg(test)]

@@ -7,48 +7,20 @@
 //! is `application/grpc…` is counted by its `grpc-status`, and one whose
 //! status only comes in the trailers is counted when they pass through.
 
-use std::sync::Arc;
-
-use bytes::Bytes;
 use http::HeaderMap;
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
-
-use super::forward::{Body, BoxError};
-use super::record::{Event, Recorder};
-
-/// The names of gRPC's status codes, by number (grpc/grpc's
-/// doc/statuscodes.md).
-const NAMES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
+use stagger::classify::GRPC_CODE_NAMES;
+use stagger::http::grpc_status;
 
 /// A gRPC status code's name (`UNAVAILABLE` for 14), or the number for
 /// one gRPC does not define.
 pub fn name(code: u32) -> String {
-    NAMES
+    GRPC_CODE_NAMES
         .get(code as usize)
         .map_or_else(|| code.to_string(), |n| (*n).to_string())
 }
 
 /// gRPC's status when a call ends without one (UNKNOWN).
-const UNKNOWN: u32 = 2;
+pub(super) const UNKNOWN: u32 = 2;
 
 /// Whether an answer is a gRPC one (`content-type: application/grpc`,
 /// with or without a `+proto` or `+json` suffix).
@@ -61,26 +33,7 @@ pub(super) fn is_grpc(h: &HeaderMap) -> bool {
 /// The `grpc-status` in `h`, if there is one (an unreadable value is
 /// UNKNOWN, as a client would take it).
 pub(super) fn status(h: &HeaderMap) -> Option<u32> {
-    let v = h.get("grpc-status")?;
-    Some(
-        v.to_str()
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(UNKNOWN),
-    )
-}
-
-/// The upstream's body, passed on frame by frame, its trailers' status
-/// counted as they go by (UNKNOWN for trailers without one).
-pub(super) fn counted(body: Incoming, rec: Arc<Recorder>) -> Body {
-    body.map_frame(move |f: hyper::body::Frame<Bytes>| {
-        if let Some(t) = f.trailers_ref() {
-            rec.event(Event::Grpc(status(t).unwrap_or(UNKNOWN)));
-        }
-        f
-    })
-    .map_err(BoxError::from)
-    .boxed()
+    grpc_status(h)
 }
 
 /// Why the upstream gave no answer, for the 502's body and the report:

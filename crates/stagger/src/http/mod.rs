@@ -206,9 +206,22 @@ pub fn inbound_attempt(headers: &HeaderMap) -> u32 {
 }
 
 /// The `grpc-status` a header map carries, if any: the one reading of that
-/// header for every front-end. A value that is not a decimal number reads
-/// as UNKNOWN (2), as grpc-java reads it.
-pub(crate) fn grpc_status(headers: &HeaderMap) -> Option<u32> {
+/// header for every front-end (and for tools that count gRPC answers). A
+/// value that is not a decimal number reads as UNKNOWN (2), as grpc-java
+/// reads it.
+///
+/// ```
+/// use http::{HeaderMap, HeaderValue};
+/// use stagger::http::grpc_status;
+///
+/// let mut h = HeaderMap::new();
+/// assert_eq!(grpc_status(&h), None);
+/// h.insert("grpc-status", HeaderValue::from_static("14"));
+/// assert_eq!(grpc_status(&h), Some(14));
+/// h.insert("grpc-status", HeaderValue::from_static("fourteen"));
+/// assert_eq!(grpc_status(&h), Some(2));
+/// ```
+pub fn grpc_status(headers: &HeaderMap) -> Option<u32> {
     let v = headers.get(GRPC_STATUS)?;
     Some(
         v.to_str()
