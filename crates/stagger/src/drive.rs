@@ -87,7 +87,6 @@ pub(crate) enum End {
 impl End {
     /// The stop reason the caller is told: a taken answer is the call's
     /// success as far as retrying goes.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn reason(self) -> StopReason {
         match self {
             End::Stopped(r) => r,
@@ -202,6 +201,13 @@ impl<'p> Plan<'p> {
                 waited: Duration::ZERO,
             }),
         }
+    }
+
+    /// Whether the call's attempts may run side by side (it hedges), so a
+    /// replayed body must let any of them read on.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn side_by_side(&self) -> bool {
+        matches!(self, Plan::Hedge(_))
     }
 
     /// The call's state (attempts made, idempotency, why not retried).

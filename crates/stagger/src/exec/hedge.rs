@@ -163,10 +163,7 @@ where
             (_, Some(Answer::Came(Err(e)))) => Err(Some(e)),
             _ => Err(None),
         };
-        let reason = match finish.end {
-            End::Stopped(r) => r,
-            End::Taken => StopReason::Success,
-        };
+        let reason = finish.end.reason();
         Report::finish(result, plan.call(), &self.clock, reason, timed_out)
     }
 }

@@ -245,9 +245,10 @@ where
     let method = d.method.clone();
     let mut plan = Plan::new(&method.engine, method.hedge.as_ref(), call);
     let (parts, body) = req.into_parts();
-    let body = match &plan {
-        Plan::Hedge(_) => Replay::side_by_side(body, limit),
-        Plan::Retry(_) => Replay::new(body, limit),
+    let body = if plan.side_by_side() {
+        Replay::side_by_side(body, limit)
+    } else {
+        Replay::new(body, limit)
     };
     let mut sends = Sends {
         inner: &mut inner,
