@@ -130,12 +130,12 @@ pub(crate) trait Attempts {
 }
 
 /// An answer as the engine judged it, for [`Attempts::judged`].
-#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) struct Judged<'a, T> {
     pub(crate) answer: &'a Answer<T>,
     pub(crate) outcome: &'a Outcome,
     pub(crate) decision: Decision,
     /// The next attempt is a transparent retry (this one never left).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) transparent: bool,
 }
 
@@ -144,8 +144,11 @@ pub(crate) struct Judged<'a, T> {
 pub(crate) enum Step {
     /// Start this attempt now.
     Send(Attempt),
-    /// Wait for an answer or this instant, whichever comes first.
-    WaitUntil(Instant),
+    /// Wait for an answer or the instant `at`, whichever comes first;
+    /// `wait` is the exact wait when the engine just chose it (a retry's
+    /// backoff, handed to the sleeper as drawn), `None` to read it off the
+    /// clock.
+    WaitUntil { at: Instant, wait: Option<Duration> },
     /// Wait for an answer.
     Wait,
     /// The call is over: drop every attempt still running.
@@ -172,6 +175,10 @@ pub(crate) trait Engine {
     /// stops, every other attempt is cancelled, and `id` stays open for the
     /// front-end to report to the retry policy when it ends.
     fn take<C: Clock>(&mut self, id: u32, clock: &C);
+    /// The wait until `at` is over: the sleeper says so, whatever the
+    /// clock reads (a test's instant sleeper, a timer that fires a little
+    /// early). The default trusts the clock.
+    fn waited(&mut self, _at: Instant) {}
     /// The call's state.
     fn call(&self) -> &Call;
 }
@@ -199,6 +206,7 @@ impl<'p> Plan<'p> {
                 call,
                 state: State::Ready,
                 waited: Duration::ZERO,
+                backoff: None,
             }),
         }
     }
@@ -292,6 +300,16 @@ impl Engine for Plan<'_> {
         }
     }
 
+    fn waited(&mut self, at: Instant) {
+        // A retry's backoff is the sleeper's to keep; a hedge's delays are
+        // read off the clock the hedging policy keeps its window by.
+        if let Plan::Retry(r) = self {
+            if r.state == State::Until(at) {
+                r.state = State::Ready;
+            }
+        }
+    }
+
     fn withdraw(&mut self, id: u32) {
         match self {
             Plan::Retry(r) => r.withdraw(id),
@@ -330,6 +348,8 @@ pub(crate) struct Retrying<'p> {
     call: Call<LazyRng>,
     state: State,
     waited: Duration,
+    /// The backoff just decided, until the loop starts waiting it.
+    backoff: Option<Duration>,
 }
 
 impl Retrying<'_> {
@@ -337,7 +357,10 @@ impl Retrying<'_> {
         match self.state {
             State::Done(r) => Step::Stop(r),
             State::Running => Step::Wait,
-            State::Until(at) if clock.now() < at => Step::WaitUntil(at),
+            State::Until(at) if clock.now() < at => Step::WaitUntil {
+                at,
+                wait: self.backoff.take(),
+            },
             State::Ready | State::Until(_) => {
                 match self.policy.start_attempt(&mut self.call, clock) {
                     Ok(timeout) => {
@@ -367,6 +390,7 @@ impl Retrying<'_> {
             Decision::Retry { after } if after.is_zero() => State::Ready,
             Decision::Retry { after } => {
                 self.waited = self.waited.saturating_add(after);
+                self.backoff = Some(after);
                 match clock.now().checked_add(after) {
                     Some(at) => State::Until(at),
                     // Past what a clock can hold: no caller waits that long.
@@ -414,7 +438,7 @@ impl Hedging<'_> {
                     timeout,
                 })
             }
-            HedgeStep::WaitUntil(at) => Step::WaitUntil(at),
+            HedgeStep::WaitUntil(at) => Step::WaitUntil { at, wait: None },
             HedgeStep::Wait => Step::Wait,
             HedgeStep::Stop(r) => Step::Stop(r),
         }
@@ -490,9 +514,9 @@ where
                 continue;
             }
             Step::Stop(r) => return Poll::Ready(End::Stopped(r)),
-            Step::WaitUntil(at) => {
+            Step::WaitUntil { at, wait } => {
                 if timer_at != Some(at) {
-                    let wait = at.saturating_duration_since(clock.now());
+                    let wait = wait.unwrap_or_else(|| at.saturating_duration_since(clock.now()));
                     timer.set(Some(sleep(wait)));
                     timer_at = Some(at);
                 }
@@ -549,7 +573,9 @@ where
         if let Some(t) = timer.as_mut().as_pin_mut() {
             if t.poll(cx).is_ready() {
                 timer.set(None);
-                timer_at = None;
+                if let Some(at) = timer_at.take() {
+                    engine.waited(at);
+                }
                 continue;
             }
         }

@@ -349,3 +349,102 @@ fn breaker_open_error_says_when_to_come_back() {
     assert_eq!(err.attempts(), 0);
     assert_eq!(err.retry_in(), Some(Duration::from_secs(4)));
 }
+
+#[test]
+fn an_async_retry_waits_as_its_sleeper_says_not_as_the_clock_reads() {
+    // Backoffs of 5 s and 10 s, slept by a sleeper that returns at once:
+    // the one attempt loop takes the sleeper's word that the wait is over
+    // rather than spinning until the monotonic clock agrees.
+    let policy = Policy::builder()
+        .max_attempts(3)
+        .base(Duration::from_secs(5))
+        .jitter(Jitter::None)
+        .build()
+        .unwrap();
+    let slept = RefCell::new(vec![]);
+    let started = std::time::Instant::now();
+    let report = block_on(
+        (|| async { Err::<(), _>("busy") })
+            .retry(&policy)
+            .sleep(|d| {
+                slept.borrow_mut().push(d);
+                async {}
+            })
+            .report(),
+    );
+    assert_eq!(report.attempts, 3);
+    assert_eq!(report.reason, StopReason::AttemptsExhausted);
+    assert_eq!(
+        *slept.borrow(),
+        vec![Duration::from_secs(5), Duration::from_secs(10)]
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn async_notify_sees_each_rejected_value_and_error_before_its_wait() {
+    let policy = fixed(4);
+    /// Attempt, error, rejected value and wait, as the hook saw them.
+    type Seen = (u32, Option<&'static str>, Option<u32>, Duration);
+    let seen: RefCell<Vec<Seen>> = RefCell::new(vec![]);
+    let mut n = 0;
+    let report = block_on(
+        (|| {
+            n += 1;
+            let v = n;
+            async move {
+                match v {
+                    1 => Err("busy"),
+                    _ => Ok(v),
+                }
+            }
+        })
+        .retry(&policy)
+        .retry_ok_if(|v: &u32| (*v < 3).then_some(Class::Transient))
+        .notify(|n: &stagger::exec::Notice<'_, u32, &'static str>| {
+            seen.borrow_mut()
+                .push((n.attempt, n.error.copied(), n.value.copied(), n.delay));
+        })
+        .sleep(|_d| async {})
+        .report(),
+    );
+    assert_eq!(report.result.unwrap(), 3);
+    assert_eq!(report.attempts, 3);
+    assert_eq!(
+        *seen.borrow(),
+        vec![
+            (1, Some("busy"), None, 100 * MS),
+            (2, None, Some(2), 200 * MS)
+        ]
+    );
+}
+
+#[test]
+fn a_blocking_sleeper_woken_by_a_shutdown_stops_the_call_as_cancelled() {
+    struct Shutdown<'a>(&'a RefCell<u32>);
+    impl stagger::exec::BlockingSleeper for Shutdown<'_> {
+        fn sleep(&mut self, _d: Duration) {
+            *self.0.borrow_mut() += 1;
+        }
+        fn interrupted(&self) -> bool {
+            *self.0.borrow() >= 2
+        }
+    }
+    let waits = RefCell::new(0);
+    let mut calls = 0;
+    let report = (|| {
+        calls += 1;
+        Err::<(), _>("busy")
+    })
+    .retry(&fixed(5))
+    .sleep(Shutdown(&waits))
+    .report();
+    assert_eq!(report.reason, StopReason::Cancelled);
+    assert_eq!(report.attempts, 2, "the second wait was cut short");
+    assert_eq!(calls, 2);
+    assert_eq!(report.result.unwrap_err().reason(), StopReason::Cancelled);
+}

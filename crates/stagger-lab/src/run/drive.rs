@@ -1,12 +1,14 @@
-//! The attempt loop of `stagger run`: start the command, read how it
-//! ended, ask the engine, wait; and the exit status that follows from the
-//! run.
+//! `stagger run`'s attempts: start the command, read how it ended as the
+//! engine's facts, wait as the supervisor does — run by the library's
+//! blocking executor, the one attempt loop a blocking caller has — and the
+//! exit status that follows from the run.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use stagger::time::MonotonicClock;
-use stagger::{Call, Class, Decision, Failure, Outcome, Policy, StopReason};
+use stagger::exec::{Attempt, BlockingSleeper, Notice};
+use stagger::{Class, Failure, Outcome, Policy, RetryAttemptExt, StopReason};
 
 use super::child::{exit_code, Ending, Stdin, Supervisor};
 use super::codes::RetryRule;
@@ -77,7 +79,22 @@ impl Run {
     }
 }
 
-/// The attempt loop: start, run, decide, wait.
+/// What the attempts left behind, shared by the attempt, the notify hook
+/// and the sleeper.
+#[derive(Default)]
+struct Trace {
+    attempts: Vec<AttemptRecord>,
+    /// The last attempt's time limit, for its retry line.
+    timeout: Option<Duration>,
+    interrupted: Option<i32>,
+    not_started: bool,
+    tty_stop: Option<i32>,
+}
+
+/// Runs `stagger run`'s attempts under `policy` with the library's blocking
+/// executor (its one attempt loop): the command is started, its ending read
+/// as the engine's facts, and the waits are the supervisor's, which a
+/// signal cuts short.
 pub fn drive(
     a: &Driving<'_>,
     policy: &Policy,
@@ -85,38 +102,25 @@ pub fn drive(
     supervisor: &Supervisor,
     first_stdin: Stdin,
 ) -> Run {
-    let clock = MonotonicClock;
     let start = Instant::now();
-    let mut call = Call::new().idempotent(true);
-    if let Some(end) = a.deadline.and_then(|d| start.checked_add(d)) {
-        call = call.deadline(end);
-    }
-    call.start_clock(start);
     let later_stdin = match &first_stdin {
         Stdin::Bytes(_) => first_stdin.clone(),
         _ => Stdin::Null,
     };
-    let mut attempts: Vec<AttemptRecord> = Vec::new();
-    let mut interrupted = None;
-    let mut not_started = false;
-    let mut tty_stop = None;
-    let reason = loop {
-        let timeout = match policy.start_attempt(&mut call, clock) {
-            Ok(t) => t,
-            Err(reason) => break reason,
-        };
-        let stdin = if call.attempts() == 1 {
+    let trace = RefCell::new(Trace::default());
+    let run_one = |attempt: &Attempt| -> Result<(), Failure> {
+        let stdin = if attempt.number() == 1 {
             &first_stdin
         } else {
             &later_stdin
         };
         if a.verbose {
-            report::start_line(call.attempts(), policy.max_attempts(), timeout);
+            report::start_line(attempt.number(), policy.max_attempts(), attempt.timeout());
         }
         let t0 = Instant::now();
-        let ending = supervisor.attempt(a.command, stdin, timeout);
+        let ending = supervisor.attempt(a.command, stdin, attempt.timeout());
         let mut record = AttemptRecord {
-            attempt: call.attempts(),
+            attempt: attempt.number(),
             exit_code: 0,
             timed_out: false,
             duration_ms: report::millis(t0.elapsed()),
@@ -124,70 +128,115 @@ pub fn drive(
             signal: None,
             killed: false,
         };
-        let outcome: Outcome = match ending {
-            Ending::NotStarted(e) => {
-                not_started = true;
-                record.exit_code = not_started_message(a.command, &e);
-                Failure::permanent().into()
-            }
-            Ending::Ran {
-                status,
-                timed_out,
-                interrupted: caught,
-                killed,
-                tty_stop: stopped,
-            } => {
-                record.exit_code = exit_code(status);
-                record.timed_out = timed_out;
-                record.killed = killed;
-                record.signal = std::os::unix::process::ExitStatusExt::signal(&status);
-                if stopped.is_some() {
-                    // Another attempt would stop the same way.
-                    tty_stop = stopped;
-                    Failure::permanent().into()
-                } else if caught.is_some() {
-                    interrupted = caught;
-                    match record.exit_code {
-                        0 => Outcome::Success,
-                        _ => Class::Cancelled.into(),
-                    }
-                } else if timed_out {
-                    Failure::timeout().into()
-                } else {
-                    rule.outcome(record.exit_code)
-                }
-            }
-        };
-        attempts.push(record);
-        match policy.decide(&mut call, outcome, clock) {
-            Decision::Stop(reason) => break reason,
-            Decision::Retry { after } => {
-                let Some(last) = attempts.last_mut() else {
-                    break StopReason::Cancelled;
-                };
-                if !a.quiet {
-                    report::retry_line(last, policy.max_attempts(), timeout, after);
-                }
-                let waited = Instant::now();
-                let signal = supervisor.wait(after);
-                last.delay_ms = Some(report::millis(match signal {
-                    Some(_) => waited.elapsed(),
-                    None => after,
-                }));
-                if signal.is_some() {
-                    interrupted = signal;
-                    break StopReason::Cancelled;
-                }
-            }
+        let mut t = trace.borrow_mut();
+        let outcome = facts(a.command, ending, rule, &mut record, &mut t);
+        t.attempts.push(record);
+        t.timeout = attempt.timeout();
+        match outcome {
+            Outcome::Success => Ok(()),
+            Outcome::Failure(f) => Err(f),
         }
     };
+    let retry_line = |n: &Notice<'_, (), Failure>| {
+        let t = trace.borrow();
+        if let (false, Some(last)) = (a.quiet, t.attempts.last()) {
+            report::retry_line(last, policy.max_attempts(), t.timeout, n.delay);
+        }
+    };
+    let waits = Waits {
+        supervisor,
+        trace: &trace,
+    };
+    let retried = run_one
+        .retry_with_attempt(policy)
+        .when(|f: &Failure| *f)
+        .notify(retry_line)
+        .sleep(waits)
+        .idempotent(true);
+    let done = match a.deadline {
+        Some(d) => retried.timeout(d).report(),
+        None => retried.report(),
+    };
+    let t = trace.into_inner();
     Run {
-        reason,
-        attempts,
-        interrupted,
-        not_started,
-        tty_stop,
+        reason: done.reason,
+        attempts: t.attempts,
+        interrupted: t.interrupted,
+        not_started: t.not_started,
+        tty_stop: t.tty_stop,
         elapsed: start.elapsed(),
+    }
+}
+
+/// The facts of one attempt's ending, with its record filled in.
+fn facts(
+    command: &[OsString],
+    ending: Ending,
+    rule: &RetryRule,
+    record: &mut AttemptRecord,
+    t: &mut Trace,
+) -> Outcome {
+    match ending {
+        Ending::NotStarted(e) => {
+            t.not_started = true;
+            record.exit_code = not_started_message(command, &e);
+            Failure::permanent().into()
+        }
+        Ending::Ran {
+            status,
+            timed_out,
+            interrupted,
+            killed,
+            tty_stop,
+        } => {
+            record.exit_code = exit_code(status);
+            record.timed_out = timed_out;
+            record.killed = killed;
+            record.signal = std::os::unix::process::ExitStatusExt::signal(&status);
+            if tty_stop.is_some() {
+                // Another attempt would stop the same way.
+                t.tty_stop = tty_stop;
+                Failure::permanent().into()
+            } else if interrupted.is_some() {
+                t.interrupted = interrupted;
+                match record.exit_code {
+                    0 => Outcome::Success,
+                    _ => Class::Cancelled.into(),
+                }
+            } else if timed_out {
+                Failure::timeout().into()
+            } else {
+                rule.outcome(record.exit_code)
+            }
+        }
+    }
+}
+
+/// The waits between attempts: the supervisor's, cut short by a signal,
+/// which ends the run.
+struct Waits<'a> {
+    supervisor: &'a Supervisor,
+    trace: &'a RefCell<Trace>,
+}
+
+impl BlockingSleeper for Waits<'_> {
+    fn sleep(&mut self, d: Duration) {
+        let waited = Instant::now();
+        let signal = self.supervisor.wait(d);
+        let mut t = self.trace.borrow_mut();
+        if let Some(last) = t.attempts.last_mut() {
+            last.delay_ms = Some(report::millis(match signal {
+                Some(_) => waited.elapsed(),
+                None => d,
+            }));
+        }
+        if signal.is_some() {
+            t.interrupted = signal;
+        }
+    }
+
+    fn interrupted(&self) -> bool {
+        self.trace.borrow().interrupted.is_some()
     }
 }
 

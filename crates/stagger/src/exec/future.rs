@@ -25,19 +25,22 @@
 //! # });
 //! ```
 
-use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
-use std::task::Poll;
-use std::time::Duration;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use crate::call::Call;
-use crate::call::LazyRng;
+use pin_project_lite::pin_project;
+
 use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
+use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Plan, Verdict};
 use crate::error::RetryError;
 use crate::exec::settings::{DefaultSettings, Settings};
-use crate::exec::sync::{judge, notice, Kept};
-use crate::exec::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Report, Silent};
+use crate::exec::sync::{judge, Kept};
+use crate::exec::{
+    AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
+};
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
 use crate::policy::Policy;
@@ -228,106 +231,161 @@ where
         Box::pin(self.report_slow(first))
     }
 
-    async fn report_slow(self, mut first: Option<(Kept<T, E>, Failure)>) -> Report<T, E>
+    /// The slow path: the one attempt loop ([`drive`]) under a retrying
+    /// plan, with this closure's attempts. `first` is the first attempt's
+    /// failure when the fast path already ran it.
+    async fn report_slow(self, first: Option<(Kept<T, E>, Failure)>) -> Report<T, E>
     where
         S: Sleeper,
     {
         let AsyncRetry {
-            mut op,
+            op,
             policy,
-            mut when,
-            mut ok,
-            mut notify,
+            when,
+            ok,
+            notify,
             mut sleep,
             clock,
             settings,
         } = self;
-        // If this future is dropped mid-attempt (the caller gave up), the
-        // guard tells the guardrails, so a breaker's half-open probe slot is
-        // freed at once instead of after its probe timeout.
-        let mut guard = InFlight {
-            policy,
-            call: settings.get().call(&clock),
-            clock: &clock,
+        let mut call = settings.get().call(&clock);
+        // A notify hook is shown the time since the first attempt started.
+        let started = notify.wants().then(|| clock.now());
+        if let Some(at) = started {
+            call.start_clock(at);
+        }
+        // Dropping the plan mid-attempt (the caller gave up) tells the
+        // guardrails, so a breaker's half-open probe slot is freed at once
+        // instead of after its probe timeout.
+        let mut plan = Plan::new(policy, None, call);
+        let (first, first_failure) = match first {
+            Some((kept, failure)) => (kept.into_answer(), Some(failure)),
+            None => (None, None),
         };
-        let call = &mut guard.call;
-        let mut last: Kept<T, E> = Kept::Nothing;
-        let mut timed_out = false;
-        if notify.wants() {
-            call.start_clock(clock.now());
-        }
-        loop {
-            let timeout = match policy.start_attempt(call, &clock) {
-                Ok(t) => t,
-                Err(reason) => {
-                    return Report::finish(last.into_result(), call, &clock, reason, timed_out);
-                }
-            };
-            let failed = match first.take() {
-                Some(failed) => Some(failed),
-                None => {
-                    let result = match timeout {
-                        None => Some(op().await),
-                        Some(t) => race(op(), sleep.sleep(t)).await,
-                    };
-                    timed_out = result.is_none();
-                    match result {
-                        None => None,
-                        Some(r) => match judge(r, &mut when, &mut ok) {
-                            Ok(v) => {
-                                if policy.watches_success(call) {
-                                    policy.decide(call, Outcome::Success, &clock);
-                                }
-                                return Report::success(v, call.attempts());
-                            }
-                            Err(failed) => Some(failed),
-                        },
-                    }
-                }
-            };
-            let failure;
-            (last, failure) = failed.unwrap_or((Kept::Nothing, Failure::timeout()));
-            match policy.decide(call, failure, &clock) {
-                Decision::Retry { after } => {
-                    if notify.wants() {
-                        notify.notify(&notice(&last, call, failure, after, &clock));
-                    }
-                    sleep.sleep(after).await;
-                }
-                Decision::Stop(reason) => {
-                    return Report::finish(last.into_result(), call, &clock, reason, timed_out);
-                }
-            }
+        let mut attempts = Closure {
+            op,
+            when,
+            ok,
+            notify,
+            first,
+            first_failure,
+            clock: &clock,
+            started,
+        };
+        let finish = drive(&mut plan, &mut attempts, &clock, |d| sleep.sleep(d)).await;
+        let timed_out = matches!(finish.last, Some(Answer::TimedOut));
+        let result = match finish.last {
+            Some(Answer::Came(r)) => r.map_err(Some),
+            _ => Err(None),
+        };
+        Report::finish(result, plan.call(), &clock, finish.end.reason(), timed_out)
+    }
+}
+
+/// The closure's part of the loop: attempt k is its next future, an
+/// answer's facts come from the classifier and the success check, and the
+/// notify hook is told before every wait.
+struct Closure<'c, F, T, E, W, K, N, C> {
+    op: F,
+    when: W,
+    ok: K,
+    notify: N,
+    /// The first attempt's answer, when the fast path already ran it.
+    first: Option<Result<T, E>>,
+    /// How it failed, as the fast path judged it (judged once, not twice).
+    first_failure: Option<Failure>,
+    clock: &'c C,
+    /// When the call started, if a notify hook wants the elapsed time.
+    started: Option<Instant>,
+}
+
+pin_project! {
+    /// An attempt: the closure's future, or the fast path's answer handed
+    /// back as the first attempt.
+    #[project = RunningProj]
+    enum Running<Fut, T, E> {
+        Done { answer: Option<Result<T, E>> },
+        Sent { #[pin] fut: Fut },
+    }
+}
+
+impl<Fut, T, E> Future for Running<Fut, T, E>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Output = Result<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
+        match self.project() {
+            RunningProj::Sent { fut } => fut.poll(cx),
+            RunningProj::Done { answer } => match answer.take() {
+                Some(a) => Poll::Ready(a),
+                // Polled again after it answered: never ready again.
+                None => Poll::Pending,
+            },
         }
     }
 }
 
-/// The per-call state of a running async call; on drop it abandons an
-/// attempt still in flight (a no-op once the attempt's outcome is recorded).
-struct InFlight<'a, 'p, C: Clock> {
-    policy: &'p Policy,
-    call: Call<LazyRng>,
-    clock: &'a C,
-}
+impl<F, Fut, T, E, W, K, N, C> Attempts for Closure<'_, F, T, E, W, K, N, C>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    W: Classifier<E>,
+    K: OkCheck<T>,
+    N: Notify<T, E>,
+    C: Clock,
+{
+    type Answer = Result<T, E>;
+    type Future = Running<Fut, T, E>;
 
-impl<C: Clock> Drop for InFlight<'_, '_, C> {
-    fn drop(&mut self) {
-        self.policy.abandon(&mut self.call, self.clock);
+    fn start(&mut self, _: Attempt) -> Option<Self::Future> {
+        Some(match self.first.take() {
+            Some(answer) => Running::Done {
+                answer: Some(answer),
+            },
+            None => Running::Sent { fut: (self.op)() },
+        })
     }
-}
 
-/// Runs `attempt` until it finishes (`Some`) or `timer` fires first (`None`).
-async fn race<A: Future, S: Future<Output = ()>>(attempt: A, timer: S) -> Option<A::Output> {
-    let mut attempt = pin!(attempt);
-    let mut timer = pin!(timer);
-    poll_fn(|cx| {
-        if let Poll::Ready(r) = attempt.as_mut().poll(cx) {
-            return Poll::Ready(Some(r));
+    fn judge(&mut self, _: &Attempt, answer: &Answer<Result<T, E>>) -> Verdict {
+        if let Some(failure) = self.first_failure.take() {
+            return Verdict::Report(Outcome::Failure(failure));
         }
-        if timer.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(None);
+        match answer {
+            Answer::Came(Ok(v)) => Verdict::Report(match self.ok.check(v) {
+                None => Outcome::Success,
+                Some(f) => Outcome::Failure(f),
+            }),
+            Answer::Came(Err(e)) => Verdict::Report(Outcome::Failure(self.when.classify(e))),
+            Answer::TimedOut => timed_out(),
         }
-        Poll::Pending
-    })
-    .await
+    }
+
+    fn judged(&mut self, attempt: &Attempt, judged: Judged<'_, Result<T, E>>) {
+        let (Decision::Retry { after }, Outcome::Failure(failure)) =
+            (judged.decision, judged.outcome)
+        else {
+            return;
+        };
+        if !self.notify.wants() {
+            return;
+        }
+        let (error, value) = match judged.answer {
+            Answer::Came(Err(e)) => (Some(e), None),
+            Answer::Came(Ok(v)) => (None, Some(v)),
+            Answer::TimedOut => (None, None),
+        };
+        let elapsed = self.started.map_or(Duration::ZERO, |s| {
+            self.clock.now().saturating_duration_since(s)
+        });
+        self.notify.notify(&Notice {
+            attempt: attempt.number,
+            error,
+            value,
+            class: failure.class,
+            delay: after,
+            elapsed,
+        });
+    }
 }

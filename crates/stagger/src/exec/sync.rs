@@ -113,9 +113,42 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
 
 /// Something that blocks the thread for a while (the blocking twin of
 /// [`Sleeper`](crate::exec::Sleeper)).
+///
+/// A sleeper that can be woken early by the caller giving up (a signal, a
+/// shutdown) says so with [`interrupted`](BlockingSleeper::interrupted): the
+/// call then stops with [`StopReason::Cancelled`](crate::StopReason) instead
+/// of starting its next attempt.
+///
+/// ```
+/// use stagger::exec::BlockingSleeper;
+/// use stagger::{Policy, RetryExt, StopReason};
+/// use std::time::Duration;
+///
+/// /// Woken by a shutdown before the first wait is over.
+/// struct Shutdown(bool);
+/// impl BlockingSleeper for Shutdown {
+///     fn sleep(&mut self, _d: Duration) {
+///         self.0 = true;
+///     }
+///     fn interrupted(&self) -> bool {
+///         self.0
+///     }
+/// }
+///
+/// let policy = Policy::builder().base(Duration::ZERO).build().unwrap();
+/// let report = (|| Err::<(), _>("busy")).retry(&policy).sleep(Shutdown(false)).report();
+/// assert_eq!(report.reason, StopReason::Cancelled);
+/// assert_eq!(report.attempts, 1);
+/// ```
 pub trait BlockingSleeper {
     /// Blocks for `d`.
     fn sleep(&mut self, d: Duration);
+
+    /// Whether the last wait ended because the caller gave up; the default
+    /// never does.
+    fn interrupted(&self) -> bool {
+        false
+    }
 }
 
 /// `std::thread::sleep`.
@@ -145,6 +178,15 @@ pub(crate) enum Kept<T, E> {
 }
 
 impl<T, E> Kept<T, E> {
+    /// The attempt's answer again, `None` if it left nothing.
+    pub(crate) fn into_answer(self) -> Option<Result<T, E>> {
+        match self {
+            Kept::Nothing => None,
+            Kept::Error(e) => Some(Err(e)),
+            Kept::Value(v) => Some(Ok(v)),
+        }
+    }
+
     pub(crate) fn into_result(self) -> Result<T, Option<E>> {
         match self {
             Kept::Nothing => Err(None),
@@ -349,6 +391,16 @@ where
                             .notify(&notice(&last, &call, failure, after, &self.clock));
                     }
                     self.sleep.sleep(after);
+                    if self.sleep.interrupted() {
+                        let reason = crate::outcome::StopReason::Cancelled;
+                        return Report::finish(
+                            last.into_result(),
+                            &call,
+                            &self.clock,
+                            reason,
+                            false,
+                        );
+                    }
                 }
                 Decision::Stop(reason) => {
                     return Report::finish(last.into_result(), &call, &self.clock, reason, false);
