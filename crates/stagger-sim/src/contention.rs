@@ -133,7 +133,7 @@ pub(crate) fn run(
             out.succeeded += 1;
             last = last.max(back);
             PeekMut::pop(top);
-            policy.decide(call, Outcome::Success, At(vt, back));
+            let _ = policy.decide(call, Outcome::Success, At(vt, back));
             continue;
         }
         match policy.decide(call, Class::Transient, At(vt, back)) {

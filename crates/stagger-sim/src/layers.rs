@@ -116,7 +116,7 @@ fn serve(ctx: &mut Ctx<'_, '_>, layer: usize, inbound: u32) -> (bool, bool) {
             serve(ctx, layer + 1, attempt)
         };
         if ok {
-            policy.decide(&mut call, Outcome::Success, ctx.now);
+            let _ = policy.decide(&mut call, Outcome::Success, ctx.now);
             return (true, false);
         }
         let mut failure = Failure::transient();

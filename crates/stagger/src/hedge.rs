@@ -373,6 +373,7 @@ impl HedgePolicyBuilder {
 
 /// What the front-end of a hedged call must do next; see [`HedgePolicy::poll`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a hedged call does nothing until the front-end does what the step says"]
 pub enum HedgeStep {
     /// Send attempt `attempt` now (with its attempt headers), bounded by
     /// `timeout` when there is one; then poll again.
@@ -666,7 +667,8 @@ impl HedgePolicy {
                 if let Some(s) = sent {
                     self.window.observe(now.saturating_duration_since(s), now);
                 }
-                self.policy.decide(&mut h.call, Outcome::Success, now);
+                // A success stops the call; the guardrails hear of it here.
+                let _ = self.policy.decide(&mut h.call, Outcome::Success, now);
                 h.winner = Some(attempt);
                 self.finish(h, StopReason::Success, now);
                 Some(Decision::Stop(StopReason::Success))

@@ -335,6 +335,7 @@ impl fmt::Display for StopReason {
 
 /// What the front-end must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the front-end must retry or stop as the decision says"]
 pub enum Decision {
     /// Wait `after`, then start the next attempt.
     Retry {

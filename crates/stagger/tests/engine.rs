@@ -96,7 +96,7 @@ fn hint_wait_is_h_plus_up_to_one_backoff_step() {
         let mut call = Call::seeded(seed);
         // Fail twice without hint to reach retry 3 (b_3 = 400 ms).
         for _ in 0..2 {
-            fail_once(&policy, &mut call, Class::Transient, now);
+            let _ = fail_once(&policy, &mut call, Class::Transient, now);
         }
         let f = Failure::transient().with_hint(Hint::RetryAfter(2 * S));
         let Decision::Retry { after } = fail_once(&policy, &mut call, f, now) else {
@@ -287,7 +287,7 @@ fn attempt_timeout_is_bounded_by_the_remaining_time() {
     let mut call = Call::seeded(1).deadline(clock.now() + 3 * S);
     assert_eq!(policy.start_attempt(&mut call, &clock), Ok(Some(2 * S)));
     clock.advance(2500 * MS);
-    policy.decide(&mut call, Class::Unknown, &clock);
+    let _ = policy.decide(&mut call, Class::Unknown, &clock);
     assert_eq!(policy.start_attempt(&mut call, &clock), Ok(Some(500 * MS)));
     clock.advance(S);
     assert_eq!(
@@ -314,7 +314,7 @@ fn events_follow_the_call() {
     };
     clock.advance(after);
     policy.start_attempt(&mut call, &clock).unwrap();
-    policy.decide(&mut call, Outcome::Success, &clock);
+    let _ = policy.decide(&mut call, Outcome::Success, &clock);
     let ev = events.lock().unwrap().clone();
     assert_eq!(
         ev,
@@ -418,7 +418,7 @@ fn invalid_hints_and_failures_are_counted_even_when_the_call_stops() {
         fail_once(&policy, &mut Call::seeded(1), f, now),
         Decision::Stop(StopReason::AttemptsExhausted)
     );
-    fail_once(&policy, &mut Call::seeded(2), Class::Permanent, now);
+    let _ = fail_once(&policy, &mut Call::seeded(2), Class::Permanent, now);
     let s = stats.snapshot();
     assert_eq!(s.hints_invalid, 1);
     let failed = |c| s.failed_by_class.iter().find(|(k, _)| *k == c).unwrap().1;

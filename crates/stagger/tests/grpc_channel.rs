@@ -81,8 +81,8 @@ fn a_service_config_gives_every_method_the_same_bucket() {
     let (mut ca, mut cb) = (stagger::Call::seeded(1), stagger::Call::seeded(2));
     a.start_attempt(&mut ca, now).unwrap();
     b.start_attempt(&mut cb, now).unwrap();
-    a.decide(&mut ca, Failure::transient(), now);
-    b.decide(&mut cb, Failure::transient(), now);
+    let _ = a.decide(&mut ca, Failure::transient(), now);
+    let _ = b.decide(&mut cb, Failure::transient(), now);
     assert_eq!(
         bucket.tokens_milli(),
         8000,

@@ -367,19 +367,19 @@ fn every_load_mechanism_is_counted_from_zero() {
             Decision::Retry { .. }
         ));
         p.start_attempt(&mut call, now).unwrap();
-        p.decide(&mut call, Outcome::Success, now);
+        let _ = p.decide(&mut call, Outcome::Success, now);
         // One failure opens this breaker; the next two calls are refused.
         let p = policy(Some(Breaker::builder().min_calls(1).build().unwrap()));
         let mut call = Call::seeded(3);
         p.start_attempt(&mut call, now).unwrap();
-        p.decide(
+        let _ = p.decide(
             &mut call,
             Failure::permanent().server_says_retry(false),
             now,
         );
         let mut call = Call::seeded(4);
         p.start_attempt(&mut call, now).unwrap();
-        p.decide(&mut call, Class::Transient, now);
+        let _ = p.decide(&mut call, Class::Transient, now);
         for seed in 5..7 {
             assert!(p.start_attempt(&mut Call::seeded(seed), now).is_err());
         }

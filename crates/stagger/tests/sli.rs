@@ -103,7 +103,7 @@ fn the_sli_observes_a_policy() {
         };
         if let Decision::Retry { .. } = policy.decide(&mut call, class, &clock) {
             policy.start_attempt(&mut call, &clock).unwrap();
-            policy.decide(&mut call, Outcome::Success, &clock);
+            let _ = policy.decide(&mut call, Outcome::Success, &clock);
         }
     }
     let s = sli.snapshot();

@@ -261,7 +261,7 @@ pub(crate) fn run(
             if req.state == State::Waiting && req.call.attempts() == job.attempt && in_time {
                 req.state = State::Done;
                 World::bump(&mut w.out.goodput, t);
-                policy.decide(&mut req.call, Outcome::Success, vt.at(t));
+                let _ = policy.decide(&mut req.call, Outcome::Success, vt.at(t));
             }
             w.start_next(t);
         } else if t == timeout_at {

@@ -375,7 +375,9 @@ where
                 None => match judge(self.op.run(&attempt), &mut self.when, &mut self.ok) {
                     Ok(v) => {
                         if policy.watches_success(&call) {
-                            policy.decide(&mut call, Outcome::Success, &self.clock);
+                            // A success always stops; only the guardrails
+                            // need to hear of it.
+                            let _ = policy.decide(&mut call, Outcome::Success, &self.clock);
                         }
                         return Report::success(v, call.attempts());
                     }
