@@ -494,7 +494,7 @@ impl Inner {
         };
         match outcome {
             Outcome::Failure(f) if f.class == Class::Cancelled => Verdict::Neutral,
-            Outcome::Failure(f) if f.class != Class::Permanent => Verdict::Bad,
+            Outcome::Failure(f) if f.counts_against_dependency() => Verdict::Bad,
             _ if slow => Verdict::Bad,
             _ => Verdict::Good,
         }

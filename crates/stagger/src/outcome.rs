@@ -230,13 +230,25 @@ impl Failure {
     }
 
     /// Whether the dependency is to blame in a way a later attempt could
-    /// clear: the failures failure-driven guardrails count (a transient or
+    /// clear: the one rule every failure-driven guardrail counts by —
+    /// budgets, the breaker and adaptive throttling alike (a transient or
     /// unknown result, a hint-only failure, or a server's explicit "do not
-    /// retry", which gRPC's throttling charges too). Permanent errors and
-    /// cancellations say nothing about the dependency's health.
+    /// retry", which gRPC's throttling charges too). Other permanent errors
+    /// and cancellations say nothing about the dependency's health.
+    ///
+    /// ```
+    /// use stagger::{Class, Failure, Hint};
+    /// assert!(Failure::transient().counts_against_dependency());
+    /// assert!(!Failure::permanent().counts_against_dependency());
+    /// assert!(Failure::permanent().with_hint(Hint::DoNotRetry).counts_against_dependency());
+    /// assert!(!Failure::new(Class::Cancelled).with_hint(Hint::DoNotRetry).counts_against_dependency());
+    /// ```
     #[inline]
     pub const fn counts_against_dependency(&self) -> bool {
-        self.class.may_clear() || matches!(self.hint, Some(Hint::DoNotRetry))
+        match self.class {
+            Class::Cancelled => false,
+            c => c.may_clear() || matches!(self.hint, Some(Hint::DoNotRetry)),
+        }
     }
 }
 

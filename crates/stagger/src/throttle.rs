@@ -159,15 +159,17 @@ impl Throttle {
     }
 
     /// Records how a sent request ended: the backend accepted it unless it
-    /// failed in a way that says "overloaded or unreachable" (a transient,
-    /// unknown or hint-only failure). Permanent errors and cancellations
-    /// count as accepted: the backend did the work, or was never asked to
-    /// stop.
+    /// failed in a way that [counts against the
+    /// dependency](crate::Failure::counts_against_dependency) (a transient,
+    /// unknown or hint-only failure, or a server's "do not retry"), the one
+    /// rule budgets and the breaker count by too. Other permanent errors and
+    /// cancellations count as accepted: the backend did the work, or was
+    /// never asked to stop.
     #[inline]
     pub fn record(&self, outcome: &Outcome, now: Instant) {
         let accepted = match outcome {
             Outcome::Success => true,
-            Outcome::Failure(f) => matches!(f.class, Class::Permanent | Class::Cancelled),
+            Outcome::Failure(f) => !f.counts_against_dependency(),
         };
         if accepted {
             let i = &*self.inner;
