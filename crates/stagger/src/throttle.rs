@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::thousandths;
 use crate::error::ConfigError;
-use crate::outcome::{Class, Outcome};
+use crate::outcome::Outcome;
 use crate::rng::RandomSource;
 use crate::sync::nanos;
 use crate::window::{Timebase, Window};
