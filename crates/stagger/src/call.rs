@@ -32,6 +32,9 @@ pub struct Call<R = LazyRng> {
     /// one after a failure goes out at once, or after the server's hint,
     /// never after a backoff.
     pub(crate) hedged: bool,
+    /// Which attempts started as hedges (bit `k - 1` for attempt `k`, the
+    /// first 64), so the answer that wins can be told a hedge's.
+    pub(crate) hedges: u64,
     /// What the engine scheduled last, kept until that attempt is sent (or
     /// the call ends): a retry is counted when it starts, not when it is
     /// scheduled, and an attempt that starts with nothing scheduled is a
@@ -110,6 +113,7 @@ impl<R> Call<R> {
             transparent_left: 0,
             transparent: 0,
             hedged: false,
+            hedges: 0,
             scheduled: None,
             rng,
         }

@@ -101,6 +101,14 @@ pub enum Event {
         /// Its number.
         attempt: u32,
     },
+    /// A hedged call's answer came from attempt `attempt`, which started as
+    /// a hedge: the hedge spared the caller the wait for the earlier
+    /// attempts. With [`HedgeStarted`](Event::HedgeStarted) it tells what
+    /// hedging buys (hedges won ÷ hedges sent) for the load it adds.
+    HedgeWon {
+        /// The hedge that answered.
+        attempt: u32,
+    },
     /// Attempt `attempt` started as a transparent retry: the attempt before
     /// it never left the client, so the dependency receives it as its
     /// first (gRPC A6).
@@ -253,6 +261,7 @@ pub struct Stats {
     budget_refusals: AtomicU64,
     breaker_opens: AtomicU64,
     hedges: AtomicU64,
+    hedges_won: AtomicU64,
     transparent_retries: AtomicU64,
 }
 
@@ -285,6 +294,8 @@ pub struct StatsSnapshot {
     pub breaker_opens: u64,
     /// Hedges sent (attempts started while earlier ones still ran).
     pub hedges: u64,
+    /// Hedged calls a hedge won (its answer was the call's).
+    pub hedges_won: u64,
     /// Transparent retries sent (after an attempt that never left).
     pub transparent_retries: u64,
 }
@@ -351,6 +362,7 @@ impl Stats {
             budget_refusals: self.budget_refusals.load(Relaxed),
             breaker_opens: self.breaker_opens.load(Relaxed),
             hedges: self.hedges.load(Relaxed),
+            hedges_won: self.hedges_won.load(Relaxed),
             transparent_retries: self.transparent_retries.load(Relaxed),
         }
     }
@@ -384,6 +396,7 @@ impl Observer for Stats {
                 bump(&self.failed[class_index(class)], 1);
             }
             Event::HedgeStarted { .. } => bump(&self.hedges, 1),
+            Event::HedgeWon { .. } => bump(&self.hedges_won, 1),
             Event::TransparentRetryStarted { .. } => bump(&self.transparent_retries, 1),
             // A server layer's event: not a client's count.
             Event::Shed { .. } => {}

@@ -31,6 +31,7 @@
 //! | `stagger_breaker_state` | gauge | 0 closed, 1 open, 2 half-open | |
 //! | `stagger_hints_total` | counter | hints | `outcome` (`used`, `invalid`) |
 //! | `stagger_hedges_total` | counter | hedges sent | |
+//! | `stagger_hedges_won_total` | counter | hedged calls a hedge answered | |
 //! | `stagger_transparent_retries_total` | counter | transparent retries sent | |
 //! | `stagger_breaker_refused_calls_total` | counter | calls refused before their first attempt | |
 //! | `stagger_shed_total` | counter | requests shed by a server layer | `reason` (`retry`, `first_attempt`, `deadline`) |

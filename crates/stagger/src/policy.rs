@@ -172,7 +172,7 @@ impl Policy {
     }
 
     #[inline]
-    fn emit(&self, event: Event) {
+    pub(crate) fn emit(&self, event: Event) {
         if let Some(o) = &self.observer {
             o.on_event(&event);
         }
@@ -243,7 +243,10 @@ impl Policy {
                 self.emit(Event::TransparentRetryStarted { attempt: next })
             }
             // Only a hedge starts a later attempt that nothing scheduled.
-            None if next > 1 && call.hedged => self.emit(Event::HedgeStarted { attempt: next }),
+            None if next > 1 && call.hedged => {
+                call.hedges |= 1u64.checked_shl(next - 1).unwrap_or(0);
+                self.emit(Event::HedgeStarted { attempt: next })
+            }
             None => {}
         }
         Ok(deadline::attempt_timeout(

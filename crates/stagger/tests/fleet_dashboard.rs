@@ -281,6 +281,13 @@ fn every_dashboard_query_uses_documented_names_or_recording_rules() {
         "stagger:retry_ratio:rate1m",
         "stagger:budget_refusals:rate1m",
         "stagger:breakers_open:count",
+        // Every load mechanism has a panel: hedges sent and won,
+        // transparent retries, breaker-refused calls, requests shed.
+        "stagger:hedge_ratio:rate1m",
+        "stagger:hedge_win_ratio:rate1m",
+        "stagger_transparent_retries_total",
+        "stagger:breaker_refused_calls:rate1m",
+        "stagger:shed:rate1m",
     ] {
         assert!(used.contains(name), "no panel shows {name}");
     }

@@ -395,6 +395,7 @@ fn every_load_mechanism_is_counted_from_zero() {
     };
     let expected = [
         ("stagger_hedges_total{dependency=\"db\"}", 1.0),
+        ("stagger_hedges_won_total{dependency=\"db\"}", 1.0),
         ("stagger_transparent_retries_total{dependency=\"db\"}", 1.0),
         (
             "stagger_breaker_refused_calls_total{dependency=\"db\"}",

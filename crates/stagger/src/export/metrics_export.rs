@@ -34,7 +34,7 @@ pub struct MetricsObserver {
 }
 
 /// Every metric name of the contract, its kind, unit and help text.
-const CONTRACT: [(&str, Kind, Unit, &str); 16] = [
+const CONTRACT: [(&str, Kind, Unit, &str); 17] = [
     (
         "stagger_logical_requests_total",
         Kind::Counter,
@@ -100,6 +100,12 @@ const CONTRACT: [(&str, Kind, Unit, &str); 16] = [
         Kind::Counter,
         Unit::Count,
         "Hedges sent: attempts started while earlier ones of the call still ran.",
+    ),
+    (
+        "stagger_hedges_won_total",
+        Kind::Counter,
+        Unit::Count,
+        "Hedged calls whose answer came from a hedge.",
     ),
     (
         "stagger_transparent_retries_total",
@@ -227,6 +233,7 @@ impl MetricsObserver {
             zero("stagger_hints_total", &[("outcome", outcome)]);
         }
         zero("stagger_hedges_total", &[]);
+        zero("stagger_hedges_won_total", &[]);
         zero("stagger_transparent_retries_total", &[]);
         zero("stagger_breaker_refused_calls_total", &[]);
         for reason in ShedReason::ALL {
@@ -290,6 +297,7 @@ impl Observer for MetricsObserver {
                     .record(delay.as_secs_f64());
             }
             Event::HedgeStarted { .. } => self.count("stagger_hedges_total", &[]),
+            Event::HedgeWon { .. } => self.count("stagger_hedges_won_total", &[]),
             Event::TransparentRetryStarted { .. } => {
                 self.count("stagger_transparent_retries_total", &[]);
             }

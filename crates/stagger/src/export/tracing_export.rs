@@ -45,6 +45,9 @@ impl Observer for TracingObserver {
             Event::HedgeStarted { attempt } => {
                 tracing::trace!(target: "stagger", attempt, "hedge sent");
             }
+            Event::HedgeWon { attempt } => {
+                tracing::trace!(target: "stagger", attempt, "hedge won");
+            }
             Event::TransparentRetryStarted { attempt } => {
                 tracing::trace!(target: "stagger", attempt, "transparent retry sent");
             }
