@@ -45,7 +45,7 @@ fn a_hedge_that_answers_first_is_counted_as_won() {
     assert_eq!(send(&h, &mut call, t0), 1);
     let later = t0 + Duration::from_millis(10);
     assert_eq!(send(&h, &mut call, later), 2);
-    let _ = h.report(
+    h.report(
         &mut call,
         2,
         Outcome::Success,
@@ -64,7 +64,7 @@ fn the_first_attempt_answering_before_its_hedge_is_no_hedge_win() {
     assert_eq!(send(&h, &mut call, t0), 1);
     let later = t0 + Duration::from_millis(10);
     assert_eq!(send(&h, &mut call, later), 2);
-    let _ = h.report(
+    h.report(
         &mut call,
         1,
         Outcome::Success,
@@ -84,9 +84,9 @@ fn a_follow_up_after_a_failure_that_succeeds_is_a_retry_not_a_hedge_win() {
     // Attempt 1 fails before the hedge delay: attempt 2 goes out at once,
     // as the follow-up to a failure.
     let failed = t0 + Duration::from_millis(2);
-    let _ = h.report(&mut call, 1, Outcome::from(Class::Transient), failed);
+    h.report(&mut call, 1, Outcome::from(Class::Transient), failed);
     assert_eq!(send(&h, &mut call, failed), 2);
-    let _ = h.report(
+    h.report(
         &mut call,
         2,
         Outcome::Success,
