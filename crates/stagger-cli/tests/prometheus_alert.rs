@@ -152,14 +152,14 @@ fn gameday(dir: &Path, name: &str, strategy: &str, port: u16) -> Killed {
 }
 
 #[test]
-fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget() {
+fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget_or_an_open_breaker() {
     let Some(prometheus) = prometheus_bin() else {
         assert!(
             std::env::var_os("CI").is_none(),
             "prometheus is not installed, and CI must run this test (.ci/run installs it)"
         );
         eprintln!(
-            "SKIPPED retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget: \
+            "SKIPPED retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget_or_an_open_breaker: \
              no `prometheus` binary on PATH (apt-get install prometheus)"
         );
         return;
@@ -180,13 +180,15 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget() {
     )
     .unwrap();
 
-    let (storm_port, budget_port, prom_port) = (free_port(), free_port(), free_port());
+    let (storm_port, budget_port, breaker_port, prom_port) =
+        (free_port(), free_port(), free_port(), free_port());
     let config = format!(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
          rule_files:\n  - {rules}\n  - {alerts}\n\
          scrape_configs:\n\
          \x20 - job_name: storm\n    static_configs:\n      - targets: ['127.0.0.1:{storm_port}']\n\
-         \x20 - job_name: budgeted\n    static_configs:\n      - targets: ['127.0.0.1:{budget_port}']\n",
+         \x20 - job_name: budgeted\n    static_configs:\n      - targets: ['127.0.0.1:{budget_port}']\n\
+         \x20 - job_name: breaker\n    static_configs:\n      - targets: ['127.0.0.1:{breaker_port}']\n",
         rules = dir.path("stagger.rules.yml").display(),
         alerts = dir.path("stagger.alerts.yml").display(),
     );
@@ -221,14 +223,19 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget() {
 
     let mut storm = gameday(&dir.0, "storm", "immediate", storm_port);
     let mut budgeted = gameday(&dir.0, "budgeted", "immediate+budget", budget_port);
+    // The breaker protects the dead dependency: once it opens, calls fail
+    // fast and nothing is retried, so the amplification alert must stay
+    // silent exactly while the breaker does its job.
+    let mut breaker = gameday(&dir.0, "breaker", "immediate+breaker", breaker_port);
 
     // Watch once a second until both game-days have ended (at most 90 s).
     let mut fired = BTreeSet::new();
     let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut refusals = 0.0f64;
+    let mut breaker_refused = 0.0f64;
     let until = Instant::now() + Duration::from_secs(90);
-    let mut exits = (None, None);
-    while exits.0.is_none() || exits.1.is_none() {
+    let mut exits = (None, None, None);
+    while exits.0.is_none() || exits.1.is_none() || exits.2.is_none() {
         assert!(Instant::now() < until, "the game-days ran past 90s");
         std::thread::sleep(Duration::from_secs(1));
         for (labels, _) in query(
@@ -252,22 +259,32 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget() {
         ) {
             refusals = refusals.max(v);
         }
+        for (_, v) in query(
+            prom_port,
+            r#"stagger:breaker_refused_calls:rate1m{job="breaker"}"#,
+        ) {
+            breaker_refused = breaker_refused.max(v);
+        }
         exits.0 = exits.0.or_else(|| storm.0.try_wait().ok().flatten());
         exits.1 = exits.1.or_else(|| budgeted.0.try_wait().ok().flatten());
+        exits.2 = exits.2.or_else(|| breaker.0.try_wait().ok().flatten());
     }
     let seen = format!(
-        "fired: {fired:?}\nretry ratios seen per job: {ratios:?}\nstorm stderr: {}\nbudgeted stderr: {}",
+        "fired: {fired:?}\nretry ratios seen per job: {ratios:?}\nstorm stderr: {}\nbudgeted stderr: {}\nbreaker stderr: {}",
         dir.read("storm.err"),
-        dir.read("budgeted.err")
+        dir.read("budgeted.err"),
+        dir.read("breaker.err")
     );
     eprintln!("{seen}");
     assert!(
-        exits.0.is_some_and(|s| s.success()) && exits.1.is_some_and(|s| s.success()),
+        [exits.0, exits.1, exits.2]
+            .iter()
+            .all(|e| e.is_some_and(|s| s.success())),
         "a game-day failed: {exits:?}\n{seen}"
     );
     // Both jobs were scraped and their ratio computed for most of the run,
     // so the budgeted job's silence is a verdict, not missing data.
-    for job in ["storm", "budgeted"] {
+    for job in ["storm", "budgeted", "breaker"] {
         let n = ratios.get(job).map_or(0, Vec::len);
         assert!(n >= 10, "{job}: only {n} readings of the ratio\n{seen}");
     }
@@ -283,6 +300,18 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget() {
     );
     assert!(max("budgeted") < 0.2, "the budget holds the ratio\n{seen}");
     assert!(refusals > 0.0, "the budget refused retries\n{seen}");
+    assert!(
+        !fired.contains("breaker"),
+        "RetryAmplificationHigh fired while the breaker protected the dependency\n{seen}"
+    );
+    assert!(
+        max("breaker") < 0.2,
+        "an open breaker retries nothing\n{seen}"
+    );
+    assert!(
+        breaker_refused > 0.0,
+        "the breaker refused calls (it was open)\n{seen}"
+    );
 }
 
 #[test]
