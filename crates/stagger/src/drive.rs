@@ -135,7 +135,7 @@ pub(crate) struct Judged<'a, T> {
     pub(crate) outcome: &'a Outcome,
     pub(crate) decision: Decision,
     /// The next attempt is a transparent retry (this one never left).
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
     pub(crate) transparent: bool,
 }
 

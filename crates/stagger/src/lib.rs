@@ -99,6 +99,8 @@ pub mod hint;
 pub mod http;
 mod latency;
 pub mod limit;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 mod outcome;
 mod policy;
 #[cfg(feature = "reqwest")]

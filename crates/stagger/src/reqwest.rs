@@ -141,6 +141,13 @@ impl<'a> Attempts for Sends<'a> {
             None => self.template.as_ref()?.try_clone()?,
         };
         self.facts.stamp(req.headers_mut(), a.number, a.timeout);
+        #[cfg(feature = "opentelemetry")]
+        {
+            let (method, url) = (req.method().clone(), req.url().to_string());
+            self.facts
+                .spans
+                .start(a.id, &method, &url, req.headers_mut());
+        }
         let next = self.next.clone();
         let mut ext = self.extensions.clone();
         Some(Box::pin(async move { next.run(req, &mut ext).await }))
@@ -159,6 +166,16 @@ impl<'a> Attempts for Sends<'a> {
     }
 
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
+        #[cfg(feature = "opentelemetry")]
+        self.facts.spans.end(
+            a.id,
+            match j.answer {
+                Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
+                Answer::Came(Err(_)) => Err(""),
+                Answer::TimedOut => Err("timeout"),
+            },
+            j.outcome,
+        );
         let answer = match j.answer {
             Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
             Answer::Came(Err(e)) => Err(error_chain(e)),

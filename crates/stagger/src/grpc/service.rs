@@ -266,6 +266,8 @@ where
     d.last_class = sends.last_class;
     d.waited = plan.waited();
     d.call = plan.take_call();
+    #[cfg(feature = "opentelemetry")]
+    crate::otel::record_grpc_call(&parts.uri, &d.call, d.waited);
     let last = match finish.last {
         Some(Answer::Came(Ok(resp))) => {
             if finish.end == End::Taken {

@@ -341,6 +341,9 @@ pub(crate) struct Facts {
     key: Option<HeaderValue>,
     inbound: Option<Inbound>,
     last_class: Option<Class>,
+    /// The attempts' client spans (feature `opentelemetry`).
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) spans: crate::otel::AttemptSpans,
 }
 
 /// A call as its request opens it: the facts, the engine's per-call state,
@@ -439,6 +442,8 @@ impl Facts {
             key,
             inbound,
             last_class: None,
+            #[cfg(feature = "opentelemetry")]
+            spans: crate::otel::AttemptSpans::default(),
         };
         Opened { facts, call, own }
     }

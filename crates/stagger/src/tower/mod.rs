@@ -98,7 +98,9 @@ pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error, ErrorKind};
 pub use future::ResponseFuture;
-pub(crate) use future::{as_new_hop, nested, Sending};
+#[cfg(feature = "grpc")]
+pub(crate) use future::Sending;
+pub(crate) use future::{as_new_hop, nested};
 pub use layer::RetryLayer;
 pub use service::RetryService;
 pub use shed::{ShedBuilder, ShedLayer, ShedService, ShedStats};

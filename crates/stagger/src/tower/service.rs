@@ -121,6 +121,13 @@ where
     fn start(&mut self, a: Attempt) -> Option<Self::Future> {
         let mut req = rebuild(self.parts, self.body.next()?);
         self.facts.stamp(req.headers_mut(), a.number, a.timeout);
+        #[cfg(feature = "opentelemetry")]
+        {
+            let (method, url) = (req.method().clone(), req.uri().to_string());
+            self.facts
+                .spans
+                .start(a.id, &method, &url, req.headers_mut());
+        }
         Some(if std::mem::take(&mut self.first) {
             Sending::now(self.inner, req)
         } else {
@@ -141,6 +148,8 @@ where
     }
 
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
+        #[cfg(feature = "opentelemetry")]
+        self.facts.spans.end(a.id, span_answer(j.answer), j.outcome);
         let answer = match j.answer {
             Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
             Answer::Came(Err(e)) => Err(error_chain(&**e)),
@@ -217,4 +226,16 @@ async fn pass_through<T, E: Into<BoxError>>(
         let info = RetryInfo::stopped(1, StopReason::NotRetryable);
         Error::new(ErrorKind::Service, info, Some(e.into()))
     })
+}
+
+/// What an attempt's span says of its answer (feature `opentelemetry`):
+/// the status code, or a low-cardinality error kind (`""`: the failure's
+/// class).
+#[cfg(feature = "opentelemetry")]
+fn span_answer<T>(answer: &Answer<Result<Response<T>, BoxError>>) -> Result<u16, &'static str> {
+    match answer {
+        Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
+        Answer::Came(Err(_)) => Err(""),
+        Answer::TimedOut => Err("timeout"),
+    }
 }

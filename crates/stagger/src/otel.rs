@@ -1,0 +1,258 @@
+//! OpenTelemetry (feature `opentelemetry`): what the layers tell a tracing
+//! or metrics backend, through the OpenTelemetry API. The application
+//! installs the SDK, its exporter and a propagator; stagger only speaks the
+//! API, so without a provider everything here is a no-op.
+//!
+//! - **A client span per attempt** for the HTTP front-ends (the tower
+//!   [`RetryLayer`](crate::tower::RetryLayer) and the reqwest
+//!   [`RetryMiddleware`](crate::reqwest::RetryMiddleware)), under the HTTP
+//!   semantic conventions: named after the method, kind client,
+//!   `http.request.method`, `url.full`, `server.address`, `server.port`,
+//!   `http.response.status_code`, `error.type`, and
+//!   `http.request.resend_count` on every attempt after the first (the
+//!   convention counts every request sent again, for any reason: retries,
+//!   hedges and transparent retries alike). The trace context is injected
+//!   into each attempt's headers with the global propagator, so the server's
+//!   span is the attempt's child. The span of an attempt cancelled because
+//!   another one answered (a hedge that lost) ends when it is dropped,
+//!   without a status.
+//! - **gRPC's retry metrics** for the gRPC layer, under the names gRFC A96
+//!   gives them (histograms recorded once per call, labelled `grpc.method`
+//!   and `grpc.target` as gRFC A66 defines them; a count of 0 is not
+//!   recorded): `grpc.client.call.retries`,
+//!   `grpc.client.call.transparent_retries`, `grpc.client.call.hedges` and
+//!   `grpc.client.call.retry_delay` (seconds with no attempt running).
+//!
+//! `grpc.client.call.retry_delay` is recorded for calls that made more
+//! than one attempt.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use http::HeaderMap;
+use opentelemetry::metrics::Histogram;
+use opentelemetry::propagation::Injector;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
+use opentelemetry::{global, Context, KeyValue};
+use opentelemetry_semantic_conventions::attribute as semconv;
+
+use crate::call::Call;
+use crate::outcome::Outcome;
+
+/// The name stagger's tracer and meter are registered under.
+const SCOPE: &str = "stagger";
+
+/// The spans of one call's attempts, each open from its send to its answer.
+#[derive(Default)]
+pub(crate) struct AttemptSpans {
+    open: Vec<(u32, Context)>,
+}
+
+impl std::fmt::Debug for AttemptSpans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptSpans")
+            .field("open", &self.open.len())
+            .finish()
+    }
+}
+
+/// Writes the propagator's fields into a request's headers.
+struct Headers<'a>(&'a mut HeaderMap);
+
+impl Injector for Headers<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}
+
+impl AttemptSpans {
+    /// Opens the span of attempt `id` (1-based, every attempt sent counted)
+    /// for a request to `url` with `method`, and injects its context into
+    /// `headers`.
+    pub(crate) fn start(
+        &mut self,
+        id: u32,
+        method: &http::Method,
+        url: &str,
+        headers: &mut HeaderMap,
+    ) {
+        let method = method.as_str();
+        let tracer = global::tracer(SCOPE);
+        let mut attributes = vec![
+            KeyValue::new(semconv::HTTP_REQUEST_METHOD, method.to_owned()),
+            KeyValue::new(semconv::URL_FULL, url.to_owned()),
+        ];
+        if let Ok(uri) = url.parse::<http::Uri>() {
+            if let Some(host) = uri.host() {
+                attributes.push(KeyValue::new(semconv::SERVER_ADDRESS, host.to_owned()));
+            }
+            let port = uri.port_u16().or(match uri.scheme_str() {
+                Some("https") => Some(443),
+                Some("http") => Some(80),
+                _ => None,
+            });
+            if let Some(p) = port {
+                attributes.push(KeyValue::new(semconv::SERVER_PORT, i64::from(p)));
+            }
+        }
+        if id > 1 {
+            attributes.push(KeyValue::new(
+                semconv::HTTP_REQUEST_RESEND_COUNT,
+                i64::from(id - 1),
+            ));
+        }
+        let span = tracer
+            .span_builder(Cow::Owned(method.to_owned()))
+            .with_kind(SpanKind::Client)
+            .with_attributes(attributes)
+            .start_with_context(&tracer, &Context::current());
+        let cx = Context::current_with_span(span);
+        global::get_text_map_propagator(|p| p.inject_context(&cx, &mut Headers(headers)));
+        self.open.push((id, cx));
+    }
+
+    /// Ends the span of attempt `id` with its answer: the status code, or
+    /// the error (`error.type` is the failure's class, or `timeout`).
+    pub(crate) fn end(&mut self, id: u32, answer: Result<u16, &str>, outcome: &Outcome) {
+        let Some(i) = self.open.iter().position(|(a, _)| *a == id) else {
+            return;
+        };
+        let (_, cx) = self.open.swap_remove(i);
+        let span = cx.span();
+        match answer {
+            Ok(status) => {
+                span.set_attribute(KeyValue::new(
+                    semconv::HTTP_RESPONSE_STATUS_CODE,
+                    i64::from(status),
+                ));
+                if status >= 400 {
+                    // Client spans: a 4xx or 5xx answer is an error.
+                    span.set_attribute(KeyValue::new(semconv::ERROR_TYPE, status.to_string()));
+                    span.set_status(Status::error(""));
+                }
+            }
+            Err(kind) => {
+                let kind = match outcome {
+                    Outcome::Failure(f) if kind.is_empty() => f.class.as_str(),
+                    _ => kind,
+                };
+                span.set_attribute(KeyValue::new(semconv::ERROR_TYPE, kind.to_owned()));
+                span.set_status(Status::error(kind.to_owned()));
+            }
+        }
+        span.end();
+    }
+}
+
+/// gRPC's per-call retry metrics (gRFC A96), made once per process.
+pub(crate) struct CallMetrics {
+    retries: Histogram<u64>,
+    transparent: Histogram<u64>,
+    hedges: Histogram<u64>,
+    delay: Histogram<f64>,
+}
+
+/// What one gRPC call did, for [`CallMetrics::record`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CallCounts {
+    pub(crate) retries: u64,
+    pub(crate) transparent: u64,
+    pub(crate) hedges: u64,
+    pub(crate) waited: Duration,
+}
+
+impl CallCounts {
+    /// A finished call's counts: every attempt after the first is a
+    /// transparent retry, a hedge or else a retry.
+    pub(crate) fn of<R>(call: &Call<R>, waited: Duration) -> Self {
+        let transparent = u64::from(call.transparent_retries_made());
+        let hedges = u64::from(call.hedges.count_ones());
+        let later = u64::from(call.attempts().saturating_sub(1));
+        CallCounts {
+            retries: later.saturating_sub(transparent + hedges),
+            transparent,
+            hedges,
+            waited,
+        }
+    }
+}
+
+/// Records a finished gRPC call to `uri` (`scheme://authority/package.Service/Method`):
+/// `grpc.method` is the path without its leading `/`, `grpc.target` the
+/// scheme and authority the channel sent it to.
+pub(crate) fn record_grpc_call<R>(uri: &http::Uri, call: &Call<R>, waited: Duration) {
+    let counts = CallCounts::of(call, waited);
+    if counts.retries + counts.transparent + counts.hedges == 0 {
+        return;
+    }
+    let method = uri.path().trim_start_matches('/');
+    let target = match (uri.scheme_str(), uri.authority()) {
+        (Some(s), Some(a)) => format!("{s}://{a}"),
+        (None, Some(a)) => a.to_string(),
+        _ => String::new(),
+    };
+    CallMetrics::get().record(method, &target, counts);
+}
+
+impl CallMetrics {
+    fn new() -> Self {
+        let meter = global::meter(SCOPE);
+        CallMetrics {
+            retries: meter
+                .u64_histogram("grpc.client.call.retries")
+                .with_unit("{retry}")
+                .with_description("Number of retries during the client call.")
+                .build(),
+            transparent: meter
+                .u64_histogram("grpc.client.call.transparent_retries")
+                .with_unit("{transparent_retry}")
+                .with_description("Number of transparent retries during the client call.")
+                .build(),
+            hedges: meter
+                .u64_histogram("grpc.client.call.hedges")
+                .with_unit("{hedge}")
+                .with_description("Number of hedges during the client call.")
+                .build(),
+            delay: meter
+                .f64_histogram("grpc.client.call.retry_delay")
+                .with_unit("s")
+                .with_description(
+                    "Total time of delay while there is no active attempt during the client call.",
+                )
+                .build(),
+        }
+    }
+
+    /// The process's instruments, made on first use from the global meter
+    /// provider (install it before the first call).
+    pub(crate) fn get() -> &'static CallMetrics {
+        static METRICS: std::sync::OnceLock<CallMetrics> = std::sync::OnceLock::new();
+        METRICS.get_or_init(CallMetrics::new)
+    }
+
+    /// Records one call to `method` (`package.Service/Method`) on `target`.
+    pub(crate) fn record(&self, method: &str, target: &str, c: CallCounts) {
+        let labels = [
+            KeyValue::new("grpc.method", method.to_owned()),
+            KeyValue::new("grpc.target", target.to_owned()),
+        ];
+        // A96: a count of 0 is not recorded.
+        if c.retries > 0 {
+            self.retries.record(c.retries, &labels);
+        }
+        if c.transparent > 0 {
+            self.transparent.record(c.transparent, &labels);
+        }
+        if c.hedges > 0 {
+            self.hedges.record(c.hedges, &labels);
+        }
+        if c.retries + c.hedges + c.transparent > 0 {
+            self.delay.record(c.waited.as_secs_f64(), &labels);
+        }
+    }
+}
