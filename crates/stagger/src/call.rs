@@ -119,6 +119,20 @@ impl<R> Call<R> {
         }
     }
 
+    /// Notes that the attempt just started (`attempt`, from 2 on) went out
+    /// as a hedge, beside earlier attempts, with nothing scheduled.
+    #[cold]
+    pub(crate) fn mark_hedge(&mut self) {
+        if self.attempt > 1 {
+            self.hedges |= 1u64.checked_shl(self.attempt - 1).unwrap_or(0);
+        }
+    }
+
+    /// Whether attempt `attempt` started as a hedge.
+    pub(crate) fn started_as_hedge(&self, attempt: u32) -> bool {
+        attempt > 1 && self.hedges & 1u64.checked_shl(attempt - 1).unwrap_or(0) != 0
+    }
+
     /// Declares the call idempotent (`true`: [`Idempotency::Idempotent`])
     /// or leaves it undeclared (`false`: [`Idempotency::Unspecified`]):
     /// only idempotent calls are retried after a failure whose result is

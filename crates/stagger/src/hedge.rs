@@ -670,7 +670,7 @@ impl HedgePolicy {
                 // A success stops the call; the guardrails hear of it here.
                 let _ = self.policy.decide(&mut h.call, Outcome::Success, now);
                 h.winner = Some(attempt);
-                if h.call.hedges & 1u64.checked_shl(attempt - 1).unwrap_or(0) != 0 {
+                if h.call.started_as_hedge(attempt) {
                     self.policy.emit(crate::event::Event::HedgeWon { attempt });
                 }
                 self.finish(h, StopReason::Success, now);

@@ -205,6 +205,9 @@ impl Policy {
     ) -> Result<Option<Duration>, StopReason> {
         if call.deadline.is_none() && self.guardrail.is_none() && self.observer.is_none() {
             call.attempt = call.attempt.saturating_add(1);
+            if call.hedged && call.scheduled.take().is_none() {
+                call.mark_hedge();
+            }
             return Ok(self.attempt_timeout);
         }
         self.start_attempt_watched(call, clock.now())
@@ -244,7 +247,7 @@ impl Policy {
             }
             // Only a hedge starts a later attempt that nothing scheduled.
             None if next > 1 && call.hedged => {
-                call.hedges |= 1u64.checked_shl(next - 1).unwrap_or(0);
+                call.mark_hedge();
                 self.emit(Event::HedgeStarted { attempt: next })
             }
             None => {}
@@ -518,8 +521,10 @@ impl Policy {
                 cause: f.class,
                 elapsed: call.elapsed(t),
             });
-            call.scheduled = Some(Scheduled::Retry(f.class));
         }
+        // Kept whether or not anyone listens: the next attempt is this
+        // retry, not a hedge, in the call's own record too.
+        call.scheduled = Some(Scheduled::Retry(f.class));
         Decision::Retry { after: delay }
     }
 
@@ -564,9 +569,7 @@ impl Policy {
                 return Decision::Stop(self.stop(call, StopReason::Deadline));
             }
         }
-        if self.observer.is_some() {
-            call.scheduled = Some(Scheduled::Transparent);
-        }
+        call.scheduled = Some(Scheduled::Transparent);
         Decision::Retry { after: delay }
     }
 

@@ -142,11 +142,9 @@ impl<'a> Attempts for Sends<'a> {
         };
         self.facts.stamp(req.headers_mut(), a.number, a.timeout);
         #[cfg(feature = "opentelemetry")]
-        {
+        if let Some(spans) = &mut self.facts.spans {
             let (method, url) = (req.method().clone(), req.url().to_string());
-            self.facts
-                .spans
-                .start(a.id, &method, &url, req.headers_mut());
+            spans.start(a.id, &method, &url, req.headers_mut());
         }
         let next = self.next.clone();
         let mut ext = self.extensions.clone();
@@ -167,15 +165,17 @@ impl<'a> Attempts for Sends<'a> {
 
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
         #[cfg(feature = "opentelemetry")]
-        self.facts.spans.end(
-            a.id,
-            match j.answer {
-                Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
-                Answer::Came(Err(_)) => Err(""),
-                Answer::TimedOut => Err("timeout"),
-            },
-            j.outcome,
-        );
+        if let Some(spans) = &mut self.facts.spans {
+            spans.end(
+                a.id,
+                match j.answer {
+                    Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
+                    Answer::Came(Err(_)) => Err(""),
+                    Answer::TimedOut => Err("timeout"),
+                },
+                j.outcome,
+            );
+        }
         let answer = match j.answer {
             Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
             Answer::Came(Err(e)) => Err(error_chain(e)),

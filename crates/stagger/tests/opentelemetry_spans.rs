@@ -21,6 +21,7 @@ use opentelemetry::trace::{FutureExt, SpanKind, Status, TraceContextExt, Tracer}
 use opentelemetry::{global, Context, Value};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use stagger::http::Settings;
 use stagger::tower::RetryLayer;
 use stagger::Policy;
 use tower::{Layer, Service, ServiceExt};
@@ -47,7 +48,8 @@ async fn a_retried_call_has_one_client_span_per_attempt_with_its_resend_count() 
         .base(Duration::from_millis(10))
         .build()
         .unwrap();
-    let mut svc = RetryLayer::new(policy).layer(server.clone());
+    let settings = Settings::new(policy).trace_attempts(true);
+    let mut svc = RetryLayer::new(settings).layer(server.clone());
     let url = server.url("/orders?id=7");
     let req = Request::get(&url).body(Full::<Bytes>::default()).unwrap();
     // The application's own span for the operation: every attempt is its
@@ -118,4 +120,20 @@ async fn a_retried_call_has_one_client_span_per_attempt_with_its_resend_count() 
     assert!(matches!(spans[0].status, Status::Error { .. }));
     assert_eq!(attr(&spans[2], "error.type"), None);
     assert_eq!(spans[2].status, Status::Unset);
+
+    // Tracing is the layer's setting: without it, no span is made.
+    exporter.reset();
+    let server = Scripted::new(vec![status(503)]);
+    let mut plain = RetryLayer::new(Policy::default()).layer(server.clone());
+    let req = Request::get(server.url("/"))
+        .body(Full::<Bytes>::default())
+        .unwrap();
+    let ready = ServiceExt::<Request<Full<Bytes>>>::ready(&mut plain)
+        .await
+        .unwrap();
+    assert_eq!(ready.call(req).await.unwrap().status(), 200);
+    provider.force_flush().unwrap();
+    let made = exporter.get_finished_spans().unwrap();
+    assert!(made.is_empty(), "{made:#?}");
+    assert_eq!(server.hits()[0].header("traceparent"), None);
 }

@@ -101,6 +101,8 @@ pub struct Settings {
     pub(crate) on_attempt: Option<AttemptHook>,
     pub(crate) grpc_retryable: Option<Arc<[u32]>>,
     pub(crate) hedging: Option<HedgePolicy>,
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) trace_attempts: bool,
 }
 
 impl fmt::Debug for Settings {
@@ -116,7 +118,7 @@ impl fmt::Debug for Settings {
             .field("on_attempt", &self.on_attempt.is_some())
             .field("grpc_retryable", &self.grpc_retryable)
             .field("hedging", &self.hedging)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -139,6 +141,8 @@ impl Settings {
             on_attempt: None,
             grpc_retryable: None,
             hedging: None,
+            #[cfg(feature = "opentelemetry")]
+            trace_attempts: false,
         }
     }
 
@@ -183,6 +187,26 @@ impl Settings {
         codes.sort_unstable();
         codes.dedup();
         self.grpc_retryable = Some(codes.into());
+        self
+    }
+
+    /// Opens an OpenTelemetry client span for every attempt (feature
+    /// `opentelemetry`; off by default): named after the method, under the
+    /// HTTP semantic conventions, with `http.request.resend_count` on every
+    /// request sent again (retries, hedges and transparent retries alike),
+    /// each a child of the caller's current context, whose trace context
+    /// the global propagator injects into the attempt's headers. The spans
+    /// go to the global tracer provider the application installs.
+    ///
+    /// ```
+    /// use stagger::http::Settings;
+    /// use stagger::Policy;
+    /// let settings = Settings::new(Policy::default()).trace_attempts(true);
+    /// # let _ = settings;
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    pub fn trace_attempts(mut self, on: bool) -> Self {
+        self.trace_attempts = on;
         self
     }
 
@@ -343,7 +367,7 @@ pub(crate) struct Facts {
     last_class: Option<Class>,
     /// The attempts' client spans (feature `opentelemetry`).
     #[cfg(feature = "opentelemetry")]
-    pub(crate) spans: crate::otel::AttemptSpans,
+    pub(crate) spans: Option<crate::otel::AttemptSpans>,
 }
 
 /// A call as its request opens it: the facts, the engine's per-call state,
@@ -443,7 +467,9 @@ impl Facts {
             inbound,
             last_class: None,
             #[cfg(feature = "opentelemetry")]
-            spans: crate::otel::AttemptSpans::default(),
+            spans: settings
+                .trace_attempts
+                .then(crate::otel::AttemptSpans::default),
         };
         Opened { facts, call, own }
     }

@@ -122,11 +122,9 @@ where
         let mut req = rebuild(self.parts, self.body.next()?);
         self.facts.stamp(req.headers_mut(), a.number, a.timeout);
         #[cfg(feature = "opentelemetry")]
-        {
+        if let Some(spans) = &mut self.facts.spans {
             let (method, url) = (req.method().clone(), req.uri().to_string());
-            self.facts
-                .spans
-                .start(a.id, &method, &url, req.headers_mut());
+            spans.start(a.id, &method, &url, req.headers_mut());
         }
         Some(if std::mem::take(&mut self.first) {
             Sending::now(self.inner, req)
@@ -149,7 +147,9 @@ where
 
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
         #[cfg(feature = "opentelemetry")]
-        self.facts.spans.end(a.id, span_answer(j.answer), j.outcome);
+        if let Some(spans) = &mut self.facts.spans {
+            spans.end(a.id, span_answer(j.answer), j.outcome);
+        }
         let answer = match j.answer {
             Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
             Answer::Came(Err(e)) => Err(error_chain(&**e)),
