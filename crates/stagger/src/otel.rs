@@ -149,7 +149,90 @@ impl AttemptSpans {
     }
 }
 
-/// gRPC's per-call retry metrics (gRFC A96), made once per process.
+/// A gRPC call's spans as gRFC A72 shapes them: the call's client span and,
+/// under it, one span per attempt.
+pub(crate) struct GrpcSpans {
+    call: Context,
+    /// `<service>.<method>`, the spans' name after their prefix.
+    name: String,
+    open: Vec<(u32, Context)>,
+    /// The number the last attempt went out as: a transparent retry goes
+    /// out under the number of the attempt that never left.
+    last_number: u32,
+}
+
+impl GrpcSpans {
+    /// Opens the call's span for a request to `path` (`/package.Service/Method`).
+    pub(crate) fn open(path: &str) -> Self {
+        let name = path.trim_start_matches('/').replace('/', ".");
+        let tracer = global::tracer(SCOPE);
+        let span = tracer
+            .span_builder(format!("Sent.{name}"))
+            .with_kind(SpanKind::Client)
+            .with_attributes([
+                KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"),
+                KeyValue::new(semconv::RPC_METHOD, path.trim_start_matches('/').to_owned()),
+            ])
+            .start_with_context(&tracer, &Context::current());
+        GrpcSpans {
+            call: Context::current_with_span(span),
+            name,
+            open: Vec::new(),
+            last_number: 0,
+        }
+    }
+
+    /// Opens attempt `id`'s span (sent as number `number`) and injects its
+    /// context into the attempt's metadata.
+    pub(crate) fn start(&mut self, id: u32, number: u32, headers: &mut HeaderMap) {
+        let transparent = id > 1 && number == self.last_number;
+        self.last_number = number;
+        let tracer = global::tracer(SCOPE);
+        let span = tracer
+            .span_builder(format!("Attempt.{}", self.name))
+            .with_kind(SpanKind::Internal)
+            .with_attributes([
+                KeyValue::new("previous-rpc-attempts", i64::from(id - 1)),
+                KeyValue::new("transparent-retry", transparent),
+            ])
+            .start_with_context(&tracer, &self.call);
+        let cx = self.call.with_span(span);
+        global::get_text_map_propagator(|p| p.inject_context(&cx, &mut Headers(headers)));
+        self.open.push((id, cx));
+    }
+
+    /// Ends attempt `id`'s span with its `grpc-status`, when it had one.
+    pub(crate) fn end(&mut self, id: u32, code: Option<u32>) {
+        let Some(i) = self.open.iter().position(|(a, _)| *a == id) else {
+            return;
+        };
+        let (_, cx) = self.open.swap_remove(i);
+        end_with_status(&cx, code);
+    }
+
+    /// Ends the call's span with the status the caller got, when known
+    /// (a committed call's status comes later, in its trailers).
+    pub(crate) fn close(self, code: Option<u32>) {
+        end_with_status(&self.call, code);
+    }
+}
+
+fn end_with_status(cx: &Context, code: Option<u32>) {
+    let span = cx.span();
+    if let Some(c) = code {
+        let name = crate::classify::GRPC_CODE_NAMES
+            .get(c as usize)
+            .copied()
+            .unwrap_or("UNKNOWN");
+        span.set_attribute(KeyValue::new(semconv::RPC_RESPONSE_STATUS_CODE, name));
+        if c != 0 {
+            span.set_status(Status::error(name));
+        }
+    }
+    span.end();
+}
+
+/// gRPC's per-call retry metrics (gRFC A96).
 pub(crate) struct CallMetrics {
     retries: Histogram<u64>,
     transparent: Histogram<u64>,
@@ -196,7 +279,10 @@ pub(crate) fn record_grpc_call<R>(uri: &http::Uri, call: &Call<R>, waited: Durat
         (None, Some(a)) => a.to_string(),
         _ => String::new(),
     };
-    CallMetrics::get().record(method, &target, counts);
+    // Asked of the global meter provider each time (only calls that made
+    // more than one attempt get here), so a provider installed after the
+    // first call still receives every later one.
+    CallMetrics::new().record(method, &target, counts);
 }
 
 impl CallMetrics {
@@ -226,13 +312,6 @@ impl CallMetrics {
                 )
                 .build(),
         }
-    }
-
-    /// The process's instruments, made on first use from the global meter
-    /// provider (install it before the first call).
-    pub(crate) fn get() -> &'static CallMetrics {
-        static METRICS: std::sync::OnceLock<CallMetrics> = std::sync::OnceLock::new();
-        METRICS.get_or_init(CallMetrics::new)
     }
 
     /// Records one call to `method` (`package.Service/Method`) on `target`.

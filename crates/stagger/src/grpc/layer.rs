@@ -53,6 +53,8 @@ impl RetryLayer {
             one_layer: true,
             hook: None,
             observer: None,
+            #[cfg(feature = "opentelemetry")]
+            trace_attempts: false,
         }
     }
 }
@@ -92,6 +94,8 @@ pub struct RetryLayerBuilder {
     one_layer: bool,
     hook: Option<AttemptHook>,
     observer: Option<Arc<dyn Observer>>,
+    #[cfg(feature = "opentelemetry")]
+    trace_attempts: bool,
 }
 
 impl fmt::Debug for RetryLayerBuilder {
@@ -160,6 +164,26 @@ impl RetryLayerBuilder {
         self
     }
 
+    /// Opens OpenTelemetry spans for every call and attempt (feature
+    /// `opentelemetry`; off by default), shaped as gRFC A72 describes: a
+    /// client span `Sent.<service>.<method>` for the call, a child of the
+    /// caller's current context, and under it a span
+    /// `Attempt.<service>.<method>` per attempt with `previous-rpc-attempts`
+    /// (attempts before it) and `transparent-retry`, ended with the
+    /// attempt's `grpc-status` (`rpc.response.status_code`, the code's
+    /// name). The global
+    /// propagator injects each attempt's context into its metadata.
+    ///
+    /// ```
+    /// let layer = stagger::grpc::RetryLayer::builder().trace_attempts(true).build().unwrap();
+    /// # let _ = layer;
+    /// ```
+    #[cfg(feature = "opentelemetry")]
+    pub fn trace_attempts(mut self, on: bool) -> Self {
+        self.trace_attempts = on;
+        self
+    }
+
     /// Tells `observer` every event of every method's policy.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
@@ -192,6 +216,8 @@ impl RetryLayerBuilder {
                 transparent_retries: self.transparent_retries,
                 one_layer: self.one_layer,
                 hook: self.hook,
+                #[cfg(feature = "opentelemetry")]
+                trace_attempts: self.trace_attempts,
             }),
             make: Unchanged,
         })

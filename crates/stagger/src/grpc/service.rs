@@ -127,6 +127,9 @@ struct Sends<'a, S, M, B> {
     timed: Vec<(u32, Instant, Duration)>,
     hook: Option<&'a AttemptHook>,
     last_class: Option<Class>,
+    /// The call's and its attempts' spans (feature `opentelemetry`).
+    #[cfg(feature = "opentelemetry")]
+    spans: Option<crate::otel::GrpcSpans>,
 }
 
 impl<S, M, B, ResB> Attempts for Sends<'_, S, M, B>
@@ -143,6 +146,10 @@ where
         let b = self.make.make(self.body.next()?);
         let mut req = rebuild(self.parts, b);
         stamp(req.headers_mut(), a);
+        #[cfg(feature = "opentelemetry")]
+        if let Some(spans) = &mut self.spans {
+            spans.start(a.id, a.number, req.headers_mut());
+        }
         if let Some(t) = a.timeout {
             self.timed.push((a.id, TokioClock.now(), t));
         }
@@ -181,6 +188,14 @@ where
     }
 
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
+        #[cfg(feature = "opentelemetry")]
+        if let Some(spans) = &mut self.spans {
+            let code = match j.answer {
+                Answer::Came(Ok(resp)) => attempt_status(resp.status(), resp.headers()),
+                _ => None,
+            };
+            spans.end(a.id, code);
+        }
         let Some(hook) = self.hook else { return };
         let (status, error, pushback_ms) = match j.answer {
             Answer::Came(Ok(resp)) => {
@@ -261,8 +276,21 @@ where
         timed: Vec::new(),
         hook: d.shared.hook.as_ref(),
         last_class: None,
+        #[cfg(feature = "opentelemetry")]
+        spans: d
+            .shared
+            .trace_attempts
+            .then(|| crate::otel::GrpcSpans::open(parts.uri.path())),
     };
     let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
+    #[cfg(feature = "opentelemetry")]
+    if let Some(spans) = sends.spans.take() {
+        let code = match &finish.last {
+            Some(Answer::Came(Ok(resp))) => attempt_status(resp.status(), resp.headers()),
+            _ => None,
+        };
+        spans.close(code);
+    }
     d.last_class = sends.last_class;
     d.waited = plan.waited();
     d.call = plan.take_call();

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) transparent_retries: u32,
     pub(crate) one_layer: bool,
     pub(crate) hook: Option<AttemptHook>,
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) trace_attempts: bool,
 }
 
 impl fmt::Debug for Shared {
