@@ -265,6 +265,46 @@ impl fmt::Debug for Breaker {
     }
 }
 
+/// The settings in words, as a report prints them: "opens at ≥ 50 %
+/// failures of ≥ 20 calls over 10 s (fewer calls: 5 failures in a row);
+/// open 5 s + up to 20 %, then 1 probe" for the defaults.
+///
+/// ```
+/// let said = stagger::Breaker::default().to_string();
+/// assert!(said.starts_with("opens at ≥ 50 % failures of ≥ 20 calls over 10 s"), "{said}");
+/// ```
+impl fmt::Display for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::describe::{Percent, Spoken};
+        let c = &self.inner.cfg;
+        write!(
+            f,
+            "opens at ≥ {} failures of ≥ {} calls ",
+            Percent(c.failure_rate_ppm),
+            c.min_calls
+        )?;
+        match c.count_window {
+            Some(n) => write!(f, "among the last {n}")?,
+            None => write!(f, "over {}", Spoken(c.window))?,
+        }
+        if let Some(n) = c.sparse {
+            write!(f, " (fewer calls: {n} failures in a row)")?;
+        }
+        if let Some(n) = c.consecutive {
+            write!(f, " or after {n} failures in a row")?;
+        }
+        if let Some(d) = c.slow_call {
+            write!(f, ", a call slower than {} counting as failed", Spoken(d))?;
+        }
+        write!(f, "; open {}", Spoken(Duration::from_nanos(c.open_ns)))?;
+        if c.jitter_ppm > 0 {
+            write!(f, " + up to {}", Percent(c.jitter_ppm))?;
+        }
+        let s = if c.probes == 1 { "" } else { "s" };
+        write!(f, ", then {} probe{s}", c.probes)
+    }
+}
+
 impl Default for Breaker {
     /// 50 % over 10 s with at least 20 calls (below that, 5 failures in a
     /// row), open 5 s (+ up to 20 %), one probe.

@@ -85,6 +85,7 @@ mod clock;
 #[cfg(feature = "serde")]
 pub mod config;
 pub mod deadline;
+mod describe;
 mod drive;
 mod error;
 mod event;
