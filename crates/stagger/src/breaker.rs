@@ -59,7 +59,7 @@ const fn word(state: u64, probes: u64, gen: u64, until_ns: u64) -> u64 {
 /// admitted it and whether it is a half-open probe.
 ///
 /// ```
-/// use stagger::{Breaker, Outcome};
+/// use stagger::{Breaker, Failure, Outcome};
 /// use std::time::Instant;
 ///
 /// let breaker = Breaker::default();
@@ -229,7 +229,7 @@ pub(crate) struct Config {
 /// Cheap to clone; clones share the breaker.
 ///
 /// ```
-/// use stagger::{Breaker, Outcome};
+/// use stagger::{Breaker, Failure, Outcome};
 /// use std::time::Instant;
 ///
 /// let breaker = Breaker::default();
@@ -334,12 +334,36 @@ impl Breaker {
         }
     }
 
-    /// The state as of the last call that moved it (an open breaker whose
-    /// period has ended reports `Open` until a call arrives).
+    /// The state the next call would meet now: an open breaker whose open
+    /// period has ended is `HalfOpen` (the next call is its probe) even
+    /// before any call arrives, so an idle client does not look open. Reads
+    /// the monotonic clock; [`state_at`](Breaker::state_at) takes the time.
     pub fn state(&self) -> BreakerState {
-        match state_of(self.inner.state.load(Acquire)) {
+        self.state_at(Instant::now())
+    }
+
+    /// The state the next call would meet at `now` (see
+    /// [`state`](Breaker::state)).
+    ///
+    /// ```
+    /// use stagger::guardrails::BreakerState;
+    /// use stagger::{Breaker, Failure, Outcome};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let b = Breaker::builder().consecutive_failures(1).open_jitter(0.0).build()?;
+    /// let t0 = Instant::now();
+    /// let permit = b.acquire(t0).unwrap();
+    /// b.record(permit, &Outcome::Failure(Failure::transient()), None, t0);
+    /// assert_eq!(b.state_at(t0), BreakerState::Open);
+    /// // Nobody called for a minute: the next call would be let through as a probe.
+    /// assert_eq!(b.state_at(t0 + Duration::from_secs(60)), BreakerState::HalfOpen);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn state_at(&self, now: Instant) -> BreakerState {
+        let w = self.inner.state.load(Acquire);
+        match state_of(w) {
             CLOSED => BreakerState::Closed,
-            OPEN => BreakerState::Open,
+            OPEN if self.inner.time.nanos(now) < until_ns(w) => BreakerState::Open,
             _ => BreakerState::HalfOpen,
         }
     }
