@@ -59,7 +59,7 @@ const fn word(state: u64, probes: u64, gen: u64, until_ns: u64) -> u64 {
 /// admitted it and whether it is a half-open probe.
 ///
 /// ```
-/// use stagger::{Breaker, Failure, Outcome};
+/// use stagger::{Breaker, Outcome};
 /// use std::time::Instant;
 ///
 /// let breaker = Breaker::default();
@@ -229,7 +229,7 @@ pub(crate) struct Config {
 /// Cheap to clone; clones share the breaker.
 ///
 /// ```
-/// use stagger::{Breaker, Failure, Outcome};
+/// use stagger::{Breaker, Outcome};
 /// use std::time::Instant;
 ///
 /// let breaker = Breaker::default();
