@@ -368,7 +368,10 @@ impl Recorder {
             duplicates: get(&c.duplicates),
             faults: faults.iter().map(WindowJson::from).collect(),
             series: ProxySeries {
-                t_s: (0..n).map(|i| i as f64 * BIN.as_secs_f64()).collect(),
+                // From whole milliseconds: 3 × 0.1 s would print 0.30000000000000004.
+                t_s: (0..n)
+                    .map(|i| (i as u64 * BIN.as_millis() as u64) as f64 / 1000.0)
+                    .collect(),
                 first_attempts: first,
                 retries,
                 upstream_ok: cut(self.successes()),
@@ -501,6 +504,9 @@ mod tests {
         assert_eq!(rep.series.first_attempts[1], 4);
         assert_eq!(rep.series.retries[1], 3);
         assert_eq!(rep.series.t_s.len(), 11);
+        // Bin starts are whole tenths: `t_s` printed 0.30000000000000004.
+        let json = serde_json::to_string(&rep.series.t_s).unwrap();
+        assert_eq!(json, "[0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0]");
         assert_eq!(rep.retries_by.idempotency_key, 1);
     }
 
