@@ -53,6 +53,10 @@ return {
     .map(c => [c.dataset.key, c.dataset.value === "null" ? null : Number(c.dataset.value)])),
   burst: document.getElementById("fo-burst").value,
   status: document.getElementById("fo-status").textContent,
+  ymax: u.scales.y.max,
+  shaded: u.shaded || null,
+  outage: [u.valToPos(lab.last.failover.doc.params.outage_start_s, "x", true),
+           u.valToPos(lab.last.failover.doc.params.outage_end_s, "x", true)],
 };"#;
 
 /// Checks that what the page shows equals the API's answer to the query
@@ -120,6 +124,22 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     .await;
     let full = s.js(FAILOVER_STATE).await;
     assert_ne!(full["data"], initial["data"], "the chart did not change");
+    // The outage was unshaded, and the y scale changed between the steps
+    // (part of "the spikes are gone" was the axis): shaded where the
+    // outage is, and one scale for a change of strategy.
+    for state in [&initial, &full] {
+        assert_eq!(
+            state["shaded"], state["outage"],
+            "the outage is shaded: {}",
+            state["query"]
+        );
+    }
+    assert!(
+        full["ymax"].as_f64() >= initial["ymax"].as_f64(),
+        "the y scale shrank from {} to {} between steps",
+        initial["ymax"],
+        full["ymax"]
+    );
     assert_ne!(full["cards"], initial["cards"], "the cards did not change");
     check_against_api(&lab, &full);
 

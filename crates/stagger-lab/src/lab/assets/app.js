@@ -187,6 +187,22 @@ function settled(row, capacity) {
   return tail.reduce((a, b) => a + b, 0) / tail.length / capacity;
 }
 
+// Shades the outage behind the bars, so the chart shows where it is and
+// the text's "from 2 s to 5 s" can be checked against it; the span drawn,
+// in canvas pixels, is kept on the chart as `u.shaded`.
+function outageShade(from, to) {
+  return (u) => {
+    const x0 = u.valToPos(from, "x", true), x1 = u.valToPos(to, "x", true);
+    if (!Number.isFinite(x0) || !Number.isFinite(x1)) return;
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.fillStyle = "rgba(120, 120, 120, 0.16)";
+    ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
+    ctx.restore();
+    u.shaded = [x0, x1];
+  };
+}
+
 function failoverChart(key, el, row, params, ymax, width) {
   const s = row.series;
   const first = s.load.map((v, i) => v - s.retries[i]);
@@ -208,7 +224,7 @@ function failoverChart(key, el, row, params, ymax, width) {
       { label: "successes", stroke: C.ok, width: 2, paths: stepped },
       { label: "capacity", stroke: C.cap, width: 1.5, dash: [6, 4] },
     ],
-    hooks: { draw: [zeroLine] },
+    hooks: { drawClear: [outageShade(params.outage_start_s, params.outage_end_s)], draw: [zeroLine] },
   };
   // data[1] is the whole load (first attempts + retries): drawn first, the
   // first attempts painted over it, so the retries show stacked on top.
@@ -246,7 +262,13 @@ async function updateFailover() {
     const finding = Math.max(after * 1.15, p.capacity * 1.6, 1);
     const full = Math.max(burstPeak, after) * 1.05;
     const clip = !$("fo-fullscale").checked && burstPeak > finding;
-    const ymax = clip ? finding : Math.max(full, finding);
+    let ymax = clip ? finding : Math.max(full, finding);
+    // Steps that change only the strategy compare on one y scale: the
+    // scale grows to the largest seen, never shrinks, so a lower chart is
+    // lower load, not a new axis ("the spikes are gone" was partly the axis).
+    const same = JSON.stringify({ ...params, strategy: null, full: $("fo-fullscale").checked });
+    if (lab.foScale && lab.foScale.same === same) ymax = Math.max(ymax, lab.foScale.ymax);
+    lab.foScale = { same, ymax };
     const box = $("fo-panels");
     box.innerHTML = "";
     // Side by side in compare mode, one column otherwise.
