@@ -246,6 +246,32 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
         api["retries"][0]["samples_ms"].as_array().map(Vec::len),
         Some(4000)
     );
+    // Equal jitter's retry 1 draws from [b/2, b), yet its bars stood half a
+    // bin to the left: each retry's drawn bars lie within one bin of its
+    // range.
+    let drawn = s
+        .js(r#"const u = lab.charts["ji-equal"], xs = u.data[0];
+               const w = xs[1] - xs[0];
+               return lab.last.jitter.equal.doc.retries.map((r, i) => {
+                 const h = u.data[i + 1];
+                 const on = [...h.keys()].filter(k => k < h.length - 1 && h[k] > 0);
+                 const lo = u.posToVal(u.valToPos(xs[on[0]], "x"), "x");
+                 const hi = u.posToVal(u.valToPos(xs[on[on.length - 1] + 1], "x"), "x");
+                 return {lo, hi, w, min: r.min_ms, max: r.max_ms};
+               });"#)
+        .await;
+    for r in drawn.as_array().unwrap() {
+        let f = |k: &str| r[k].as_f64().unwrap();
+        let w = f("w");
+        assert!(
+            f("lo") <= f("min") + 1e-6 && f("min") < f("lo") + w + 1e-6,
+            "{r}"
+        );
+        assert!(
+            f("hi") >= f("max") - 1e-6 && f("max") > f("hi") - w - 1e-6,
+            "{r}"
+        );
+    }
 
     // Scene 6: the engine's answer, as the API gives it.
     s.click("#nav button[data-scene=decide]").await;

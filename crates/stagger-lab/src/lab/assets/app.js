@@ -327,7 +327,10 @@ async function updateJitter() {
     for (const a of answers) for (const r of a.doc.retries) for (const x of r.samples_ms) max = Math.max(max, x);
     const bins = 60;
     const w = max / bins || 1;
-    const xs = Array.from({ length: bins }, (_, i) => (i + 0.5) * w);
+    // Bin edges, each value held from its bin's left edge to the next, so
+    // a bar sits exactly over the delays it counts (drawn from the bins'
+    // centres, the bars stood half a bin off their range).
+    const xs = Array.from({ length: bins + 1 }, (_, i) => i * w);
     const box = $("ji-panels");
     box.innerHTML = "";
     lab.last.jitter = {};
@@ -335,13 +338,15 @@ async function updateJitter() {
       const doc = answers[k].doc;
       lab.last.jitter[j] = { query: answers[k].query, doc };
       const pn = panel(box, `${j} jitter`);
-      const series = [{ label: "delay", value: (u, v) => (v == null ? "–" : `${fmt(v - w / 2, 0)}–${fmt(v + w / 2, 0)} ms`) }];
+      const series = [{ label: "delay", value: (u, v) => (v == null ? "–" : `${fmt(v, 0)}–${fmt(v + w, 0)} ms`) }];
       const data = [xs];
       doc.retries.forEach((r, i) => {
-        const h = new Array(bins).fill(0);
+        // The last edge closes the last bin (its value repeats the bin's).
+        const h = new Array(bins + 1).fill(0);
         for (const x of r.samples_ms) h[Math.min(bins - 1, Math.floor(x / w))] += 1;
+        h[bins] = h[bins - 1];
         data.push(h.map((c) => (100 * c) / r.samples_ms.length));
-        series.push({ label: `retry ${r.retry} (b=${fmt(r.backoff_ms, 0)} ms)`, stroke: PALETTE[i % PALETTE.length], width: 2, paths: uPlot.paths.stepped({ align: 0 }), value: (u, v) => (v == null ? "–" : `${fmt(v, 1)} %`) });
+        series.push({ label: `retry ${r.retry} (b=${fmt(r.backoff_ms, 0)} ms)`, stroke: PALETTE[i % PALETTE.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (v == null ? "–" : `${fmt(v, 1)} %`) });
       });
       const el = document.createElement("div");
       pn.appendChild(el);
