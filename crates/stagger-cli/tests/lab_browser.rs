@@ -246,6 +246,28 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
         api["retries"][0]["samples_ms"].as_array().map(Vec::len),
         Some(4000)
     );
+    // Layers' x axis spaced 0.01, 0.1, 0.5 and 1 evenly: on a log axis a
+    // decade is one width and 0.1→0.5 less than that.
+    let at = s
+        .js(r#"const u = lab.charts["la"];
+               return [0.01, 0.1, 0.5, 1].map(f => u.valToPos(f, "x"));"#)
+        .await;
+    let x: Vec<f64> = at
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let decade = x[1] - x[0];
+    assert!(
+        ((x[3] - x[1]) - decade).abs() < 2.0,
+        "two decades of one width: {x:?}"
+    );
+    assert!(
+        x[2] - x[1] < 0.8 * decade,
+        "0.1 to 0.5 is less than a decade: {x:?}"
+    );
+
     // Equal jitter's retry 1 draws from [b/2, b), yet its bars stood half a
     // bin to the left: each retry's drawn bars lie within one bin of its
     // range.

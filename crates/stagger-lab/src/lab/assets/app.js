@@ -391,8 +391,12 @@ async function updateLayers() {
       const k = `${r.strategy} · ${r.retry_at}`;
       if (!keys.includes(k)) keys.push(k);
     }
-    const data = [rates.map((_, i) => i)];
-    const series = [{ label: "dependency failure rate", value: (u, v) => (v == null ? "–" : String(rates[v])) }];
+    // Failure rates on a log axis (0.01, 0.1, 0.5, 1 evenly spaced read as
+    // a linear scale); one at 0 falls back to evenly spaced categories.
+    const logX = rates.every((f) => f > 0);
+    const data = [logX ? rates.slice() : rates.map((_, i) => i)];
+    const rateOf = (v) => (logX ? v : rates[v]);
+    const series = [{ label: "dependency failure rate", value: (u, v) => (v == null || rateOf(v) == null ? "–" : String(rateOf(v))) }];
     keys.forEach((k, i) => {
       data.push(rates.map((f) => {
         const r = doc.strategies.find((x) => `${x.strategy} · ${x.retry_at}` === k && x.failure_rate === f);
@@ -408,9 +412,14 @@ async function updateLayers() {
     replaceChart("la", {
       width: Math.min(1000, avail(box) - 20),
       height: 300,
-      scales: { x: { time: false, range: [-0.2, rates.length - 0.8] }, y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] } },
+      scales: {
+        x: logX
+          ? { time: false, distr: 3, range: [Math.min(...rates) / 1.6, Math.max(...rates) * 1.6] }
+          : { time: false, range: [-0.2, rates.length - 0.8] },
+        y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] },
+      },
       axes: [
-        { label: "probability that the dependency fails an attempt", font: axisFont, labelFont: axisFont, splits: () => rates.map((_, i) => i), values: (u, vs) => vs.map((v) => (rates[v] == null ? "" : String(rates[v]))), border: { show: true, stroke: "#000", width: 1 } },
+        { label: `probability that the dependency fails an attempt${logX ? " (log)" : ""}`, font: axisFont, labelFont: axisFont, splits: () => data[0].slice(), filter: (u, splits) => splits, values: (u, vs) => vs.map((v) => (rateOf(v) == null ? "" : String(rateOf(v)))), border: { show: true, stroke: "#000", width: 1 } },
         { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, splits: (u) => layerMarks(doc.params, u.scales.y.max), filter: (u, splits) => splits, values: (u, vs) => vs.map((v) => fmt(v, 0)) },
       ],
       series,
