@@ -26,19 +26,15 @@ fn row<'a>(v: &'a Value, strategy: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no row for {strategy}: {v}"))
 }
 
-#[test]
-fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
-    let Some(nginx) = nginx::Nginx::start() else {
-        return;
-    };
-    let dir = TempDir::new("gameday-target");
-    let target = format!("{}/work", nginx.url());
-    let done = stagger_with(
+/// The drill shape of POSTs to `target` (a 2 s stall at 3 s of 8 s),
+/// JSON on stdout.
+fn post_drill(target: &str, strategies: &str, dir: &TempDir) -> common::Done {
+    stagger_with(
         &[
             "gameday",
             "--drill",
             "--target",
-            &target,
+            target,
             "--method",
             "POST",
             "--duration",
@@ -46,14 +42,24 @@ fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
             "--fault-at",
             "3s",
             "--strategy",
-            "none,full+budget+breaker",
+            strategies,
             "--format",
             "json",
         ],
-        &dir,
+        dir,
         None,
         Duration::from_secs(60),
-    );
+    )
+}
+
+#[test]
+fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
+    let Some(nginx) = nginx::Nginx::start() else {
+        return;
+    };
+    let dir = TempDir::new("gameday-target");
+    let target = format!("{}/work", nginx.url());
+    let done = post_drill(&target, "none,full+budget+breaker", &dir);
     assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
     assert_eq!(v["params"]["target"], target.as_str());
@@ -220,27 +226,7 @@ fn duplicate_writes_match_the_keys_nginx_logged_twice() {
     };
     let dir = TempDir::new("gameday-target-dups");
     let target = format!("{}/work", nginx.url());
-    let done = stagger_with(
-        &[
-            "gameday",
-            "--drill",
-            "--target",
-            &target,
-            "--method",
-            "POST",
-            "--duration",
-            "8s",
-            "--fault-at",
-            "3s",
-            "--strategy",
-            "immediate",
-            "--format",
-            "json",
-        ],
-        &dir,
-        None,
-        Duration::from_secs(60),
-    );
+    let done = post_drill(&target, "immediate", &dir);
     assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
     let r = row(&v, "immediate");
