@@ -23,9 +23,9 @@ use stagger_lab::progress;
 /// Simulate a fleet of clients retrying against a dependency that stumbles,
 /// with the library's own policies in virtual time, and report what their
 /// retries did: attempts, amplification, success, peak load against
-/// capacity, recovery. Without flags: the failover comparison of the four
-/// seed strategies and their +budget+breaker variants, with the report in
-/// ./stagger-report/.
+/// capacity, recovery. Without flags: the failover comparison of no retry,
+/// immediate, exponential and full jitter, then full jitter with a budget
+/// and with a budget and a breaker, with the report in ./stagger-report/.
 ///
 /// Examples:
 ///   stagger simulate
@@ -41,7 +41,8 @@ use stagger_lab::progress;
     mut_arg("cap", |a| a.help("Largest backoff (default 10s; contention 2s)")),
     mut_arg("seed", |a| a.help("First seed: run i uses seed+i (default 1)")),
     after_help = "Without flags: the failover comparison of none, immediate, exponential and full \
-jitter and their +budget+breaker variants, with the report in ./stagger-report/.
+jitter, full+budget and full+budget+breaker, with the report in ./stagger-report/. Under the \
+table, each guardrail's settings and any rows that print the same numbers, with why.
 
 Examples:
   stagger simulate

@@ -148,6 +148,16 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
     assert!(f(&guarded, "request_success") >= f(&none, "request_success") - 0.03);
     // Keyed POSTs retried after connect timeouts were never applied twice.
     assert_eq!(guarded["duplicates"], 0);
+    // What went into the blackhole arrived in its second (the histogram
+    // showed 0 there), and every request has its one first attempt (a
+    // blackholed one was counted as "0 first attempts, 1 retry").
+    let hole = &none["series"]["first_attempts"].as_array().unwrap()[30..40];
+    assert!(hole.iter().all(|n| n.as_u64() > Some(0)), "{hole:?}");
+    let (firsts, requests) = (f(&none, "first_attempts"), f(&none, "requests"));
+    assert!(
+        (firsts - requests).abs() <= 0.01 * requests,
+        "{firsts} first attempts, {requests} requests"
+    );
 }
 
 #[test]

@@ -26,19 +26,15 @@ fn row<'a>(v: &'a Value, strategy: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no row for {strategy}: {v}"))
 }
 
-#[test]
-fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
-    let Some(nginx) = nginx::Nginx::start() else {
-        return;
-    };
-    let dir = TempDir::new("gameday-target");
-    let target = format!("{}/work", nginx.url());
-    let done = stagger_with(
+/// The drill shape of POSTs to `target` (a 2 s stall at 3 s of 8 s),
+/// JSON on stdout.
+fn post_drill(target: &str, strategies: &str, dir: &TempDir) -> common::Done {
+    stagger_with(
         &[
             "gameday",
             "--drill",
             "--target",
-            &target,
+            target,
             "--method",
             "POST",
             "--duration",
@@ -46,14 +42,24 @@ fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
             "--fault-at",
             "3s",
             "--strategy",
-            "none,full+budget+breaker",
+            strategies,
             "--format",
             "json",
         ],
-        &dir,
+        dir,
         None,
         Duration::from_secs(60),
-    );
+    )
+}
+
+#[test]
+fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
+    let Some(nginx) = nginx::Nginx::start() else {
+        return;
+    };
+    let dir = TempDir::new("gameday-target");
+    let target = format!("{}/work", nginx.url());
+    let done = post_drill(&target, "none,full+budget+breaker", &dir);
     assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
     let v: Value = serde_json::from_str(&done.stdout).unwrap();
     assert_eq!(v["params"]["target"], target.as_str());
@@ -208,4 +214,48 @@ fn a_method_the_run_cannot_send_is_a_usage_error_naming_the_flag() {
         assert_eq!(code(&done), Some(2), "{args:?}: {}", done.stderr);
         assert!(done.stderr.contains(says), "{args:?}: {}", done.stderr);
     }
+}
+
+/// Against nginx the table said `dup 9` where nginx's own log held 22 keys
+/// it had answered 200 twice: the game-day's duplicate count is checked
+/// against the upstream's log (its `log_format` carries the key).
+#[test]
+fn duplicate_writes_match_the_keys_nginx_logged_twice() {
+    let Some(nginx) = nginx::Nginx::start() else {
+        return;
+    };
+    let dir = TempDir::new("gameday-target-dups");
+    let target = format!("{}/work", nginx.url());
+    let done = post_drill(&target, "immediate", &dir);
+    assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
+    let v: Value = serde_json::from_str(&done.stdout).unwrap();
+    let r = row(&v, "immediate");
+    let mut served = std::collections::BTreeMap::<String, u64>::new();
+    for l in nginx.log().iter().filter(|l| l.status == 200) {
+        if let Some(k) = &l.key {
+            *served.entry(k.clone()).or_default() += 1;
+        }
+    }
+    let twice: u64 = served.values().map(|n| n.saturating_sub(1)).sum();
+    assert!(
+        twice > 0,
+        "immediate retries through a stall apply writes twice"
+    );
+    assert_eq!(r["duplicates"].as_u64(), Some(twice), "{r}");
+    // The proxy's `forwarded 4019` against nginx's 4007 lines: what
+    // arrived and what nginx logged differ by the attempts the stall held
+    // until their clients hung up, and the run says so.
+    let said = done
+        .stderr
+        .lines()
+        .find_map(|l| l.split_once("the proxy forwarded "))
+        .map(|(_, rest)| rest.to_string())
+        .unwrap_or_else(|| panic!("no forwarding line: {}", done.stderr));
+    let num = |s: &str| s.split(' ').next().unwrap().parse::<u64>().unwrap();
+    let forwarded = num(&said);
+    assert_eq!(forwarded, nginx.log().len() as u64, "{said}");
+    let arrived = num(said.split_once(" of the ").unwrap().1);
+    assert_eq!(arrived, r["attempts"].as_u64().unwrap(), "{said}");
+    let held = num(said.split_once("to nginx: ").unwrap().1);
+    assert_eq!(forwarded + held, arrived, "{said}");
 }

@@ -53,6 +53,10 @@ return {
     .map(c => [c.dataset.key, c.dataset.value === "null" ? null : Number(c.dataset.value)])),
   burst: document.getElementById("fo-burst").value,
   status: document.getElementById("fo-status").textContent,
+  ymax: u.scales.y.max,
+  shaded: u.shaded || null,
+  outage: [u.valToPos(lab.last.failover.doc.params.outage_start_s, "x", true),
+           u.valToPos(lab.last.failover.doc.params.outage_end_s, "x", true)],
 };"#;
 
 /// Checks that what the page shows equals the API's answer to the query
@@ -120,6 +124,22 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     .await;
     let full = s.js(FAILOVER_STATE).await;
     assert_ne!(full["data"], initial["data"], "the chart did not change");
+    // The outage was unshaded, and the y scale changed between the steps
+    // (part of "the spikes are gone" was the axis): shaded where the
+    // outage is, and one scale for a change of strategy.
+    for state in [&initial, &full] {
+        assert_eq!(
+            state["shaded"], state["outage"],
+            "the outage is shaded: {}",
+            state["query"]
+        );
+    }
+    assert!(
+        full["ymax"].as_f64() >= initial["ymax"].as_f64(),
+        "the y scale shrank from {} to {} between steps",
+        initial["ymax"],
+        full["ymax"]
+    );
     assert_ne!(full["cards"], initial["cards"], "the cards did not change");
     check_against_api(&lab, &full);
 
@@ -226,6 +246,54 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
         api["retries"][0]["samples_ms"].as_array().map(Vec::len),
         Some(4000)
     );
+    // Layers' x axis spaced 0.01, 0.1, 0.5 and 1 evenly: on a log axis a
+    // decade is one width and 0.1→0.5 less than that.
+    let at = s
+        .js(r#"const u = lab.charts["la"];
+               return [0.01, 0.1, 0.5, 1].map(f => u.valToPos(f, "x"));"#)
+        .await;
+    let x: Vec<f64> = at
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let decade = x[1] - x[0];
+    assert!(
+        ((x[3] - x[1]) - decade).abs() < 2.0,
+        "two decades of one width: {x:?}"
+    );
+    assert!(
+        x[2] - x[1] < 0.8 * decade,
+        "0.1 to 0.5 is less than a decade: {x:?}"
+    );
+
+    // Equal jitter's retry 1 draws from [b/2, b), yet its bars stood half a
+    // bin to the left: each retry's drawn bars lie within one bin of its
+    // range.
+    let drawn = s
+        .js(r#"const u = lab.charts["ji-equal"], xs = u.data[0];
+               const w = xs[1] - xs[0];
+               return lab.last.jitter.equal.doc.retries.map((r, i) => {
+                 const h = u.data[i + 1];
+                 const on = [...h.keys()].filter(k => k < h.length - 1 && h[k] > 0);
+                 const lo = u.posToVal(u.valToPos(xs[on[0]], "x"), "x");
+                 const hi = u.posToVal(u.valToPos(xs[on[on.length - 1] + 1], "x"), "x");
+                 return {lo, hi, w, min: r.min_ms, max: r.max_ms};
+               });"#)
+        .await;
+    for r in drawn.as_array().unwrap() {
+        let f = |k: &str| r[k].as_f64().unwrap();
+        let w = f("w");
+        assert!(
+            f("lo") <= f("min") + 1e-6 && f("min") < f("lo") + w + 1e-6,
+            "{r}"
+        );
+        assert!(
+            f("hi") >= f("max") - 1e-6 && f("max") > f("hi") - w - 1e-6,
+            "{r}"
+        );
+    }
 
     // Scene 6: the engine's answer, as the API gives it.
     s.click("#nav button[data-scene=decide]").await;

@@ -148,6 +148,7 @@ fn no_flags_prints_the_comparison_and_writes_the_report() {
         "immediate",
         "exponential",
         "full",
+        "full+budget",
         "full+budget+breaker",
     ] {
         assert!(
@@ -165,9 +166,124 @@ fn no_flags_prints_the_comparison_and_writes_the_report() {
     assert!(!html.contains("src=") && !html.contains("href="));
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.join("results.json")).unwrap()).unwrap();
-    assert_eq!(json["strategies"].as_array().map(Vec::len), Some(8));
+    assert_eq!(json["strategies"].as_array().map(Vec::len), Some(6));
     let csv = std::fs::read_to_string(report.join("series.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 8 * 240);
+    assert_eq!(csv.lines().count(), 1 + 6 * 240);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's first command printed four identical `+budget+breaker`
+/// rows (`none+budget+breaker` among them), left out a budget alone, and
+/// was 192 columns wide.
+#[test]
+fn the_first_screen_fits_100_columns_shows_budget_alone_and_no_identical_rows() {
+    let out = stagger(&["--runs", "4", "--out", "none"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap();
+    for line in table.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|w| w.parse::<f64>().is_ok())
+        })
+        .collect();
+    assert!(
+        rows.iter().any(|l| l.starts_with("full+budget ")),
+        "{table}"
+    );
+    assert!(!rows.iter().any(|l| l.starts_with("none+")), "{table}");
+    let numbers: Vec<&str> = rows
+        .iter()
+        .map(|l| l.split_once(' ').unwrap().1.trim())
+        .collect();
+    for (i, a) in numbers.iter().enumerate() {
+        assert!(
+            !numbers[i + 1..].contains(a),
+            "two identical rows:\n{table}"
+        );
+    }
+    // The guardrails in use are said in the library's own words.
+    let budget = stagger::budget::RatioBudget::default().to_string();
+    assert!(table.replace("\n  ", " ").contains(&budget), "{table}");
+}
+
+/// Asked for rows that are the same, the table says so and why.
+#[test]
+fn identical_rows_are_named_with_the_reason() {
+    let out = stagger(
+        &[
+            "--runs",
+            "4",
+            "--out",
+            "none",
+            "--strategy",
+            "none+budget+breaker,full+budget+breaker",
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8(out.stdout).unwrap().replace("\n  ", " ");
+    assert!(
+        table.contains(
+            "none+budget+breaker, full+budget+breaker print the same numbers: they sent no retry"
+        ),
+        "{table}"
+    );
+}
+
+/// The HTML report described old defaults (budget "floor 10", breaker
+/// "≥ 20 calls" without its quiet-client rule) and a side-by-side layout
+/// the page does not have.
+#[test]
+fn the_report_describes_the_guardrails_the_run_used() {
+    let dir = scratch("guardrails");
+    let out = stagger(
+        &["--runs", "2", "--out", dir.join("r").to_str().unwrap()],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(dir.join("r/report.html")).unwrap();
+    let esc = |s: String| {
+        s.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    for said in [
+        stagger::budget::RatioBudget::default().to_string(),
+        stagger::Breaker::default().to_string(),
+        stagger::Throttle::default().to_string(),
+        stagger::export::SliWindow::new().to_string(),
+    ] {
+        assert!(
+            html.contains(&esc(said.clone())),
+            "the report does not say: {said}"
+        );
+    }
+    assert!(!html.contains("floor 10)"), "the old budget prose");
+    assert!(
+        !html.contains("on the left"),
+        "the page has no left and right"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

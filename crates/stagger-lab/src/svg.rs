@@ -121,8 +121,18 @@ impl Histogram<'_> {
             r##"<text transform="translate(14,{:.1}) rotate(-90)" text-anchor="middle">attempts per 100 ms</text>"##,
             TOP + ph / 2.0
         );
-        for k in 0..=4 {
-            let v = top * f64::from(k) / 4.0;
+        // Whole-number ticks a round step apart (1, 2, 5, 10, 20, …), so a
+        // low axis reads 0, 1, 2 and never 0, 0, 1, 1, 1.
+        // The top is labelled too when it stands clear of the last tick.
+        let step = tick_step(top);
+        let mut ticks: Vec<f64> = (0..)
+            .map(|k| f64::from(k) * step)
+            .take_while(|v| *v <= top + 1e-9)
+            .collect();
+        if ticks.last().is_some_and(|&l| top - l >= step / 2.0) && top.fract() == 0.0 {
+            ticks.push(top);
+        }
+        for v in ticks {
             let _ = write!(
                 g,
                 r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
@@ -132,5 +142,40 @@ impl Histogram<'_> {
         }
         g.push_str("</svg>");
         g
+    }
+}
+
+/// The smallest of 1, 2, 5, 10, 20, 50, … that puts at most four steps
+/// between 0 and `top`.
+fn tick_step(top: f64) -> f64 {
+    let mut step = 1.0;
+    loop {
+        for m in [1.0, 2.0, 5.0] {
+            if top / (step * m) <= 4.0 {
+                return step * m;
+            }
+        }
+        step *= 10.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick_step;
+
+    /// The proxy's histogram read `0, 0, 1, 1, 1` on an axis topped at 1.
+    #[test]
+    fn ticks_are_distinct_whole_numbers() {
+        for (top, step) in [
+            (1.0, 1.0),
+            (3.0, 1.0),
+            (4.0, 1.0),
+            (5.0, 2.0),
+            (9.0, 5.0),
+            (90.0, 50.0),
+            (400.0, 100.0),
+        ] {
+            assert_eq!(tick_step(top), step, "top {top}");
+        }
     }
 }

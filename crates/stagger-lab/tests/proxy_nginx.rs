@@ -245,3 +245,44 @@ async fn each_fault_does_what_it_says_and_clears_on_time() {
     assert_eq!(nginx.log().len() as u64, r.forwarded);
     assert_eq!(r.forwarded, 4);
 }
+
+/// Under a blackhole the histogram showed 0 arrivals in the fault's second,
+/// and a request whose first attempt went into it counted as "0 first
+/// attempts, 1 retry": the proxy never read what it held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_first_attempt_is_an_arrival_of_its_second() {
+    let Some(nginx) = nginx::Nginx::start() else {
+        return;
+    };
+    let p = Proxy::start(config(&nginx.url(), &["blackhole@0+600ms"]))
+        .await
+        .unwrap();
+    let http = || reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("http://{}/", p.addr);
+    let t0 = Instant::now();
+    let first = http()
+        .get(&url)
+        .header("x-retry-attempt", "1")
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(first.unwrap_err().is_timeout(), "blackhole: never answered");
+    tokio::time::sleep_until((t0 + Duration::from_millis(800)).into()).await;
+    let retry = http()
+        .get(&url)
+        .header("x-retry-attempt", "2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retry.status(), 200);
+    let r = p.report();
+    p.stop();
+    assert_eq!((r.first_attempts, r.retries), (1, 1), "one of each");
+    let held = r.series.first_attempts.iter().position(|&n| n > 0).unwrap();
+    assert!(
+        (held as u64) * r.bin_ms < 300,
+        "the first attempt arrived at {} ms",
+        held as u64 * r.bin_ms
+    );
+    assert_eq!(nginx.log().len(), 1, "only the retry reached nginx");
+}

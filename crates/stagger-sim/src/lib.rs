@@ -67,7 +67,7 @@ pub use params::{
     ClientRange, Model, Params, SuccessModel, DRILL_PROCESSES, DRILL_STRATEGIES, MAX_CLIENTS,
 };
 pub use result::{ParamsOut, Results, Row, Series};
-pub use strategy::{RetryKind, Schedule, Strategy};
+pub use strategy::{guardrail_settings, RetryKind, Schedule, Strategy};
 
 /// A bad simulation parameter, named by its command-line flag.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -147,10 +147,21 @@ impl Strategy {
         use RetryKind::*;
         let seed4 = [None, Immediate, Exponential, Full].map(Strategy::plain);
         match model {
+            // The four backoff kinds, then full jitter with a budget and
+            // with a budget and a breaker. The other kinds with a breaker
+            // print the same numbers as full+budget+breaker (the breakers
+            // refuse every retry, so the backoff never runs), so they are
+            // left out.
             Model::Failover => seed4
                 .iter()
                 .copied()
-                .chain(seed4.iter().map(|s| s.guarded()))
+                .chain([
+                    Strategy {
+                        budget: true,
+                        ..Strategy::plain(Full)
+                    },
+                    Strategy::plain(Full).guarded(),
+                ])
                 .collect(),
             Model::Contention => [Immediate, Exponential, Full, Equal, Decorrelated]
                 .map(Strategy::plain)
@@ -231,9 +242,8 @@ impl Strategy {
     }
 
     /// The guardrails of one client process, `None` for a strategy without
-    /// any: the library's defaults — a ratio budget (10 % of requests over
-    /// 10 s, floor 10), a breaker (50 % failures of at least 20 calls over
-    /// 10 s, open 5 s + up to 20 %) and a throttle (K = 2 over 2 min). The
+    /// any: the library's defaults (see [`guardrail_settings`] for them in
+    /// words). The
     /// breaker's open-period jitter is seeded from `seed` and the process
     /// number, so a run replays exactly while processes still differ.
     /// Breaker state changes go to `observer`.
@@ -251,17 +261,17 @@ impl Strategy {
             g = g.observer(o);
         }
         if self.budget {
-            g = g.budget(RatioBudget::default());
+            g = g.budget(budget());
         }
         if self.breaker {
-            let breaker = Breaker::builder()
+            let breaker = breaker()
                 .seed(mix(seed, 0xB4EA_0000 + process))
                 .build()
                 .map_err(|e| SimError::new("strategy", e.to_string()))?;
             g = g.breaker(breaker);
         }
         if self.throttle {
-            g = g.throttle(Throttle::default());
+            g = g.throttle(throttle());
         }
         Ok(Some(g))
     }
@@ -349,6 +359,40 @@ impl FromStr for Strategy {
         }
         Ok(st)
     }
+}
+
+/// The budget every `+budget` strategy gets.
+fn budget() -> RatioBudget {
+    RatioBudget::default()
+}
+
+/// The breaker every `+breaker` strategy gets (before its seed).
+fn breaker() -> stagger::guardrails::BreakerBuilder {
+    Breaker::builder()
+}
+
+/// The throttle every `+throttle` strategy gets.
+fn throttle() -> Throttle {
+    Throttle::default()
+}
+
+/// What `+budget`, `+breaker` and `+throttle` are, in words read from the
+/// library objects a strategy is given: `(guardrail, settings)`.
+///
+/// ```
+/// let s = stagger_sim::guardrail_settings();
+/// assert_eq!(s[0].0, "+budget");
+/// assert!(s[0].1.contains("10 % of requests"));
+/// ```
+pub fn guardrail_settings() -> [(&'static str, String); 3] {
+    let b = breaker()
+        .build()
+        .map_or_else(|e| e.to_string(), |b| b.to_string());
+    [
+        ("+budget", budget().to_string()),
+        ("+breaker", b),
+        ("+throttle", throttle().to_string()),
+    ]
 }
 
 #[cfg(test)]

@@ -265,6 +265,46 @@ impl fmt::Debug for Breaker {
     }
 }
 
+/// The settings in words, as a report prints them: "opens at ≥ 50 %
+/// failures of ≥ 20 calls over 10 s (fewer calls: 5 failures in a row);
+/// open 5 s + up to 20 %, then 1 probe" for the defaults.
+///
+/// ```
+/// let said = stagger::Breaker::default().to_string();
+/// assert!(said.starts_with("opens at ≥ 50 % failures of ≥ 20 calls over 10 s"), "{said}");
+/// ```
+impl fmt::Display for Breaker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::describe::{Percent, Spoken};
+        let c = &self.inner.cfg;
+        write!(
+            f,
+            "opens at ≥ {} failures of ≥ {} calls ",
+            Percent(c.failure_rate_ppm),
+            c.min_calls
+        )?;
+        match c.count_window {
+            Some(n) => write!(f, "among the last {n}")?,
+            None => write!(f, "over {}", Spoken(c.window))?,
+        }
+        if let Some(n) = c.sparse {
+            write!(f, " (fewer calls: {n} failures in a row)")?;
+        }
+        if let Some(n) = c.consecutive {
+            write!(f, " or after {n} failures in a row")?;
+        }
+        if let Some(d) = c.slow_call {
+            write!(f, ", a call slower than {} counting as failed", Spoken(d))?;
+        }
+        write!(f, "; open {}", Spoken(Duration::from_nanos(c.open_ns)))?;
+        if c.jitter_ppm > 0 {
+            write!(f, " + up to {}", Percent(c.jitter_ppm))?;
+        }
+        let s = if c.probes == 1 { "" } else { "s" };
+        write!(f, ", then {} probe{s}", c.probes)
+    }
+}
+
 impl Default for Breaker {
     /// 50 % over 10 s with at least 20 calls (below that, 5 failures in a
     /// row), open 5 s (+ up to 20 %), one probe.
@@ -294,12 +334,36 @@ impl Breaker {
         }
     }
 
-    /// The state as of the last call that moved it (an open breaker whose
-    /// period has ended reports `Open` until a call arrives).
+    /// The state the next call would meet now: an open breaker whose open
+    /// period has ended is `HalfOpen` (the next call is its probe) even
+    /// before any call arrives, so an idle client does not look open. Reads
+    /// the monotonic clock; [`state_at`](Breaker::state_at) takes the time.
     pub fn state(&self) -> BreakerState {
-        match state_of(self.inner.state.load(Acquire)) {
+        self.state_at(Instant::now())
+    }
+
+    /// The state the next call would meet at `now` (see
+    /// [`state`](Breaker::state)).
+    ///
+    /// ```
+    /// use stagger::guardrails::BreakerState;
+    /// use stagger::{Breaker, Failure, Outcome};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let b = Breaker::builder().consecutive_failures(1).open_jitter(0.0).build()?;
+    /// let t0 = Instant::now();
+    /// let permit = b.acquire(t0).unwrap();
+    /// b.record(permit, &Outcome::Failure(Failure::transient()), None, t0);
+    /// assert_eq!(b.state_at(t0), BreakerState::Open);
+    /// // Nobody called for a minute: the next call would be let through as a probe.
+    /// assert_eq!(b.state_at(t0 + Duration::from_secs(60)), BreakerState::HalfOpen);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn state_at(&self, now: Instant) -> BreakerState {
+        let w = self.inner.state.load(Acquire);
+        match state_of(w) {
             CLOSED => BreakerState::Closed,
-            OPEN => BreakerState::Open,
+            OPEN if self.inner.time.nanos(now) < until_ns(w) => BreakerState::Open,
             _ => BreakerState::HalfOpen,
         }
     }

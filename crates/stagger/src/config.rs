@@ -409,11 +409,7 @@ fn retry_policy(v: &Value) -> Result<MethodPolicy, ConfigError> {
     let p = v
         .as_object()
         .ok_or_else(|| ConfigError::new("retryPolicy", "must be an object"))?;
-    let field = |name: &'static str, key: &str| {
-        p.get(key)
-            .filter(|v| !v.is_null())
-            .ok_or_else(|| ConfigError::new(name, "is required"))
-    };
+    let field = |name: &'static str, key: &str| required(p, name, key);
     let max = field("retryPolicy.maxAttempts", "maxAttempts")?;
     let max_attempts = attempts("retryPolicy.maxAttempts", max)?;
     let initial_backoff = duration(
@@ -480,15 +476,35 @@ fn whole(x: Option<f64>) -> Option<u64> {
         .map(|x| x as u64)
 }
 
+/// The value of `key` in `obj`, or an error naming `name`. When the key is
+/// there in another spelling (grpc-go's `MaxAttempts`, proto's
+/// `max_attempts`), the error says so and names the reader that accepts it.
+fn required<'a>(
+    obj: &'a Map<String, Value>,
+    name: &'static str,
+    key: &str,
+) -> Result<&'a Value, ConfigError> {
+    if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
+        return Ok(v);
+    }
+    let folded = |k: &str| k.replace('_', "").to_ascii_lowercase();
+    let problem = match obj.keys().find(|k| folded(k) == folded(key)) {
+        Some(written) => format!(
+            "is required (the config spells it `{written}`, which grpc-go also reads: \
+             `ServiceConfig::from_json_lenient` accepts that spelling and names it, \
+             as does `stagger audit`)"
+        ),
+        None => "is required".to_string(),
+    };
+    Err(ConfigError::new(name, problem))
+}
+
 /// A `hedgingPolicy` as [`MethodPolicy::hedging`].
 fn hedging_policy(v: &Value) -> Result<MethodPolicy, ConfigError> {
     let p = v
         .as_object()
         .ok_or_else(|| ConfigError::new("hedgingPolicy", "must be an object"))?;
-    let max = p
-        .get("maxAttempts")
-        .filter(|v| !v.is_null())
-        .ok_or_else(|| ConfigError::new("hedgingPolicy.maxAttempts", "is required"))?;
+    let max = required(p, "hedgingPolicy.maxAttempts", "maxAttempts")?;
     let max_attempts = attempts("hedgingPolicy.maxAttempts", max)?;
     let delay = match p.get("hedgingDelay") {
         None | Some(Value::Null) => Duration::ZERO,
@@ -546,7 +562,7 @@ fn throttling(v: &Value) -> Result<Throttling, ConfigError> {
         .ok_or_else(|| ConfigError::new("retryThrottling", "must be an object"))?;
     let number = |name: &'static str, key: &str| -> Result<f64, ConfigError> {
         match t.get(key) {
-            None | Some(Value::Null) => Err(ConfigError::new(name, "is required")),
+            None | Some(Value::Null) => required(t, name, key).map(|_| 0.0),
             Some(v) => v
                 .as_f64()
                 .filter(|x| x.is_finite())

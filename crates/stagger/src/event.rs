@@ -1,5 +1,6 @@
 //! Events, observers and counters.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -246,8 +247,17 @@ fn class_index(c: Class) -> usize {
     CLASSES.iter().position(|x| *x == c).unwrap_or(0)
 }
 
-/// Counters of docs/behaviour.md §9, updated with relaxed atomics.
-#[derive(Debug, Default)]
+/// Counters of docs/behaviour.md §9, updated with relaxed atomics. Printed
+/// with `{:?}` it shows its [`snapshot`](Stats::snapshot), each count by
+/// name; `{}` on the snapshot is one line of the counts that are not zero.
+///
+/// ```
+/// let stats = stagger::export::Stats::new();
+/// let said = format!("{:?}", stats);
+/// assert!(said.contains("failed_by_class: [(Transient, 0)"), "{said}");
+/// assert_eq!(stats.snapshot().to_string(), "0 requests, 0 attempts (0.00×), 0 retries");
+/// ```
+#[derive(Default)]
 pub struct Stats {
     logical_requests: AtomicU64,
     attempts: AtomicU64,
@@ -298,6 +308,77 @@ pub struct StatsSnapshot {
     pub hedges_won: u64,
     /// Transparent retries sent (after an attempt that never left).
     pub transparent_retries: u64,
+}
+
+impl fmt::Debug for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The counters by name and label, not as bare arrays.
+        let s = self.snapshot();
+        f.debug_struct("Stats")
+            .field("logical_requests", &s.logical_requests)
+            .field("attempts", &s.attempts)
+            .field("retries", &s.retries)
+            .field("slept", &s.slept)
+            .field("retried_by_class", &s.retried_by_class)
+            .field("failed_by_class", &s.failed_by_class)
+            .field("stops", &s.stops)
+            .field("hints_used", &s.hints_used)
+            .field("hints_invalid", &s.hints_invalid)
+            .field("budget_refusals", &s.budget_refusals)
+            .field("breaker_opens", &s.breaker_opens)
+            .field("hedges", &s.hedges)
+            .field("transparent_retries", &s.transparent_retries)
+            .finish()
+    }
+}
+
+/// One line, each count named, zeros after the first three left out:
+/// `12 requests, 20 attempts (1.67×), 8 retries, slept 1.2s, failed:
+/// transient 9, stops: success 10 attempts_exhausted 2`.
+impl fmt::Display for StatsSnapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} requests, {} attempts ({:.2}×), {} retries",
+            self.logical_requests,
+            self.attempts,
+            self.amplification(),
+            self.retries
+        )?;
+        if !self.slept.is_zero() {
+            write!(f, ", slept {:?}", self.slept)?;
+        }
+        let mut list = |name: &str, items: Vec<(&str, u64)>| -> fmt::Result {
+            let items: Vec<String> = items
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            if items.is_empty() {
+                Ok(())
+            } else {
+                write!(f, ", {name}: {}", items.join(" "))
+            }
+        };
+        let classes = |v: &[(Class, u64)]| v.iter().map(|(c, n)| (c.as_str(), *n)).collect();
+        list("retried", classes(&self.retried_by_class))?;
+        list("failed", classes(&self.failed_by_class))?;
+        list(
+            "stops",
+            self.stops.iter().map(|(r, n)| (r.as_str(), *n)).collect(),
+        )?;
+        list(
+            "other",
+            vec![
+                ("hints_used", self.hints_used),
+                ("hints_invalid", self.hints_invalid),
+                ("budget_refusals", self.budget_refusals),
+                ("breaker_opens", self.breaker_opens),
+                ("hedges", self.hedges),
+                ("transparent_retries", self.transparent_retries),
+            ],
+        )
+    }
 }
 
 impl StatsSnapshot {
@@ -423,5 +504,35 @@ impl Observer for Stats {
                 bump(&self.hints_invalid, 1);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `{:?}` on `Stats` printed `failures: [0, 1, 0, 0, 0]` and
+    /// `stops: [3, 0, …]`: arrays nobody could read without the source.
+    #[test]
+    fn stats_print_each_count_by_name_not_as_bare_arrays() {
+        let stats = Stats::new();
+        stats.on_event(&Event::AttemptStarted { attempt: 1 });
+        stats.on_event(&Event::AttemptFailed {
+            attempt: 1,
+            class: Class::Unknown,
+        });
+        stats.on_event(&Event::Stopped {
+            reason: StopReason::AttemptsExhausted,
+            attempts: 1,
+        });
+        let debug = format!("{stats:?}");
+        assert!(debug.contains("(Unknown, 1)"), "{debug}");
+        assert!(debug.contains("(AttemptsExhausted, 1)"), "{debug}");
+        assert!(!debug.contains("[0, 1, 0"), "{debug}");
+        let line = stats.snapshot().to_string();
+        assert_eq!(
+            line,
+            "1 requests, 1 attempts (1.00×), 0 retries, failed: unknown 1, stops: attempts_exhausted 1"
+        );
     }
 }

@@ -74,7 +74,7 @@ pub enum Hint {
 /// them into a [`Decision`].
 ///
 /// ```
-/// use stagger::{Call, Class, Decision, Failure, Idempotency, Policy, StopReason};
+/// use stagger::{Call, Decision, Failure, Idempotency, Policy, StopReason};
 /// use std::time::Instant;
 ///
 /// let policy = Policy::default();

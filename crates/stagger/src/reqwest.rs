@@ -18,9 +18,10 @@
 //!   inbound deadline and the one-layer rule;
 //! - per-request [`CallOptions`](crate::http::CallOptions) through
 //!   `RequestBuilder::with_extension`;
-//! - a [`RetryInfo`] in the response's extensions, and in the middleware
-//!   extensions (see `ClientWithMiddleware::execute_with_extensions`) when
-//!   the call ends in an error.
+//! - a [`RetryInfo`] in the response's extensions; when the call ends in an
+//!   error, [`SendReport::send_report`] (in place of `.send()`) still hands
+//!   it back — `.send()` returns reqwest's error untouched, which has no
+//!   room for it.
 //!
 //! ```no_run
 //! use reqwest_middleware::ClientBuilder;
@@ -36,6 +37,13 @@
 //! let resp = client.get("http://127.0.0.1:8080/").send().await?;
 //! let info = resp.extensions().get::<RetryInfo>().unwrap();
 //! println!("{} after {} attempts", info.reason, info.attempts);
+//!
+//! // A call that may fail: the report comes back either way.
+//! use stagger::reqwest::SendReport;
+//! let sent = client.get("http://127.0.0.1:8080/").send_report().await;
+//! if let (Err(e), Some(info)) = (&sent.result, sent.info) {
+//!     println!("{e}: gave up after {} attempts ({})", info.attempts, info.reason);
+//! }
 //! # Ok(()) }
 //! ```
 
@@ -257,3 +265,58 @@ impl std::fmt::Display for Refused {
 }
 
 impl std::error::Error for Refused {}
+
+/// What [`SendReport::send_report`] hands back: the call's result, and its
+/// [`RetryInfo`] whether it succeeded or failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Sent {
+    /// The response, or the last attempt's error.
+    pub result: Result<Response>,
+    /// Attempts, stop reason, why not retried, time waited; `None` when no
+    /// [`RetryMiddleware`] ran (none in the chain, or the request could not
+    /// be built).
+    pub info: Option<RetryInfo>,
+}
+
+/// `.send_report()` on a reqwest-middleware request: `.send()` that keeps
+/// the [`RetryInfo`] of a call that failed (`.send()` returns reqwest's
+/// error as it came, and with it the attempt count is gone).
+///
+/// ```no_run
+/// use stagger::reqwest::{RetryMiddleware, SendReport};
+/// use stagger::Policy;
+///
+/// # async fn f() {
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryMiddleware::new(Policy::default()))
+///     .build();
+/// let sent = client.get("http://127.0.0.1:9/").send_report().await;
+/// let info = sent.info.expect("the middleware ran");
+/// assert!(sent.result.is_err());
+/// println!("gave up after {} attempts: {}", info.attempts, info.reason);
+/// # }
+/// ```
+pub trait SendReport {
+    /// Sends the request like `.send()`, and returns the result with the
+    /// call's [`RetryInfo`].
+    fn send_report(self) -> impl Future<Output = Sent> + Send;
+}
+
+impl SendReport for reqwest_middleware::RequestBuilder {
+    async fn send_report(mut self) -> Sent {
+        // What `.send()` does, with the extensions kept to read afterwards.
+        let mut ext = std::mem::take(self.extensions());
+        let (client, req) = self.build_split();
+        let result = match req {
+            Ok(req) => client.execute_with_extensions(req, &mut ext).await,
+            Err(e) => Err(e.into()),
+        };
+        let info = match &result {
+            Ok(resp) => resp.extensions().get::<RetryInfo>().copied(),
+            Err(_) => None,
+        }
+        .or_else(|| ext.get::<RetryInfo>().copied());
+        Sent { result, info }
+    }
+}

@@ -11,6 +11,8 @@ use crate::sync::{nanos, AtomicU64, Ordering::*};
 use crate::window::{Timebase, Window};
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 12 };
+/// The span the ratio is taken over.
+const WINDOW: Duration = Duration::from_secs(60);
 const REQUESTS: usize = 0;
 const RETRIES: usize = 1;
 const PPM: u128 = 1_000_000;
@@ -158,6 +160,28 @@ impl<C> fmt::Debug for SliWindow<C> {
     }
 }
 
+/// The settings in words, as a report prints them: "healthy under 10 %
+/// retries per request over 1 min, alarm above 20 % for 1 min" for the
+/// defaults.
+///
+/// ```
+/// let said = stagger::export::SliWindow::new().to_string();
+/// assert_eq!(said, "healthy under 10 % retries per request over 1 min, alarm above 20 % for 1 min");
+/// ```
+impl<C> fmt::Display for SliWindow<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::describe::{Percent, Spoken};
+        write!(
+            f,
+            "healthy under {} retries per request over {}, alarm above {} for {}",
+            Percent(self.healthy_ppm),
+            Spoken(WINDOW),
+            Percent(self.alarm_ppm),
+            Spoken(Duration::from_nanos(self.sustain_ns))
+        )
+    }
+}
+
 impl Default for SliWindow<MonotonicClock> {
     fn default() -> Self {
         Self::new()
@@ -177,7 +201,7 @@ impl<C: Clock> SliWindow<C> {
     pub fn with_clock(clock: C) -> Self {
         SliWindow {
             clock,
-            time: Timebase::new(Duration::from_secs(60) / BUCKETS as u32),
+            time: Timebase::new(WINDOW / BUCKETS as u32),
             counts: Window::new(),
             above_since: AtomicU64::new(0),
             evaluated: AtomicU64::new(0),

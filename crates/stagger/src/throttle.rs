@@ -96,6 +96,26 @@ impl fmt::Debug for Throttle {
     }
 }
 
+/// The settings in words, as a report prints them: "rejects locally with
+/// probability (requests − 2·accepts) ÷ (requests + 1) over 2 min" for the
+/// defaults.
+///
+/// ```
+/// let said = stagger::Throttle::default().to_string();
+/// assert!(said.contains("2·accepts") && said.ends_with("over 2 min"), "{said}");
+/// ```
+impl fmt::Display for Throttle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::describe::{Spoken, Trimmed};
+        write!(
+            f,
+            "rejects locally with probability (requests − {}·accepts) ÷ (requests + 1) over {}",
+            Trimmed(self.inner.k_milli as f64 / 1e3),
+            Spoken(self.inner.window)
+        )
+    }
+}
+
 impl Default for Throttle {
     /// K = 2 over a 2-minute window.
     fn default() -> Self {

@@ -571,3 +571,32 @@ fn bad_configs_name_their_field() {
         assert_eq!(err.field(), field, "{err}");
     }
 }
+
+/// `state()` said `Open` on an idle client until its next call, long after
+/// the open period ended (and the breaker-open alert could fire on it).
+#[test]
+fn an_idle_breaker_reads_half_open_once_its_open_period_ends() {
+    let clock = ManualClock::new();
+    let b = no_jitter().consecutive_failures(1).build().unwrap();
+    call(&b, &clock, fail());
+    assert_eq!(b.state_at(clock.now()), BreakerState::Open);
+    clock.advance(Duration::from_millis(4_999));
+    assert_eq!(b.state_at(clock.now()), BreakerState::Open, "still open");
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(
+        b.state_at(clock.now()),
+        BreakerState::HalfOpen,
+        "no call came, yet the next one would be a probe"
+    );
+    // The state read changed nothing: the next call is admitted as the probe.
+    let p = b.acquire(clock.now()).unwrap();
+    assert!(p.is_probe());
+    b.record(p, &Outcome::Success, None, clock.now());
+    assert_eq!(b.state_at(clock.now()), BreakerState::Closed);
+    // On the real clock, a breaker that just opened reads open.
+    let live = no_jitter().consecutive_failures(1).build().unwrap();
+    let now = std::time::Instant::now();
+    let p = live.acquire(now).unwrap();
+    live.record(p, &fail(), None, now);
+    assert_eq!(live.state(), BreakerState::Open);
+}

@@ -217,3 +217,36 @@ async fn a_client_stream_is_replayed_within_the_buffer_and_committed_beyond_it()
     .await
     .unwrap();
 }
+
+/// A failed call's report existed only in the `on_attempt` hook: tonic
+/// turns the failed response into a `Status`, and the response's
+/// extensions go with it. A `CallReport` the caller puts in the request is
+/// the one the layer fills.
+#[tokio::test]
+async fn a_failed_call_reports_its_attempts_to_the_caller() {
+    bounded(async {
+        let script = Script::new([
+            Fault::TrailersOnly(14, None),
+            Fault::TrailersOnly(14, None),
+            Fault::TrailersOnly(14, None),
+            Fault::TrailersOnly(14, None),
+        ]);
+        let svc = ServiceBuilder::new()
+            .layer(layer(1 << 20).body(tonic::body::Body::new))
+            .service(channel(&script).await);
+        let mut client = HealthClient::new(svc);
+        let report = CallReport::default();
+        let mut req = tonic::Request::new(HealthCheckRequest::default());
+        req.extensions_mut().insert(report.clone());
+        let err = client.check(req).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::Unavailable);
+        let s = report.get();
+        assert_eq!(
+            (s.attempts, s.reason, s.status),
+            (4, Some(StopReason::AttemptsExhausted), Some(14))
+        );
+        assert_eq!(script.received().len(), 4);
+    })
+    .await
+    .unwrap();
+}

@@ -142,3 +142,32 @@ async fn a_refused_connection_is_retried_and_reported() {
     })
     .await;
 }
+
+/// With `.send()` a failed call lost its report: the error is reqwest's
+/// own and the attempt count lived only in extensions `.send()` keeps to
+/// itself. `.send_report()` hands it back on failure and on success.
+#[tokio::test]
+async fn a_failed_send_still_reports_its_attempts() {
+    use stagger::reqwest::SendReport;
+    bounded(LIMIT, async {
+        let l = common::free_port().await;
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let c = client(RetryMiddleware::new(policy(3)));
+        let sent = c.get(format!("http://{addr}/")).send_report().await;
+        assert!(sent.result.as_ref().unwrap_err().is_connect());
+        let i = sent.info.expect("the report of a failed call");
+        assert_eq!((i.attempts, i.reason), (3, StopReason::AttemptsExhausted));
+
+        let server = Server::start(vec![status(503), status(200)]).await;
+        let sent = c.get(server.url("/")).send_report().await;
+        assert_eq!(sent.result.unwrap().status(), 200);
+        assert_eq!(sent.info.map(|i| i.attempts), Some(2));
+
+        // Without the middleware there is nothing to report.
+        let plain = ClientBuilder::new(reqwest::Client::new()).build();
+        let sent = plain.get(server.url("/")).send_report().await;
+        assert!(sent.info.is_none());
+    })
+    .await;
+}

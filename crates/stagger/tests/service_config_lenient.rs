@@ -157,3 +157,29 @@ fn an_empty_object_is_an_empty_service_config() {
     let (c, seen) = ServiceConfig::from_json_lenient("{}").unwrap();
     assert!(c.methods.is_empty() && c.throttling.is_none() && seen.is_empty());
 }
+
+/// grpc-go's published retry example spells its fields `MaxAttempts` and
+/// so on (grpc-go matches JSON keys without regard to case); the strict
+/// reader refused it with "`retryPolicy.maxAttempts` is required" and never
+/// said that a lenient reader exists.
+#[test]
+fn grpc_go_example_refused_by_the_strict_reader_names_the_lenient_one() {
+    let Some(dir) = support::published::folder("service-configs") else {
+        return;
+    };
+    let text =
+        std::fs::read_to_string(dir.join("grpc-go_examples_retry_client_embedded.json")).unwrap();
+    let e = ServiceConfig::from_json(&text).unwrap_err();
+    assert_eq!(e.field(), "retryPolicy.maxAttempts");
+    let said = e.to_string();
+    assert!(said.contains("`MaxAttempts`"), "{said}");
+    assert!(said.contains("ServiceConfig::from_json_lenient"), "{said}");
+    let (c, _) = ServiceConfig::from_json_lenient(&text).unwrap();
+    assert_eq!(c.methods[0].policy.max_attempts(), 4);
+    // A field that is missing in every spelling keeps the short message.
+    let e = ServiceConfig::from_json(
+        r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"initialBackoff":"1s"}}]}"#,
+    )
+    .unwrap_err();
+    assert!(!e.to_string().contains("lenient"), "{e}");
+}

@@ -139,6 +139,12 @@ pub struct Outcome {
     pub breaker_opens: u64,
     /// Requests still running when the run was cut off (none normally).
     pub cut_off: u64,
+    /// First attempts the clients started, per bin of their start: what
+    /// arrived at the far side by the clients' count (a blackhole's
+    /// server never sees them).
+    pub started_first: Vec<u32>,
+    /// Retries the clients started, per bin of their start.
+    pub started_retries: Vec<u32>,
 }
 
 impl Outcome {
@@ -154,6 +160,8 @@ impl Outcome {
         };
         add(&mut self.sent, o.sent);
         add(&mut self.successes, o.successes);
+        add(&mut self.started_first, o.started_first);
+        add(&mut self.started_retries, o.started_retries);
         self.requests += o.requests;
         self.attempts += o.attempts;
         for (k, v) in o.stops {
@@ -164,6 +172,26 @@ impl Outcome {
         self.breaker_opens += o.breaker_opens;
         self.cut_off += o.cut_off;
         self
+    }
+}
+
+/// Counts the attempts the pods start, first or retry, in the bin they
+/// start in (an observer beside each pod's own).
+struct Started {
+    first: Bins,
+    retries: Bins,
+}
+
+impl Observer for Started {
+    fn on_event(&self, e: &stagger::Event) {
+        if let stagger::Event::AttemptStarted { attempt } = *e {
+            let bins = if attempt > 1 {
+                &self.retries
+            } else {
+                &self.first
+            };
+            bins.add(Instant::now());
+        }
     }
 }
 
@@ -211,6 +239,10 @@ pub async fn run(
         stops: std::array::from_fn(|_| AtomicU64::new(0)),
         latencies_ms: Mutex::new(Reservoir::default()),
     });
+    let started = Arc::new(Started {
+        first: line.series(),
+        retries: line.series(),
+    });
     let mut pods = Vec::with_capacity(cfg.pods);
     for _ in 0..cfg.pods {
         let http = reqwest::Client::builder()
@@ -236,7 +268,10 @@ pub async fn run(
             .map_err(|e| Error::with(ErrorKind::Run, "cannot build an HTTP client", e))?;
         let stats = Arc::new(Stats::new());
         let strategy = cfg.strategy.to_string();
-        let observer = super::exporter::pod_observer(&stats, cfg.metrics, pods.len(), &strategy);
+        let observer: Arc<dyn Observer> = Arc::new(vec![
+            super::exporter::pod_observer(&stats, cfg.metrics, pods.len(), &strategy),
+            started.clone() as Arc<dyn Observer>,
+        ]);
         let guard = cfg
             .strategy
             .guardrails(cfg.seed, pods.len() as u64, Some(observer.clone()))?
@@ -307,6 +342,8 @@ pub async fn run(
         budget_refusals: snaps.iter().map(|s| s.budget_refusals).sum(),
         breaker_opens: snaps.iter().map(|s| s.breaker_opens).sum(),
         cut_off,
+        started_first: started.first.snapshot(),
+        started_retries: started.retries.snapshot(),
     })
 }
 

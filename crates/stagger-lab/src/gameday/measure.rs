@@ -63,6 +63,31 @@ pub struct Raw {
     pub shed: Option<u64>,
 }
 
+/// Puts the clients' count of the attempts they started in place of the
+/// server's in the bins of `span` (a blackhole, where the server sees
+/// nothing of what is sent), and returns the first attempts and retries
+/// so counted. A first attempt sent into the blackhole is a first attempt
+/// of that second, not missing while its retry after the fault counts as
+/// a retry.
+pub(super) fn arrivals_from_clients(
+    (first, retries): (&mut [u32], &mut [u32]),
+    (started_first, started_retries): (&[u32], &[u32]),
+    span: std::ops::Range<usize>,
+) -> (u64, u64) {
+    let mut counted = (0, 0);
+    for i in span {
+        if let (Some(f), Some(&s)) = (first.get_mut(i), started_first.get(i)) {
+            *f = s;
+            counted.0 += u64::from(s);
+        }
+        if let (Some(r), Some(&s)) = (retries.get_mut(i), started_retries.get(i)) {
+            *r = s;
+            counted.1 += u64::from(s);
+        }
+    }
+    counted
+}
+
 /// Per-bin series, as in the simulator's JSON plus the server's view.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Series {
@@ -342,5 +367,45 @@ mod tests {
         let row = summarize(&r);
         assert_eq!(row.recovered, None);
         assert_eq!(row.post_outage_peak_over_capacity, None);
+    }
+
+    /// Under a blackhole the histogram showed 0 arrivals in the fault's
+    /// second and a request whose first attempt went into it was counted as
+    /// "0 first attempts, 1 retry": the server saw only the retry.
+    #[test]
+    fn a_blackholed_first_attempt_is_a_first_attempt_in_its_second() {
+        let mut r = raw(0, 0, 0);
+        // The server saw nothing in 2–3 s; the retries of what went into
+        // the hole arrive at 3–4 s.
+        for b in 20..30 {
+            r.first[b] = 0;
+        }
+        for b in 30..40 {
+            r.retries[b] = 10;
+        }
+        let before = summarize(&r);
+        assert_eq!(
+            before.series.first_attempts[25], 0,
+            "the bug: an empty second"
+        );
+        let started_first = vec![10; 100];
+        let mut started_retries = vec![0; 100];
+        started_retries[30..40].fill(10);
+        let (f, rt) = arrivals_from_clients(
+            (&mut r.first, &mut r.retries),
+            (&started_first, &started_retries),
+            20..30,
+        );
+        assert_eq!((f, rt), (100, 0));
+        let row = summarize(&r);
+        assert_eq!(
+            row.series.first_attempts[25], 10,
+            "arrivals in the hole's second"
+        );
+        assert_eq!(
+            row.first_attempts, 1000,
+            "every request has its first attempt"
+        );
+        assert_eq!(row.retries, 100);
     }
 }

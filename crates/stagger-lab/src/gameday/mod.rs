@@ -507,14 +507,33 @@ impl Plan {
             .outage_end_s
             .filter(|_| p.fault != Fault::Dead)
             .map(|_| p.fault_end);
+        let (mut first, mut retries, mut notes) = (seen.first, seen.retries, seen.notes);
+        if p.fault == Fault::Blackhole {
+            // The kernel drops what is sent to the server during the fault,
+            // and delivers some of it late, after its client gave up: the
+            // server's count is short in the fault and long after it. The
+            // clients' count of the attempts they started is the arrivals.
+            let (f, r) = measure::arrivals_from_clients(
+                (&mut first, &mut retries),
+                (&out.started_first, &out.started_retries),
+                0..out.started_first.len(),
+            );
+            notes.push(format!(
+                "blackhole {:.1}–{:.1} s: the server sees nothing of what is sent then (and some of \
+                 it late, after its client gave up), so the arrivals are the attempts the clients \
+                 started: {f} first attempts and {r} retries",
+                p.fault_start.as_secs_f64(),
+                p.fault_end.as_secs_f64(),
+            ));
+        }
         let raw = measure::Raw {
             strategy: strategy.to_string(),
             capacity: p.capacity(),
             traffic_bins: bins(plan.fleet.duration),
             fault_end_bin: fault_end.map(bins),
             fault_end,
-            first: seen.first,
-            retries: seen.retries,
+            first,
+            retries,
             completed: seen.completed,
             abandoned: seen.abandoned,
             rejected: seen.rejected,
@@ -533,7 +552,7 @@ impl Plan {
         Run {
             row: measure::summarize(&raw),
             cut_off: out.cut_off,
-            notes: seen.notes,
+            notes,
         }
     }
 }

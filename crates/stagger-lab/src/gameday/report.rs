@@ -76,8 +76,28 @@ pub struct Results {
     pub strategies: Vec<Row>,
 }
 
+/// A share in whole percent, except where rounding would say all or
+/// nothing: 99.5 % is `99.5%`, never `100%`, and 0.2 % is `0.2%`, never `0%`.
 fn pct(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
+    let v = x * 100.0;
+    if v < 100.0 && v.round() >= 100.0 {
+        format!("{:.1}%", ((v * 10.0).floor() / 10.0).min(99.9))
+    } else if v > 0.0 && v.round() <= 0.0 {
+        format!("{:.1}%", ((v * 10.0).ceil() / 10.0).max(0.1))
+    } else {
+        format!("{v:.0}%")
+    }
+}
+
+/// What the recovery column says: the time, "not recovered", or that
+/// there is nothing to recover from (no fault, or one that never clears).
+fn recovery(fault: &str, s: &Row, never_clears: &str) -> String {
+    match (s.recovered, s.recovery_s) {
+        _ if fault == "none" => "n/a (no fault)".to_string(),
+        (None, _) => never_clears.to_string(),
+        (Some(_), Some(x)) => format!("{x:.1} s after the fault"),
+        (Some(_), None) => "not recovered".to_string(),
+    }
 }
 
 fn opt(x: Option<f64>, f: impl Fn(f64) -> String, none: &str) -> String {
@@ -86,6 +106,53 @@ fn opt(x: Option<f64>, f: impl Fn(f64) -> String, none: &str) -> String {
 
 /// The comparison table, one row per strategy.
 pub fn table(r: &Results) -> String {
+    let (head, rows) = cells(r);
+    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, c) in width.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &[String]| {
+        for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
+            if i == 0 {
+                let _ = write!(out, "{c:<w$}");
+            } else {
+                let _ = write!(out, "  {c:>w$}");
+            }
+        }
+        out.push('\n');
+    };
+    line(&mut out, &head.map(String::from));
+    for row in &rows {
+        line(&mut out, row);
+    }
+    out
+}
+
+/// The same table as HTML, whose headers wrap so that it fits the page
+/// instead of scrolling sideways as the text table did.
+fn html_table(r: &Results) -> String {
+    let (head, rows) = cells(r);
+    let mut h = String::from("<table><tr>");
+    for c in head {
+        let _ = write!(h, "<th>{}</th>", escape(c));
+    }
+    h.push_str("</tr>");
+    for row in rows {
+        h.push_str("<tr>");
+        for c in row {
+            let _ = write!(h, "<td>{}</td>", escape(&c));
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
+    h
+}
+
+/// The table's header and cells.
+fn cells(r: &Results) -> ([&'static str; 17], Vec<[String; 17]>) {
     let head = [
         "strategy",
         "requests",
@@ -120,6 +187,7 @@ pub fn table(r: &Results) -> String {
                 opt(s.post_outage_peak_over_capacity, |x| format!("{x:.2}"), "-"),
                 opt(s.overloaded_after_fault_s, |x| format!("{x:.1}s"), "-"),
                 match (s.recovered, s.recovery_s) {
+                    _ if r.params.fault == "none" => "-".to_string(),
                     (None, _) => "-".to_string(),
                     (Some(_), Some(x)) => format!("{x:.1}s"),
                     (Some(_), None) => "not recovered".to_string(),
@@ -136,28 +204,7 @@ pub fn table(r: &Results) -> String {
             ]
         })
         .collect();
-    let mut width: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for row in &rows {
-        for (w, c) in width.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &[String]| {
-        for (i, (c, w)) in cells.iter().zip(&width).enumerate() {
-            if i == 0 {
-                let _ = write!(out, "{c:<w$}");
-            } else {
-                let _ = write!(out, "  {c:>w$}");
-            }
-        }
-        out.push('\n');
-    };
-    line(&mut out, &head.map(String::from));
-    for row in &rows {
-        line(&mut out, row);
-    }
-    out
+    (head, rows)
 }
 
 /// What the table's columns mean.
@@ -283,16 +330,16 @@ pub fn html(r: &Results) -> String {
     h.push_str(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>stagger gameday</title>\
          <style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}\
-         pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:11px}\
+         table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ddd;padding:2px 5px;text-align:right}th{white-space:normal;vertical-align:bottom}td:first-child,th:first-child{text-align:left}\
          .key span{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;vertical-align:middle}\
          </style></head><body>",
     );
     let _ = write!(
         h,
-        "<h1>stagger gameday: {}</h1><p>{}</p><pre>{}</pre><p><small>{}</small></p>",
+        "<h1>stagger gameday: {}</h1><p>{}</p>{}<p><small>{}</small></p>",
         escape(r.params.fault),
         escape(&legend(&r.params)),
-        escape(&table(r)),
+        html_table(r),
         escape(KEY)
     );
     h.push_str(
@@ -313,11 +360,7 @@ pub fn html(r: &Results) -> String {
             pct(row.request_success),
             row.amplification,
             pct(row.retry_ratio),
-            match (row.recovered, row.recovery_s) {
-                (None, _) => "n/a (the fault never clears)".to_string(),
-                (Some(_), Some(x)) => format!("{x:.1} s after the fault"),
-                (Some(_), None) => "not recovered".to_string(),
-            },
+            recovery(r.params.fault, row, "n/a (the fault never clears)"),
             row.duplicates,
             chart(row, &r.params, top)
         );
@@ -399,5 +442,40 @@ mod tests {
         assert_eq!(a, b, "same scale");
         assert_eq!(a.last().map(String::as_str), Some("90"));
         assert!(charts.iter().all(|c| c.contains("attempts per 100 ms")));
+    }
+
+    /// The report said "success 100%" for 99.5 %.
+    #[test]
+    fn a_share_short_of_all_or_nothing_is_never_rounded_to_it() {
+        assert_eq!(pct(0.995), "99.5%");
+        assert_eq!(pct(0.9999), "99.9%");
+        assert_eq!(pct(1.0), "100%");
+        assert_eq!(pct(0.002), "0.2%");
+        assert_eq!(pct(0.0), "0%");
+        assert_eq!(pct(0.42), "42%");
+    }
+
+    /// Under `--fault none` the report said "recovery 11.9 s after the
+    /// fault", and its table (a `<pre>`) scrolled sideways.
+    #[test]
+    fn no_fault_has_no_recovery_and_the_table_is_an_html_table() {
+        let mut p = params();
+        p.fault = "none";
+        let mut calm = row("calm", 12);
+        calm.recovered = Some(true);
+        calm.recovery_s = Some(11.9);
+        let r = Results {
+            model: "gameday",
+            params: p,
+            strategies: vec![calm],
+        };
+        let h = html(&r);
+        assert!(
+            !h.contains("11.9 s after the fault"),
+            "no fault to recover from"
+        );
+        assert!(h.contains("recovery n/a (no fault)"));
+        assert!(h.contains("<table><tr><th>strategy</th>") && !h.contains("<pre>"));
+        assert!(!table(&r).contains("11.9"));
     }
 }

@@ -120,20 +120,48 @@ impl Target {
         let rec = p.recorder();
         let n = line.len;
         let note = one_answer(&rec.statuses(), rec.upstream_name(), plan.fleet.method);
+        let report = p.report();
+        let mut notes: Vec<String> = note.into_iter().collect();
+        notes.extend(forwarding(&report, rec.upstream_name()));
         let seen = Arrived {
             first: rec.first(),
             retries: rec.retries(),
             completed: rec.successes(),
             abandoned: vec![0; n],
             rejected: rec.rejected(),
-            duplicates: p.report().duplicates,
+            duplicates: report.duplicates,
             deduplicated: 0,
             shed: None,
-            notes: note.into_iter().collect(),
+            notes,
         };
         p.stop();
         Ok((out?, seen))
     }
+}
+
+/// A line when what the upstream served differs from what arrived: the
+/// attempts held by a fault until their clients hung up (never sent on),
+/// and the answers that reached no client (the upstream served them, and
+/// they count in `dup`, but nobody saw them). Its `forwarded` is the number
+/// of requests the upstream's access log should hold.
+fn forwarding(r: &proxy::Report, server: Option<&str>) -> Option<String> {
+    let arrived = r.first_attempts + r.retries;
+    // Answered by the proxy's faults without forwarding: every 503, 429 and
+    // blackhole, and every other reset.
+    let answered = r.answered_503 + r.answered_429 + r.blackholed + r.reset / 2;
+    let dropped = arrived.saturating_sub(r.forwarded + answered);
+    if dropped == 0 && r.unclaimed == 0 {
+        return None;
+    }
+    Some(format!(
+        "the proxy forwarded {} of the {arrived} attempts that arrived to {}: {dropped} were held \
+         by the fault until their clients hung up and never sent on, {answered} were answered by \
+         the fault itself; {} answers reached no client (it had hung up first), though the \
+         upstream served them and they count in dup",
+        r.forwarded,
+        server.unwrap_or("the target"),
+        r.unclaimed
+    ))
 }
 
 /// A line when the upstream gave one answer other than a success to most

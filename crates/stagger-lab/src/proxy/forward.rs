@@ -192,39 +192,63 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
         parts.version = Version::HTTP_11;
     }
     s.rec.event(Event::Forwarded);
-    let client = if h2 { &s.h2 } else { &s.h1 };
-    match client.request(Request::from_parts(parts, body)).await {
+    let client = if h2 { s.h2.clone() } else { s.h1.clone() };
+    let rec = s.rec.clone();
+    // The exchange with the upstream runs to its end in a task of its own:
+    // a client that hangs up (its request held by a stall, say) drops this
+    // future, but what the upstream served is still counted, so the counts
+    // match the upstream's own log.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let answer = exchange(&client, &rec, Request::from_parts(parts, body), key, h2).await;
+        if tx.send(answer).is_err() {
+            rec.event(Event::Unclaimed);
+        }
+    });
+    rx.await
+        .unwrap_or_else(|_| no_answer("the proxy's forwarding task ended without an answer"))
+}
+
+/// One request to the upstream and its answer, counted.
+async fn exchange(
+    client: &Client<HttpConnector, Incoming>,
+    rec: &Arc<Recorder>,
+    req: Request<Incoming>,
+    key: Option<String>,
+    h2: bool,
+) -> Response<Body> {
+    match client.request(req).await {
         Ok(resp) => {
             let status = resp.status();
             if let Some(v) = resp.headers().get(header::SERVER) {
-                s.rec.upstream_server(v.to_str().unwrap_or_default());
+                rec.upstream_server(v.to_str().unwrap_or_default());
             }
             // A gRPC call's outcome is its grpc-status, not the HTTP 200.
             let grpc = status == StatusCode::OK && grpc::is_grpc(resp.headers());
             let grpc_now = grpc.then(|| grpc::status(resp.headers())).flatten();
             match grpc_now {
-                Some(code) => s.rec.event(Event::Grpc(code)),
+                Some(code) => rec.event(Event::Grpc(code)),
                 None if grpc => {}
-                None => s.rec.event(Event::Answered(status.as_u16())),
+                None => rec.event(Event::Answered(status.as_u16())),
             }
             let ok = status.is_success() && (!grpc || grpc_now == Some(0));
             if let (true, Some(k)) = (ok, key.as_deref()) {
-                s.rec.keyed_success(k);
+                rec.keyed_success(k);
             }
             let (mut parts, body) = resp.into_parts();
             strip_hop_headers(&mut parts.headers);
             let body = if grpc && grpc_now.is_none() {
                 // The status comes in the trailers.
-                grpc_counted(body, s.rec.clone())
+                grpc_counted(body, rec.clone())
             } else {
                 body.map_err(BoxError::from).boxed()
             };
             Response::from_parts(parts, body)
         }
         Err(e) => {
-            s.rec.event(Event::UpstreamError);
+            rec.event(Event::UpstreamError);
             let why = grpc::why_no_answer(&e, h2);
-            s.rec.upstream_error(why.clone());
+            rec.upstream_error(why.clone());
             no_answer(&why)
         }
     }

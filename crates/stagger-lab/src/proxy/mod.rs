@@ -256,7 +256,7 @@ async fn accept_loop(
                 if let Some(w) = hole {
                     s.rec.event(record::Event::Blackholed);
                     let until = w.end().map_or(forward::MAX_HOLD, |e| e.saturating_sub(t));
-                    tokio::spawn(hold(stream, until.min(forward::MAX_HOLD), kill.subscribe()));
+                    tokio::spawn(hold(stream, until.min(forward::MAX_HOLD), kill.subscribe(), s.clone()));
                     continue;
                 }
                 let Ok(permit) = room.clone().try_acquire_owned() else {
@@ -299,13 +299,62 @@ async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
     None
 }
 
-/// A blackholed connection: open, never read, closed when the fault ends.
-async fn hold(stream: TcpStream, until: Duration, mut kill: watch::Receiver<u64>) {
-    tokio::select! {
-        _ = tokio::time::sleep(until) => {}
-        _ = kill.changed() => {}
+/// A blackholed connection: open, never answered, closed when the fault
+/// ends. The head of an HTTP/1.1 request sent on it is read, so the
+/// request counts as an arrival of the second it came in, first attempt or
+/// retry by its headers (an HTTP/2 connection's requests are not read).
+async fn hold(
+    mut stream: TcpStream,
+    until: Duration,
+    mut kill: watch::Receiver<u64>,
+    s: Arc<Shared>,
+) {
+    use tokio::io::AsyncReadExt;
+    let end = tokio::time::Instant::now() + until;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        tokio::select! {
+            n = stream.read(&mut buf), if head.len() < 64 * 1024 => match n {
+                Ok(n) if n > 0 => {
+                    head.extend_from_slice(&buf[..n]);
+                    if let Some(h) = request_head(&head) {
+                        s.rec.arrival(&h, Instant::now());
+                        head.clear();
+                    }
+                }
+                _ => break,
+            },
+            _ = tokio::time::sleep_until(end) => break,
+            _ = kill.changed() => break,
+        }
     }
     drop(stream);
+}
+
+/// The headers of the HTTP/1.x request head at the start of `bytes`, once
+/// it is complete; `None` before (or for HTTP/2, whose headers are
+/// compressed).
+fn request_head(bytes: &[u8]) -> Option<http::HeaderMap> {
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let text = std::str::from_utf8(&bytes[..end]).ok()?;
+    let mut lines = text.split("\r\n");
+    if !lines.next()?.contains("HTTP/1.") {
+        return None;
+    }
+    let mut h = http::HeaderMap::new();
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.trim().as_bytes()),
+            http::HeaderValue::from_str(value.trim()),
+        ) {
+            h.append(n, v);
+        }
+    }
+    Some(h)
 }
 
 /// Serves one connection, HTTP/1.1 or HTTP/2 (told by its first bytes),

@@ -105,6 +105,7 @@ struct Counts {
     failovers: AtomicU64,
     failover_dropped: AtomicU64,
     duplicates: AtomicU64,
+    unclaimed: AtomicU64,
 }
 
 /// What happened to one request (or connection), for the counters.
@@ -131,6 +132,9 @@ pub enum Event {
     Stalled,
     /// Delayed by a slow fault before forwarding.
     Slowed,
+    /// Answered by the upstream after its client had hung up (a request
+    /// held by a stall, say): the upstream served it, nobody received it.
+    Unclaimed,
 }
 
 impl Recorder {
@@ -247,6 +251,7 @@ impl Recorder {
             Event::Blackholed => &c.blackholed,
             Event::Stalled => &c.stalled,
             Event::Slowed => &c.slowed,
+            Event::Unclaimed => &c.unclaimed,
         };
         n.fetch_add(1, Relaxed);
     }
@@ -366,9 +371,13 @@ impl Recorder {
             failovers: get(&c.failovers),
             failover_dropped: get(&c.failover_dropped),
             duplicates: get(&c.duplicates),
+            unclaimed: get(&c.unclaimed),
             faults: faults.iter().map(WindowJson::from).collect(),
             series: ProxySeries {
-                t_s: (0..n).map(|i| i as f64 * BIN.as_secs_f64()).collect(),
+                // From whole milliseconds: 3 × 0.1 s would print 0.30000000000000004.
+                t_s: (0..n)
+                    .map(|i| (i as u64 * BIN.as_millis() as u64) as f64 / 1000.0)
+                    .collect(),
                 first_attempts: first,
                 retries,
                 upstream_ok: cut(self.successes()),
@@ -454,8 +463,13 @@ pub struct Report {
     /// proxy: count them at the client.
     pub failover_dropped: u64,
     /// Second 2xx answers for one `Idempotency-Key` (writes the upstream
-    /// applied twice unless it deduplicates by key).
+    /// applied twice unless it deduplicates by key). Counted whether or not
+    /// the client was still there to receive the answer.
     pub duplicates: u64,
+    /// Upstream answers that reached no client: it had hung up while its
+    /// request was held (by a stall) or on its way. The upstream logged and
+    /// applied these; the client saw a timeout.
+    pub unclaimed: u64,
     /// The faults.
     pub faults: Vec<WindowJson>,
     /// Per 100 ms.
@@ -501,6 +515,9 @@ mod tests {
         assert_eq!(rep.series.first_attempts[1], 4);
         assert_eq!(rep.series.retries[1], 3);
         assert_eq!(rep.series.t_s.len(), 11);
+        // Bin starts are whole tenths: `t_s` printed 0.30000000000000004.
+        let json = serde_json::to_string(&rep.series.t_s).unwrap();
+        assert_eq!(json, "[0.0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0]");
         assert_eq!(rep.retries_by.idempotency_key, 1);
     }
 

@@ -293,8 +293,8 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     let _ = write!(
         h,
         "<p>Retries ÷ logical requests over the last {RATIO_WINDOW_S} s, against the healthy \
-         (10 %) and alarm (20 %) lines of the retry-amplification SLI: the whole range on the left \
-         (the storm reaches {highest:.0} %), the first {zoom_top:.0} % on the right."
+         (10 %) and alarm (20 %) lines of the retry-amplification SLI: first the whole range \
+         (the storm reaches {highest:.0} %), then the first {zoom_top:.0} % enlarged."
     );
     let silent: Vec<&str> = ratios
         .iter()
@@ -464,14 +464,27 @@ fn rows_table(r: &Results, h: &mut String) {
 }
 
 fn cards(r: &Results, h: &mut String) {
-    h.push_str("<h2>Guardrails</h2><div class=cards>");
-    for (title, body) in [
-        ("retry budget", "a retry only while retries stay under 10 % of requests (window 10 s, floor 10)"),
-        ("circuit breaker", "opens at ≥ 50 % failures over 10 s with ≥ 20 calls; open 5 s (+≤ 20 % jitter), then one probe"),
-        ("adaptive throttle", "rejects locally with p = max(0, (requests − 2·accepts)/(requests + 1)) over 2 min"),
-        ("retry-ratio SLI", "healthy under 10 % retries per request; alarm above 20 % for a minute"),
-    ] {
-        let _ = write!(h, "<div class=card><h3>{title}</h3><p>{body}</p></div>");
+    // The settings are read from the library objects the strategies were
+    // given, so the page cannot describe other defaults than the run's.
+    h.push_str("<h2>Guardrails</h2><p>The settings each guardrail had in this run, one set per client process.</p><div class=cards>");
+    let settings = stagger_sim::guardrail_settings();
+    let sli = stagger::export::SliWindow::new().to_string();
+    let titles = [
+        "retry budget (+budget)",
+        "circuit breaker (+breaker)",
+        "adaptive throttle (+throttle)",
+    ];
+    let cards = titles
+        .iter()
+        .zip(settings.iter().map(|(_, s)| s.as_str()))
+        .chain([(&"retry-ratio SLI (the chart above)", sli.as_str())]);
+    for (title, body) in cards {
+        let _ = write!(
+            h,
+            "<div class=card><h3>{}</h3><p>{}</p></div>",
+            esc(title),
+            esc(body)
+        );
     }
     for row in r.strategies.iter().filter(|row| row.strategy.contains('+')) {
         let _ = write!(
@@ -511,6 +524,11 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     h.push_str("<p class=note>Every failed attempt was decided by the stagger library's own <code>Policy::decide</code> in virtual time, with a per-request random stream seeded from the run's seed. Values are means over the runs.</p>");
     if p.model != Model::Contention {
         rows_table(r, &mut h);
+    }
+    if matches!(p.model, Model::Failover | Model::Metastable) {
+        for note in table::notes(&r.strategies) {
+            let _ = write!(h, "<p class=note>{}</p>", esc(&note));
+        }
     }
     match p.model {
         Model::Failover | Model::Metastable => overload_charts(p, r, &mut h),

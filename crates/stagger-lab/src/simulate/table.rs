@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-use stagger_sim::{Model, Params, Results, Row};
+use stagger_sim::{Model, Params, Results, Row, Strategy};
 
 /// A human duration: `250ms`, `2s`, `1.5s`.
 pub(super) fn dur(d: Duration) -> String {
@@ -74,14 +74,123 @@ pub(super) fn label(r: &Row) -> String {
     }
 }
 
+/// The widest line the failover and layers tables print (a terminal's 100
+/// columns, with room to spare).
+pub(super) const COLUMNS: usize = 100;
+
 /// Prints the table for `r`.
 pub(super) fn print(out: &mut impl Write, p: &Params, r: &Results) -> io::Result<()> {
-    writeln!(out, "{}", describe(p))?;
+    for line in wrap(&describe(p), COLUMNS, "  ") {
+        writeln!(out, "{line}")?;
+    }
     match p.model {
-        Model::Failover | Model::Metastable => overload(out, p, &r.strategies),
+        Model::Failover | Model::Metastable => {
+            overload(out, p, &r.strategies)?;
+            for note in notes(&r.strategies) {
+                for line in wrap(&note, COLUMNS, "  ") {
+                    writeln!(out, "{line}")?;
+                }
+            }
+            Ok(())
+        }
         Model::Contention => contention(out, &r.strategies),
         Model::Layers => layers(out, &r.strategies),
     }
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces; lines
+/// after the first start with `indent`. A word longer than a line stays whole.
+pub(super) fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut line, indent.to_string()));
+        }
+        if !line.is_empty() && !line.ends_with(' ') {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.trim().is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// What the table's numbers rest on, one sentence each: the settings of
+/// each guardrail in use (read from the library objects the strategies were
+/// given), and rows whose numbers are identical, with why.
+pub(super) fn notes(rows: &[Row]) -> Vec<String> {
+    let mut out = Vec::new();
+    let used: Vec<Strategy> = rows
+        .iter()
+        .filter_map(|r| r.strategy.parse().ok())
+        .collect();
+    for (name, settings) in stagger_sim::guardrail_settings() {
+        let on = used.iter().any(|s| match name {
+            "+budget" => s.budget,
+            "+breaker" => s.breaker,
+            _ => s.throttle,
+        });
+        if on {
+            let refuses = if name == "+breaker" {
+                " (while open it refuses first attempts too)"
+            } else {
+                ""
+            };
+            out.push(format!("{name}: {settings}{refuses}."));
+        }
+    }
+    for group in identical(rows) {
+        let names: Vec<String> = group.iter().map(|r| label(r)).collect();
+        let silent = group
+            .iter()
+            .all(|r| r.breaker_opens > 0.0 && r.series.retries.iter().sum::<f64>() == 0.0);
+        let why = if silent {
+            "they sent no retry at all: their breakers opened and refused every one, so how \
+             they back off never came into play"
+        } else {
+            "what differs between them changed nothing in this scenario"
+        };
+        out.push(format!(
+            "{} print the same numbers: {why}.",
+            names.join(", ")
+        ));
+    }
+    out
+}
+
+/// Groups of two or more rows whose printed numbers are all equal.
+fn identical(rows: &[Row]) -> Vec<Vec<&Row>> {
+    let key = |r: &Row| {
+        format!(
+            "{:.1} {:.2} {:.1} {:?} {:?} {:?} {:.1} {:.1} {:?}",
+            r.attempts,
+            r.amplification,
+            r.request_success * 100.0,
+            r.peak_load_over_capacity.map(|x| format!("{x:.2}")),
+            r.post_outage_peak_over_capacity.map(|x| format!("{x:.2}")),
+            r.recovery_s.map(|x| format!("{x:.2}")),
+            r.budget_refusals,
+            r.breaker_opens,
+            r.server,
+        )
+    };
+    let mut groups: Vec<(String, Vec<&Row>)> = Vec::new();
+    for r in rows {
+        let k = key(r);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, members)) => members.push(r),
+            None => groups.push((k, vec![r])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(_, g)| g)
+        .filter(|g| g.len() > 1)
+        .collect()
 }
 
 fn width(rows: &[Row]) -> usize {

@@ -114,6 +114,35 @@ impl fmt::Debug for RatioBudget {
     }
 }
 
+/// The settings in words, as a report prints them: "retries up to 10 % of
+/// requests over 10 s, plus a floor of 0.1 per request (1 to 10)" for the
+/// defaults.
+///
+/// ```
+/// let said = stagger::budget::RatioBudget::default().to_string();
+/// assert_eq!(said, "retries up to 10 % of requests over 10 s, plus a floor of 0.1 per request (1 to 10)");
+/// ```
+impl fmt::Display for RatioBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::describe::{Percent, Spoken, Trimmed};
+        write!(
+            f,
+            "retries up to {} of requests over {}, plus a floor of ",
+            Percent(self.ratio_ppm()),
+            Spoken(self.window())
+        )?;
+        match self.floor_per_request_ppm() {
+            Some(ppr) => write!(
+                f,
+                "{} per request (1 to {})",
+                Trimmed(ppr as f64 / 1e6),
+                self.floor()
+            ),
+            None => write!(f, "{} per window", self.floor()),
+        }
+    }
+}
+
 impl Default for RatioBudget {
     /// 10 % over 10 s; a floor of 0.1 retries per request in the window,
     /// at least 1 and at most 10.

@@ -43,6 +43,11 @@ pub struct Summary {
 /// in `Response::extensions`). Clones share it; it is complete once the
 /// response body has been read to its end.
 ///
+/// tonic turns a failed call into a `Status`, which keeps no extensions:
+/// to read the report of a call that may fail, put a `CallReport` in the
+/// request's extensions (`tonic::Request::extensions_mut`) and keep a
+/// clone; the layer fills that one, whatever the call returns.
+///
 /// ```
 /// use stagger::grpc::CallReport;
 /// let report = CallReport::default();

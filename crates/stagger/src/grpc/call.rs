@@ -85,7 +85,10 @@ impl Driver {
             call: Call::new(),
             shared,
             inbound,
-            report: CallReport::default(),
+            // The caller's own report when it put one in the request (the
+            // only way to read it when tonic turns a failed call into a
+            // `Status`), else a new one.
+            report: ext.get::<CallReport>().cloned().unwrap_or_default(),
             waited: Duration::ZERO,
             last_class: None,
         };

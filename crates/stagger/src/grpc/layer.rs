@@ -25,7 +25,6 @@ pub use crate::a6::MAX_TRANSPARENT_RETRIES;
 ///
 /// ```
 /// use stagger::grpc::{MethodPolicy, RetryLayer};
-/// use std::time::Duration;
 ///
 /// let layer = RetryLayer::builder()
 ///     .method("shop.Cart", "Add", MethodPolicy::builder().max_attempts(3).build()?)

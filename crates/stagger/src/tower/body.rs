@@ -18,6 +18,35 @@ use crate::outcome::NotRetried;
 /// The body the [`RetryService`](super::RetryService) hands its inner
 /// service: a buffered copy for a body it can replay, or the original
 /// stream (sent once) for one it cannot.
+///
+/// So the service under a [`RetryLayer`](super::RetryLayer) takes
+/// `Request<ReplayBody<B>>`, not `Request<B>`: a request that goes out
+/// again must be rebuilt from the layer's copy. `ReplayBody<B>` is an
+/// `http_body::Body` with `Bytes` data and `B`'s error, so hyper's client
+/// takes it as its body type (`Client<_, ReplayBody<B>>`). A service that
+/// wants a body type of its own gets it with a `map_request` below the
+/// layer (tonic's channel: the gRPC layer's `.body(tonic::body::Body::new)`):
+///
+/// ```
+/// use bytes::Bytes;
+/// use http::{Request, Response};
+/// use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full};
+/// use stagger::tower::{ReplayBody, RetryLayer};
+/// use stagger::Policy;
+/// use std::convert::Infallible;
+/// use tower::ServiceBuilder;
+///
+/// // A service that takes its own body type, not the layer's.
+/// type Boxed = UnsyncBoxBody<Bytes, Infallible>;
+/// let inner = tower::service_fn(|_: Request<Boxed>| async {
+///     Ok::<_, Infallible>(Response::new(()))
+/// });
+/// let client = ServiceBuilder::new()
+///     .layer(RetryLayer::new(Policy::default()))
+///     .map_request(|r: Request<ReplayBody<Full<Bytes>>>| r.map(BodyExt::boxed_unsync))
+///     .service(inner);
+/// # let _ = client;
+/// ```
 pub struct ReplayBody<B> {
     kind: Kind<B>,
 }

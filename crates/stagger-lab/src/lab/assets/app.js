@@ -187,6 +187,22 @@ function settled(row, capacity) {
   return tail.reduce((a, b) => a + b, 0) / tail.length / capacity;
 }
 
+// Shades the outage behind the bars, so the chart shows where it is and
+// the text's "from 2 s to 5 s" can be checked against it; the span drawn,
+// in canvas pixels, is kept on the chart as `u.shaded`.
+function outageShade(from, to) {
+  return (u) => {
+    const x0 = u.valToPos(from, "x", true), x1 = u.valToPos(to, "x", true);
+    if (!Number.isFinite(x0) || !Number.isFinite(x1)) return;
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.fillStyle = "rgba(120, 120, 120, 0.16)";
+    ctx.fillRect(x0, u.bbox.top, x1 - x0, u.bbox.height);
+    ctx.restore();
+    u.shaded = [x0, x1];
+  };
+}
+
 function failoverChart(key, el, row, params, ymax, width) {
   const s = row.series;
   const first = s.load.map((v, i) => v - s.retries[i]);
@@ -208,7 +224,7 @@ function failoverChart(key, el, row, params, ymax, width) {
       { label: "successes", stroke: C.ok, width: 2, paths: stepped },
       { label: "capacity", stroke: C.cap, width: 1.5, dash: [6, 4] },
     ],
-    hooks: { draw: [zeroLine] },
+    hooks: { drawClear: [outageShade(params.outage_start_s, params.outage_end_s)], draw: [zeroLine] },
   };
   // data[1] is the whole load (first attempts + retries): drawn first, the
   // first attempts painted over it, so the retries show stacked on top.
@@ -246,7 +262,13 @@ async function updateFailover() {
     const finding = Math.max(after * 1.15, p.capacity * 1.6, 1);
     const full = Math.max(burstPeak, after) * 1.05;
     const clip = !$("fo-fullscale").checked && burstPeak > finding;
-    const ymax = clip ? finding : Math.max(full, finding);
+    let ymax = clip ? finding : Math.max(full, finding);
+    // Steps that change only the strategy compare on one y scale: the
+    // scale grows to the largest seen, never shrinks, so a lower chart is
+    // lower load, not a new axis ("the spikes are gone" was partly the axis).
+    const same = JSON.stringify({ ...params, strategy: null, full: $("fo-fullscale").checked });
+    if (lab.foScale && lab.foScale.same === same) ymax = Math.max(ymax, lab.foScale.ymax);
+    lab.foScale = { same, ymax };
     const box = $("fo-panels");
     box.innerHTML = "";
     // Side by side in compare mode, one column otherwise.
@@ -305,7 +327,10 @@ async function updateJitter() {
     for (const a of answers) for (const r of a.doc.retries) for (const x of r.samples_ms) max = Math.max(max, x);
     const bins = 60;
     const w = max / bins || 1;
-    const xs = Array.from({ length: bins }, (_, i) => (i + 0.5) * w);
+    // Bin edges, each value held from its bin's left edge to the next, so
+    // a bar sits exactly over the delays it counts (drawn from the bins'
+    // centres, the bars stood half a bin off their range).
+    const xs = Array.from({ length: bins + 1 }, (_, i) => i * w);
     const box = $("ji-panels");
     box.innerHTML = "";
     lab.last.jitter = {};
@@ -313,13 +338,15 @@ async function updateJitter() {
       const doc = answers[k].doc;
       lab.last.jitter[j] = { query: answers[k].query, doc };
       const pn = panel(box, `${j} jitter`);
-      const series = [{ label: "delay", value: (u, v) => (v == null ? "–" : `${fmt(v - w / 2, 0)}–${fmt(v + w / 2, 0)} ms`) }];
+      const series = [{ label: "delay", value: (u, v) => (v == null ? "–" : `${fmt(v, 0)}–${fmt(v + w, 0)} ms`) }];
       const data = [xs];
       doc.retries.forEach((r, i) => {
-        const h = new Array(bins).fill(0);
+        // The last edge closes the last bin (its value repeats the bin's).
+        const h = new Array(bins + 1).fill(0);
         for (const x of r.samples_ms) h[Math.min(bins - 1, Math.floor(x / w))] += 1;
+        h[bins] = h[bins - 1];
         data.push(h.map((c) => (100 * c) / r.samples_ms.length));
-        series.push({ label: `retry ${r.retry} (b=${fmt(r.backoff_ms, 0)} ms)`, stroke: PALETTE[i % PALETTE.length], width: 2, paths: uPlot.paths.stepped({ align: 0 }), value: (u, v) => (v == null ? "–" : `${fmt(v, 1)} %`) });
+        series.push({ label: `retry ${r.retry} (b=${fmt(r.backoff_ms, 0)} ms)`, stroke: PALETTE[i % PALETTE.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (v == null ? "–" : `${fmt(v, 1)} %`) });
       });
       const el = document.createElement("div");
       pn.appendChild(el);
@@ -364,8 +391,12 @@ async function updateLayers() {
       const k = `${r.strategy} · ${r.retry_at}`;
       if (!keys.includes(k)) keys.push(k);
     }
-    const data = [rates.map((_, i) => i)];
-    const series = [{ label: "dependency failure rate", value: (u, v) => (v == null ? "–" : String(rates[v])) }];
+    // Failure rates on a log axis (0.01, 0.1, 0.5, 1 evenly spaced read as
+    // a linear scale); one at 0 falls back to evenly spaced categories.
+    const logX = rates.every((f) => f > 0);
+    const data = [logX ? rates.slice() : rates.map((_, i) => i)];
+    const rateOf = (v) => (logX ? v : rates[v]);
+    const series = [{ label: "dependency failure rate", value: (u, v) => (v == null || rateOf(v) == null ? "–" : String(rateOf(v))) }];
     keys.forEach((k, i) => {
       data.push(rates.map((f) => {
         const r = doc.strategies.find((x) => `${x.strategy} · ${x.retry_at}` === k && x.failure_rate === f);
@@ -381,9 +412,14 @@ async function updateLayers() {
     replaceChart("la", {
       width: Math.min(1000, avail(box) - 20),
       height: 300,
-      scales: { x: { time: false, range: [-0.2, rates.length - 0.8] }, y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] } },
+      scales: {
+        x: logX
+          ? { time: false, distr: 3, range: [Math.min(...rates) / 1.6, Math.max(...rates) * 1.6] }
+          : { time: false, range: [-0.2, rates.length - 0.8] },
+        y: { distr: 3, range: (u, lo, hi) => [1, Math.max(hi * 1.3, 2)] },
+      },
       axes: [
-        { label: "probability that the dependency fails an attempt", font: axisFont, labelFont: axisFont, splits: () => rates.map((_, i) => i), values: (u, vs) => vs.map((v) => (rates[v] == null ? "" : String(rates[v]))), border: { show: true, stroke: "#000", width: 1 } },
+        { label: `probability that the dependency fails an attempt${logX ? " (log)" : ""}`, font: axisFont, labelFont: axisFont, splits: () => data[0].slice(), filter: (u, splits) => splits, values: (u, vs) => vs.map((v) => (rateOf(v) == null ? "" : String(rateOf(v)))), border: { show: true, stroke: "#000", width: 1 } },
         { label: "attempts per request (log)", font: axisFont, labelFont: axisFont, size: 60, border: { show: true, stroke: "#000", width: 1 }, splits: (u) => layerMarks(doc.params, u.scales.y.max), filter: (u, splits) => splits, values: (u, vs) => vs.map((v) => fmt(v, 0)) },
       ],
       series,

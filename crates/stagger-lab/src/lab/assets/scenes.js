@@ -79,10 +79,10 @@ async function updateMetastable() {
       width: Math.min(1100, avail(box) - 20),
       height: 320,
       scales: { x: { time: false }, y: { range: () => [0, top] } },
-      axes: axes(`time (s); slowdown ${fmt(p.outage_start_s)}–${fmt(p.outage_end_s)} s`, "per second"),
+      axes: axes(`time (s); slowdown ${fmt(p.outage_start_s)}–${fmt(p.outage_end_s)} s (requests held, delivered as it ends)`, "per second"),
       series: [
         { label: "t", value: (u, v) => (v == null ? "–" : `${fmt(v)} s`) },
-        { label: "attempts arriving", stroke: C.retry, fill: C.retry + "55", width: 1.5 },
+        { label: "attempts arriving at the server", stroke: C.retry, fill: C.retry + "55", width: 1.5 },
         { label: "of which retries", stroke: C.first, width: 1.5 },
         { label: "successes", stroke: C.ok, width: 2 },
         { label: "capacity", stroke: C.cap, width: 1.5, dash: [6, 4] },
