@@ -101,6 +101,7 @@ mod latency;
 pub mod limit;
 mod outcome;
 mod policy;
+pub mod priority;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 mod rng;
