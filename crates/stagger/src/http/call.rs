@@ -22,6 +22,7 @@ use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
 };
 use crate::policy::Policy;
+use crate::priority::{Priority, HEADER as PRIORITY};
 
 /// How a call ended, put in the final response's extensions (and carried by
 /// the error when there is no response).
@@ -275,7 +276,8 @@ impl From<HedgePolicy> for Settings {
 ///     CallOptions::new()
 ///         .policy(Policy::builder().max_attempts(5).build().unwrap())
 ///         .timeout(Duration::from_secs(2))
-///         .idempotent(true),
+///         .idempotent(true)
+///         .priority(stagger::priority::Priority::SHEDDABLE),
 /// );
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -285,6 +287,7 @@ pub struct CallOptions {
     timeout: Option<Duration>,
     idempotent: Option<bool>,
     retry_500: Option<bool>,
+    priority: Option<Priority>,
 }
 
 impl CallOptions {
@@ -322,6 +325,19 @@ impl CallOptions {
         self.retry_500 = Some(on);
         self
     }
+
+    /// Sends the request with this priority (`x-criticality`), whatever
+    /// the request it serves had or the request's own header says. Read
+    /// by the tower, reqwest and gRPC layers alike.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// The priority these options name, if any.
+    pub fn get_priority(&self) -> Option<Priority> {
+        self.priority
+    }
 }
 
 /// The HTTP fact reader of one call, shared by every HTTP front-end (the
@@ -339,6 +355,8 @@ pub(crate) struct Facts {
     grpc: bool,
     grpc_retryable: Option<Arc<[u32]>>,
     key: Option<HeaderValue>,
+    /// The priority every attempt sends, when the call must write one.
+    priority: Option<HeaderValue>,
     inbound: Option<Inbound>,
     last_class: Option<Class>,
 }
@@ -377,14 +395,15 @@ impl Facts {
         extensions: &Extensions,
     ) -> Opened {
         let options = extensions.get::<CallOptions>();
-        let inbound = if settings.one_layer || settings.propagate_deadline {
-            extensions
-                .get::<Inbound>()
-                .cloned()
-                .or_else(Inbound::current)
-        } else {
-            None
-        };
+        // The inbound request is read for the one-layer rule, the deadline
+        // and the priority, so always: a priority travels whatever the
+        // settings say of the other two.
+        let found = extensions
+            .get::<Inbound>()
+            .cloned()
+            .or_else(Inbound::current);
+        let priority = outbound_priority(options, headers, found.as_ref());
+        let inbound = found.filter(|_| settings.one_layer || settings.propagate_deadline);
         let policy = options.and_then(|o| o.policy.clone());
         // Boxed: rare, and large next to everything else a call keeps.
         let own = Own(policy.map(|p| {
@@ -437,6 +456,7 @@ impl Facts {
             grpc,
             grpc_retryable: settings.grpc_retryable.clone(),
             key,
+            priority,
             inbound,
             last_class: None,
         };
@@ -454,6 +474,9 @@ impl Facts {
         }
         if let Some(k) = &self.key {
             headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+        if let Some(p) = &self.priority {
+            headers.insert(PRIORITY, p.clone());
         }
         if self.propagate {
             if let Some(t) = timeout {
@@ -560,11 +583,14 @@ impl Facts {
 
     /// Writes the headers every attempt carries into the head kept for
     /// them, once, so each attempt's copy has room for its own values: the
-    /// attempt header and the call's idempotency key.
+    /// attempt header, the call's idempotency key and its priority.
     pub(crate) fn prepare(&self, headers: &mut HeaderMap) {
         headers.insert(RETRY_ATTEMPT, attempt_value(1));
         if let Some(k) = &self.key {
             headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+        if let Some(p) = &self.priority {
+            headers.insert(PRIORITY, p.clone());
         }
     }
 }
@@ -610,5 +636,33 @@ pub(crate) fn mark_if_gave_up<R>(
     );
     if call.attempts() > 1 || declined {
         inbound.mark_gave_up();
+    }
+}
+
+/// The priority an outbound call sends, when it must write one: the one
+/// its [`CallOptions`] name, or else — when the request does not carry
+/// its own `x-criticality` — the one the inbound request it serves named.
+pub(crate) fn outbound_priority(
+    options: Option<&CallOptions>,
+    headers: &HeaderMap,
+    inbound: Option<&Inbound>,
+) -> Option<HeaderValue> {
+    let p = match options.and_then(CallOptions::get_priority) {
+        Some(p) => p,
+        None if headers.contains_key(PRIORITY) => return None,
+        None => inbound?.stated_priority()?,
+    };
+    Some(HeaderValue::from_static(p.as_str()))
+}
+
+/// Writes the priority a call made with `headers` and `extensions` sends
+/// (see [`outbound_priority`]), reading the inbound request from the
+/// extensions or the task.
+#[cfg(feature = "grpc")]
+pub(crate) fn propagate_priority(headers: &mut HeaderMap, extensions: &Extensions) {
+    let inbound = extensions.get::<Inbound>().cloned().or_else(Inbound::current);
+    let options = extensions.get::<CallOptions>();
+    if let Some(v) = outbound_priority(options, headers, inbound.as_ref()) {
+        headers.insert(PRIORITY, v);
     }
 }

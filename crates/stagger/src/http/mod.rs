@@ -66,6 +66,8 @@ pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Facts, Opened};
 pub use inbound::Inbound;
+#[cfg(feature = "grpc")]
+pub(crate) use call::propagate_priority;
 
 /// `x-retry-attempt: N`: the 1-based number of the attempt a request is.
 pub const RETRY_ATTEMPT: HeaderName = HeaderName::from_static("x-retry-attempt");
