@@ -385,7 +385,10 @@ fn every_load_mechanism_is_counted_from_zero() {
         }
         // A server layer's sheds.
         for reason in [ShedReason::Retry, ShedReason::Retry, ShedReason::Deadline] {
-            o.on_event(&stagger::Event::Shed { reason });
+            o.on_event(&stagger::Event::Shed {
+                reason,
+                priority: None,
+            });
         }
         before
     });

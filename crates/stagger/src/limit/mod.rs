@@ -53,6 +53,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::ConfigError;
+use crate::priority::{Ceilings, Class};
 use crate::sync::{AtomicU64, Ordering, Padded};
 
 mod aimd;
@@ -342,6 +343,50 @@ impl Limiter {
                 in_flight: before + 1,
             }),
             Err(_) => Err(Shed { retry }),
+        }
+    }
+
+    /// Admits a request of `class` arriving at `now` under the shedding
+    /// order of `ceilings`, or sheds it: it may take a place while fewer
+    /// than its level's ceiling of the limit are in flight, a retry only
+    /// up to the point inside its level's own share that this limiter's
+    /// [`reserve`](LimiterBuilder::reserve) keeps for first attempts. So
+    /// under load the lowest level is shed first and, within a level,
+    /// retries before first attempts. One compare-and-swap, as
+    /// [`try_acquire`](Self::try_acquire).
+    ///
+    /// ```
+    /// use stagger::limit::Limiter;
+    /// use stagger::priority::{Ceilings, Class, Priority};
+    /// use std::time::Instant;
+    ///
+    /// let limiter = Limiter::fixed(10);
+    /// let ceilings = Ceilings::default(); // sheddable may fill 60 %
+    /// let now = Instant::now();
+    /// let crawler = Class::new(Priority::SHEDDABLE, false);
+    /// let held: Vec<_> = (0..6).map(|_| limiter.try_acquire_as(crawler, &ceilings, now).unwrap()).collect();
+    /// assert!(limiter.try_acquire_as(crawler, &ceilings, now).is_err());
+    /// let checkout = Class::new(Priority::CRITICAL, false);
+    /// assert!(limiter.try_acquire_as(checkout, &ceilings, now).is_ok(), "room kept above");
+    /// ```
+    pub fn try_acquire_as(
+        &self,
+        class: Class,
+        ceilings: &Ceilings,
+        now: Instant,
+    ) -> Result<Token, Shed> {
+        let cap = ceilings.cap_ppm(u64::from(self.limit()), class, self.inner.reserve_ppm);
+        match self
+            .inner
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < cap).then_some(n + 1)
+            }) {
+            Ok(before) => Ok(Token {
+                start: now,
+                in_flight: before + 1,
+            }),
+            Err(_) => Err(Shed { retry: class.retry }),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The server [`ShedLayer`]: a concurrency limit (fixed with a queue, or a
-//! [`Limiter`]); when full, retries are turned away before first attempts,
-//! and work whose caller has given up is dropped before it starts.
+//! [`Limiter`]); when full, retries are turned away before first attempts
+//! (and, with priorities, lower levels before higher ones), and work whose
+//! caller has given up is dropped before it starts.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -18,9 +19,10 @@ use tower_service::Service;
 use super::deadline::deadline_response;
 use crate::clock::Clock;
 use crate::event::{Event, Observer, ShedReason};
-use crate::http::inbound::inbound_deadline;
+use crate::http::inbound::{inbound_deadline, inbound_priority};
 use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS};
 use crate::limit::{Completion, Limiter, Token};
+use crate::priority::{retry_after_factor, Ceilings, Class, Priority};
 use crate::rng::{FastRng, RandomSource};
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
@@ -37,6 +39,15 @@ use crate::rng::{FastRng, RandomSource};
 /// for first attempts and no queue (what is not admitted is answered at
 /// once). The limiter learns from each admitted request how long it took
 /// and whether it ended after its caller's deadline.
+///
+/// With [`priorities`](ShedBuilder::priorities), each request's level
+/// (`x-criticality`; `critical` when it names none or a value not
+/// understood) decides too: the lowest level is shed first, within a level
+/// retries before first attempts, and each level keeps a guaranteed share
+/// of the limit (or of the queue) that a flood of lower work cannot take
+/// ([`Ceilings`]). A shed request of a lower level is told to come back
+/// later: `Retry-After` (or pushback) ×2 for `sheddable_plus`, ×4 for
+/// `sheddable`.
 ///
 /// Either way, work whose caller's deadline (`x-request-timeout-ms`, or
 /// `grpc-timeout` for gRPC) has passed is dropped before it starts — on
@@ -77,12 +88,15 @@ pub struct ShedLayer {
 
 struct Shared {
     gate: Gate,
+    /// The shedding order by priority, when the layer sheds by priority.
+    ceilings: Option<Ceilings>,
     observer: Option<Arc<dyn Observer>>,
     retry_after: (u64, u64),
     admitted: AtomicU64,
     shed_first: AtomicU64,
     shed_retries: AtomicU64,
     expired: AtomicU64,
+    shed_by_priority: [AtomicU64; Priority::LEVELS],
 }
 
 impl std::fmt::Debug for Shared {
@@ -105,6 +119,9 @@ enum Gate {
         queued: AtomicUsize,
         max_queue: usize,
         retry_queue: usize,
+        /// The share of the queue retries may not use, in parts per
+        /// million (the priority rule's reserve).
+        retry_reserve_ppm: u64,
     },
     /// A limiter; no queue.
     Limit(Limiter),
@@ -123,6 +140,9 @@ pub struct ShedStats {
     /// Requests dropped unstarted because their caller's deadline had
     /// passed (on arrival or while queued).
     pub expired: u64,
+    /// Requests shed (first attempts and retries) by level, indexed by
+    /// [`Priority::rank`]; all 0 unless the layer sheds by priority.
+    pub shed_by_priority: [u64; Priority::LEVELS],
 }
 
 /// Configures a [`ShedLayer`]: plain values until [`build`](Self::build)
@@ -135,6 +155,7 @@ pub struct ShedBuilder {
     retry_queue: Option<usize>,
     retry_after: (u64, u64),
     limiter: Option<Limiter>,
+    ceilings: Option<Ceilings>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -146,6 +167,7 @@ impl std::fmt::Debug for ShedBuilder {
             .field("retry_queue", &self.retry_queue)
             .field("retry_after", &self.retry_after)
             .field("limiter", &self.limiter.is_some())
+            .field("ceilings", &self.ceilings)
             .field("observer", &self.observer.is_some())
             .finish()
     }
@@ -166,6 +188,24 @@ impl ShedBuilder {
     pub fn retry_after(mut self, min: Duration, max: Duration) -> Self {
         let lo = min.as_secs();
         self.retry_after = (lo, max.as_secs().max(lo));
+        self
+    }
+
+    /// Sheds by priority under `ceilings` (see [`ShedLayer`]); without
+    /// this, every request is treated alike, whatever its `x-criticality`.
+    ///
+    /// ```
+    /// use stagger::limit::{Aimd, Limiter};
+    /// use stagger::priority::Ceilings;
+    /// use stagger::tower::ShedLayer;
+    ///
+    /// let limiter = Limiter::builder(Aimd::new()).build()?;
+    /// let shed = ShedLayer::limited(limiter).priorities(Ceilings::default()).build();
+    /// assert_eq!(shed.stats().shed_by_priority, [0; 8]);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn priorities(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = Some(ceilings);
         self
     }
 
@@ -196,24 +236,31 @@ impl ShedBuilder {
         let max_queue = self.max_queue;
         let gate = match self.limiter {
             Some(l) => Gate::Limit(l),
-            None => Gate::Queue {
-                permits: Arc::new(Semaphore::new(
-                    self.max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
-                )),
-                queued: AtomicUsize::new(0),
-                max_queue,
-                retry_queue: self.retry_queue.unwrap_or(max_queue / 2).min(max_queue),
-            },
+            None => {
+                let retry_queue = self.retry_queue.unwrap_or(max_queue / 2).min(max_queue);
+                let kept = (max_queue - retry_queue) as u64;
+                Gate::Queue {
+                    permits: Arc::new(Semaphore::new(
+                        self.max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
+                    )),
+                    queued: AtomicUsize::new(0),
+                    max_queue,
+                    retry_queue,
+                    retry_reserve_ppm: (kept * 1_000_000).checked_div(max_queue as u64).unwrap_or(0),
+                }
+            }
         };
         ShedLayer {
             shared: Arc::new(Shared {
                 gate,
+                ceilings: self.ceilings,
                 observer: self.observer,
                 retry_after: self.retry_after,
                 admitted: AtomicU64::new(0),
                 shed_first: AtomicU64::new(0),
                 shed_retries: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
+                shed_by_priority: Default::default(),
             }),
         }
     }
@@ -236,6 +283,7 @@ impl ShedLayer {
             retry_queue: None,
             retry_after: (1, 5),
             limiter: None,
+            ceilings: None,
             observer: None,
         }
     }
@@ -265,6 +313,9 @@ impl ShedLayer {
             shed_first: self.shared.shed_first.load(Ordering::Relaxed),
             shed_retries: self.shared.shed_retries.load(Ordering::Relaxed),
             expired: self.shared.expired.load(Ordering::Relaxed),
+            shed_by_priority: std::array::from_fn(|i| {
+                self.shared.shed_by_priority[i].load(Ordering::Relaxed)
+            }),
         }
     }
 }
@@ -327,10 +378,17 @@ where
         let retry = inbound_attempt(headers) > 1;
         let grpc = is_grpc(headers);
         let now = TokioClock.now();
-        let deadline = match req.extensions().get::<Inbound>() {
+        let inbound = req.extensions().get::<Inbound>();
+        let deadline = match inbound {
             Some(inbound) => inbound.deadline(),
             None => inbound_deadline(headers, now),
         };
+        // The level is read only by a layer that sheds by it.
+        let priority = shared.ceilings.is_some().then(|| match inbound {
+            Some(inbound) => inbound.priority(),
+            None => inbound_priority(headers).unwrap_or_default(),
+        });
+        let class = Class::new(priority.unwrap_or_default(), retry);
         if deadline.is_some_and(|d| d <= now) {
             // The caller has no time left: drop the work unstarted.
             shared.expire();
@@ -338,8 +396,8 @@ where
         }
         let mut inner = self.inner.clone();
         match &shared.gate {
-            Gate::Limit(limiter) => match limiter.try_acquire(retry, now) {
-                Err(_) => Box::pin(async move { Ok(shared.shed(retry, grpc)) }),
+            Gate::Limit(limiter) => match shared.acquire(limiter, class, now) {
+                Err(_) => Box::pin(async move { Ok(shared.shed(class, grpc)) }),
                 Ok(token) => {
                     let held = Held {
                         limiter: limiter.clone(),
@@ -364,18 +422,23 @@ where
                 queued,
                 max_queue,
                 retry_queue,
+                retry_reserve_ppm,
             } => {
                 let permit = permits.clone().try_acquire_owned().ok();
                 let waits = permit.is_none();
                 if waits {
-                    let limit = if retry { *retry_queue } else { *max_queue };
+                    let limit = match &shared.ceilings {
+                        Some(c) => c.cap_ppm(*max_queue as u64, class, *retry_reserve_ppm) as usize,
+                        None if retry => *retry_queue,
+                        None => *max_queue,
+                    };
                     let got = queued
                         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
                             (q < limit).then_some(q + 1)
                         })
                         .is_ok();
                     if !got {
-                        return Box::pin(async move { Ok(shared.shed(retry, grpc)) });
+                        return Box::pin(async move { Ok(shared.shed(class, grpc)) });
                     }
                 }
                 let slot = waits.then(|| QueueSlot(shared.clone()));
@@ -391,7 +454,7 @@ where
                             match p {
                                 Ok(p) => p,
                                 // The semaphore is never closed.
-                                Err(_) => return Ok(shared.shed(retry, grpc)),
+                                Err(_) => return Ok(shared.shed(class, grpc)),
                             }
                         }
                     };
@@ -410,27 +473,59 @@ where
 }
 
 impl Shared {
-    /// Counts a shed request and answers it.
-    fn shed<B: Default>(&self, retry: bool, grpc: bool) -> Response<B> {
-        let (counter, reason) = if retry {
-            (&self.shed_retries, ShedReason::Retry)
+    /// A place in `limiter` for a request of `class`: by the priority
+    /// order when the layer sheds by priority, by the retry rule alone
+    /// otherwise.
+    fn acquire(&self, limiter: &Limiter, class: Class, now: std::time::Instant) -> Result<Token, crate::limit::Shed> {
+        match &self.ceilings {
+            Some(c) => limiter.try_acquire_as(class, c, now),
+            None => limiter.try_acquire(class.retry, now),
+        }
+    }
+
+    /// Counts a request the limit (or the queue) turned away and answers
+    /// it.
+    fn shed<B: Default>(&self, class: Class, grpc: bool) -> Response<B> {
+        let reason = if class.retry {
+            ShedReason::Retry
         } else {
-            (&self.shed_first, ShedReason::FirstAttempt)
+            ShedReason::FirstAttempt
+        };
+        self.refuse(class, reason, grpc)
+    }
+
+    /// Counts a request shed for `reason` and answers it, a lower level
+    /// told to come back later.
+    fn refuse<B: Default>(&self, class: Class, reason: ShedReason, grpc: bool) -> Response<B> {
+        let counter = if class.retry {
+            &self.shed_retries
+        } else {
+            &self.shed_first
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        self.emit(reason);
-        shed_response(self.retry_after, grpc)
+        let (lo, hi) = self.retry_after;
+        let priority = self.ceilings.map(|_| class.priority);
+        let range = match priority {
+            Some(p) => {
+                self.shed_by_priority[usize::from(p.rank())].fetch_add(1, Ordering::Relaxed);
+                let f = retry_after_factor(p);
+                (lo.saturating_mul(f), hi.saturating_mul(f))
+            }
+            None => (lo, hi),
+        };
+        self.emit(reason, priority);
+        shed_response(range, grpc)
     }
 
     /// Counts a request dropped because its caller's deadline passed.
     fn expire(&self) {
         self.expired.fetch_add(1, Ordering::Relaxed);
-        self.emit(ShedReason::Deadline);
+        self.emit(ShedReason::Deadline, None);
     }
 
-    fn emit(&self, reason: ShedReason) {
+    fn emit(&self, reason: ShedReason, priority: Option<Priority>) {
         if let Some(o) = &self.observer {
-            o.on_event(&Event::Shed { reason });
+            o.on_event(&Event::Shed { reason, priority });
         }
     }
 }
