@@ -57,12 +57,14 @@ use crate::priority::{Ceilings, Class};
 use crate::sync::{AtomicU64, Ordering, Padded};
 
 mod aimd;
+mod cpu;
 mod gradient;
 
 #[cfg(all(test, loom))]
 mod loom;
 
 pub use aimd::Aimd;
+pub use cpu::{CpuController, CpuTrigger, CpuTriggerBuilder};
 pub use gradient::Gradient;
 
 /// The limit is kept in thousandths so AIMD's `+1/limit` accumulates.

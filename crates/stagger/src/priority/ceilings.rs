@@ -40,6 +40,7 @@ impl Class {
 
     /// The class at place `index` of the shedding order (taken modulo
     /// [`COUNT`](Self::COUNT)).
+    #[cfg(test)]
     pub(crate) const fn at(index: usize) -> Self {
         let i = index % Self::COUNT;
         Class {

@@ -21,7 +21,7 @@ use crate::clock::Clock;
 use crate::event::{Event, Observer, ShedReason};
 use crate::http::inbound::{inbound_deadline, inbound_priority};
 use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS};
-use crate::limit::{Completion, Limiter, Token};
+use crate::limit::{Completion, CpuTrigger, Limiter, Token};
 use crate::priority::{retry_after_factor, Ceilings, Class, Priority};
 use crate::rng::{FastRng, RandomSource};
 
@@ -48,6 +48,12 @@ use crate::rng::{FastRng, RandomSource};
 /// ([`Ceilings`]). A shed request of a lower level is told to come back
 /// later: `Retry-After` (or pushback) ×2 for `sheddable_plus`, ×4 for
 /// `sheddable`.
+///
+/// With [`cpu`](ShedBuilder::cpu), a [`CpuTrigger`] sheds too, beside the
+/// limit: when the process's smoothed CPU use is above its threshold, its
+/// controller's shed rate is taken from the arriving requests lowest level
+/// (and retries) first, whatever the limit says — whichever of the two
+/// says "overloaded" first sheds the request.
 ///
 /// Either way, work whose caller's deadline (`x-request-timeout-ms`, or
 /// `grpc-timeout` for gRPC) has passed is dropped before it starts — on
@@ -90,12 +96,14 @@ struct Shared {
     gate: Gate,
     /// The shedding order by priority, when the layer sheds by priority.
     ceilings: Option<Ceilings>,
+    cpu: Option<CpuTrigger>,
     observer: Option<Arc<dyn Observer>>,
     retry_after: (u64, u64),
     admitted: AtomicU64,
     shed_first: AtomicU64,
     shed_retries: AtomicU64,
     expired: AtomicU64,
+    shed_cpu: AtomicU64,
     shed_by_priority: [AtomicU64; Priority::LEVELS],
 }
 
@@ -140,6 +148,9 @@ pub struct ShedStats {
     /// Requests dropped unstarted because their caller's deadline had
     /// passed (on arrival or while queued).
     pub expired: u64,
+    /// Requests the CPU trigger shed (also counted as first attempts or
+    /// retries shed).
+    pub shed_cpu: u64,
     /// Requests shed (first attempts and retries) by level, indexed by
     /// [`Priority::rank`]; all 0 unless the layer sheds by priority.
     pub shed_by_priority: [u64; Priority::LEVELS],
@@ -156,6 +167,7 @@ pub struct ShedBuilder {
     retry_after: (u64, u64),
     limiter: Option<Limiter>,
     ceilings: Option<Ceilings>,
+    cpu: Option<CpuTrigger>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -168,6 +180,7 @@ impl std::fmt::Debug for ShedBuilder {
             .field("retry_after", &self.retry_after)
             .field("limiter", &self.limiter.is_some())
             .field("ceilings", &self.ceilings)
+            .field("cpu", &self.cpu)
             .field("observer", &self.observer.is_some())
             .finish()
     }
@@ -206,6 +219,29 @@ impl ShedBuilder {
     /// ```
     pub fn priorities(mut self, ceilings: Ceilings) -> Self {
         self.ceilings = Some(ceilings);
+        self
+    }
+
+    /// Sheds by CPU as well (see [`ShedLayer`]): the trigger's shed rate,
+    /// lowest level first, beside the limit.
+    ///
+    /// ```
+    /// use stagger::limit::{CpuTrigger, Limiter};
+    /// use stagger::priority::Ceilings;
+    /// use stagger::tower::ShedLayer;
+    ///
+    /// # #[cfg(target_os = "linux")] {
+    /// let cpu = CpuTrigger::builder().start()?; // 80 %, read every 100 ms
+    /// let shed = ShedLayer::limited(Limiter::fixed(256))
+    ///     .priorities(Ceilings::default())
+    ///     .cpu(cpu)
+    ///     .build();
+    /// assert_eq!(shed.stats().shed_cpu, 0);
+    /// # }
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn cpu(mut self, trigger: CpuTrigger) -> Self {
+        self.cpu = Some(trigger);
         self
     }
 
@@ -254,12 +290,14 @@ impl ShedBuilder {
             shared: Arc::new(Shared {
                 gate,
                 ceilings: self.ceilings,
+                cpu: self.cpu,
                 observer: self.observer,
                 retry_after: self.retry_after,
                 admitted: AtomicU64::new(0),
                 shed_first: AtomicU64::new(0),
                 shed_retries: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
+                shed_cpu: AtomicU64::new(0),
                 shed_by_priority: Default::default(),
             }),
         }
@@ -284,6 +322,7 @@ impl ShedLayer {
             retry_after: (1, 5),
             limiter: None,
             ceilings: None,
+            cpu: None,
             observer: None,
         }
     }
@@ -313,6 +352,7 @@ impl ShedLayer {
             shed_first: self.shared.shed_first.load(Ordering::Relaxed),
             shed_retries: self.shared.shed_retries.load(Ordering::Relaxed),
             expired: self.shared.expired.load(Ordering::Relaxed),
+            shed_cpu: self.shared.shed_cpu.load(Ordering::Relaxed),
             shed_by_priority: std::array::from_fn(|i| {
                 self.shared.shed_by_priority[i].load(Ordering::Relaxed)
             }),
@@ -389,6 +429,9 @@ where
             None => inbound_priority(headers).unwrap_or_default(),
         });
         let class = Class::new(priority.unwrap_or_default(), retry);
+        if shared.cpu.as_ref().is_some_and(|cpu| cpu.sheds(class)) {
+            return Box::pin(async move { Ok(shared.refuse(class, ShedReason::Cpu, grpc)) });
+        }
         if deadline.is_some_and(|d| d <= now) {
             // The caller has no time left: drop the work unstarted.
             shared.expire();
@@ -503,6 +546,9 @@ impl Shared {
             &self.shed_first
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        if reason == ShedReason::Cpu {
+            self.shed_cpu.fetch_add(1, Ordering::Relaxed);
+        }
         let (lo, hi) = self.retry_after;
         let priority = self.ceilings.map(|_| class.priority);
         let range = match priority {
