@@ -194,8 +194,14 @@ impl Ceilings {
 /// `⌈total · ppm / 10⁶⌉` without overflow for any capacity a server has.
 #[inline]
 fn ceil_share(total: u64, ppm: u32) -> u64 {
-    let t = u128::from(total) * u128::from(ppm);
-    t.div_ceil(u128::from(PPM)).min(u128::from(u64::MAX)) as u64
+    match total.checked_mul(u64::from(ppm)) {
+        // Every limit and queue a server has: a division by a constant.
+        Some(t) => t.div_ceil(PPM),
+        None => {
+            let t = u128::from(total) * u128::from(ppm);
+            t.div_ceil(u128::from(PPM)).min(u128::from(u64::MAX)) as u64
+        }
+    }
 }
 
 /// How much longer a level's `Retry-After` (or pushback) is than the
