@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::outcome::StopReason;
-use crate::priority::Priority;
 use crate::outcome::{Class, Hint};
+use crate::priority::Priority;
 
 /// State of a circuit breaker, as reported in events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

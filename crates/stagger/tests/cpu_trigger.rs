@@ -79,7 +79,9 @@ fn a_server_at_twice_its_capacity_is_held_near_the_threshold_without_flapping() 
     let rate = settled.last().unwrap().1;
     assert!((rate - 0.6).abs() < 0.05, "it sheds the excess: {rate}");
     // It got there smoothly: no tick moved the rate more than 0.05.
-    assert!(trace.windows(2).all(|w| (w[1].1 - w[0].1).abs() <= 0.05 + 1e-9));
+    assert!(trace
+        .windows(2)
+        .all(|w| (w[1].1 - w[0].1).abs() <= 0.05 + 1e-9));
 }
 
 #[test]
@@ -88,7 +90,10 @@ fn a_plain_threshold_flaps_past_the_same_bounds() {
     let trace = run(60, |_| 2.0, |_, u| if u > 0.8 { 0.6 } else { 0.0 });
     let (amplitude, travel) = swing(&trace[150..]);
     eprintln!("plain threshold: amplitude {amplitude:.4}, travel {travel:.4}");
-    assert!(amplitude > AMPLITUDE && travel > TRAVEL, "{amplitude} {travel}");
+    assert!(
+        amplitude > AMPLITUDE && travel > TRAVEL,
+        "{amplitude} {travel}"
+    );
     // So does the controller with its smoothing, band and step limit off.
     let mut raw = CpuController::new()
         .smoothing(Duration::ZERO)
@@ -97,7 +102,10 @@ fn a_plain_threshold_flaps_past_the_same_bounds() {
         .max_step(100.0);
     let trace = run(60, |_| 2.0, |now, u| raw.update(now, u));
     let (amplitude, travel) = swing(&trace[150..]);
-    assert!(amplitude > AMPLITUDE && travel > TRAVEL, "{amplitude} {travel}");
+    assert!(
+        amplitude > AMPLITUDE && travel > TRAVEL,
+        "{amplitude} {travel}"
+    );
 }
 
 #[test]
@@ -105,17 +113,30 @@ fn a_server_hovering_at_the_threshold_does_not_toggle_shedding() {
     let mut c = CpuController::new();
     let trace = run(60, |_| 0.8, |now, u| c.update(now, u));
     let (amplitude, travel) = swing(&trace);
-    assert!(amplitude < AMPLITUDE && travel < TRAVEL, "{amplitude} {travel}");
-    let switched_on = trace.windows(2).filter(|w| w[0].1 == 0.0 && w[1].1 > 0.0).count();
+    assert!(
+        amplitude < AMPLITUDE && travel < TRAVEL,
+        "{amplitude} {travel}"
+    );
+    let switched_on = trace
+        .windows(2)
+        .filter(|w| w[0].1 == 0.0 && w[1].1 > 0.0)
+        .count();
     assert!(switched_on <= 3, "shedding switched on {switched_on} times");
 }
 
 #[test]
 fn when_the_load_goes_the_rate_falls_back_to_zero() {
     let mut c = CpuController::new();
-    let trace = run(45, |t| if t < 30.0 { 2.0 } else { 0.5 }, |now, u| c.update(now, u));
+    let trace = run(
+        45,
+        |t| if t < 30.0 { 2.0 } else { 0.5 },
+        |now, u| c.update(now, u),
+    );
     assert!(trace[299].1 > 0.5, "shedding under load: {}", trace[299].1);
-    let back = trace[300..].iter().position(|t| t.1 == 0.0).expect("back to 0");
+    let back = trace[300..]
+        .iter()
+        .position(|t| t.1 == 0.0)
+        .expect("back to 0");
     assert!(back <= 50, "back to 0 within 5 s, took {} ticks", back);
     assert!(trace[300 + back..].iter().all(|t| t.1 == 0.0));
 }
@@ -164,8 +185,15 @@ async fn the_trigger_sheds_sheddable_work_and_serves_critical_work() {
         let mut admitted = 0u32;
         for _ in 0..100 {
             let critical = rng.next_u64() % 5 == 0;
-            let p = if critical { Priority::CRITICAL } else { Priority::SHEDDABLE };
-            let r = Request::get("/").header("x-criticality", p.as_str()).body(()).unwrap();
+            let p = if critical {
+                Priority::CRITICAL
+            } else {
+                Priority::SHEDDABLE
+            };
+            let r = Request::get("/")
+                .header("x-criticality", p.as_str())
+                .body(())
+                .unwrap();
             let resp = svc.ready().await.unwrap().call(r).await.unwrap();
             let ok = resp.status().is_success();
             admitted += u32::from(ok);
@@ -182,10 +210,19 @@ async fn the_trigger_sheds_sheddable_work_and_serves_critical_work() {
     let sheddable = f64::from(served[0]) / f64::from(offered[0]);
     assert!(critical >= 0.99, "critical served {critical}");
     // 50 of 100 a tick fit: all 20 critical and 30 of 80 sheddable.
-    assert!((sheddable - 0.375).abs() < 0.05, "sheddable served {sheddable}");
-    assert!((trigger.utilisation() - 0.8).abs() < 0.05, "{}", trigger.utilisation());
+    assert!(
+        (sheddable - 0.375).abs() < 0.05,
+        "sheddable served {sheddable}"
+    );
+    assert!(
+        (trigger.utilisation() - 0.8).abs() < 0.05,
+        "{}",
+        trigger.utilisation()
+    );
     let stats = layer.stats();
     assert!(stats.shed_cpu > 0 && stats.shed_cpu == stats.shed_first);
     let critical_shed = stats.shed_by_priority[usize::from(Priority::CRITICAL.rank())];
-    eprintln!("critical served {critical}, sheddable served {sheddable}, critical shed {critical_shed}");
+    eprintln!(
+        "critical served {critical}, sheddable served {sheddable}, critical shed {critical_shed}"
+    );
 }

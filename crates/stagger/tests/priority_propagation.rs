@@ -48,7 +48,10 @@ fn client() -> ClientWithMiddleware {
 /// A front service on 127.0.0.1 behind `DeadlineLayer` that calls
 /// `downstream` once per request through the reqwest middleware; with
 /// `override_to`, the call says its own priority in `CallOptions`.
-async fn front(downstream: String, override_to: Option<Priority>) -> (String, tokio::task::JoinHandle<()>) {
+async fn front(
+    downstream: String,
+    override_to: Option<Priority>,
+) -> (String, tokio::task::JoinHandle<()>) {
     #[derive(Clone)]
     struct Front {
         client: ClientWithMiddleware,
@@ -83,7 +86,10 @@ async fn front(downstream: String, override_to: Option<Priority>) -> (String, to
 
 /// What the back service saw in `x-criticality`, attempt by attempt.
 fn seen(back: &Server) -> Vec<Option<String>> {
-    back.hits().iter().map(|h| h.header("x-criticality")).collect()
+    back.hits()
+        .iter()
+        .map(|h| h.header("x-criticality"))
+        .collect()
 }
 
 #[tokio::test]
@@ -99,7 +105,10 @@ async fn an_inbound_priority_reaches_the_outbound_reqwest_call_on_every_attempt(
             .await
             .unwrap();
         assert_eq!(resp.status().as_u16(), 200);
-        assert_eq!(seen(&back), [Some("sheddable_plus".into()), Some("sheddable_plus".into())]);
+        assert_eq!(
+            seen(&back),
+            [Some("sheddable_plus".into()), Some("sheddable_plus".into())]
+        );
 
         // No priority in, none written out (the next hop defaults alike).
         let before = back.hits().len();
@@ -145,13 +154,19 @@ impl<B> Service<Request<B>> for Recorder {
     type Error = std::convert::Infallible;
     type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
 
-    fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
         std::task::Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let mut l = self.0.lock().unwrap();
-        let value = req.headers().get("x-criticality").map(|v| v.to_str().unwrap().to_owned());
+        let value = req
+            .headers()
+            .get("x-criticality")
+            .map(|v| v.to_str().unwrap().to_owned());
         let first = l.is_empty();
         l.push(value);
         let mut resp = Response::new(Full::default());
@@ -173,19 +188,33 @@ async fn an_inbound_priority_reaches_the_outbound_tower_call_unless_it_names_its
         let handler = tower::service_fn(move |req: Request<()>| {
             let mut out = outbound.clone();
             async move {
-                let mut call = Request::get("http://down.invalid/").body(Full::<Bytes>::default()).unwrap();
+                let mut call = Request::get("http://down.invalid/")
+                    .body(Full::<Bytes>::default())
+                    .unwrap();
                 if req.headers().contains_key("x-own") {
-                    call.headers_mut().insert("x-criticality", "5".parse().unwrap());
+                    call.headers_mut()
+                        .insert("x-criticality", "5".parse().unwrap());
                 }
-                let r = ServiceExt::<Request<Full<Bytes>>>::ready(&mut out).await.unwrap().call(call).await.unwrap();
+                let r = ServiceExt::<Request<Full<Bytes>>>::ready(&mut out)
+                    .await
+                    .unwrap()
+                    .call(call)
+                    .await
+                    .unwrap();
                 Ok::<_, std::convert::Infallible>(Response::new(r.status().to_string()))
             }
         });
         let mut server = DeadlineLayer::new().layer(handler);
-        let inbound = Request::get("/").header("x-criticality", "Sheddable").body(()).unwrap();
+        let inbound = Request::get("/")
+            .header("x-criticality", "Sheddable")
+            .body(())
+            .unwrap();
         let resp = server.ready().await.unwrap().call(inbound).await.unwrap();
         assert_eq!(resp.body(), "200 OK");
-        assert_eq!(*log.lock().unwrap(), [Some("sheddable".into()), Some("sheddable".into())]);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [Some("sheddable".into()), Some("sheddable".into())]
+        );
 
         log.lock().unwrap().clear();
         let own = Request::get("/")
@@ -232,7 +261,9 @@ async fn an_inbound_priority_reaches_the_outbound_grpc_call_as_metadata() {
         let svc = ServiceBuilder::new()
             .layer(grpc_layer().body(tonic::body::Body::new))
             .service(channel);
-        let check = || HealthCheckRequest { service: "shop".into() };
+        let check = || HealthCheckRequest {
+            service: "shop".into(),
+        };
 
         // Serving an inbound request read from its headers, as
         // `DeadlineLayer` does.
@@ -240,23 +271,39 @@ async fn an_inbound_priority_reaches_the_outbound_grpc_call_as_metadata() {
         h.insert("x-criticality", "sheddable_plus".parse().unwrap());
         let inbound = Inbound::from_headers(&h, std::time::Instant::now());
         let mut client = HealthClient::new(svc.clone());
-        inbound.scope(async { client.check(check()).await.unwrap() }).await;
+        inbound
+            .scope(async { client.check(check()).await.unwrap() })
+            .await;
         let got: Vec<Option<String>> = script
             .received()
             .iter()
-            .map(|r| r.headers.get("x-criticality").map(|v| v.to_str().unwrap().to_owned()))
+            .map(|r| {
+                r.headers
+                    .get("x-criticality")
+                    .map(|v| v.to_str().unwrap().to_owned())
+            })
             .collect();
-        assert_eq!(got, [Some("sheddable_plus".into()), Some("sheddable_plus".into())]);
+        assert_eq!(
+            got,
+            [Some("sheddable_plus".into()), Some("sheddable_plus".into())]
+        );
 
         // The call's own options win, through tonic's request extensions.
         let mut req = tonic::Request::new(check());
-        req.extensions_mut().insert(CallOptions::new().priority(Priority::CRITICAL_PLUS));
+        req.extensions_mut()
+            .insert(CallOptions::new().priority(Priority::CRITICAL_PLUS));
         let mut client = HealthClient::new(svc);
         Inbound::new(1, None)
             .with_priority(Priority::SHEDDABLE)
             .scope(async { client.check(req).await.unwrap() })
             .await;
-        let last = script.received().last().unwrap().headers.get("x-criticality").cloned();
+        let last = script
+            .received()
+            .last()
+            .unwrap()
+            .headers
+            .get("x-criticality")
+            .cloned();
         assert_eq!(last.unwrap(), "critical_plus");
     })
     .await;

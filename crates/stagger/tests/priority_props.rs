@@ -11,7 +11,13 @@ fn oracle(raw: &[u8]) -> Option<u8> {
     let s = s.trim_matches(|c| c == ' ' || c == '\t');
     let norm: String = s
         .chars()
-        .map(|c| if c == '-' || c == ' ' { '_' } else { c.to_ascii_lowercase() })
+        .map(|c| {
+            if c == '-' || c == ' ' {
+                '_'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
         .collect();
     match norm.as_str() {
         "critical_plus" | "0" => Some(0),
@@ -29,8 +35,14 @@ fn oracle(raw: &[u8]) -> Option<u8> {
 /// A level name spelled as a peer might: any case, any separator, padding.
 fn spelling() -> impl Strategy<Value = (u8, String)> {
     let names = ["critical plus", "critical", "sheddable plus", "sheddable"];
-    (0u8..4, prop::collection::vec(any::<bool>(), 16), 0usize..3, 0usize..3, 0usize..3).prop_map(
-        move |(rank, upper, sep, left, right)| {
+    (
+        0u8..4,
+        prop::collection::vec(any::<bool>(), 16),
+        0usize..3,
+        0usize..3,
+        0usize..3,
+    )
+        .prop_map(move |(rank, upper, sep, left, right)| {
             let sep = ["_", "-", " "][sep];
             let word: String = names[rank as usize]
                 .replace(' ', sep)
@@ -40,8 +52,7 @@ fn spelling() -> impl Strategy<Value = (u8, String)> {
                 .collect();
             let pad = |n| " \t".repeat(n);
             (rank, format!("{}{word}{}", pad(left), pad(right)))
-        },
-    )
+        })
 }
 
 proptest! {

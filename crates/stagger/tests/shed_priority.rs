@@ -43,9 +43,14 @@ fn req(p: Priority, retry: bool, grpc: bool) -> Request<()> {
 
 /// Calls `svc` with `r` and polls the answer once: `None` when admitted
 /// (the future is kept in `held`), the shed answer otherwise.
-fn send<S>(svc: &mut ShedService<S>, r: Request<()>, held: &mut Vec<Held>) -> Option<Response<String>>
+fn send<S>(
+    svc: &mut ShedService<S>,
+    r: Request<()>,
+    held: &mut Vec<Held>,
+) -> Option<Response<String>>
 where
-    ShedService<S>: Service<Request<()>, Response = Response<String>, Error = Infallible, Future = Held>,
+    ShedService<S>:
+        Service<Request<()>, Response = Response<String>, Error = Infallible, Future = Held>,
 {
     let mut fut = svc.call(r);
     match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -74,7 +79,10 @@ async fn no_class_is_admitted_past_its_ceiling_and_every_shed_is_counted() {
     // Limit 100 with 20 % of each level's share kept for first attempts:
     // the ceilings are 100/98 (critical_plus first/retry), 90/87,
     // 75/72, 60/58.
-    let limiter = Limiter::builder(stagger::limit::Algorithm::Fixed(100)).reserve(0.2).build().unwrap();
+    let limiter = Limiter::builder(stagger::limit::Algorithm::Fixed(100))
+        .reserve(0.2)
+        .build()
+        .unwrap();
     let seen = Arc::new(Seen::default());
     let layer = ShedLayer::limited(limiter.clone())
         .priorities(Ceilings::default())
@@ -102,19 +110,34 @@ async fn no_class_is_admitted_past_its_ceiling_and_every_shed_is_counted() {
             Some(resp) => assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE),
         }
     }
-    assert_eq!(limiter.in_flight(), 100, "the limit is filled, by the top level last");
+    assert_eq!(
+        limiter.in_flight(),
+        100,
+        "the limit is filled, by the top level last"
+    );
     // Counted by level and reason, in the stats and in events.
     let stats = layer.stats();
-    let by_level: Vec<u64> = (0..4).map(|r| u64::from(offered[r][0] + offered[r][1] - admitted[r][0] - admitted[r][1])).collect();
+    let by_level: Vec<u64> = (0..4)
+        .map(|r| u64::from(offered[r][0] + offered[r][1] - admitted[r][0] - admitted[r][1]))
+        .collect();
     assert_eq!(stats.shed_by_priority[..4], by_level[..]);
     assert_eq!(stats.shed_by_priority[4..], [0; 4]);
     let events = seen.0.lock().unwrap().clone();
-    let count = |p: Priority, reason| events.iter().filter(|e| **e == (reason, Some(p))).count() as u32;
+    let count =
+        |p: Priority, reason| events.iter().filter(|e| **e == (reason, Some(p))).count() as u32;
     for rank in 0..4u8 {
         let p = Priority::from_rank(rank).unwrap();
         let r = rank as usize;
-        assert_eq!(count(p, ShedReason::FirstAttempt), offered[r][0] - admitted[r][0], "{p}");
-        assert_eq!(count(p, ShedReason::Retry), offered[r][1] - admitted[r][1], "{p}");
+        assert_eq!(
+            count(p, ShedReason::FirstAttempt),
+            offered[r][0] - admitted[r][0],
+            "{p}"
+        );
+        assert_eq!(
+            count(p, ShedReason::Retry),
+            offered[r][1] - admitted[r][1],
+            "{p}"
+        );
     }
     drop(held);
     assert_eq!(limiter.in_flight(), 0);
@@ -125,7 +148,10 @@ async fn under_overload_the_lowest_level_is_shed_first_then_retries_within_a_lev
     // A limit of 100; each admitted request ends with probability 0.1 per
     // tick (10 per tick at capacity) and 20 arrive per tick: twice the
     // capacity, a seeded mix of the four levels, half of them retries.
-    let limiter = Limiter::builder(stagger::limit::Algorithm::Fixed(100)).reserve(0.2).build().unwrap();
+    let limiter = Limiter::builder(stagger::limit::Algorithm::Fixed(100))
+        .reserve(0.2)
+        .build()
+        .unwrap();
     let mut svc = ShedLayer::limited(limiter.clone())
         .priorities(Ceilings::default())
         .build()
@@ -146,15 +172,26 @@ async fn under_overload_the_lowest_level_is_shed_first_then_retries_within_a_lev
             }
         }
     }
-    let share: Vec<f64> = (0..8).map(|i| f64::from(admitted[i]) / f64::from(offered[i])).collect();
+    let share: Vec<f64> = (0..8)
+        .map(|i| f64::from(admitted[i]) / f64::from(offered[i]))
+        .collect();
     // The share admitted falls along the shedding order (2 points of
     // slack for the random mix), the top level is served, and the lowest
     // one absorbs the rejections.
     assert!(share.windows(2).all(|w| w[0] + 0.02 >= w[1]), "{share:?}");
-    assert!(share[0] > 0.95 && share[1] > 0.9, "critical_plus is served: {share:?}");
-    assert!(share[6] < 0.05 && share[7] < 0.05, "sheddable absorbs the rejections: {share:?}");
+    assert!(
+        share[0] > 0.95 && share[1] > 0.9,
+        "critical_plus is served: {share:?}"
+    );
+    assert!(
+        share[6] < 0.05 && share[7] < 0.05,
+        "sheddable absorbs the rejections: {share:?}"
+    );
     // Within a level, first attempts fare no worse than retries.
-    assert!((0..4).all(|r| share[2 * r] + 0.01 >= share[2 * r + 1]), "{share:?}");
+    assert!(
+        (0..4).all(|r| share[2 * r] + 0.01 >= share[2 * r + 1]),
+        "{share:?}"
+    );
 }
 
 /// A flood of `critical` then a few `critical_plus`: how many of the
@@ -171,7 +208,14 @@ fn flood(priorities: bool) -> u32 {
         send(&mut svc, req(Priority::CRITICAL, false, false), &mut held);
     }
     (0..20)
-        .filter(|_| send(&mut svc, req(Priority::CRITICAL_PLUS, false, false), &mut held).is_none())
+        .filter(|_| {
+            send(
+                &mut svc,
+                req(Priority::CRITICAL_PLUS, false, false),
+                &mut held,
+            )
+            .is_none()
+        })
         .count() as u32
 }
 
@@ -187,13 +231,21 @@ async fn a_flood_of_the_next_level_cannot_starve_the_top_one() {
 async fn a_queue_keeps_places_for_the_levels_above() {
     // One running, ten waiting: sheddable may wait in ⌈10 · 0.6⌉ = 6 of
     // the places, critical in 9, critical_plus in all 10.
-    let layer = ShedLayer::builder(1, 10).priorities(Ceilings::default()).build();
+    let layer = ShedLayer::builder(1, 10)
+        .priorities(Ceilings::default())
+        .build();
     let mut svc = layer.layer(forever());
     let mut held = Vec::new();
     let mut admitted = |p: Priority, n: usize, held: &mut Vec<Held>| {
-        (0..n).filter(|_| send(&mut svc, req(p, false, false), held).is_none()).count()
+        (0..n)
+            .filter(|_| send(&mut svc, req(p, false, false), held).is_none())
+            .count()
     };
-    assert_eq!(admitted(Priority::SHEDDABLE, 20, &mut held), 1 + 6, "one runs, six wait");
+    assert_eq!(
+        admitted(Priority::SHEDDABLE, 20, &mut held),
+        1 + 6,
+        "one runs, six wait"
+    );
     assert_eq!(admitted(Priority::CRITICAL, 20, &mut held), 3);
     assert_eq!(admitted(Priority::CRITICAL_PLUS, 20, &mut held), 1);
     assert_eq!(layer.stats().shed_by_priority[..4], [19, 17, 0, 13]);
@@ -201,26 +253,47 @@ async fn a_queue_keeps_places_for_the_levels_above() {
 
 #[tokio::test]
 async fn lower_levels_are_told_to_come_back_later() {
-    let layer = ShedLayer::limited(Limiter::fixed(1)).priorities(Ceilings::default()).build();
+    let layer = ShedLayer::limited(Limiter::fixed(1))
+        .priorities(Ceilings::default())
+        .build();
     let mut svc = layer.layer(forever());
     let mut held = Vec::new();
-    assert!(send(&mut svc, req(Priority::CRITICAL_PLUS, false, false), &mut held).is_none());
+    assert!(send(
+        &mut svc,
+        req(Priority::CRITICAL_PLUS, false, false),
+        &mut held
+    )
+    .is_none());
     let draw = |svc: &mut ShedService<_>, p, grpc, held: &mut Vec<Held>| -> Vec<u64> {
         (0..300)
             .map(|_| {
                 let resp = send(svc, req(p, false, grpc), held).expect("full: shed");
-                let name = if grpc { "grpc-retry-pushback-ms" } else { "retry-after" };
+                let name = if grpc {
+                    "grpc-retry-pushback-ms"
+                } else {
+                    "retry-after"
+                };
                 resp.headers()[name].to_str().unwrap().parse().unwrap()
             })
             .collect()
     };
     // The default range is 1 – 5 s: ×1 for critical, ×2 sheddable_plus,
     // ×4 sheddable, in whole seconds (HTTP) and milliseconds (gRPC).
-    for (p, f) in [(Priority::CRITICAL, 1), (Priority::SHEDDABLE_PLUS, 2), (Priority::SHEDDABLE, 4)] {
+    for (p, f) in [
+        (Priority::CRITICAL, 1),
+        (Priority::SHEDDABLE_PLUS, 2),
+        (Priority::SHEDDABLE, 4),
+    ] {
         let secs = draw(&mut svc, p, false, &mut held);
-        assert!(secs.iter().all(|s| (f..=5 * f).contains(s)), "{p}: {secs:?}");
+        assert!(
+            secs.iter().all(|s| (f..=5 * f).contains(s)),
+            "{p}: {secs:?}"
+        );
         let ms = draw(&mut svc, p, true, &mut held);
-        assert!(ms.iter().all(|m| (1000 * f..=5000 * f).contains(m)), "{p}: {ms:?}");
+        assert!(
+            ms.iter().all(|m| (1000 * f..=5000 * f).contains(m)),
+            "{p}: {ms:?}"
+        );
         // Jittered over the whole range: the mean of 300 uniform draws is
         // within 15 % of the middle (about 8 standard errors), and draws
         // differ.

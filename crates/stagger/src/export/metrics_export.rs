@@ -4,8 +4,8 @@
 use metrics::{Label, Unit};
 
 use crate::event::{BreakerState, Event, Observer, ShedReason};
-use crate::priority::Priority;
 use crate::outcome::{Class, StopReason};
+use crate::priority::Priority;
 use crate::sli::{SliSnapshot, SliState};
 
 /// Sends every event to the `metrics` facade under the names of the

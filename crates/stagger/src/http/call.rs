@@ -8,11 +8,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 
-use super::inbound::Inbound;
+use super::inbound::{outbound_priority, Inbound};
 use super::TokioClock;
 use super::{
     attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
-    timeout_header, IDEMPOTENCY_KEY, NO_RETRY, RETRY_ATTEMPT,
+    timeout_header, IDEMPOTENCY_KEY, NO_RETRY, PRIORITY, RETRY_ATTEMPT,
 };
 use crate::call::Call;
 use crate::clock::Clock;
@@ -22,7 +22,7 @@ use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
 };
 use crate::policy::Policy;
-use crate::priority::{Priority, HEADER as PRIORITY};
+use crate::priority::Priority;
 
 /// How a call ended, put in the final response's extensions (and carried by
 /// the error when there is no response).
@@ -402,7 +402,8 @@ impl Facts {
             .get::<Inbound>()
             .cloned()
             .or_else(Inbound::current);
-        let priority = outbound_priority(options, headers, found.as_ref());
+        let named = options.and_then(CallOptions::get_priority);
+        let priority = outbound_priority(named, headers, found.as_ref());
         let inbound = found.filter(|_| settings.one_layer || settings.propagate_deadline);
         let policy = options.and_then(|o| o.policy.clone());
         // Boxed: rare, and large next to everything else a call keeps.
@@ -639,30 +640,19 @@ pub(crate) fn mark_if_gave_up<R>(
     }
 }
 
-/// The priority an outbound call sends, when it must write one: the one
-/// its [`CallOptions`] name, or else — when the request does not carry
-/// its own `x-criticality` — the one the inbound request it serves named.
-pub(crate) fn outbound_priority(
-    options: Option<&CallOptions>,
-    headers: &HeaderMap,
-    inbound: Option<&Inbound>,
-) -> Option<HeaderValue> {
-    let p = match options.and_then(CallOptions::get_priority) {
-        Some(p) => p,
-        None if headers.contains_key(PRIORITY) => return None,
-        None => inbound?.stated_priority()?,
-    };
-    Some(HeaderValue::from_static(p.as_str()))
-}
-
 /// Writes the priority a call made with `headers` and `extensions` sends
-/// (see [`outbound_priority`]), reading the inbound request from the
+/// (see `outbound_priority`), reading the inbound request from the
 /// extensions or the task.
 #[cfg(feature = "grpc")]
 pub(crate) fn propagate_priority(headers: &mut HeaderMap, extensions: &Extensions) {
-    let inbound = extensions.get::<Inbound>().cloned().or_else(Inbound::current);
-    let options = extensions.get::<CallOptions>();
-    if let Some(v) = outbound_priority(options, headers, inbound.as_ref()) {
+    let inbound = extensions
+        .get::<Inbound>()
+        .cloned()
+        .or_else(Inbound::current);
+    let named = extensions
+        .get::<CallOptions>()
+        .and_then(CallOptions::get_priority);
+    if let Some(v) = outbound_priority(named, headers, inbound.as_ref()) {
         headers.insert(PRIORITY, v);
     }
 }

@@ -47,11 +47,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 
-use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, REQUEST_TIMEOUT};
+use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, PRIORITY, REQUEST_TIMEOUT};
 use crate::deadline::{parse_grpc_timeout, parse_timeout_ms};
-use crate::priority::{Priority, HEADER as PRIORITY};
+use crate::priority::Priority;
 
 tokio::task_local! {
     static INBOUND: Inbound;
@@ -131,11 +131,6 @@ impl Inbound {
         self.priority.unwrap_or_default()
     }
 
-    /// The priority the request named, if it named one.
-    pub(crate) fn stated_priority(&self) -> Option<Priority> {
-        self.priority
-    }
-
     /// The inbound attempt number (1 for a first attempt).
     pub fn attempt(&self) -> u32 {
         self.attempt
@@ -201,4 +196,21 @@ pub(crate) fn inbound_deadline(headers: &HeaderMap, now: Instant) -> Option<Inst
 /// crate understands (a value it does not is no priority at all).
 pub(crate) fn inbound_priority(headers: &HeaderMap) -> Option<Priority> {
     Priority::from_bytes(headers.get(PRIORITY)?.as_bytes()).ok()
+}
+
+/// The priority an outbound call sends, when it must write one: the one
+/// the call names (its `CallOptions`), or else — when the request does not
+/// carry its own `x-criticality` — the one the inbound request it serves
+/// named.
+pub(crate) fn outbound_priority(
+    named: Option<Priority>,
+    headers: &HeaderMap,
+    inbound: Option<&Inbound>,
+) -> Option<HeaderValue> {
+    let p = match named {
+        Some(p) => p,
+        None if headers.contains_key(PRIORITY) => return None,
+        None => inbound?.priority?,
+    };
+    Some(HeaderValue::from_static(p.as_str()))
 }

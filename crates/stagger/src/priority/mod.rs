@@ -258,8 +258,17 @@ mod tests {
     #[test]
     fn near_misses_are_errors_that_show_the_value() {
         for bad in [
-            "", " ", "8", "07", "-1", "critical__plus", "criticalplus", "critical+", "sheddable_",
-            "high", "CRITICAL_PLUS_PLUS",
+            "",
+            " ",
+            "8",
+            "07",
+            "-1",
+            "critical__plus",
+            "criticalplus",
+            "critical+",
+            "sheddable_",
+            "high",
+            "CRITICAL_PLUS_PLUS",
         ] {
             let e = bad.parse::<Priority>().unwrap_err();
             assert!(e.to_string().contains(bad.trim()), "{bad:?}: {e}");

@@ -112,7 +112,10 @@ impl CpuController {
             ));
         }
         if !(self.gain.is_finite() && self.gain > 0.0) {
-            return Err(ConfigError::new("gain", format!("{} is not positive", self.gain)));
+            return Err(ConfigError::new(
+                "gain",
+                format!("{} is not positive", self.gain),
+            ));
         }
         if !(self.max_step.is_finite() && self.max_step > 0.0) {
             return Err(ConfigError::new(

@@ -47,7 +47,11 @@ pub(crate) fn shed_chances(rate: f64, mix: &[f64; Class::COUNT]) -> [u32; Class:
             break;
         }
         let share = mix[k].max(0.0);
-        let chance = if share > 0.0 { (left / share).min(1.0) } else { 1.0 };
+        let chance = if share > 0.0 {
+            (left / share).min(1.0)
+        } else {
+            1.0
+        };
         out[k] = (chance * f64::from(PPM)).round() as u32;
         left -= share;
     }
@@ -308,7 +312,11 @@ mod tests {
         let checkout = Class::new(Priority::CRITICAL, false);
         let m = mix(&[(crawler, 0.4), (checkout, 0.6)]);
         let c = shed_chances(0.3, &m);
-        assert_eq!(c[crawler.index()], 750_000, "three in four crawler requests");
+        assert_eq!(
+            c[crawler.index()],
+            750_000,
+            "three in four crawler requests"
+        );
         assert_eq!(c[checkout.index()], 0);
         let c = shed_chances(0.7, &m);
         assert_eq!(c[crawler.index()], PPM);

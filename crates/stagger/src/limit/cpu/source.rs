@@ -69,7 +69,11 @@ impl Source {
             if let Some(path) = parse_cgroup_path(&text) {
                 let dir = PathBuf::from("/sys/fs/cgroup").join(path.trim_start_matches('/'));
                 let stat = dir.join("cpu.stat");
-                if std::fs::read_to_string(&stat).ok().as_deref().and_then(parse_cpu_stat).is_some()
+                if std::fs::read_to_string(&stat)
+                    .ok()
+                    .as_deref()
+                    .and_then(parse_cpu_stat)
+                    .is_some()
                 {
                     let cores = std::fs::read_to_string(dir.join("cpu.max"))
                         .ok()
@@ -114,7 +118,10 @@ mod tests {
         let enabled = "usage_usec 2349120\nuser_usec 1741204\nsystem_usec 607916\n\
                        core_sched.force_idle_usec 0\nnr_periods 120\nnr_throttled 4\n\
                        throttled_usec 183210\nnr_bursts 0\nburst_usec 0\n";
-        assert_eq!(parse_cpu_stat(enabled), Some(Duration::from_micros(2_349_120)));
+        assert_eq!(
+            parse_cpu_stat(enabled),
+            Some(Duration::from_micros(2_349_120))
+        );
         let plain = "usage_usec 17\nuser_usec 10\nsystem_usec 7\n";
         assert_eq!(parse_cpu_stat(plain), Some(Duration::from_micros(17)));
         // The key must be whole: `nr_usage_usec` is not it.
@@ -130,7 +137,11 @@ mod tests {
         assert_eq!(parse_cpu_max("max 100000\n"), None);
         assert_eq!(parse_cpu_max("150000 100000\n"), Some(1.5));
         assert_eq!(parse_cpu_max("50000 100000"), Some(0.5));
-        assert_eq!(parse_cpu_max("200000"), Some(2.0), "the period may be left out");
+        assert_eq!(
+            parse_cpu_max("200000"),
+            Some(2.0),
+            "the period may be left out"
+        );
         for bad in ["", "x 100000", "100000 0", "0 100000", "-5 100000"] {
             assert_eq!(parse_cpu_max(bad), None, "{bad:?}");
         }
@@ -153,7 +164,12 @@ mod tests {
         assert_eq!(parse_proc_stat(busy), Some(Duration::from_millis(18_000)));
         let tricky = "7 (a) b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0 1 0 1 0 0";
         assert_eq!(parse_proc_stat(tricky), Some(Duration::from_millis(70)));
-        for bad in ["", "12 (x R 1", "12 (x) R 1 2 3", "1 (x) R 1 1 1 0 -1 0 0 0 0 0 u s"] {
+        for bad in [
+            "",
+            "12 (x R 1",
+            "12 (x) R 1 2 3",
+            "1 (x) R 1 1 1 0 -1 0 0 0 0 0 u s",
+        ] {
             assert_eq!(parse_proc_stat(bad), None, "{bad:?}");
         }
     }
