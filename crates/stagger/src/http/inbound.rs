@@ -81,7 +81,8 @@ impl Inbound {
     }
 
     /// The same request with priority `priority`: calls made while serving
-    /// it send it on unless their [`CallOptions`] name another.
+    /// it send it on unless their [`CallOptions`](super::CallOptions) name
+    /// another.
     ///
     /// ```
     /// use stagger::http::Inbound;

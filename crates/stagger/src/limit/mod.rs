@@ -20,6 +20,12 @@
 //! | `aimd` ([`Aimd`]) | +1/limit per answer in time while at least half of it is used; ×`backoff` on an overloaded answer (late, dropped, or slower than a threshold), at most once per round trip | 20, between 1 and 1000, backoff 0.9 |
 //! | `gradient` ([`Gradient`]) | `limit·g + √limit`, smoothed, with `g = clamp(tolerance · long ÷ short, 0.5, 1)` of a long-term and a short-term latency average; the long-term one is reset at jittered intervals to the lowest short-term latency seen since the last reset (a re-probe of the no-load latency) | 20, between 4 and 1000, tolerance 2 |
 //!
+//! With request priorities, [`Limiter::try_acquire_as`] admits by the
+//! shedding order of [`Ceilings`]: the lowest
+//! level first, each level keeping a guaranteed share. Beside the limit, a
+//! [`CpuTrigger`] sheds when the process's CPU runs above a threshold,
+//! with a [`CpuController`] that moves its shed rate smoothly.
+//!
 //! The limiter is sans-IO: it takes `now` and the facts (was this a retry,
 //! how did the work end) and never reads a clock itself, so the simulator
 //! drives the same code in virtual time. Its state is a few atomics behind

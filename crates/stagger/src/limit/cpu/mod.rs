@@ -1,20 +1,5 @@
-//! The CPU trigger: shed work when the process runs hot, before it queues.
-//!
-//! A concurrency limit learns overload from latency: a CPU-bound server
-//! that answers in time until it suddenly does not sheds nothing until its
-//! queue has grown. The CPU trigger reads the process's CPU use instead —
-//! its cgroup's (v2 `cpu.stat`, against the quota in `cpu.max`) where it
-//! has one, `/proc/self/stat` against the cores it may use otherwise — on
-//! a background thread, never on the request path, and a
-//! [`CpuController`] turns the smoothed reading into a shed rate that
-//! rises smoothly above the threshold (80 % by default) and falls back
-//! below it. The rate is spread over the kinds of request arriving lowest
-//! first: with a shed rate of 30 % and 40 % of arrivals `sheddable`, three
-//! in four `sheddable` requests are shed and nothing else.
-//!
-//! Give the trigger to a [`ShedLayer`](crate::tower::ShedLayer) with
-//! [`cpu`](crate::tower::ShedBuilder::cpu), beside its limit: a request is
-//! shed when either says the server is overloaded.
+//! The CPU trigger: shed work when the process runs hot, before it
+//! queues (documented on [`CpuTrigger`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -23,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::error::ConfigError;
 use crate::event::{Event, Observer};
 use crate::priority::Class;
-use crate::rng::{FastRng, RandomSource};
+use crate::rng::RandomSource;
 
 mod controller;
 mod source;
@@ -161,9 +146,27 @@ fn sample(weak: &Weak<Shared>, source: &Source, interval: Duration) {
     }
 }
 
-/// Sheds work when the process's CPU runs above a threshold; see the
-/// [module](self). A cheap [`Clone`] handle; on the request path it costs
-/// two atomic operations, and a random draw only while it sheds.
+/// Sheds work when the process's CPU runs above a threshold, before it
+/// queues.
+///
+/// A concurrency limit learns overload from latency: a CPU-bound server
+/// that answers in time until it suddenly does not sheds nothing until its
+/// queue has grown. The CPU trigger reads the process's CPU use instead —
+/// its cgroup's (v2 `cpu.stat`, against the quota in `cpu.max`) where it
+/// has one, `/proc/self/stat` against the cores it may use otherwise — on
+/// a background thread, never on the request path, and a
+/// [`CpuController`] turns the smoothed reading into a shed rate that
+/// rises smoothly above the threshold (80 % by default) and falls back
+/// below it. The rate is spread over the kinds of request arriving lowest
+/// first: with a shed rate of 30 % and 40 % of arrivals `sheddable`, three
+/// in four `sheddable` requests are shed and nothing else.
+///
+/// Give the trigger to a [`ShedLayer`](crate::tower::ShedLayer) with
+/// [`cpu`](crate::tower::ShedBuilder::cpu), beside its limit: a request is
+/// shed when either says the server is overloaded.
+///
+/// A cheap [`Clone`] handle; on the request path it costs two atomic
+/// operations, and a random draw only while it sheds.
 ///
 /// ```
 /// use stagger::limit::{CpuController, CpuTrigger};
@@ -239,14 +242,27 @@ impl CpuTrigger {
         f64::from(self.shared.rate_ppm.load(Ordering::Relaxed)) / f64::from(PPM)
     }
 
-    /// Whether to shed a request of `class` arriving now (counted as an
-    /// arrival either way).
+    /// Whether to shed a request of `class` arriving now, drawing from
+    /// `rng` only while its class has a shed chance (counted as an
+    /// arrival either way). The server layer passes a fresh generator; a
+    /// simulator passes its seeded one.
+    ///
+    /// ```
+    /// use stagger::limit::CpuTrigger;
+    /// use stagger::priority::{Class, Priority};
+    /// use stagger::random::FastRng;
+    ///
+    /// let trigger = CpuTrigger::builder().manual()?;
+    /// let crawler = Class::new(Priority::SHEDDABLE, false);
+    /// assert!(!trigger.sheds(crawler, &mut FastRng::seeded(1)), "cool: nothing shed");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
     #[inline]
-    pub(crate) fn sheds(&self, class: Class) -> bool {
+    pub fn sheds(&self, class: Class, rng: &mut impl RandomSource) -> bool {
         let k = class.index();
         self.shared.arrivals[k].fetch_add(1, Ordering::Relaxed);
         let chance = self.shared.chances[k].load(Ordering::Relaxed);
-        chance > 0 && (FastRng::fresh().next_u64() % u64::from(PPM)) < u64::from(chance)
+        chance > 0 && (rng.next_u64() % u64::from(PPM)) < u64::from(chance)
     }
 }
 
@@ -335,7 +351,10 @@ mod tests {
         for _ in 0..100 {
             // 1 crawler in 4 arrivals.
             for i in 0..40 {
-                t.sheds(if i % 4 == 0 { crawler } else { checkout });
+                t.sheds(
+                    if i % 4 == 0 { crawler } else { checkout },
+                    &mut crate::rng::FastRng::seeded(i),
+                );
             }
             now += Duration::from_millis(100);
             t.observe(now, 1.0);

@@ -245,7 +245,7 @@ impl ShedBuilder {
         self
     }
 
-    /// Reports every request turned away as an [`Event::Shed`] with its
+    /// Reports every request turned away as an [`Event::Shed`](crate::Event::Shed) with its
     /// [`ShedReason`], so a
     /// [`MetricsObserver`](crate::export::MetricsObserver) counts them as
     /// `stagger_shed_total{reason}` (registered at 0 when the layer is
@@ -431,7 +431,11 @@ where
             None => inbound_priority(headers).unwrap_or_default(),
         });
         let class = Class::new(priority.unwrap_or_default(), retry);
-        if shared.cpu.as_ref().is_some_and(|cpu| cpu.sheds(class)) {
+        if shared
+            .cpu
+            .as_ref()
+            .is_some_and(|cpu| cpu.sheds(class, &mut crate::rng::FastRng::fresh()))
+        {
             return Box::pin(async move { Ok(shared.refuse(class, ShedReason::Cpu, grpc)) });
         }
         if deadline.is_some_and(|d| d <= now) {
