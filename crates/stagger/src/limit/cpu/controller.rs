@@ -28,7 +28,7 @@ use crate::error::ConfigError;
 /// let mut now = Instant::now();
 /// // A server asked for twice what it can do: its CPU use is
 /// // 2 × (1 − shed rate), at most 100 %.
-/// let mut rate = 0.0;
+/// let mut rate: f64 = 0.0;
 /// for _ in 0..600 {
 ///     now += Duration::from_millis(100);
 ///     rate = c.update(now, (2.0 * (1.0 - rate)).min(1.0));
