@@ -339,7 +339,13 @@ impl Limiter {
     /// number of 2 or more), or sheds it. The check and the increment are
     /// one compare-and-swap: two requests never both take the last place.
     pub fn try_acquire(&self, retry: bool, now: Instant) -> Result<Token, Shed> {
-        let cap = self.admits(retry);
+        self.take_below(self.admits(retry), retry, now)
+    }
+
+    /// Takes a place while fewer than `cap` are in flight: the check and
+    /// the increment are one compare-and-swap.
+    #[inline]
+    fn take_below(&self, cap: u64, retry: bool, now: Instant) -> Result<Token, Shed> {
         match self
             .inner
             .in_flight
@@ -384,18 +390,7 @@ impl Limiter {
         now: Instant,
     ) -> Result<Token, Shed> {
         let cap = ceilings.cap_ppm(u64::from(self.limit()), class, self.inner.reserve_ppm);
-        match self
-            .inner
-            .in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < cap).then_some(n + 1)
-            }) {
-            Ok(before) => Ok(Token {
-                start: now,
-                in_flight: before + 1,
-            }),
-            Err(_) => Err(Shed { retry: class.retry }),
-        }
+        self.take_below(cap, class.retry, now)
     }
 
     /// Gives `token`'s place back at `now` and lets the limit learn from how
