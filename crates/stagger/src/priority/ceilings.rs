@@ -209,6 +209,7 @@ fn ceil_share(total: u64, ppm: u32) -> u64 {
 /// `sheddable_plus`, ×4 for `sheddable`, doubling for each numbered level
 /// below (×64 for rank 7). Lower work comes back later, so the clients that
 /// matter most find room first.
+#[cfg_attr(not(feature = "tower"), allow(dead_code))]
 pub(crate) const fn retry_after_factor(p: Priority) -> u64 {
     1 << p.rank().saturating_sub(1)
 }

@@ -45,6 +45,7 @@ use std::str::FromStr;
 
 mod ceilings;
 
+#[cfg(feature = "tower")]
 pub(crate) use ceilings::retry_after_factor;
 pub use ceilings::{Ceilings, Class};
 
