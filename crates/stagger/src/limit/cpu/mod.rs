@@ -367,4 +367,30 @@ mod tests {
         let got = f64::from(chance(checkout)) / f64::from(PPM);
         assert!((got - expected).abs() < 0.01, "{got} vs {expected}");
     }
+
+    #[test]
+    fn the_sampler_reads_this_process_off_the_request_path_and_stops_with_the_trigger() {
+        let Ok(t) = CpuTrigger::builder()
+            .interval(Duration::from_millis(10))
+            .start()
+        else {
+            return; // no CPU reading here (not Linux): `start` said so
+        };
+        // Burn one core for 300 ms (bounded), while the sampler reads.
+        let begin = Instant::now();
+        let mut x = 1u64;
+        while begin.elapsed() < Duration::from_millis(300) {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        // One busy core of the allowance, on a shared machine: some of it.
+        assert!(t.utilisation() > 0.05, "read {}", t.utilisation());
+        let weak = Arc::downgrade(&t.shared);
+        drop(t);
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            weak.upgrade().is_none()
+        });
+        assert!(gone, "the sampler let go of the trigger");
+    }
 }
