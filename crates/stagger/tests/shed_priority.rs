@@ -4,7 +4,8 @@
 //! priorities, lets it); lower levels are told to come back later; sheds
 //! are counted by level and reason. Arrivals are drawn from a seeded
 //! generator; admission is decided when a request is called, so each
-//! request is polled once and held (its work never ends) or answered.
+//! request is polled once and held (its work never ends) or answered. One
+//! test does the same over real sockets, an axum server on 127.0.0.1.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -302,4 +303,84 @@ async fn lower_levels_are_told_to_come_back_later() {
         assert!((mean - mid).abs() < 0.15 * mid, "{p}: mean {mean}");
         assert!(secs.iter().any(|s| *s != secs[0]), "{p}: {secs:?}");
     }
+}
+
+/// Sends one HTTP/1.1 request with `x-criticality: level` to `addr` and
+/// reads the answer: its status and `Retry-After`.
+async fn raw_get(addr: std::net::SocketAddr, level: &str) -> (u16, Option<u64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req =
+        format!("GET / HTTP/1.1\r\nhost: x\r\nx-criticality: {level}\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    let status = text[9..12].parse().unwrap();
+    let after = text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("retry-after: ")
+                .map(str::to_owned)
+        })
+        .map(|v| v.trim().parse().unwrap());
+    (status, after)
+}
+
+#[tokio::test]
+async fn over_real_sockets_the_header_decides_who_gets_the_kept_place() {
+    use axum::routing::get;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::Duration;
+
+    // A limit of 2; every level below critical_plus may fill half of it.
+    let limiter = Limiter::fixed(2);
+    let shed = ShedLayer::limited(limiter.clone())
+        .priorities(Ceilings::new(&[1.0, 0.5]).unwrap())
+        .build();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Arc::new(AtomicU32::new(0));
+    let (g, n) = (gate.clone(), started.clone());
+    let app = axum::Router::new()
+        .route(
+            "/",
+            get(move || {
+                let (g, n) = (g.clone(), n.clone());
+                async move {
+                    n.fetch_add(1, Ordering::SeqCst);
+                    let _ = g.acquire().await.unwrap();
+                    "done"
+                }
+            }),
+        )
+        .layer(shed.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let test = async {
+        // A critical request takes the one place its level may fill…
+        let first = tokio::spawn(raw_get(addr, "CRITICAL"));
+        while started.load(Ordering::SeqCst) < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // …so a sheddable one is refused at once, told 4 – 20 s…
+        let (status, after) = raw_get(addr, "sheddable").await;
+        assert_eq!(status, 503);
+        assert!((4..=20).contains(&after.unwrap()), "{after:?}");
+        // …and a critical_plus one gets the place kept for it.
+        let top = tokio::spawn(raw_get(addr, "critical-plus"));
+        while started.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(limiter.in_flight(), 2);
+        gate.add_permits(2);
+        assert_eq!(first.await.unwrap().0, 200);
+        assert_eq!(top.await.unwrap().0, 200);
+        assert_eq!(shed.stats().shed_by_priority[3], 1);
+    };
+    let bounded = tokio::time::timeout(Duration::from_secs(20), test).await;
+    server.abort();
+    bounded.expect("the exchange finished in 20 s");
 }
