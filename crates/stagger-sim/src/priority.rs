@@ -377,3 +377,64 @@ impl<'w> Sim<'w> {
         }
     }
 }
+
+/// Every way of shedding run on `workload` once per seed, in
+/// [`Shedding::ALL`]'s order.
+pub fn compare(workload: &Workload, seeds: &[u64]) -> Vec<(Shedding, Vec<Report>)> {
+    Shedding::ALL
+        .iter()
+        .map(|&s| {
+            (
+                s,
+                seeds.iter().map(|&seed| run(workload, s, seed)).collect(),
+            )
+        })
+        .collect()
+}
+
+/// `(min, max)` of `f` over `reports`.
+pub fn range(reports: &[Report], f: impl Fn(&Report) -> f64) -> (f64, f64) {
+    reports
+        .iter()
+        .map(f)
+        .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
+}
+
+/// The comparison as a Markdown table (ranges over the seeds), after a
+/// line with the critical p99 of the same server at 0.3× its capacity.
+pub fn table(workload: &Workload, seeds: &[u64]) -> String {
+    use std::fmt::Write;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let idle = Workload {
+        load: 0.3,
+        ..*workload
+    };
+    let unloaded: Vec<Report> = seeds
+        .iter()
+        .map(|&s| run(&idle, Shedding::Queue, s))
+        .collect();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "unloaded (0.3× capacity) critical p99: {:.1} ms (worst of {} seeds)\n",
+        range(&unloaded, |r| ms(r.critical.p99())).1,
+        seeds.len()
+    );
+    out.push_str("| server | critical served | critical p99 (ms) | sheddable served | sheddable shed | cores busy |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|\n");
+    let pct = |(a, b): (f64, f64)| format!("{:.1} – {:.1} %", 100.0 * a, 100.0 * b);
+    for (s, r) in compare(workload, seeds) {
+        let shed = |x: &Report| x.sheddable.shed as f64 / x.sheddable.offered.max(1) as f64;
+        let (p_lo, p_hi) = range(&r, |x| ms(x.critical.p99()));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {p_lo:.0} – {p_hi:.0} | {} | {} | {} |",
+            s.name(),
+            pct(range(&r, |x| x.critical.success())),
+            pct(range(&r, |x| x.sheddable.success())),
+            pct(range(&r, shed)),
+            pct(range(&r, |x| x.utilisation)),
+        );
+    }
+    out
+}

@@ -9,20 +9,12 @@
 
 use std::time::Duration;
 
-use stagger_sim::priority::{run, Report, Shedding, Workload};
+use stagger_sim::priority::{range, run, table, Report, Shedding, Workload};
 
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
 fn runs(w: &Workload, s: Shedding) -> Vec<Report> {
     SEEDS.iter().map(|&seed| run(w, s, seed)).collect()
-}
-
-/// `min – max` of `f` over the runs.
-fn range(reports: &[Report], f: impl Fn(&Report) -> f64) -> (f64, f64) {
-    let v: Vec<f64> = reports.iter().map(f).collect();
-    let lo = v.iter().cloned().fold(f64::MAX, f64::min);
-    let hi = v.iter().cloned().fold(f64::MIN, f64::max);
-    (lo, hi)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -63,25 +55,11 @@ fn table_and_checks(loaded: Workload) {
     };
     let unloaded = runs(&idle, Shedding::Queue);
     let unloaded_p99 = range(&unloaded, |r| ms(r.critical.p99())).1;
-    println!("unloaded (0.3× capacity) critical p99: {unloaded_p99:.1} ms (worst of 5 seeds)");
-    println!("| server | critical served | critical p99 (ms) | sheddable served | sheddable shed | busy |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    let mut by = Vec::new();
-    for s in Shedding::ALL {
-        let r = runs(&loaded, s);
-        let pct = |(a, b): (f64, f64)| format!("{:.1} – {:.1} %", 100.0 * a, 100.0 * b);
-        let shed_share = |r: &Report| r.sheddable.shed as f64 / r.sheddable.offered as f64;
-        let (p_lo, p_hi) = range(&r, |x| ms(x.critical.p99()));
-        println!(
-            "| {} | {} | {p_lo:.0} – {p_hi:.0} | {} | {} | {} |",
-            s.name(),
-            pct(range(&r, |x| x.critical.success())),
-            pct(range(&r, |x| x.sheddable.success())),
-            pct(range(&r, shed_share)),
-            pct(range(&r, |x| x.utilisation)),
-        );
-        by.push((s, r));
-    }
+    print!("{}", table(&loaded, &SEEDS));
+    let by: Vec<(Shedding, Vec<Report>)> = Shedding::ALL
+        .iter()
+        .map(|&s| (s, runs(&loaded, s)))
+        .collect();
     let get = |s: Shedding| &by.iter().find(|(x, _)| *x == s).unwrap().1;
     for s in [Shedding::Priorities, Shedding::PrioritiesCpu] {
         let r = get(s);
