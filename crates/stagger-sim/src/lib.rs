@@ -56,6 +56,7 @@ pub mod hedging;
 pub mod layers;
 pub mod metastable;
 mod params;
+pub mod priority;
 pub mod recovery;
 mod result;
 mod server;

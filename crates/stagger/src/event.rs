@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::outcome::StopReason;
 use crate::outcome::{Class, Hint};
+use crate::priority::Priority;
 
 /// State of a circuit breaker, as reported in events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,14 +42,18 @@ pub enum ShedReason {
     /// Its caller's deadline had passed (on arrival or while queued):
     /// nobody waits for the answer.
     Deadline,
+    /// The CPU trigger shed it: the process was above its CPU threshold
+    /// and the controller's shed rate reached this request's level.
+    Cpu,
 }
 
 impl ShedReason {
     /// Every reason, in a fixed order.
-    pub const ALL: [ShedReason; 3] = [
+    pub const ALL: [ShedReason; 4] = [
         ShedReason::Retry,
         ShedReason::FirstAttempt,
         ShedReason::Deadline,
+        ShedReason::Cpu,
     ];
 
     /// The snake_case name used in metrics and JSON.
@@ -57,6 +62,7 @@ impl ShedReason {
             ShedReason::Retry => "retry",
             ShedReason::FirstAttempt => "first_attempt",
             ShedReason::Deadline => "deadline",
+            ShedReason::Cpu => "cpu",
         }
     }
 }
@@ -122,6 +128,15 @@ pub enum Event {
     Shed {
         /// Why.
         reason: ShedReason,
+        /// The request's level, when the layer sheds by priority.
+        priority: Option<Priority>,
+    },
+    /// The CPU trigger's reading (one per sample, off the request path).
+    Overload {
+        /// The process's CPU use as a share of its allowance, smoothed.
+        utilisation: f64,
+        /// The share of arriving work the controller sheds (0 to 1).
+        shed_rate: f64,
     },
     /// Attempt `attempt` failed with `class` (reported whether or not a
     /// retry follows, so failures can be counted by class).
@@ -480,7 +495,7 @@ impl Observer for Stats {
             Event::HedgeWon { .. } => bump(&self.hedges_won, 1),
             Event::TransparentRetryStarted { .. } => bump(&self.transparent_retries, 1),
             // A server layer's event: not a client's count.
-            Event::Shed { .. } => {}
+            Event::Shed { .. } | Event::Overload { .. } => {}
             Event::Stopped { reason, attempts } => {
                 // A call refused before its first attempt (an open breaker,
                 // throttling) is still a logical request.

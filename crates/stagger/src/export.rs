@@ -34,7 +34,10 @@
 //! | `stagger_hedges_won_total` | counter | hedged calls a hedge answered | |
 //! | `stagger_transparent_retries_total` | counter | transparent retries sent | |
 //! | `stagger_breaker_refused_calls_total` | counter | calls refused before their first attempt | |
-//! | `stagger_shed_total` | counter | requests shed by a server layer | `reason` (`retry`, `first_attempt`, `deadline`) |
+//! | `stagger_shed_total` | counter | requests shed by a server layer | `reason` (`retry`, `first_attempt`, `deadline`, `cpu`) |
+//! | `stagger_shed_by_priority_total` | counter | requests shed by a layer that sheds by priority | `priority` (`critical_plus` … `sheddable`, `4` … `7`), `reason` |
+//! | `stagger_cpu_utilisation` | gauge | the CPU trigger's smoothed CPU use ÷ allowance | |
+//! | `stagger_shed_rate` | gauge | the share of arriving work the CPU trigger sheds | |
 //! | `stagger_retry_delay_seconds` | histogram | seconds | |
 //! | `stagger_retry_ratio` | gauge | retries ÷ logical requests | (from [`MetricsObserver::record_sli`]) |
 //! | `stagger_sli_alarm` | gauge | 0 healthy, 1 elevated, 2 alarm | (from [`MetricsObserver::record_sli`]) |

@@ -58,6 +58,7 @@
 //! | retry (or hedge) HTTP through tower or reqwest | `tower::RetryLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`); hedging is their `http::Settings::hedging` setting |
 //! | retry gRPC as A6 says, from a service config | `grpc::RetryLayer` (feature `grpc`), `config::ServiceConfig` (feature `serde`) |
 //! | shed load on the server, retries first | [`limit`], `tower::ShedLayer`, `tower::DeadlineLayer` |
+//! | shed the least important work first, or when the CPU runs hot | [`priority`] (levels, `x-criticality`), `tower::ShedBuilder::priorities`, [`limit::CpuTrigger`] |
 //! | drive the engine from my own front-end | [`Policy::start_attempt`], [`Policy::decide`] with a [`Call`] and a [`Failure`] → [`Decision`] |
 //! | see what retries do | [`Observer`], [`Event`]; [`export`] (metrics, tracing, in-process stats, the retry-ratio SLI) |
 //! | jitter scheduled work (TTLs, ticks, reconnects) | [`scheduled`] |
@@ -107,6 +108,7 @@ pub mod limit;
 mod otel;
 mod outcome;
 mod policy;
+pub mod priority;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 mod rng;

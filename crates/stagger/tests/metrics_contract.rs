@@ -385,7 +385,10 @@ fn every_load_mechanism_is_counted_from_zero() {
         }
         // A server layer's sheds.
         for reason in [ShedReason::Retry, ShedReason::Retry, ShedReason::Deadline] {
-            o.on_event(&stagger::Event::Shed { reason });
+            o.on_event(&stagger::Event::Shed {
+                reason,
+                priority: None,
+            });
         }
         before
     });
@@ -423,5 +426,61 @@ fn every_load_mechanism_is_counted_from_zero() {
     assert_eq!(
         value(&after, "stagger_logical_requests_total{dependency=\"db\"}"),
         Some(6.0)
+    );
+}
+
+/// A server shedding by priority counts its sheds by level and reason,
+/// and the CPU trigger's readings set the utilisation and shed-rate
+/// gauges.
+#[test]
+fn priority_sheds_and_the_cpu_trigger_are_exported() {
+    use stagger::export::ShedReason;
+    use stagger::limit::CpuTrigger;
+    use stagger::priority::Priority;
+    use std::time::Instant;
+
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        let o = Arc::new(MetricsObserver::for_dependency("db"));
+        let trigger = CpuTrigger::builder()
+            .observer(o.clone() as Arc<dyn Observer>)
+            .manual()
+            .unwrap();
+        let mut now = Instant::now();
+        for _ in 0..30 {
+            now += Duration::from_millis(100);
+            trigger.observe(now, 1.0);
+        }
+        for reason in [ShedReason::Cpu, ShedReason::Cpu, ShedReason::FirstAttempt] {
+            o.on_event(&stagger::Event::Shed {
+                reason,
+                priority: Some(Priority::SHEDDABLE),
+            });
+        }
+    });
+    let text = handle.render();
+    let value = |series: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} missing\n{text}"))
+    };
+    assert!(value("stagger_cpu_utilisation{dependency=\"db\"}") > 0.95);
+    assert!(value("stagger_shed_rate{dependency=\"db\"}") > 0.3);
+    let by = |p: &str, r: &str| {
+        value(&format!(
+            "stagger_shed_by_priority_total{{dependency=\"db\",priority=\"{p}\",reason=\"{r}\"}}"
+        ))
+    };
+    assert_eq!(by("sheddable", "cpu"), 2.0);
+    assert_eq!(by("sheddable", "first_attempt"), 1.0);
+    assert_eq!(
+        by("critical", "cpu"),
+        0.0,
+        "the named levels are there from the start"
+    );
+    assert_eq!(
+        value("stagger_shed_total{dependency=\"db\",reason=\"cpu\"}"),
+        2.0
     );
 }

@@ -385,7 +385,7 @@ async fn the_shed_layer_reports_each_request_it_turns_away_with_its_reason() {
     let seen: Arc<Mutex<Vec<ShedReason>>> = Arc::default();
     let sink = seen.clone();
     let observer: Arc<dyn Observer> = Arc::new(move |e: &Event| {
-        if let Event::Shed { reason } = e {
+        if let Event::Shed { reason, .. } = e {
             sink.lock().unwrap().push(*reason);
         }
     });

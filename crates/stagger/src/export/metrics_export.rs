@@ -5,6 +5,7 @@ use metrics::{Label, Unit};
 
 use crate::event::{BreakerState, Event, Observer, ShedReason};
 use crate::outcome::{Class, StopReason};
+use crate::priority::Priority;
 use crate::sli::{SliSnapshot, SliState};
 
 /// Sends every event to the `metrics` facade under the names of the
@@ -34,7 +35,7 @@ pub struct MetricsObserver {
 }
 
 /// Every metric name of the contract, its kind, unit and help text.
-const CONTRACT: [(&str, Kind, Unit, &str); 17] = [
+const CONTRACT: [(&str, Kind, Unit, &str); 20] = [
     (
         "stagger_logical_requests_total",
         Kind::Counter,
@@ -124,6 +125,24 @@ const CONTRACT: [(&str, Kind, Unit, &str); 17] = [
         Kind::Counter,
         Unit::Count,
         "Requests a server layer turned away unstarted, by reason.",
+    ),
+    (
+        "stagger_shed_by_priority_total",
+        Kind::Counter,
+        Unit::Count,
+        "Requests a server layer shedding by priority turned away, by level and reason.",
+    ),
+    (
+        "stagger_cpu_utilisation",
+        Kind::Gauge,
+        Unit::Count,
+        "The CPU trigger's smoothed CPU use, as a share of the process's allowance.",
+    ),
+    (
+        "stagger_shed_rate",
+        Kind::Gauge,
+        Unit::Count,
+        "The share of arriving work the CPU trigger's controller sheds.",
     ),
     (
         "stagger_retry_ratio",
@@ -239,6 +258,18 @@ impl MetricsObserver {
         for reason in ShedReason::ALL {
             zero("stagger_shed_total", &[("reason", reason.as_str())]);
         }
+        // The named levels from the first scrape; a numbered one appears
+        // when it is first shed.
+        for p in Priority::all().take(4) {
+            for reason in [ShedReason::Retry, ShedReason::FirstAttempt, ShedReason::Cpu] {
+                zero(
+                    "stagger_shed_by_priority_total",
+                    &[("priority", p.as_str()), ("reason", reason.as_str())],
+                );
+            }
+        }
+        metrics::gauge!("stagger_cpu_utilisation", self.with(&[])).increment(0.0);
+        metrics::gauge!("stagger_shed_rate", self.with(&[])).increment(0.0);
         // Adding 0 registers the gauge at 0 (closed) and leaves a state
         // already set alone.
         metrics::gauge!("stagger_breaker_state", self.with(&[])).increment(0.0);
@@ -301,8 +332,21 @@ impl Observer for MetricsObserver {
             Event::TransparentRetryStarted { .. } => {
                 self.count("stagger_transparent_retries_total", &[]);
             }
-            Event::Shed { reason } => {
+            Event::Shed { reason, priority } => {
                 self.count("stagger_shed_total", &[("reason", reason.as_str())]);
+                if let Some(p) = priority {
+                    self.count(
+                        "stagger_shed_by_priority_total",
+                        &[("priority", p.as_str()), ("reason", reason.as_str())],
+                    );
+                }
+            }
+            Event::Overload {
+                utilisation,
+                shed_rate,
+            } => {
+                metrics::gauge!("stagger_cpu_utilisation", self.with(&[])).set(utilisation);
+                metrics::gauge!("stagger_shed_rate", self.with(&[])).set(shed_rate);
             }
             Event::AttemptFailed { class, .. } => {
                 metrics::counter!(

@@ -51,8 +51,15 @@ impl Observer for TracingObserver {
             Event::TransparentRetryStarted { attempt } => {
                 tracing::trace!(target: "stagger", attempt, "transparent retry sent");
             }
-            Event::Shed { reason } => {
-                tracing::debug!(target: "stagger", reason = reason.as_str(), "request shed");
+            Event::Shed { reason, priority } => {
+                let priority = priority.map_or("", |p| p.as_str());
+                tracing::debug!(target: "stagger", reason = reason.as_str(), priority, "request shed");
+            }
+            Event::Overload {
+                utilisation,
+                shed_rate,
+            } => {
+                tracing::trace!(target: "stagger", utilisation, shed_rate, "cpu trigger sample");
             }
             Event::AttemptFailed { attempt, class } => {
                 tracing::debug!(target: "stagger", attempt, class = class.as_str(), "attempt failed");

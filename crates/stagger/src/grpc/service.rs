@@ -259,7 +259,8 @@ where
     let (mut d, call) = Driver::new(shared, req.headers(), req.extensions(), req.uri().path());
     let method = d.method.clone();
     let mut plan = Plan::new(&method.engine, method.hedge.as_ref(), call);
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    crate::http::propagate_priority(&mut parts.headers, &parts.extensions);
     let body = if plan.side_by_side() {
         Replay::side_by_side(body, limit)
     } else {

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 
-use super::inbound::Inbound;
+use super::inbound::{outbound_priority, Inbound};
 use super::TokioClock;
 use super::{
     attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
-    timeout_header, IDEMPOTENCY_KEY, NO_RETRY, RETRY_ATTEMPT,
+    timeout_header, IDEMPOTENCY_KEY, NO_RETRY, PRIORITY, RETRY_ATTEMPT,
 };
 use crate::call::Call;
 use crate::clock::Clock;
@@ -22,6 +22,7 @@ use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
 };
 use crate::policy::Policy;
+use crate::priority::Priority;
 
 /// How a call ended, put in the final response's extensions (and carried by
 /// the error when there is no response).
@@ -299,7 +300,8 @@ impl From<HedgePolicy> for Settings {
 ///     CallOptions::new()
 ///         .policy(Policy::builder().max_attempts(5).build().unwrap())
 ///         .timeout(Duration::from_secs(2))
-///         .idempotent(true),
+///         .idempotent(true)
+///         .priority(stagger::priority::Priority::SHEDDABLE),
 /// );
 /// ```
 #[derive(Debug, Clone, Default)]
@@ -309,6 +311,7 @@ pub struct CallOptions {
     timeout: Option<Duration>,
     idempotent: Option<bool>,
     retry_500: Option<bool>,
+    priority: Option<Priority>,
 }
 
 impl CallOptions {
@@ -346,6 +349,19 @@ impl CallOptions {
         self.retry_500 = Some(on);
         self
     }
+
+    /// Sends the request with this priority (`x-criticality`), whatever
+    /// the request it serves had or the request's own header says. Read
+    /// by the tower, reqwest and gRPC layers alike.
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// The priority these options name, if any.
+    pub fn get_priority(&self) -> Option<Priority> {
+        self.priority
+    }
 }
 
 /// The HTTP fact reader of one call, shared by every HTTP front-end (the
@@ -363,6 +379,8 @@ pub(crate) struct Facts {
     grpc: bool,
     grpc_retryable: Option<Arc<[u32]>>,
     key: Option<HeaderValue>,
+    /// The priority every attempt sends, when the call must write one.
+    priority: Option<HeaderValue>,
     inbound: Option<Inbound>,
     last_class: Option<Class>,
     /// The attempts' client spans (feature `opentelemetry`).
@@ -404,14 +422,16 @@ impl Facts {
         extensions: &Extensions,
     ) -> Opened {
         let options = extensions.get::<CallOptions>();
-        let inbound = if settings.one_layer || settings.propagate_deadline {
-            extensions
-                .get::<Inbound>()
-                .cloned()
-                .or_else(Inbound::current)
-        } else {
-            None
-        };
+        // The inbound request is read for the one-layer rule, the deadline
+        // and the priority, so always: a priority travels whatever the
+        // settings say of the other two.
+        let found = extensions
+            .get::<Inbound>()
+            .cloned()
+            .or_else(Inbound::current);
+        let named = options.and_then(CallOptions::get_priority);
+        let priority = outbound_priority(named, headers, found.as_ref());
+        let inbound = found.filter(|_| settings.one_layer || settings.propagate_deadline);
         let policy = options.and_then(|o| o.policy.clone());
         // Boxed: rare, and large next to everything else a call keeps.
         let own = Own(policy.map(|p| {
@@ -464,6 +484,7 @@ impl Facts {
             grpc,
             grpc_retryable: settings.grpc_retryable.clone(),
             key,
+            priority,
             inbound,
             last_class: None,
             #[cfg(feature = "opentelemetry")]
@@ -485,6 +506,9 @@ impl Facts {
         }
         if let Some(k) = &self.key {
             headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+        if let Some(p) = &self.priority {
+            headers.insert(PRIORITY, p.clone());
         }
         if self.propagate {
             if let Some(t) = timeout {
@@ -591,11 +615,14 @@ impl Facts {
 
     /// Writes the headers every attempt carries into the head kept for
     /// them, once, so each attempt's copy has room for its own values: the
-    /// attempt header and the call's idempotency key.
+    /// attempt header, the call's idempotency key and its priority.
     pub(crate) fn prepare(&self, headers: &mut HeaderMap) {
         headers.insert(RETRY_ATTEMPT, attempt_value(1));
         if let Some(k) = &self.key {
             headers.insert(IDEMPOTENCY_KEY, k.clone());
+        }
+        if let Some(p) = &self.priority {
+            headers.insert(PRIORITY, p.clone());
         }
     }
 }
@@ -641,5 +668,22 @@ pub(crate) fn mark_if_gave_up<R>(
     );
     if call.attempts() > 1 || declined {
         inbound.mark_gave_up();
+    }
+}
+
+/// Writes the priority a call made with `headers` and `extensions` sends
+/// (see `outbound_priority`), reading the inbound request from the
+/// extensions or the task.
+#[cfg(feature = "grpc")]
+pub(crate) fn propagate_priority(headers: &mut HeaderMap, extensions: &Extensions) {
+    let inbound = extensions
+        .get::<Inbound>()
+        .cloned()
+        .or_else(Inbound::current);
+    let named = extensions
+        .get::<CallOptions>()
+        .and_then(CallOptions::get_priority);
+    if let Some(v) = outbound_priority(named, headers, inbound.as_ref()) {
+        headers.insert(PRIORITY, v);
     }
 }

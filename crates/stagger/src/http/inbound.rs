@@ -1,5 +1,5 @@
-//! The inbound request a service is working on: its deadline and whether
-//! it is a retry.
+//! The inbound request a service is working on: its deadline, whether it
+//! is a retry, and its priority.
 //!
 //! Retries multiply across layers: three layers of four attempts each send
 //! 64 attempts to the bottom one. The one-layer rule (docs/behaviour.md §8) stops that:
@@ -16,7 +16,10 @@
 //!   the error up;
 //! - reports when it gave up after retrying, so the server layer marks the
 //!   failure response with [`NO_RETRY`](super::NO_RETRY) and the caller does
-//!   not retry what was already retried below.
+//!   not retry what was already retried below;
+//! - sends the inbound request's [`Priority`] on (`x-criticality`, also in
+//!   gRPC metadata) unless the call says otherwise, so work done for a
+//!   sheddable request stays sheddable on every hop.
 //!
 //! The scope is a tokio task-local: it follows the handler's future, not
 //! tasks it spawns. To carry it into a spawned task, take
@@ -44,22 +47,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 
-use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, REQUEST_TIMEOUT};
+use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, PRIORITY, REQUEST_TIMEOUT};
 use crate::deadline::{parse_grpc_timeout, parse_timeout_ms};
+use crate::priority::Priority;
 
 tokio::task_local! {
     static INBOUND: Inbound;
 }
 
-/// The request being served: its attempt number, its deadline, and whether
-/// a call made while serving it gave up after retrying. Clones share the
-/// "gave up" flag.
+/// The request being served: its attempt number, its deadline, its
+/// priority, and whether a call made while serving it gave up after
+/// retrying. Clones share the "gave up" flag.
 #[derive(Debug, Clone)]
 pub struct Inbound {
     attempt: u32,
     deadline: Option<Instant>,
+    priority: Option<Priority>,
     gave_up: Arc<AtomicBool>,
 }
 
@@ -70,15 +75,35 @@ impl Inbound {
         Inbound {
             attempt: attempt.max(1),
             deadline,
+            priority: None,
             gave_up: Arc::new(AtomicBool::new(false)),
         }
     }
 
+    /// The same request with priority `priority`: calls made while serving
+    /// it send it on unless their [`CallOptions`](super::CallOptions) name
+    /// another.
+    ///
+    /// ```
+    /// use stagger::http::Inbound;
+    /// use stagger::priority::Priority;
+    ///
+    /// let inbound = Inbound::new(1, None);
+    /// assert_eq!(inbound.priority(), Priority::CRITICAL, "none named");
+    /// let crawler = inbound.with_priority(Priority::SHEDDABLE);
+    /// assert_eq!(crawler.priority(), Priority::SHEDDABLE);
+    /// ```
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
     /// Reads a request's headers at `now`: the attempt number (the highest
     /// of `x-retry-attempt`, Envoy's `x-envoy-attempt-count` and gRPC's
-    /// `grpc-previous-rpc-attempts` + 1) and `x-request-timeout-ms` (or
-    /// `grpc-timeout` for gRPC). Missing or malformed values mean attempt 1
-    /// and no deadline.
+    /// `grpc-previous-rpc-attempts` + 1), `x-request-timeout-ms` (or
+    /// `grpc-timeout` for gRPC) and `x-criticality`. Missing or malformed
+    /// values mean attempt 1, no deadline and no priority named
+    /// (`critical`).
     ///
     /// ```
     /// use http::{HeaderMap, HeaderValue};
@@ -89,12 +114,22 @@ impl Inbound {
     /// h.insert("x-retry-attempt", HeaderValue::from_static("3"));
     /// h.insert("x-request-timeout-ms", HeaderValue::from_static("250"));
     /// let now = Instant::now();
+    /// h.insert("x-criticality", HeaderValue::from_static("sheddable-plus"));
+    /// let now = Instant::now();
     /// let inbound = Inbound::from_headers(&h, now);
     /// assert_eq!(inbound.attempt(), 3);
     /// assert_eq!(inbound.deadline(), Some(now + Duration::from_millis(250)));
+    /// assert_eq!(inbound.priority(), stagger::priority::Priority::SHEDDABLE_PLUS);
     /// ```
     pub fn from_headers(headers: &HeaderMap, now: Instant) -> Self {
-        Inbound::new(inbound_attempt(headers), inbound_deadline(headers, now))
+        let mut inbound = Inbound::new(inbound_attempt(headers), inbound_deadline(headers, now));
+        inbound.priority = inbound_priority(headers);
+        inbound
+    }
+
+    /// The priority of the request: the one it named, or `critical`.
+    pub fn priority(&self) -> Priority {
+        self.priority.unwrap_or_default()
     }
 
     /// The inbound attempt number (1 for a first attempt).
@@ -156,4 +191,27 @@ pub(crate) fn inbound_deadline(headers: &HeaderMap, now: Instant) -> Option<Inst
         parse_timeout_ms(value)
     }?;
     now.checked_add(timeout)
+}
+
+/// The priority a request names in `x-criticality`, if it names one this
+/// crate understands (a value it does not is no priority at all).
+pub(crate) fn inbound_priority(headers: &HeaderMap) -> Option<Priority> {
+    Priority::from_bytes(headers.get(PRIORITY)?.as_bytes()).ok()
+}
+
+/// The priority an outbound call sends, when it must write one: the one
+/// the call names (its `CallOptions`), or else — when the request does not
+/// carry its own `x-criticality` — the one the inbound request it serves
+/// named.
+pub(crate) fn outbound_priority(
+    named: Option<Priority>,
+    headers: &HeaderMap,
+    inbound: Option<&Inbound>,
+) -> Option<HeaderValue> {
+    let p = match named {
+        Some(p) => p,
+        None if headers.contains_key(PRIORITY) => return None,
+        None => inbound?.priority?,
+    };
+    Some(HeaderValue::from_static(p.as_str()))
 }

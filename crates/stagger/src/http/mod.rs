@@ -62,6 +62,8 @@ pub use hints::{
     SHOULD_RETRY,
 };
 
+#[cfg(feature = "grpc")]
+pub(crate) use call::propagate_priority;
 pub use call::{AttemptLog, CallOptions, RetryInfo, Settings};
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(crate) use call::{Facts, Opened};
@@ -83,6 +85,9 @@ pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushba
 /// `grpc-previous-rpc-attempts`: gRPC's count of attempts before this one.
 pub const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
     HeaderName::from_static("grpc-previous-rpc-attempts");
+/// `x-criticality`: the request's [`Priority`](crate::priority::Priority),
+/// also its gRPC metadata key (docs/behaviour.md §16).
+pub const PRIORITY: HeaderName = HeaderName::from_static(crate::priority::HEADER);
 /// `x-no-retry: 1` on a failure response: a layer below already retried this
 /// failure (or was told not to), so the caller should fail fast and pass it
 /// up instead of multiplying the attempts (the one-layer rule).

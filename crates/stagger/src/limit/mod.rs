@@ -20,6 +20,12 @@
 //! | `aimd` ([`Aimd`]) | +1/limit per answer in time while at least half of it is used; ×`backoff` on an overloaded answer (late, dropped, or slower than a threshold), at most once per round trip | 20, between 1 and 1000, backoff 0.9 |
 //! | `gradient` ([`Gradient`]) | `limit·g + √limit`, smoothed, with `g = clamp(tolerance · long ÷ short, 0.5, 1)` of a long-term and a short-term latency average; the long-term one is reset at jittered intervals to the lowest short-term latency seen since the last reset (a re-probe of the no-load latency) | 20, between 4 and 1000, tolerance 2 |
 //!
+//! With request priorities, [`Limiter::try_acquire_as`] admits by the
+//! shedding order of [`Ceilings`]: the lowest
+//! level first, each level keeping a guaranteed share. Beside the limit, a
+//! [`CpuTrigger`] sheds when the process's CPU runs above a threshold,
+//! with a [`CpuController`] that moves its shed rate smoothly.
+//!
 //! The limiter is sans-IO: it takes `now` and the facts (was this a retry,
 //! how did the work end) and never reads a clock itself, so the simulator
 //! drives the same code in virtual time. Its state is a few atomics behind
@@ -53,15 +59,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::ConfigError;
+use crate::priority::{Ceilings, Class};
 use crate::sync::{AtomicU64, Ordering, Padded};
 
 mod aimd;
+mod cpu;
 mod gradient;
 
 #[cfg(all(test, loom))]
 mod loom;
 
 pub use aimd::Aimd;
+pub use cpu::{CpuController, CpuTrigger, CpuTriggerBuilder};
 pub use gradient::Gradient;
 
 /// The limit is kept in thousandths so AIMD's `+1/limit` accumulates.
@@ -330,7 +339,13 @@ impl Limiter {
     /// number of 2 or more), or sheds it. The check and the increment are
     /// one compare-and-swap: two requests never both take the last place.
     pub fn try_acquire(&self, retry: bool, now: Instant) -> Result<Token, Shed> {
-        let cap = self.admits(retry);
+        self.take_below(self.admits(retry), retry, now)
+    }
+
+    /// Takes a place while fewer than `cap` are in flight: the check and
+    /// the increment are one compare-and-swap.
+    #[inline]
+    fn take_below(&self, cap: u64, retry: bool, now: Instant) -> Result<Token, Shed> {
         match self
             .inner
             .in_flight
@@ -343,6 +358,39 @@ impl Limiter {
             }),
             Err(_) => Err(Shed { retry }),
         }
+    }
+
+    /// Admits a request of `class` arriving at `now` under the shedding
+    /// order of `ceilings`, or sheds it: it may take a place while fewer
+    /// than its level's ceiling of the limit are in flight, a retry only
+    /// up to the point inside its level's own share that this limiter's
+    /// [`reserve`](LimiterBuilder::reserve) keeps for first attempts. So
+    /// under load the lowest level is shed first and, within a level,
+    /// retries before first attempts. One compare-and-swap, as
+    /// [`try_acquire`](Self::try_acquire).
+    ///
+    /// ```
+    /// use stagger::limit::Limiter;
+    /// use stagger::priority::{Ceilings, Class, Priority};
+    /// use std::time::Instant;
+    ///
+    /// let limiter = Limiter::fixed(10);
+    /// let ceilings = Ceilings::default(); // sheddable may fill 60 %
+    /// let now = Instant::now();
+    /// let crawler = Class::new(Priority::SHEDDABLE, false);
+    /// let held: Vec<_> = (0..6).map(|_| limiter.try_acquire_as(crawler, &ceilings, now).unwrap()).collect();
+    /// assert!(limiter.try_acquire_as(crawler, &ceilings, now).is_err());
+    /// let checkout = Class::new(Priority::CRITICAL, false);
+    /// assert!(limiter.try_acquire_as(checkout, &ceilings, now).is_ok(), "room kept above");
+    /// ```
+    pub fn try_acquire_as(
+        &self,
+        class: Class,
+        ceilings: &Ceilings,
+        now: Instant,
+    ) -> Result<Token, Shed> {
+        let cap = ceilings.cap_ppm(u64::from(self.limit()), class, self.inner.reserve_ppm);
+        self.take_below(cap, class.retry, now)
     }
 
     /// Gives `token`'s place back at `now` and lets the limit learn from how

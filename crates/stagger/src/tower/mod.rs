@@ -44,7 +44,9 @@
 //! On the server side, [`DeadlineLayer`] makes the caller's deadline and
 //! attempt number those of the work done for the request (so the client
 //! layer, called while serving it, follows the one-layer rule), and
-//! [`ShedLayer`] bounds concurrency and sheds retries before first attempts.
+//! [`ShedLayer`] bounds concurrency and sheds retries before first attempts
+//! (with [`priorities`](ShedBuilder::priorities), the lowest level first,
+//! and with [`cpu`](ShedBuilder::cpu), when the CPU runs hot as well).
 //!
 //! ```
 //! use http::{Request, Response, StatusCode};

@@ -1,6 +1,7 @@
 //! The server [`ShedLayer`]: a concurrency limit (fixed with a queue, or a
-//! [`Limiter`]); when full, retries are turned away before first attempts,
-//! and work whose caller has given up is dropped before it starts.
+//! [`Limiter`]); when full, retries are turned away before first attempts
+//! (and, with priorities, lower levels before higher ones), and work whose
+//! caller has given up is dropped before it starts.
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
@@ -9,19 +10,20 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response};
 use tokio::sync::Semaphore;
 use tower_layer::Layer;
 use tower_service::Service;
 
+mod answer;
+
 use super::deadline::deadline_response;
 use crate::clock::Clock;
-use crate::event::{Event, Observer, ShedReason};
-use crate::http::inbound::inbound_deadline;
-use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS};
-use crate::limit::{Completion, Limiter, Token};
-use crate::rng::{FastRng, RandomSource};
+use crate::event::{Observer, ShedReason};
+use crate::http::inbound::{inbound_deadline, inbound_priority};
+use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock};
+use crate::limit::{Completion, CpuTrigger, Limiter, Token};
+use crate::priority::{Ceilings, Class, Priority};
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
 /// once and at most `max_queue` wait. A first attempt may wait in the whole
@@ -37,6 +39,21 @@ use crate::rng::{FastRng, RandomSource};
 /// for first attempts and no queue (what is not admitted is answered at
 /// once). The limiter learns from each admitted request how long it took
 /// and whether it ended after its caller's deadline.
+///
+/// With [`priorities`](ShedBuilder::priorities), each request's level
+/// (`x-criticality`; `critical` when it names none or a value not
+/// understood) decides too: the lowest level is shed first, within a level
+/// retries before first attempts, and each level keeps a guaranteed share
+/// of the limit (or of the queue) that a flood of lower work cannot take
+/// ([`Ceilings`]). A shed request of a lower level is told to come back
+/// later: `Retry-After` (or pushback) ×2 for `sheddable_plus`, ×4 for
+/// `sheddable`.
+///
+/// With [`cpu`](ShedBuilder::cpu), a [`CpuTrigger`] sheds too, beside the
+/// limit: when the process's smoothed CPU use is above its threshold, its
+/// controller's shed rate is taken from the arriving requests lowest level
+/// (and retries) first, whatever the limit says — whichever of the two
+/// says "overloaded" first sheds the request.
 ///
 /// Either way, work whose caller's deadline (`x-request-timeout-ms`, or
 /// `grpc-timeout` for gRPC) has passed is dropped before it starts — on
@@ -77,12 +94,17 @@ pub struct ShedLayer {
 
 struct Shared {
     gate: Gate,
+    /// The shedding order by priority, when the layer sheds by priority.
+    ceilings: Option<Ceilings>,
+    cpu: Option<CpuTrigger>,
     observer: Option<Arc<dyn Observer>>,
     retry_after: (u64, u64),
     admitted: AtomicU64,
     shed_first: AtomicU64,
     shed_retries: AtomicU64,
     expired: AtomicU64,
+    shed_cpu: AtomicU64,
+    shed_by_priority: [AtomicU64; Priority::LEVELS],
 }
 
 impl std::fmt::Debug for Shared {
@@ -105,6 +127,9 @@ enum Gate {
         queued: AtomicUsize,
         max_queue: usize,
         retry_queue: usize,
+        /// The share of the queue retries may not use, in parts per
+        /// million (the priority rule's reserve).
+        retry_reserve_ppm: u64,
     },
     /// A limiter; no queue.
     Limit(Limiter),
@@ -123,6 +148,12 @@ pub struct ShedStats {
     /// Requests dropped unstarted because their caller's deadline had
     /// passed (on arrival or while queued).
     pub expired: u64,
+    /// Requests the CPU trigger shed (also counted as first attempts or
+    /// retries shed).
+    pub shed_cpu: u64,
+    /// Requests shed (first attempts and retries) by level, indexed by
+    /// [`Priority::rank`]; all 0 unless the layer sheds by priority.
+    pub shed_by_priority: [u64; Priority::LEVELS],
 }
 
 /// Configures a [`ShedLayer`]: plain values until [`build`](Self::build)
@@ -135,6 +166,8 @@ pub struct ShedBuilder {
     retry_queue: Option<usize>,
     retry_after: (u64, u64),
     limiter: Option<Limiter>,
+    ceilings: Option<Ceilings>,
+    cpu: Option<CpuTrigger>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -146,6 +179,8 @@ impl std::fmt::Debug for ShedBuilder {
             .field("retry_queue", &self.retry_queue)
             .field("retry_after", &self.retry_after)
             .field("limiter", &self.limiter.is_some())
+            .field("ceilings", &self.ceilings)
+            .field("cpu", &self.cpu)
             .field("observer", &self.observer.is_some())
             .finish()
     }
@@ -169,7 +204,48 @@ impl ShedBuilder {
         self
     }
 
-    /// Reports every request turned away as an [`Event::Shed`] with its
+    /// Sheds by priority under `ceilings` (see [`ShedLayer`]); without
+    /// this, every request is treated alike, whatever its `x-criticality`.
+    ///
+    /// ```
+    /// use stagger::limit::{Aimd, Limiter};
+    /// use stagger::priority::Ceilings;
+    /// use stagger::tower::ShedLayer;
+    ///
+    /// let limiter = Limiter::builder(Aimd::new()).build()?;
+    /// let shed = ShedLayer::limited(limiter).priorities(Ceilings::default()).build();
+    /// assert_eq!(shed.stats().shed_by_priority, [0; 8]);
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn priorities(mut self, ceilings: Ceilings) -> Self {
+        self.ceilings = Some(ceilings);
+        self
+    }
+
+    /// Sheds by CPU as well (see [`ShedLayer`]): the trigger's shed rate,
+    /// lowest level first, beside the limit.
+    ///
+    /// ```
+    /// use stagger::limit::{CpuTrigger, Limiter};
+    /// use stagger::priority::Ceilings;
+    /// use stagger::tower::ShedLayer;
+    ///
+    /// # #[cfg(target_os = "linux")] {
+    /// let cpu = CpuTrigger::builder().start()?; // 80 %, read every 100 ms
+    /// let shed = ShedLayer::limited(Limiter::fixed(256))
+    ///     .priorities(Ceilings::default())
+    ///     .cpu(cpu)
+    ///     .build();
+    /// assert_eq!(shed.stats().shed_cpu, 0);
+    /// # }
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn cpu(mut self, trigger: CpuTrigger) -> Self {
+        self.cpu = Some(trigger);
+        self
+    }
+
+    /// Reports every request turned away as an [`Event::Shed`](crate::Event::Shed) with its
     /// [`ShedReason`], so a
     /// [`MetricsObserver`](crate::export::MetricsObserver) counts them as
     /// `stagger_shed_total{reason}` (registered at 0 when the layer is
@@ -196,24 +272,35 @@ impl ShedBuilder {
         let max_queue = self.max_queue;
         let gate = match self.limiter {
             Some(l) => Gate::Limit(l),
-            None => Gate::Queue {
-                permits: Arc::new(Semaphore::new(
-                    self.max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
-                )),
-                queued: AtomicUsize::new(0),
-                max_queue,
-                retry_queue: self.retry_queue.unwrap_or(max_queue / 2).min(max_queue),
-            },
+            None => {
+                let retry_queue = self.retry_queue.unwrap_or(max_queue / 2).min(max_queue);
+                let kept = (max_queue - retry_queue) as u64;
+                Gate::Queue {
+                    permits: Arc::new(Semaphore::new(
+                        self.max_concurrency.clamp(1, Semaphore::MAX_PERMITS),
+                    )),
+                    queued: AtomicUsize::new(0),
+                    max_queue,
+                    retry_queue,
+                    retry_reserve_ppm: (kept * 1_000_000)
+                        .checked_div(max_queue as u64)
+                        .unwrap_or(0),
+                }
+            }
         };
         ShedLayer {
             shared: Arc::new(Shared {
                 gate,
+                ceilings: self.ceilings,
+                cpu: self.cpu,
                 observer: self.observer,
                 retry_after: self.retry_after,
                 admitted: AtomicU64::new(0),
                 shed_first: AtomicU64::new(0),
                 shed_retries: AtomicU64::new(0),
                 expired: AtomicU64::new(0),
+                shed_cpu: AtomicU64::new(0),
+                shed_by_priority: Default::default(),
             }),
         }
     }
@@ -236,6 +323,8 @@ impl ShedLayer {
             retry_queue: None,
             retry_after: (1, 5),
             limiter: None,
+            ceilings: None,
+            cpu: None,
             observer: None,
         }
     }
@@ -265,6 +354,10 @@ impl ShedLayer {
             shed_first: self.shared.shed_first.load(Ordering::Relaxed),
             shed_retries: self.shared.shed_retries.load(Ordering::Relaxed),
             expired: self.shared.expired.load(Ordering::Relaxed),
+            shed_cpu: self.shared.shed_cpu.load(Ordering::Relaxed),
+            shed_by_priority: std::array::from_fn(|i| {
+                self.shared.shed_by_priority[i].load(Ordering::Relaxed)
+            }),
         }
     }
 }
@@ -327,10 +420,24 @@ where
         let retry = inbound_attempt(headers) > 1;
         let grpc = is_grpc(headers);
         let now = TokioClock.now();
-        let deadline = match req.extensions().get::<Inbound>() {
+        let inbound = req.extensions().get::<Inbound>();
+        let deadline = match inbound {
             Some(inbound) => inbound.deadline(),
             None => inbound_deadline(headers, now),
         };
+        // The level is read only by a layer that sheds by it.
+        let priority = shared.ceilings.is_some().then(|| match inbound {
+            Some(inbound) => inbound.priority(),
+            None => inbound_priority(headers).unwrap_or_default(),
+        });
+        let class = Class::new(priority.unwrap_or_default(), retry);
+        if shared
+            .cpu
+            .as_ref()
+            .is_some_and(|cpu| cpu.sheds(class, &mut crate::rng::FastRng::fresh()))
+        {
+            return Box::pin(async move { Ok(shared.refuse(class, ShedReason::Cpu, grpc)) });
+        }
         if deadline.is_some_and(|d| d <= now) {
             // The caller has no time left: drop the work unstarted.
             shared.expire();
@@ -338,8 +445,8 @@ where
         }
         let mut inner = self.inner.clone();
         match &shared.gate {
-            Gate::Limit(limiter) => match limiter.try_acquire(retry, now) {
-                Err(_) => Box::pin(async move { Ok(shared.shed(retry, grpc)) }),
+            Gate::Limit(limiter) => match shared.acquire(limiter, class, now) {
+                Err(_) => Box::pin(async move { Ok(shared.shed(class, grpc)) }),
                 Ok(token) => {
                     let held = Held {
                         limiter: limiter.clone(),
@@ -364,18 +471,23 @@ where
                 queued,
                 max_queue,
                 retry_queue,
+                retry_reserve_ppm,
             } => {
                 let permit = permits.clone().try_acquire_owned().ok();
                 let waits = permit.is_none();
                 if waits {
-                    let limit = if retry { *retry_queue } else { *max_queue };
+                    let limit = match &shared.ceilings {
+                        Some(c) => c.cap_ppm(*max_queue as u64, class, *retry_reserve_ppm) as usize,
+                        None if retry => *retry_queue,
+                        None => *max_queue,
+                    };
                     let got = queued
                         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
                             (q < limit).then_some(q + 1)
                         })
                         .is_ok();
                     if !got {
-                        return Box::pin(async move { Ok(shared.shed(retry, grpc)) });
+                        return Box::pin(async move { Ok(shared.shed(class, grpc)) });
                     }
                 }
                 let slot = waits.then(|| QueueSlot(shared.clone()));
@@ -391,7 +503,7 @@ where
                             match p {
                                 Ok(p) => p,
                                 // The semaphore is never closed.
-                                Err(_) => return Ok(shared.shed(retry, grpc)),
+                                Err(_) => return Ok(shared.shed(class, grpc)),
                             }
                         }
                     };
@@ -405,32 +517,6 @@ where
                     inner.call(req).await
                 })
             }
-        }
-    }
-}
-
-impl Shared {
-    /// Counts a shed request and answers it.
-    fn shed<B: Default>(&self, retry: bool, grpc: bool) -> Response<B> {
-        let (counter, reason) = if retry {
-            (&self.shed_retries, ShedReason::Retry)
-        } else {
-            (&self.shed_first, ShedReason::FirstAttempt)
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        self.emit(reason);
-        shed_response(self.retry_after, grpc)
-    }
-
-    /// Counts a request dropped because its caller's deadline passed.
-    fn expire(&self) {
-        self.expired.fetch_add(1, Ordering::Relaxed);
-        self.emit(ShedReason::Deadline);
-    }
-
-    fn emit(&self, reason: ShedReason) {
-        if let Some(o) = &self.observer {
-            o.on_event(&Event::Shed { reason });
         }
     }
 }
@@ -479,31 +565,6 @@ impl Drop for QueueSlot {
             queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
-}
-
-/// A shed answer that says when to come back, jittered within the
-/// configured range so shed clients do not return together: 503 with
-/// `Retry-After` in seconds, or for gRPC a trailers-only UNAVAILABLE with
-/// `grpc-retry-pushback-ms`.
-fn shed_response<B: Default>((lo, hi): (u64, u64), grpc: bool) -> Response<B> {
-    let mut resp = Response::new(B::default());
-    let h = resp.headers_mut();
-    if grpc {
-        let (lo, hi) = (lo.saturating_mul(1000), hi.saturating_mul(1000));
-        let span = hi.saturating_sub(lo).saturating_add(1);
-        // Never 0: grpcio (1.85) waits out the whole deadline after a
-        // pushback of 0 instead of retrying at once.
-        let ms = lo.saturating_add(FastRng::fresh().next_u64() % span).max(1);
-        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        h.insert(GRPC_STATUS, HeaderValue::from_static("14"));
-        h.insert(GRPC_PUSHBACK, HeaderValue::from(ms));
-    } else {
-        let span = hi.saturating_sub(lo).saturating_add(1);
-        let secs = lo.saturating_add(FastRng::fresh().next_u64() % span);
-        h.insert(RETRY_AFTER, HeaderValue::from(secs));
-        *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    }
-    resp
 }
 
 #[cfg(test)]
