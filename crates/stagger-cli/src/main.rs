@@ -25,6 +25,7 @@ mod run;
 mod schedule;
 mod simulate;
 mod simulate_hedging;
+mod simulate_priority;
 
 const EXAMPLES: &str = "\
 Examples:

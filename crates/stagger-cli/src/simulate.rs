@@ -49,6 +49,7 @@ Examples:
   stagger simulate --model contention --clients 1..100 --format json
   stagger simulate --model metastable --server fifo,deadline-drop,adaptive
   stagger simulate --model hedging --capacity 10 --utilisation 0.9 --cancel running
+  stagger simulate --model priority        (critical vs sheddable at 2× capacity, 5 seeds)
   stagger simulate --outage-end 60s --strategy full,full+breaker
   stagger simulate --base 1s --capacity 20 --out report-headroom
   stagger simulate --drill                 (400 thin processes, a 2 s stall)
@@ -67,7 +68,7 @@ pub struct Args {
     /// (e.g. `--drill --clients 10`). The same shape as `stagger gameday --drill`.
     #[arg(long)]
     drill: bool,
-    /// Model: failover | contention | metastable | layers | hedging (e.g. `--model contention`).
+    /// Model: failover | contention | metastable | layers | hedging | priority (e.g. `--model contention`).
     #[arg(long, default_value = "failover", value_name = "M")]
     model: String,
     /// Strategies, comma-separated: none, immediate, exponential, full, equal,
@@ -169,7 +170,7 @@ fn unknown_model(given: &str) -> anyhow::Error {
     bad(
         "model",
         format!(
-            "unknown model `{given}` (expected {} or hedging)",
+            "unknown model `{given}` (expected {}, hedging or priority)",
             names.join(", ")
         ),
     )
@@ -322,6 +323,9 @@ impl Args {
 
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
+    if a.model == "priority" {
+        return crate::simulate_priority::run(a.seed.seed, a.format.json());
+    }
     if a.is_hedging() {
         let threads = a
             .threads

@@ -373,3 +373,33 @@ fn the_drill_runs_in_one_command_at_both_shapes() {
         );
     }
 }
+
+#[test]
+fn the_priority_model_serves_critical_work_at_twice_capacity() {
+    let out = stagger(&["--model", "priority", "--format", "json"], None);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4);
+    let row = |name: &str| rows.iter().find(|r| r["server"] == name).unwrap().clone();
+    let low = |r: &serde_json::Value, k: &str| r[k][0].as_f64().unwrap();
+    let high = |r: &serde_json::Value, k: &str| r[k][1].as_f64().unwrap();
+    assert!(low(&row("limit by priority"), "critical_served") >= 0.99);
+    assert!(high(&row("limit (no priorities)"), "critical_served") < 0.6);
+    assert_eq!(doc["seeds"].as_array().unwrap().len(), 5);
+    // The table names every way of shedding.
+    let table = stagger(&["--model", "priority"], None);
+    let text = String::from_utf8_lossy(&table.stdout);
+    for name in [
+        "queue + deadline drop",
+        "limit (no priorities)",
+        "limit by priority + CPU trigger",
+    ] {
+        assert!(text.contains(name), "{text}");
+    }
+}
