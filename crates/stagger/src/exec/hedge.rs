@@ -197,7 +197,7 @@ where
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(loom), feature = "tokio"))]
 mod tests {
     use super::*;
     use crate::hedge::HedgeDelay;
