@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stagger_sim::audit::path::{audit_file, audit_path, what_is, Options, PathInput};
+use stagger_audit::path::{audit_file, audit_path, what_is, Options, PathInput};
 
 /// Names whose endings steer the detection (`.toml` and `.json` do).
 const NAMES: [&str; 4] = ["f.yaml", "f.conf", "f.toml", "f.json"];

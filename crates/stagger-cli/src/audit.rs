@@ -1,6 +1,6 @@
 //! `stagger audit`: check retry configs against the production checklist
 //! and print what the engine measures they would do to a failing
-//! dependency. The checks and the numbers live in `stagger_sim::audit`;
+//! dependency. The checks and the numbers live in `stagger_audit`;
 //! this module owns reading files, printing and the exit code.
 //!
 //! Exit codes (a contract): 0 no finding; 1 findings (like a linter); 2 bad
@@ -9,8 +9,8 @@
 
 use std::process::ExitCode;
 
-use stagger_sim::audit::path::{what_is, Reading};
-use stagger_sim::audit::{audit, Input, Report};
+use stagger_audit::path::{what_is, Reading};
+use stagger_audit::{audit, Input, Report};
 
 use crate::args::{FormatArgs, UsageError};
 

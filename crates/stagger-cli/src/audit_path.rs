@@ -1,13 +1,13 @@
 //! `stagger audit --path`: the layers of one call path, from the edge to
 //! the dependency, read together. The readers and the model live in
-//! `stagger_sim::audit::path`; this module splits the path, reads the
+//! `stagger_audit::path`; this module splits the path, reads the
 //! files, prints and picks the exit code (the audit's: 0 clean, 1
 //! findings, 2 bad usage or an unreadable file).
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use stagger_sim::audit::path::{
+use stagger_audit::path::{
     audit_file, audit_path, Dead, GatewayImpl, IstioVersion, Options, PathInput, Protocol,
 };
 

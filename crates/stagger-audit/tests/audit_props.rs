@@ -2,7 +2,7 @@
 //! file is either audited or refused with its name and a field.
 
 use proptest::prelude::*;
-use stagger_sim::audit::{audit, Input};
+use stagger_audit::{audit, Input};
 
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![

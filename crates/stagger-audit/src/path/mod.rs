@@ -11,7 +11,7 @@
 //! its source); [`audit_path`] composes them.
 //!
 //! ```
-//! use stagger_sim::audit::path::{audit_path, Options, PathInput};
+//! use stagger_audit::path::{audit_path, Options, PathInput};
 //!
 //! let vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\n\
 //!           metadata: {name: cart}\nspec:\n  hosts: [cart]\n  http:\n  - route:\n    - destination: {host: cart}\n";
@@ -472,7 +472,7 @@ impl PathError {
         PathError {
             file: file.to_string(),
             field: field.to_string(),
-            problem: crate::audit::one_line(&problem.into()),
+            problem: crate::one_line(&problem.into()),
             choices: Vec::new(),
         }
     }

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use stagger_sim::audit::path::{
+use stagger_audit::path::{
     audit_file, audit_path, what_is, Dead, Options, PathInput, PathReport, Protocol, Reading,
 };
-use stagger_sim::audit::{audit, Input};
+use stagger_audit::{audit, Input};
 
 fn run(files: &[(&str, &str, Option<&str>)], o: &Options) -> PathReport {
     let inputs: Vec<PathInput<'_>> = files

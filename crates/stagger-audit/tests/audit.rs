@@ -2,7 +2,7 @@
 //! that does not, and the amplification numbers agree with the closed forms.
 
 use serde_json::{json, Value};
-use stagger_sim::audit::{audit, Input, Report};
+use stagger_audit::{audit, Input, Report};
 
 fn good_grpc() -> Value {
     json!({

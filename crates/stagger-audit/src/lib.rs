@@ -1,10 +1,18 @@
-//! `stagger audit`: a production checklist for retry configs, with the
-//! engine's own numbers.
+//! # stagger-audit — retry configs checked, and their attempts counted
+//!
+//! This crate holds `stagger audit`: the checklist for one retry config
+//! (this page), and [`path`], the readers of the retry objects a call path
+//! is made of — service meshes (Istio, Linkerd, Envoy), the Kubernetes
+//! Gateway API and Envoy Gateway, proxies that retry by default (nginx,
+//! ingress-nginx, HAProxy, Traefik), client libraries (gRPC, the AWS SDKs,
+//! resilience4j) and stagger's own policy file — with the attempts their
+//! layers multiply into at the bottom. It simulates nothing: attempts are
+//! measured by driving the library's own engine ([`stagger::Policy`]).
 //!
 //! Teams keep their retry settings in files — gRPC service configs above all
 //! — and nobody checks those files against what a retry policy must do, let
-//! alone says what they would do to a dependency that falls over. This
-//! module reads gRPC service configs (gRPC A6: `methodConfig` with a
+//! alone says what they would do to a dependency that falls over. The
+//! checklist reads gRPC service configs (gRPC A6: `methodConfig` with a
 //! `retryPolicy` or a `hedgingPolicy`, `timeout`, `retryThrottling`) and
 //! stagger's own policy file ([`stagger::config::PolicyFile`]), reports one
 //! [`Finding`] per checklist item that fails, and measures each method's
@@ -15,7 +23,7 @@
 //! attempts that reach the bottom are the product of each layer's attempts.
 //!
 //! ```
-//! use stagger_sim::audit::{audit, Input};
+//! use stagger_audit::{audit, Input};
 //!
 //! let json = r#"{"methodConfig":[{"name":[{"service":"shop.Cart","method":"Get"}],
 //!   "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s",
@@ -63,6 +71,9 @@
 //! figures are exact (path enumeration, [`Amplification::exact`]);
 //! with a budget, throttling or breaker they are estimates over
 //! [`amplify::REQUESTS`] requests ([`Amplification::sample`]).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::fmt;
 
