@@ -80,6 +80,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub mod amplify;
+pub mod checks;
 mod grpc;
 pub mod path;
 mod policy;
@@ -104,8 +105,10 @@ impl<'a> Input<'a> {
 /// One checklist item that fails.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// The stable id (`no_budget`, `attempts_high`, …).
+    /// The stable id (`no_budget`, `attempts_high`, …; see [`checks`]).
     pub id: &'static str,
+    /// The file it concerns, as named in its [`Input`].
+    pub file: String,
     /// The method it concerns (`pkg.Svc/Get`, `pkg.Svc/*`, `*`).
     pub method: String,
     /// What is wrong and what to change.
@@ -301,11 +304,18 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
         .collect::<Vec<_>>()
         .join(" × ");
     for (i, layer) in layers.into_iter().enumerate() {
-        report.findings.extend(layer.findings);
+        let name = files[i].name;
+        report
+            .findings
+            .extend(layer.findings.into_iter().map(|f| Finding {
+                file: name.to_string(),
+                ..f
+            }));
         if retrying.len() > 1 && retrying[0] != i && retrying.contains(&i) {
             let outer = files[retrying[0]].name;
             report.findings.push(Finding {
                 id: "duplicate_layers",
+                file: files[i].name.to_string(),
                 method: layer.methods[0].method.clone(),
                 message: format!(
                     "{} retries and so does {outer} above it: {chain} = {bottom_attempts} attempts reach the bottom for one call when it is down; retry in one layer only and let the others fail fast (pass the failure up)",

@@ -12,13 +12,25 @@ use std::process::ExitCode;
 use stagger_audit::path::{what_is, Reading};
 use stagger_audit::{audit, Input, Report};
 
-use crate::args::{FormatArgs, UsageError};
+use crate::args::UsageError;
+
+/// What `stagger audit` prints on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A table for people, at most 120 columns.
+    Text,
+    /// The report as JSON.
+    Json,
+    /// A SARIF 2.1.0 log: each finding at its file and line, every check as a rule.
+    Sarif,
+}
 
 /// Flags of `stagger audit`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   stagger audit examples/audit/service-config-bad.json
   stagger audit edge.json cart.toml --format json   (layers of one path, outermost first)
+  stagger audit svc.json --format sarif > audit.sarif (SARIF 2.1.0 for code scanning)
   stagger audit --path examples/audit/path/istio-vs.yaml:cart,examples/audit/path/envoy-routes.yaml,examples/audit/path/cart-service-config.json,examples/audit/path/cart.toml
   stagger audit httproute.yaml        (a mesh, gateway, proxy or application config: each object it holds)
   stagger audit --path httproute.yaml:retries/1,application.yml:backendA,@istio-sidecar
@@ -41,14 +53,15 @@ pub struct Args {
     files: Vec<String>,
     #[command(flatten)]
     path: crate::audit_path::PathArgs,
-    #[command(flatten)]
-    output: FormatArgs,
+    /// Output on stdout: text | json | sarif (SARIF 2.1.0, for code scanning; e.g. `--format sarif`).
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "F")]
+    format: Format,
 }
 
 /// Runs `stagger audit`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.path.path.is_some() {
-        let (text, code) = crate::audit_path::run(&a.path, a.output.json())?;
+        let (text, code) = crate::audit_path::run(&a.path, a.format)?;
         write_out(text.as_bytes())?;
         return Ok(code);
     }
@@ -72,7 +85,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     if let [Reading::Path(what)] = readings.as_slice() {
         let (text, code) =
-            crate::audit_path::run_file(&a.path, &a.files[0], &texts[0], what, a.output.json())?;
+            crate::audit_path::run_file(&a.path, &a.files[0], &texts[0], what, a.format)?;
         write_out(text.as_bytes())?;
         return Ok(code);
     }
@@ -95,10 +108,18 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .map(|(f, t)| Input::new(f, t))
         .collect();
     let report = audit(&inputs).map_err(|e| UsageError(e.to_string()))?;
-    let text = if a.output.json() {
-        serde_json::to_string(&report)? + "\n"
-    } else {
-        table(&report)
+    let text = match a.format {
+        Format::Json => serde_json::to_string(&report)? + "\n",
+        Format::Text => table(&report),
+        Format::Sarif => {
+            let named: Vec<(&str, &str)> = a
+                .files
+                .iter()
+                .zip(&texts)
+                .map(|(f, t)| (f.as_str(), t.as_str()))
+                .collect();
+            crate::audit_sarif::render(&crate::audit_sarif::from_report(&report, &named))
+        }
     };
     let code = if report.is_clean() {
         ExitCode::SUCCESS

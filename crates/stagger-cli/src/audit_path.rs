@@ -12,6 +12,8 @@ use stagger_audit::path::{
 };
 
 use crate::args::UsageError;
+use crate::audit::Format;
+use crate::audit_sarif::Located;
 
 /// The failure the dead dependency shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -156,11 +158,18 @@ pub fn run_file(
     file: &str,
     text: &str,
     what: &str,
-    json: bool,
+    format: Format,
 ) -> anyhow::Result<(String, ExitCode)> {
     let reports = audit_file(file, text, &options(a)).map_err(|e| UsageError(e.to_string()))?;
     let clean = reports.iter().all(|r| r.report.is_clean());
-    let out = if json {
+    let out = if format == Format::Sarif {
+        let texts = [(file, text)];
+        let found: Vec<Located> = reports
+            .iter()
+            .flat_map(|r| crate::audit_sarif::from_path(&r.report, &texts))
+            .collect();
+        crate::audit_sarif::render(&found)
+    } else if format == Format::Json {
         let list: Vec<serde_json::Value> = reports
             .iter()
             .map(|r| serde_json::json!({"file": file, "selector": r.selector, "report": r.report}))
@@ -189,7 +198,7 @@ pub fn run_file(
 }
 
 /// Runs `stagger audit --path`: what to print and the exit code.
-pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
+pub fn run(a: &PathArgs, format: Format) -> anyhow::Result<(String, ExitCode)> {
     let path = a.path.as_deref().unwrap_or_default();
     let entries: Vec<(&str, Option<&str>)> = path
         .split(',')
@@ -220,10 +229,17 @@ pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
         std::fs::write(svg, report.svg())
             .map_err(|e| UsageError(format!("{svg}: cannot write: {e}")))?;
     }
-    let text = if json {
-        serde_json::to_string(&report)? + "\n"
-    } else {
-        report.text()
+    let text = match format {
+        Format::Json => serde_json::to_string(&report)? + "\n",
+        Format::Text => report.text(),
+        Format::Sarif => {
+            let named: Vec<(&str, &str)> = entries
+                .iter()
+                .zip(&texts)
+                .map(|((f, _), t)| (*f, t.as_str()))
+                .collect();
+            crate::audit_sarif::render(&crate::audit_sarif::from_path(&report, &named))
+        }
     };
     let code = if report.is_clean() {
         ExitCode::SUCCESS

@@ -64,7 +64,7 @@ fn json_has_the_documented_shape() {
     assert_eq!(top, ["bottom_attempts", "findings", "methods"]);
     for f in v["findings"].as_array().unwrap() {
         let keys: Vec<_> = f.as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys, ["id", "message", "method"]);
+        assert_eq!(keys, ["file", "id", "message", "method"]);
     }
     let get = &v["methods"][0];
     assert_eq!(get["method"], "shop.Cart/Get");
