@@ -33,6 +33,8 @@ pub enum Format {
   stagger audit svc.json --format sarif > audit.sarif (SARIF 2.1.0 for code scanning)
   stagger audit --path examples/audit/path/istio-vs.yaml:cart,examples/audit/path/envoy-routes.yaml,examples/audit/path/cart-service-config.json,examples/audit/path/cart.toml
   stagger audit httproute.yaml        (a mesh, gateway, proxy or application config: each object it holds)
+  stagger audit deploy/               (a repository: every retry config, and the call paths its routes imply, worst first)
+  kubectl get vs,dr,httproute -A -o yaml | stagger audit -   (a cluster dump on stdin)
   stagger audit --path httproute.yaml:retries/1,application.yml:backendA,@istio-sidecar
                                       (@istio-sidecar: a sidecar with Istio's default policy)
 
@@ -44,7 +46,9 @@ pub struct Args {
     /// outermost first (e.g. `stagger audit edge.json db.json`). One mesh,
     /// gateway, proxy or application config (Istio, Envoy, Linkerd, Gateway
     /// API, nginx, HAProxy, Traefik, resilience4j, AWS) is audited object by
-    /// object, as `--path` reads it.
+    /// object, as `--path` reads it. A directory is read whole (every
+    /// retry config under it, and the call paths its routes imply); `-`
+    /// reads a `kubectl get … -A -o yaml` dump from stdin.
     #[arg(
         required_unless_present = "path",
         conflicts_with = "path",
@@ -64,6 +68,13 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let (text, code) = crate::audit_path::run(&a.path, a.format)?;
         write_out(text.as_bytes())?;
         return Ok(code);
+    }
+    if let [one] = a.files.as_slice() {
+        if one == "-" || std::path::Path::new(one).is_dir() {
+            let (text, code) = crate::audit_repo::run(&a.path, one, a.format)?;
+            write_out(text.as_bytes())?;
+            return Ok(code);
+        }
     }
     let mut texts = Vec::with_capacity(a.files.len());
     for f in &a.files {

@@ -125,7 +125,7 @@ pub fn read(f: &str) -> Result<String, UsageError> {
 }
 
 /// The audit's assumptions from the flags.
-fn options(a: &PathArgs) -> Options {
+pub fn options(a: &PathArgs) -> Options {
     Options {
         protocol: a.protocol.map(|p| match p {
             ProtocolArg::Http => Protocol::Http,

@@ -13,6 +13,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod args;
 mod audit;
 mod audit_path;
+mod audit_repo;
 mod audit_sarif;
 mod gameday;
 mod gameday_hedging;

@@ -214,3 +214,35 @@ fn sarif_of_every_published_file_passes_the_schema() {
         assert_eq!(seen["errors"], Value::Array(vec![]), "{seen}");
     }
 }
+
+#[test]
+fn sarif_of_a_directory_passes_the_schema_with_every_object_and_path() {
+    let Some(py) = python() else { return };
+    let dir = TempDir::new("audit-sarif");
+    let d = stagger(
+        &["audit", &repo("examples/audit"), "--format", "sarif"],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    std::fs::write(dir.path("tree.sarif"), &d.stdout).unwrap();
+    let seen = check(&py, &[dir.path("tree.sarif")]);
+    assert_eq!(seen[0]["errors"], Value::Array(vec![]), "{}", seen[0]);
+    let records = seen[0]["records"].as_array().unwrap();
+    let files: std::collections::BTreeSet<&str> = records
+        .iter()
+        .map(|r| r["file"].as_str().unwrap())
+        .collect();
+    for want in [
+        "service-config-bad.json",
+        "policy-bad.toml",
+        "storefront-route.yaml",
+    ] {
+        assert!(
+            files.iter().any(|f| f.ends_with(want)),
+            "{want} in {files:?}"
+        );
+    }
+    assert!(records
+        .iter()
+        .any(|r| r["code"] == "retries_at_several_layers"));
+}

@@ -65,14 +65,19 @@ mod linkerd;
 mod nginx;
 mod own;
 mod picture;
+mod repo;
 mod resilience4j;
 mod rules;
 mod text;
 mod traefik;
 mod tree;
 
+pub use compose::count;
 pub use detect::{what_is, Reading};
 pub use file::{audit_file, FileReport};
+pub use repo::{
+    audit_repo, split_dump, ObjectAudit, RepoPath, RepoReport, Source, MAX_HOPS, MAX_PATHS,
+};
 
 pub use rules::Failure;
 use rules::{Pause, Rule};
