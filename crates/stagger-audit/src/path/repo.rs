@@ -96,7 +96,8 @@ impl RepoReport {
 
 /// A file of many Kubernetes objects (a `kind: List` as `kubectl get … -A
 /// -o yaml` prints it, or many YAML documents) as one source per object,
-/// named `NAME#KIND/NAMESPACE/NAME` — with the Istio `DestinationRule`s of
+/// named `NAME#KIND/NAMESPACE/NAME` (`NAME#N` for the N-th document when
+/// it is not a Kubernetes object) — with the Istio `DestinationRule`s of
 /// a `VirtualService`'s host in its source, as a file holding both is read;
 /// a file of at most [`SPLIT_ABOVE`] objects, or one that is not YAML,
 /// stays whole.
@@ -150,15 +151,12 @@ pub fn split_dump(name: &str, text: &str) -> Vec<Source> {
             let items: Vec<&Value> = members.iter().map(|&j| &docs[j]).collect();
             serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
         };
-        out.push(Source {
-            name: format!(
-                "{name}#{}/{}/{}",
-                tree::string(d, "kind").unwrap_or("-"),
-                field("namespace"),
-                field("name")
-            ),
-            text,
-        });
+        let name = match tree::string(d, "kind") {
+            Some(kind) => format!("{name}#{kind}/{}/{}", field("namespace"), field("name")),
+            // Not a Kubernetes object (an application's config): its place.
+            None => format!("{name}#{}", i + 1),
+        };
+        out.push(Source { name, text });
     }
     out
 }
