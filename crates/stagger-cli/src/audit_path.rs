@@ -79,9 +79,28 @@ pub struct PathArgs {
     /// Endpoints behind a proxy whose tries only its servers bound (ingress-nginx tries "0").
     #[arg(long, default_value_t = 3, value_name = "N")]
     endpoints: u32,
+    /// Requests a second at the edge: with --latency, size each cap on
+    /// concurrent retries by Little's law (e.g. `--rate 200`).
+    #[arg(long, value_name = "PER_SECOND", requires = "latency")]
+    rate: Option<f64>,
+    /// How long one attempt takes while the dependency is down (e.g. `--latency 250ms`).
+    #[arg(long, value_name = "D", requires = "rate", value_parser = latency)]
+    latency: Option<std::time::Duration>,
+    /// The attempts per call at the bottom a sized cap must keep the path under.
+    #[arg(long, default_value_t = 2.0, value_name = "N")]
+    bound: f64,
     /// Also write an SVG picture of the path to this file.
     #[arg(long, value_name = "FILE")]
     svg: Option<String>,
+}
+
+fn latency(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration such as 250ms: {e}"))?;
+    if d.is_zero() {
+        return Err("must be above 0".to_string());
+    }
+    Ok(d)
 }
 
 fn istio_version(s: &str) -> Result<u32, String> {
@@ -148,6 +167,9 @@ pub fn options(a: &PathArgs) -> Options {
             GatewayArg::Generic => GatewayImpl::Generic,
         },
         endpoints: a.endpoints.max(1),
+        rate: a.rate,
+        latency: a.latency,
+        bound: a.bound,
     }
 }
 

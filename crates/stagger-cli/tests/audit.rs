@@ -354,3 +354,53 @@ fn a_path_selector_that_matches_nothing_exits_2_naming_the_choices() {
     assert_eq!(code(&d), Some(2));
     assert!(d.stderr.contains("--failure-rate"), "{}", d.stderr);
 }
+
+#[test]
+fn rate_and_latency_size_a_cap_and_one_without_the_other_is_a_usage_error() {
+    let dir = TempDir::new("audit-sizing");
+    let text = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart}\nspec:\n  hosts: [cart]\n  http:\n  - route:\n    - destination: {host: cart}\n    retries: {attempts: 2, retryOn: connect-failure}\n---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: cart}\nspec:\n  host: cart\n  trafficPolicy: {connectionPool: {http: {maxRetries: 10}}}\n";
+    std::fs::write(dir.path("dr.yaml"), text).unwrap();
+    let d = stagger(
+        &[
+            "audit",
+            "--path",
+            "dr.yaml",
+            "--rate",
+            "100",
+            "--latency",
+            "500ms",
+            "--bound",
+            "1.1",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    assert!(
+        d.stdout
+            .contains("the cap of 10 lets 20 retries/s through of 200 wanted"),
+        "{}",
+        d.stdout
+    );
+    assert!(
+        d.stdout.contains("budget_concurrency_floor"),
+        "{}",
+        d.stdout
+    );
+    let alone = stagger(&["audit", "--path", "dr.yaml", "--rate", "100"], &dir);
+    assert_eq!(code(&alone), Some(2));
+    assert!(alone.stderr.contains("--latency"), "{}", alone.stderr);
+    let bad = stagger(
+        &[
+            "audit",
+            "--path",
+            "dr.yaml",
+            "--rate",
+            "100",
+            "--latency",
+            "0s",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&bad), Some(2));
+    assert!(bad.stderr.contains("--latency"), "{}", bad.stderr);
+}

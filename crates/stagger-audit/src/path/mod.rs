@@ -68,6 +68,7 @@ mod picture;
 mod repo;
 mod resilience4j;
 mod rules;
+mod sizing;
 mod text;
 mod traefik;
 mod tree;
@@ -81,6 +82,7 @@ pub use repo::{
 
 pub use rules::Failure;
 use rules::{Pause, Rule};
+pub use sizing::Sizing;
 
 /// One file of the path, with the selector that names the host, route,
 /// method or profile it contributes (`None` when the file holds one).
@@ -179,6 +181,16 @@ pub struct Options {
     /// Endpoints behind a proxy whose tries are bounded only by its servers
     /// (ingress-nginx with `proxy-next-upstream-tries: "0"`).
     pub endpoints: u32,
+    /// Requests a second at the edge, for sizing concurrency caps by
+    /// Little's law (with [`Options::latency`]; see [`Sizing`]).
+    pub rate: Option<f64>,
+    /// How long one attempt takes while the dependency is down, for sizing
+    /// concurrency caps (milliseconds in JSON).
+    #[serde(with = "opt_ms")]
+    pub latency: Option<Duration>,
+    /// The attempts at the bottom per call at the edge a sized cap must
+    /// keep the path under.
+    pub bound: f64,
 }
 
 impl Default for Options {
@@ -192,6 +204,9 @@ impl Default for Options {
             concurrency: 100,
             gateway: GatewayImpl::Istio,
             endpoints: 3,
+            rate: None,
+            latency: None,
+            bound: 2.0,
         }
     }
 }
@@ -436,6 +451,9 @@ pub struct PathReport {
     /// Attempts at the bottom per call under a dead dependency once each
     /// layer's budget has drained or capped its retries (steady state).
     pub budgeted_bottom_attempts: f64,
+    /// Each concurrency cap on the path sized at [`Options::rate`] and
+    /// [`Options::latency`] (empty unless both are given).
+    pub sizing: Vec<Sizing>,
     /// The findings.
     pub findings: Vec<PathFinding>,
 }
@@ -507,6 +525,20 @@ impl std::error::Error for PathError {}
 /// before it; an Istio mesh config (`defaultHttpRetryPolicy`) sets the
 /// default of every Istio layer; every other file is one layer.
 pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathReport, PathError> {
+    if options.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(PathError::new(
+            "--rate",
+            "",
+            "must be a number of requests a second above 0",
+        ));
+    }
+    if !(options.bound.is_finite() && options.bound >= 1.0) {
+        return Err(PathError::new(
+            "--bound",
+            "",
+            format!("must be at least 1 attempt per call, not {}", options.bound),
+        ));
+    }
     if !(0.0..=1.0).contains(&options.failure_rate) {
         return Err(PathError::new(
             "--failure-rate",
@@ -549,8 +581,12 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
         dead,
         at_rate,
         budgeted_bottom_attempts: compose::round3(budgeted_bottom_attempts),
+        sizing: Vec::new(),
         findings: Vec::new(),
     };
+    if let (Some(rate), Some(latency)) = (options.rate, options.latency) {
+        report.sizing = sizing::size(&report.layers, &report.dead, rate, latency, options.bound);
+    }
     report.findings = findings::all(&report);
     Ok(report)
 }

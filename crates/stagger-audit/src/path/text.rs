@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::compose::count;
+use super::compose::{count, round3};
 use super::{Budget, Dead, PathReport, Protocol};
 
 const WIDTH: usize = 120;
@@ -128,6 +128,38 @@ pub(crate) fn render(r: &PathReport) -> String {
         r.options.concurrency,
         attempts(r.budgeted_bottom_attempts)
     );
+    if let (Some(rate), Some(latency), false) =
+        (r.options.rate, r.options.latency, r.sizing.is_empty())
+    {
+        let _ = writeln!(
+            s,
+            "Budget sizing at {} requests/s and {latency:?} per attempt (Little's law: retries in flight = retries/s × latency):",
+            count(rate)
+        );
+        for z in &r.sizing {
+            let floor = match z.floor {
+                Some(f) => format!(
+                    "at most {f} in flight keeps the bottom at or under {}",
+                    count(z.bound)
+                ),
+                None => format!("the other layers alone pass {}", count(z.bound)),
+            };
+            s.push_str(&wrap(
+                &format!(
+                    "layer {}: {} requests/s, {} in flight; the cap of {} lets {} retries/s through of {} wanted: {} tries per request, {}; {floor}",
+                    z.layer + 1,
+                    count(round3(z.rate)),
+                    count(round3(z.active)),
+                    count(round3(z.cap)),
+                    count(round3(z.allowed_per_second)),
+                    count(round3(z.wanted_per_second)),
+                    count(round3(z.tries)),
+                    attempts(round3(z.bottom_attempts)),
+                ),
+                2,
+            ));
+        }
+    }
     for (i, l) in r.layers.iter().enumerate() {
         if let Some(cut) = &l.cut_by {
             s.push_str(&wrap(
