@@ -10,6 +10,11 @@ use super::PathReport;
 const W: u32 = 560;
 const BOX_H: u32 = 58;
 const GAP: u32 = 26;
+/// Characters of a box's bold title and of its second line that fit left
+/// of the figures on its right (13 px sans-serif, 0.6 em a character at
+/// most: 7.8 px; the figures take the right 100 px).
+pub(crate) const TITLE_CHARS: usize = 52;
+pub(crate) const LINE_CHARS: usize = 52;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -54,17 +59,22 @@ pub(crate) fn render(r: &PathReport) -> String {
         if l.implicit {
             title.push_str(" (implicit default)");
         }
+        let line = format!("{} — retries on {}", l.file_name(), l.retry_on);
+        // Cut to the room left of the figures; the whole text is the
+        // element's tooltip.
         let _ = writeln!(
             s,
-            r##"<text x="24" y="{}" font-weight="bold">{}</text>"##,
+            r##"<text x="24" y="{}" font-weight="bold"><title>{}</title>{}</text>"##,
             y + 20,
-            esc(&title)
+            esc(&title),
+            esc(&super::text::cut_front(&title, TITLE_CHARS))
         );
         let _ = writeln!(
             s,
-            r##"<text x="24" y="{}" fill="#444">{}</text>"##,
+            r##"<text x="24" y="{}" fill="#444"><title>{}</title>{}</text>"##,
             y + 40,
-            esc(&format!("{} — retries on {}", l.file, l.retry_on))
+            esc(&format!("{} — retries on {}", l.file, l.retry_on)),
+            esc(&super::text::cut(&line, LINE_CHARS))
         );
         let _ = writeln!(
             s,
