@@ -12,18 +12,7 @@ use std::process::ExitCode;
 use stagger_audit::path::{what_is, Reading};
 use stagger_audit::{audit, Input, Report};
 
-use crate::args::UsageError;
-
-/// What `stagger audit` prints on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A table for people, at most 120 columns.
-    Text,
-    /// The report as JSON.
-    Json,
-    /// A SARIF 2.1.0 log: each finding at its file and line, every check as a rule.
-    Sarif,
-}
+use crate::args::{AuditFormat as Format, UsageError};
 
 /// Flags of `stagger audit`.
 #[derive(Debug, clap::Args)]

@@ -11,8 +11,8 @@ use stagger_audit::path::{
     audit_file, audit_path, Dead, GatewayImpl, IstioVersion, Options, PathInput, Protocol,
 };
 
+use crate::args::AuditFormat as Format;
 use crate::args::UsageError;
-use crate::audit::Format;
 use crate::audit_sarif::Located;
 
 /// The failure the dead dependency shows.

@@ -15,8 +15,8 @@ use serde_json::json;
 use stagger_audit::path::{audit_repo, split_dump, what_is, Reading, RepoReport, Source};
 use stagger_audit::{audit, Input, Report};
 
+use crate::args::AuditFormat as Format;
 use crate::args::UsageError;
-use crate::audit::Format;
 use crate::audit_path::PathArgs;
 use crate::audit_sarif::Located;
 

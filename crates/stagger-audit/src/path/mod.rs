@@ -78,6 +78,7 @@ pub use detect::{what_is, Reading};
 pub use file::{audit_file, FileReport};
 pub use repo::{
     audit_repo, split_dump, ObjectAudit, RepoPath, RepoReport, Source, MAX_HOPS, MAX_PATHS,
+    SPLIT_ABOVE,
 };
 
 pub use rules::Failure;
@@ -525,20 +526,7 @@ impl std::error::Error for PathError {}
 /// before it; an Istio mesh config (`defaultHttpRetryPolicy`) sets the
 /// default of every Istio layer; every other file is one layer.
 pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathReport, PathError> {
-    if options.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
-        return Err(PathError::new(
-            "--rate",
-            "",
-            "must be a number of requests a second above 0",
-        ));
-    }
-    if !(options.bound.is_finite() && options.bound >= 1.0) {
-        return Err(PathError::new(
-            "--bound",
-            "",
-            format!("must be at least 1 attempt per call, not {}", options.bound),
-        ));
-    }
+    sizing::check(options)?;
     if !(0.0..=1.0).contains(&options.failure_rate) {
         return Err(PathError::new(
             "--failure-rate",

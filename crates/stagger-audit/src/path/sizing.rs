@@ -23,7 +23,26 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Budget, Layer, Scenario};
+use super::{Budget, Layer, Options, PathError, Scenario};
+
+/// The sizing options' own errors, named by their flags.
+pub(crate) fn check(o: &Options) -> Result<(), PathError> {
+    if o.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(PathError::new(
+            "--rate",
+            "",
+            "must be a number of requests a second above 0",
+        ));
+    }
+    if !(o.bound.is_finite() && o.bound >= 1.0) {
+        return Err(PathError::new(
+            "--bound",
+            "",
+            format!("must be at least 1 attempt per call, not {}", o.bound),
+        ));
+    }
+    Ok(())
+}
 
 /// What one capped layer allows at the stated rate and latency.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -34,7 +34,7 @@ fn cut_middle(s: &str, w: usize) -> String {
     if n <= w {
         return s.to_string();
     }
-    let head = (w.saturating_sub(1) + 1) / 2;
+    let head = w.saturating_sub(1).div_ceil(2);
     let tail = w.saturating_sub(1) - head;
     let start: String = s.chars().take(head).collect();
     let end: String = s.chars().skip(n - tail).collect();
