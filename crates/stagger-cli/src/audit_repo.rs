@@ -32,6 +32,8 @@ struct Found {
     sources: Vec<Source>,
     /// gRPC service configs and stagger policy files, with their audits.
     clients: Vec<(String, String)>,
+    /// Files read object by object (a dump), by name, with their text.
+    split: Vec<(String, String)>,
     /// Files that are not retry configs.
     skipped: usize,
     /// Recognised files that cannot be read, as messages.
@@ -79,7 +81,11 @@ fn take(found: &mut Found, name: String, bytes: Vec<u8>) {
     match what_is(&name, &text) {
         Reading::Client if is_client(&name, &text) => found.clients.push((name, text)),
         Reading::Path(what) if what != "a YAML file" => {
-            found.sources.extend(split_dump(&name, &text));
+            let objects = split_dump(&name, &text);
+            if objects.len() > 1 {
+                found.split.push((name, text));
+            }
+            found.sources.extend(objects);
         }
         // An unparseable .yaml/.yml: recognised by its name, reported.
         Reading::Path(_) if name.ends_with(".yaml") || name.ends_with(".yml") => {
@@ -210,6 +216,7 @@ fn sarif(found: &Found, repo: &RepoReport, clients: &[(String, Report)]) -> Stri
         .map(|s| (s.name.as_str(), s.text.as_str()))
         .collect();
     texts.extend(found.clients.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    texts.extend(found.split.iter().map(|(n, t)| (n.as_str(), t.as_str())));
     let mut all: Vec<Located> = Vec::new();
     for o in &repo.objects {
         all.extend(crate::audit_sarif::from_path(&o.report, &texts));

@@ -74,6 +74,33 @@ pub fn from_report(r: &Report, texts: &Texts<'_>) -> Vec<Located> {
         .collect()
 }
 
+/// Where a layer of `file` named by `selector` is: its file and line. An
+/// object of a split dump (`FILE#KIND/NAMESPACE/NAME`) is placed in
+/// `FILE` itself, at its `name:` line, when `FILE`'s text was read.
+fn place(texts: &Texts<'_>, file: &str, selector: &str) -> (String, usize) {
+    if let Some((whole, object)) = file.split_once('#') {
+        if let Some(text) = text_of(texts, whole) {
+            let name = object.rsplit('/').next().unwrap_or(object);
+            let key = format!("name: {name}");
+            // `name: svc-1` and not `name: svc-10`: the name ends there.
+            let line = text
+                .lines()
+                .position(|l| {
+                    l.match_indices(&key).any(|(i, _)| {
+                        !l[i + key.len()..]
+                            .starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '.')
+                    })
+                })
+                .map_or(1, |i| i + 1);
+            return (whole.to_string(), line);
+        }
+    }
+    let text = text_of(texts, file).unwrap_or("");
+    let first = selector.split('/').next().unwrap_or("");
+    let line = line_of(text, &[selector, first], 1).unwrap_or(1);
+    (file.to_string(), line)
+}
+
 /// The findings of a call path, each at the first layer it concerns that
 /// is a file (a built-in layer such as `@istio-sidecar` has none), the
 /// others as related places.
@@ -93,12 +120,9 @@ pub fn from_path(r: &PathReport, texts: &Texts<'_>) -> Vec<Located> {
                 if layer.file.starts_with('@') {
                     continue;
                 }
-                let text = text_of(texts, &layer.file).unwrap_or("");
-                let sel = layer.selector.as_str();
-                let first = sel.split('/').next().unwrap_or("");
-                let line = line_of(text, &[sel, first], 1).unwrap_or(1);
-                if !places.contains(&(layer.file.clone(), line)) {
-                    places.push((layer.file.clone(), line));
+                let place = place(texts, &layer.file, &layer.selector);
+                if !places.contains(&place) {
+                    places.push(place);
                 }
             }
             Located {

@@ -246,3 +246,41 @@ fn sarif_of_a_directory_passes_the_schema_with_every_object_and_path() {
         .iter()
         .any(|r| r["code"] == "retries_at_several_layers"));
 }
+
+#[test]
+fn sarif_places_an_object_of_a_large_file_at_its_line_in_that_file() {
+    let Some(py) = python() else { return };
+    let dir = TempDir::new("audit-sarif");
+    std::fs::create_dir_all(dir.path("tree")).unwrap();
+    let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..60 {
+        text.push_str(&format!("- apiVersion: networking.istio.io/v1\n  kind: VirtualService\n  metadata:\n    name: svc-{i}\n  spec:\n    hosts: [svc-{i}]\n    http:\n    - route:\n      - destination: {{host: svc-{i}}}\n      retries: {{attempts: 2, retryOn: 5xx}}\n"));
+    }
+    std::fs::write(dir.path("tree/all.yaml"), &text).unwrap();
+    let d = stagger(&["audit", "tree", "--format", "sarif"], &dir);
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    std::fs::write(dir.path("big.sarif"), &d.stdout).unwrap();
+    let seen = check(&py, &[dir.path("big.sarif")]);
+    assert_eq!(seen[0]["errors"], Value::Array(vec![]), "{}", seen[0]);
+    let records = seen[0]["records"].as_array().unwrap();
+    assert!(!records.is_empty());
+    for r in records {
+        assert_eq!(r["file"], "tree/all.yaml", "{r}");
+    }
+    // svc-1's findings sit at its own `name:` line, not svc-10's.
+    let at = |line: &str| text.lines().position(|l| l == line).unwrap() as i64 + 1;
+    let want = at("    name: svc-1");
+    let svc10 = at("    name: svc-10");
+    assert!(
+        records.iter().any(|r| r["line"] == want),
+        "no record at line {want}"
+    );
+    assert!(
+        records.iter().any(|r| r["line"] == svc10),
+        "no record at line {svc10}"
+    );
+    assert!(
+        records.iter().all(|r| r["line"].as_i64().unwrap() > 3),
+        "none at the List's top"
+    );
+}
