@@ -171,3 +171,28 @@ fn every_published_file_in_one_tree_is_read_and_its_paths_are_worst_first() {
     assert!(bottoms.windows(2).all(|w| w[0] >= w[1]), "{bottoms:?}");
     assert!(v["objects"].as_array().unwrap().len() >= 20);
 }
+
+#[test]
+fn malformed_dumps_on_stdin_are_one_line_errors_and_exit_2() {
+    let dir = TempDir::new("audit-repo");
+    let bomb = "a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
+    let big = format!("x: {}\n", "y".repeat(50 << 20));
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("empty", Vec::new()),
+        ("binary", vec![0xff, 0xfe, 0x00, 0x81, 0x92]),
+        ("alias bomb", bomb.as_bytes().to_vec()),
+        ("50 MB", big.into_bytes()),
+        ("wrong types", b"apiVersion: networking.istio.io/v1\nkind: VirtualService\nspec: {hosts: [a], http: [{retries: {attempts: many}}]}\n".to_vec()),
+    ];
+    for (what, input) in cases {
+        let d = stagger_with(&["audit", "-"], &dir, Some(&input), Duration::from_secs(60));
+        assert_eq!(code(&d), Some(2), "{what}: {}", d.stdout);
+        let errors: Vec<&str> = d.stderr.lines().collect();
+        assert_eq!(errors.len(), 1, "{what}: {}", d.stderr);
+        assert!(
+            errors[0].contains("-:") || errors[0].contains("stdin:"),
+            "{what}: {}",
+            errors[0]
+        );
+    }
+}
