@@ -308,82 +308,117 @@ fn on_istio(docs: &[Vec<Value>], o: &Options) -> bool {
     })
 }
 
-/// The layers a call to `h` from a node of role `from` goes through next.
-fn next(nodes: &mut Vec<Node>, from: usize, istio: bool) -> Vec<usize> {
-    let role = nodes[from].role;
-    let calls = nodes[from].calls.clone();
-    let mut out = Vec::new();
-    for h in &calls {
+/// The objects and who calls whom, with the objects serving each short
+/// host name indexed, so a call is matched without a scan of them all.
+struct Graph {
+    nodes: Vec<Node>,
+    serving: HashMap<String, Vec<usize>>,
+    sidecars: HashMap<String, usize>,
+    /// Each node's next layers, once worked out.
+    next: HashMap<usize, Vec<usize>>,
+    istio: bool,
+}
+
+impl Graph {
+    fn new(nodes: Vec<Node>, istio: bool) -> Graph {
+        let mut serving: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            for h in &n.serves {
+                let list = serving.entry(h.short.clone()).or_default();
+                if !list.contains(&i) {
+                    list.push(i);
+                }
+            }
+        }
+        Graph {
+            nodes,
+            serving,
+            sidecars: HashMap::new(),
+            next: HashMap::new(),
+            istio,
+        }
+    }
+
+    /// The layers a call from node `from` goes through next.
+    fn next(&mut self, from: usize) -> Vec<usize> {
+        if let Some(n) = self.next.get(&from) {
+            return n.clone();
+        }
+        let role = self.nodes[from].role;
         let wants: &[Role] = match role {
             Role::Edge | Role::Mesh | Role::Sidecar => &[Role::App],
             Role::App => &[Role::Mesh],
         };
-        let mut found: Vec<usize> = (0..nodes.len())
-            .filter(|&j| j != from && wants.contains(&nodes[j].role))
-            .filter(|&j| nodes[j].serves.iter().any(|s| s.matches(h)))
-            .collect();
-        if found.is_empty() && role == Role::App && istio {
-            let sel = format!("{ISTIO_SIDECAR}:{}", h.short);
-            let j = match nodes.iter().position(|n| n.selector == sel) {
-                Some(j) => j,
-                None => {
-                    nodes.push(Node {
-                        source: None,
-                        selector: sel,
-                        role: Role::Sidecar,
-                        serves: vec![h.clone()],
-                        calls: vec![h.clone()],
-                    });
-                    nodes.len() - 1
+        let mut out = Vec::new();
+        for h in self.nodes[from].calls.clone() {
+            let mut found: Vec<usize> = self
+                .serving
+                .get(&h.short)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .copied()
+                .filter(|&j| j != from && wants.contains(&self.nodes[j].role))
+                .filter(|&j| self.nodes[j].serves.iter().any(|s| s.matches(&h)))
+                .collect();
+            if found.is_empty() && role == Role::App && self.istio {
+                found.push(self.sidecar(&h));
+            }
+            for j in found {
+                if !out.contains(&j) {
+                    out.push(j);
                 }
-            };
-            found.push(j);
-        }
-        for j in found {
-            if !out.contains(&j) {
-                out.push(j);
             }
         }
+        self.next.insert(from, out.clone());
+        out
     }
-    out
-}
 
-/// Every path from `start`, depth first, into `paths`.
-fn walk(
-    nodes: &mut Vec<Node>,
-    memo: &mut HashMap<usize, Vec<usize>>,
-    path: &mut Vec<usize>,
-    istio: bool,
-    paths: &mut Vec<Vec<usize>>,
-) -> bool {
-    let at = *path.last().unwrap_or(&0);
-    let after = match memo.get(&at) {
-        Some(n) => n.clone(),
-        None => {
-            let n = next(nodes, at, istio);
-            memo.insert(at, n.clone());
-            n
+    /// The built-in sidecar with Istio's default policy for calls to `h`.
+    fn sidecar(&mut self, h: &Host) -> usize {
+        if let Some(&j) = self.sidecars.get(&h.short) {
+            return j;
         }
-    };
-    let after: Vec<usize> = after.into_iter().filter(|j| !path.contains(j)).collect();
-    if after.is_empty() || path.len() >= MAX_HOPS {
-        if path.len() > 1 {
-            if paths.len() >= MAX_PATHS {
+        self.nodes.push(Node {
+            source: None,
+            selector: format!("{ISTIO_SIDECAR}:{}", h.short),
+            role: Role::Sidecar,
+            serves: vec![h.clone()],
+            calls: vec![h.clone()],
+        });
+        let j = self.nodes.len() - 1;
+        self.sidecars.insert(h.short.clone(), j);
+        j
+    }
+
+    /// Every path from the last node of `path`, depth first, into `paths`;
+    /// `false` once [`MAX_PATHS`] are found.
+    fn walk(&mut self, path: &mut Vec<usize>, paths: &mut Vec<Vec<usize>>) -> bool {
+        let at = *path.last().unwrap_or(&0);
+        let after: Vec<usize> = self
+            .next(at)
+            .into_iter()
+            .filter(|j| !path.contains(j))
+            .collect();
+        if after.is_empty() || path.len() >= MAX_HOPS {
+            if path.len() > 1 {
+                if paths.len() >= MAX_PATHS {
+                    return false;
+                }
+                paths.push(path.clone());
+            }
+            return true;
+        }
+        for j in after {
+            path.push(j);
+            let go_on = self.walk(path, paths);
+            path.pop();
+            if !go_on {
                 return false;
             }
-            paths.push(path.clone());
         }
-        return true;
+        true
     }
-    for j in after {
-        path.push(j);
-        let go_on = walk(nodes, memo, path, istio, paths);
-        path.pop();
-        if !go_on {
-            return false;
-        }
-    }
-    true
 }
 
 /// Audits every source: each retrying object alone, then every call path
@@ -412,26 +447,27 @@ pub fn audit_repo(sources: &[Source], o: &Options) -> RepoReport {
             nodes_of(i, d, &mut nodes);
         }
     }
-    let istio = on_istio(&docs, o);
-    let mut memo = HashMap::new();
-    let mut reached = vec![false; nodes.len()];
-    for i in 0..nodes.len() {
-        for j in next(&mut nodes, i, istio) {
+    let mut graph = Graph::new(nodes, on_istio(&docs, o));
+    let count = graph.nodes.len();
+    let mut reached = vec![false; count];
+    for i in 0..count {
+        for j in graph.next(i) {
             if let Some(r) = reached.get_mut(j) {
                 *r = true;
             }
         }
     }
-    let starts: Vec<usize> = (0..reached.len())
-        .filter(|&i| nodes[i].role == Role::Edge || !reached[i])
+    let starts: Vec<usize> = (0..count)
+        .filter(|&i| graph.nodes[i].role == Role::Edge || !reached[i])
         .collect();
     let mut walked = Vec::new();
     for s in starts {
-        if !walk(&mut nodes, &mut memo, &mut vec![s], istio, &mut walked) {
+        if !graph.walk(&mut vec![s], &mut walked) {
             report.paths_cut = true;
             break;
         }
     }
+    let nodes = graph.nodes;
     for p in walked {
         let hops: Vec<String> = p
             .iter()
