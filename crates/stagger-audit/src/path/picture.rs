@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use super::compose::count;
-use super::PathReport;
+use super::{Layer, LayerNumbers, PathReport};
 
 const W: u32 = 560;
 const BOX_H: u32 = 58;
@@ -43,67 +43,7 @@ pub(crate) fn render(r: &PathReport) -> String {
     );
     let mut y = 40;
     for (i, (l, num)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
-        let retries = num.tries > 1.0;
-        let fill = if retries { "#fde2cf" } else { "#e8eef5" };
-        let stroke = if l.implicit {
-            r#" stroke-dasharray="6 3""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#555"{stroke}/>"##,
-            W - 24
-        );
-        let mut title = format!("{}. {} {}", i + 1, l.system, l.selector);
-        if l.implicit {
-            title.push_str(" (implicit default)");
-        }
-        let line = format!("{} — retries on {}", l.file_name(), l.retry_on);
-        // Cut to the room left of the figures; the whole text is the
-        // element's tooltip.
-        let _ = writeln!(
-            s,
-            r##"<text x="24" y="{}" font-weight="bold"><title>{}</title>{}</text>"##,
-            y + 20,
-            esc(&title),
-            esc(&super::text::cut_front(&title, TITLE_CHARS))
-        );
-        let _ = writeln!(
-            s,
-            r##"<text x="24" y="{}" fill="#444"><title>{}</title>{}</text>"##,
-            y + 40,
-            esc(&format!("{} — retries on {}", l.file, l.retry_on)),
-            esc(&super::text::cut(&line, LINE_CHARS))
-        );
-        let _ = writeln!(
-            s,
-            r##"<text x="{}" y="{}" text-anchor="end" font-size="16" font-weight="bold">×{}</text>"##,
-            W - 24,
-            y + 24,
-            count(num.tries)
-        );
-        let _ = writeln!(
-            s,
-            r##"<text x="{}" y="{}" text-anchor="end" fill="#444">sends {}</text>"##,
-            W - 24,
-            y + 44,
-            count(num.sends)
-        );
-        let ay = y + BOX_H;
-        let _ = writeln!(
-            s,
-            r##"<line x1="{}" y1="{ay}" x2="{}" y2="{}" stroke="#555" stroke-width="2"/>"##,
-            W / 2,
-            W / 2,
-            ay + GAP - 4
-        );
-        let _ = writeln!(
-            s,
-            r##"<path d="M{} {} l-5 -8 h10 z" fill="#555"/>"##,
-            W / 2,
-            ay + GAP
-        );
+        layer_box(&mut s, i, l, num, y);
         y += BOX_H + GAP;
     }
     let _ = writeln!(
@@ -125,4 +65,69 @@ pub(crate) fn render(r: &PathReport) -> String {
     );
     s.push_str("</svg>\n");
     s
+}
+
+/// One layer's box at height `y`, with the arrow to the next.
+fn layer_box(s: &mut String, i: usize, l: &Layer, num: &LayerNumbers, y: u32) {
+    let retries = num.tries > 1.0;
+    let fill = if retries { "#fde2cf" } else { "#e8eef5" };
+    let stroke = if l.implicit {
+        r#" stroke-dasharray="6 3""#
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        s,
+        r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#555"{stroke}/>"##,
+        W - 24
+    );
+    let mut title = format!("{}. {} {}", i + 1, l.system, l.selector);
+    if l.implicit {
+        title.push_str(" (implicit default)");
+    }
+    let line = format!("{} — retries on {}", l.file_name(), l.retry_on);
+    // Cut to the room left of the figures; the whole text is the
+    // element's tooltip.
+    let _ = writeln!(
+        s,
+        r##"<text x="24" y="{}" font-weight="bold"><title>{}</title>{}</text>"##,
+        y + 20,
+        esc(&title),
+        esc(&super::text::cut_front(&title, TITLE_CHARS))
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="24" y="{}" fill="#444"><title>{}</title>{}</text>"##,
+        y + 40,
+        esc(&format!("{} — retries on {}", l.file, l.retry_on)),
+        esc(&super::text::cut(&line, LINE_CHARS))
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="end" font-size="16" font-weight="bold">×{}</text>"##,
+        W - 24,
+        y + 24,
+        count(num.tries)
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" text-anchor="end" fill="#444">sends {}</text>"##,
+        W - 24,
+        y + 44,
+        count(num.sends)
+    );
+    let ay = y + BOX_H;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{}" y1="{ay}" x2="{}" y2="{}" stroke="#555" stroke-width="2"/>"##,
+        W / 2,
+        W / 2,
+        ay + GAP - 4
+    );
+    let _ = writeln!(
+        s,
+        r##"<path d="M{} {} l-5 -8 h10 z" fill="#555"/>"##,
+        W / 2,
+        ay + GAP
+    );
 }

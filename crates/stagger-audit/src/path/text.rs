@@ -108,6 +108,42 @@ fn wait(d: Option<Duration>) -> String {
     }
 }
 
+/// The budget sizing at the stated rate and latency, if any.
+fn sizing(r: &PathReport, s: &mut String) {
+    if let (Some(rate), Some(latency), false) =
+        (r.options.rate, r.options.latency, r.sizing.is_empty())
+    {
+        let _ = writeln!(
+            s,
+            "Budget sizing at {} requests/s and {latency:?} per attempt (Little's law: retries in flight = retries/s × latency):",
+            count(rate)
+        );
+        for z in &r.sizing {
+            let floor = match z.floor {
+                Some(f) => format!(
+                    "at most {f} in flight keeps the bottom at or under {}",
+                    count(z.bound)
+                ),
+                None => format!("the other layers alone pass {}", count(z.bound)),
+            };
+            s.push_str(&wrap(
+                &format!(
+                    "layer {}: {} requests/s, {} in flight; the cap of {} lets {} retries/s through of {} wanted: {} tries per request, {}; {floor}",
+                    z.layer + 1,
+                    count(round3(z.rate)),
+                    count(round3(z.active)),
+                    count(round3(z.cap)),
+                    count(round3(z.allowed_per_second)),
+                    count(round3(z.wanted_per_second)),
+                    count(round3(z.tries)),
+                    attempts(round3(z.bottom_attempts)),
+                ),
+                2,
+            ));
+        }
+    }
+}
+
 pub(crate) fn render(r: &PathReport) -> String {
     let mut s = String::new();
     let proto = match r.protocol {
@@ -170,38 +206,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         r.options.concurrency,
         attempts(r.budgeted_bottom_attempts)
     );
-    if let (Some(rate), Some(latency), false) =
-        (r.options.rate, r.options.latency, r.sizing.is_empty())
-    {
-        let _ = writeln!(
-            s,
-            "Budget sizing at {} requests/s and {latency:?} per attempt (Little's law: retries in flight = retries/s × latency):",
-            count(rate)
-        );
-        for z in &r.sizing {
-            let floor = match z.floor {
-                Some(f) => format!(
-                    "at most {f} in flight keeps the bottom at or under {}",
-                    count(z.bound)
-                ),
-                None => format!("the other layers alone pass {}", count(z.bound)),
-            };
-            s.push_str(&wrap(
-                &format!(
-                    "layer {}: {} requests/s, {} in flight; the cap of {} lets {} retries/s through of {} wanted: {} tries per request, {}; {floor}",
-                    z.layer + 1,
-                    count(round3(z.rate)),
-                    count(round3(z.active)),
-                    count(round3(z.cap)),
-                    count(round3(z.allowed_per_second)),
-                    count(round3(z.wanted_per_second)),
-                    count(round3(z.tries)),
-                    attempts(round3(z.bottom_attempts)),
-                ),
-                2,
-            ));
-        }
-    }
+    sizing(r, &mut s);
     for (i, l) in r.layers.iter().enumerate() {
         if let Some(cut) = &l.cut_by {
             s.push_str(&wrap(
