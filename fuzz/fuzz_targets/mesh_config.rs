@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stagger_sim::audit::path::{audit_path, Options, PathInput};
+use stagger_audit::path::{audit_path, Options, PathInput};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

@@ -165,6 +165,17 @@ pub struct FormatArgs {
     pub format: Format,
 }
 
+/// What `stagger audit` prints on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    /// A table for people, at most 120 columns.
+    Text,
+    /// The report as JSON.
+    Json,
+    /// A SARIF 2.1.0 log: each finding at its file and line, every check as a rule.
+    Sarif,
+}
+
 impl FormatArgs {
     /// Whether JSON was asked for.
     pub fn json(&self) -> bool {

@@ -1,6 +1,6 @@
 //! `stagger audit`: check retry configs against the production checklist
 //! and print what the engine measures they would do to a failing
-//! dependency. The checks and the numbers live in `stagger_sim::audit`;
+//! dependency. The checks and the numbers live in `stagger_audit`;
 //! this module owns reading files, printing and the exit code.
 //!
 //! Exit codes (a contract): 0 no finding; 1 findings (like a linter); 2 bad
@@ -9,18 +9,21 @@
 
 use std::process::ExitCode;
 
-use stagger_sim::audit::path::{what_is, Reading};
-use stagger_sim::audit::{audit, Input, Report};
+use stagger_audit::path::{what_is, Reading};
+use stagger_audit::{audit, Input, Report};
 
-use crate::args::{FormatArgs, UsageError};
+use crate::args::{AuditFormat as Format, UsageError};
 
 /// Flags of `stagger audit`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   stagger audit examples/audit/service-config-bad.json
   stagger audit edge.json cart.toml --format json   (layers of one path, outermost first)
+  stagger audit svc.json --format sarif > audit.sarif (SARIF 2.1.0 for code scanning)
   stagger audit --path examples/audit/path/istio-vs.yaml:cart,examples/audit/path/envoy-routes.yaml,examples/audit/path/cart-service-config.json,examples/audit/path/cart.toml
   stagger audit httproute.yaml        (a mesh, gateway, proxy or application config: each object it holds)
+  stagger audit deploy/               (a repository: every retry config, and the call paths its routes imply, worst first)
+  kubectl get vs,dr,httproute -A -o yaml | stagger audit -   (a cluster dump on stdin)
   stagger audit --path httproute.yaml:retries/1,application.yml:backendA,@istio-sidecar
                                       (@istio-sidecar: a sidecar with Istio's default policy)
 
@@ -32,7 +35,9 @@ pub struct Args {
     /// outermost first (e.g. `stagger audit edge.json db.json`). One mesh,
     /// gateway, proxy or application config (Istio, Envoy, Linkerd, Gateway
     /// API, nginx, HAProxy, Traefik, resilience4j, AWS) is audited object by
-    /// object, as `--path` reads it.
+    /// object, as `--path` reads it. A directory is read whole (every
+    /// retry config under it, and the call paths its routes imply); `-`
+    /// reads a `kubectl get … -A -o yaml` dump from stdin.
     #[arg(
         required_unless_present = "path",
         conflicts_with = "path",
@@ -41,16 +46,24 @@ pub struct Args {
     files: Vec<String>,
     #[command(flatten)]
     path: crate::audit_path::PathArgs,
-    #[command(flatten)]
-    output: FormatArgs,
+    /// Output on stdout: text | json | sarif (SARIF 2.1.0, for code scanning; e.g. `--format sarif`).
+    #[arg(long, value_enum, default_value_t = Format::Text, value_name = "F")]
+    format: Format,
 }
 
 /// Runs `stagger audit`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.path.path.is_some() {
-        let (text, code) = crate::audit_path::run(&a.path, a.output.json())?;
+        let (text, code) = crate::audit_path::run(&a.path, a.format)?;
         write_out(text.as_bytes())?;
         return Ok(code);
+    }
+    if let [one] = a.files.as_slice() {
+        if one == "-" || std::path::Path::new(one).is_dir() {
+            let (text, code) = crate::audit_repo::run(&a.path, one, a.format)?;
+            write_out(text.as_bytes())?;
+            return Ok(code);
+        }
     }
     let mut texts = Vec::with_capacity(a.files.len());
     for f in &a.files {
@@ -72,7 +85,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     }
     if let [Reading::Path(what)] = readings.as_slice() {
         let (text, code) =
-            crate::audit_path::run_file(&a.path, &a.files[0], &texts[0], what, a.output.json())?;
+            crate::audit_path::run_file(&a.path, &a.files[0], &texts[0], what, a.format)?;
         write_out(text.as_bytes())?;
         return Ok(code);
     }
@@ -95,10 +108,18 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         .map(|(f, t)| Input::new(f, t))
         .collect();
     let report = audit(&inputs).map_err(|e| UsageError(e.to_string()))?;
-    let text = if a.output.json() {
-        serde_json::to_string(&report)? + "\n"
-    } else {
-        table(&report)
+    let text = match a.format {
+        Format::Json => serde_json::to_string(&report)? + "\n",
+        Format::Text => table(&report),
+        Format::Sarif => {
+            let named: Vec<(&str, &str)> = a
+                .files
+                .iter()
+                .zip(&texts)
+                .map(|(f, t)| (f.as_str(), t.as_str()))
+                .collect();
+            crate::audit_sarif::render(&crate::audit_sarif::from_report(&report, &named))
+        }
     };
     let code = if report.is_clean() {
         ExitCode::SUCCESS

@@ -1,17 +1,19 @@
 //! `stagger audit --path`: the layers of one call path, from the edge to
 //! the dependency, read together. The readers and the model live in
-//! `stagger_sim::audit::path`; this module splits the path, reads the
+//! `stagger_audit::path`; this module splits the path, reads the
 //! files, prints and picks the exit code (the audit's: 0 clean, 1
 //! findings, 2 bad usage or an unreadable file).
 
 use std::path::Path;
 use std::process::ExitCode;
 
-use stagger_sim::audit::path::{
+use stagger_audit::path::{
     audit_file, audit_path, Dead, GatewayImpl, IstioVersion, Options, PathInput, Protocol,
 };
 
+use crate::args::AuditFormat as Format;
 use crate::args::UsageError;
+use crate::audit_sarif::Located;
 
 /// The failure the dead dependency shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -77,9 +79,28 @@ pub struct PathArgs {
     /// Endpoints behind a proxy whose tries only its servers bound (ingress-nginx tries "0").
     #[arg(long, default_value_t = 3, value_name = "N")]
     endpoints: u32,
+    /// Requests a second at the edge: with --latency, size each cap on
+    /// concurrent retries by Little's law (e.g. `--rate 200`).
+    #[arg(long, value_name = "PER_SECOND", requires = "latency")]
+    rate: Option<f64>,
+    /// How long one attempt takes while the dependency is down (e.g. `--latency 250ms`).
+    #[arg(long, value_name = "D", requires = "rate", value_parser = latency)]
+    latency: Option<std::time::Duration>,
+    /// The attempts per call at the bottom a sized cap must keep the path under.
+    #[arg(long, default_value_t = 2.0, value_name = "N")]
+    bound: f64,
     /// Also write an SVG picture of the path to this file.
     #[arg(long, value_name = "FILE")]
     svg: Option<String>,
+}
+
+fn latency(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration such as 250ms: {e}"))?;
+    if d.is_zero() {
+        return Err("must be above 0".to_string());
+    }
+    Ok(d)
 }
 
 fn istio_version(s: &str) -> Result<u32, String> {
@@ -123,7 +144,7 @@ pub fn read(f: &str) -> Result<String, UsageError> {
 }
 
 /// The audit's assumptions from the flags.
-fn options(a: &PathArgs) -> Options {
+pub fn options(a: &PathArgs) -> Options {
     Options {
         protocol: a.protocol.map(|p| match p {
             ProtocolArg::Http => Protocol::Http,
@@ -146,6 +167,9 @@ fn options(a: &PathArgs) -> Options {
             GatewayArg::Generic => GatewayImpl::Generic,
         },
         endpoints: a.endpoints.max(1),
+        rate: a.rate,
+        latency: a.latency,
+        bound: a.bound,
     }
 }
 
@@ -156,11 +180,18 @@ pub fn run_file(
     file: &str,
     text: &str,
     what: &str,
-    json: bool,
+    format: Format,
 ) -> anyhow::Result<(String, ExitCode)> {
     let reports = audit_file(file, text, &options(a)).map_err(|e| UsageError(e.to_string()))?;
     let clean = reports.iter().all(|r| r.report.is_clean());
-    let out = if json {
+    let out = if format == Format::Sarif {
+        let texts = [(file, text)];
+        let found: Vec<Located> = reports
+            .iter()
+            .flat_map(|r| crate::audit_sarif::from_path(&r.report, &texts))
+            .collect();
+        crate::audit_sarif::render(&found)
+    } else if format == Format::Json {
         let list: Vec<serde_json::Value> = reports
             .iter()
             .map(|r| serde_json::json!({"file": file, "selector": r.selector, "report": r.report}))
@@ -189,7 +220,7 @@ pub fn run_file(
 }
 
 /// Runs `stagger audit --path`: what to print and the exit code.
-pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
+pub fn run(a: &PathArgs, format: Format) -> anyhow::Result<(String, ExitCode)> {
     let path = a.path.as_deref().unwrap_or_default();
     let entries: Vec<(&str, Option<&str>)> = path
         .split(',')
@@ -220,10 +251,17 @@ pub fn run(a: &PathArgs, json: bool) -> anyhow::Result<(String, ExitCode)> {
         std::fs::write(svg, report.svg())
             .map_err(|e| UsageError(format!("{svg}: cannot write: {e}")))?;
     }
-    let text = if json {
-        serde_json::to_string(&report)? + "\n"
-    } else {
-        report.text()
+    let text = match format {
+        Format::Json => serde_json::to_string(&report)? + "\n",
+        Format::Text => report.text(),
+        Format::Sarif => {
+            let named: Vec<(&str, &str)> = entries
+                .iter()
+                .zip(&texts)
+                .map(|((f, _), t)| (*f, t.as_str()))
+                .collect();
+            crate::audit_sarif::render(&crate::audit_sarif::from_path(&report, &named))
+        }
     };
     let code = if report.is_clean() {
         ExitCode::SUCCESS

@@ -13,6 +13,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 mod args;
 mod audit;
 mod audit_path;
+mod audit_repo;
+mod audit_sarif;
 mod gameday;
 mod gameday_hedging;
 mod gameday_limit;

@@ -64,7 +64,7 @@ fn json_has_the_documented_shape() {
     assert_eq!(top, ["bottom_attempts", "findings", "methods"]);
     for f in v["findings"].as_array().unwrap() {
         let keys: Vec<_> = f.as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys, ["id", "message", "method"]);
+        assert_eq!(keys, ["file", "id", "message", "method"]);
     }
     let get = &v["methods"][0];
     assert_eq!(get["method"], "shop.Cart/Get");
@@ -353,4 +353,54 @@ fn a_path_selector_that_matches_nothing_exits_2_naming_the_choices() {
     ]);
     assert_eq!(code(&d), Some(2));
     assert!(d.stderr.contains("--failure-rate"), "{}", d.stderr);
+}
+
+#[test]
+fn rate_and_latency_size_a_cap_and_one_without_the_other_is_a_usage_error() {
+    let dir = TempDir::new("audit-sizing");
+    let text = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart}\nspec:\n  hosts: [cart]\n  http:\n  - route:\n    - destination: {host: cart}\n    retries: {attempts: 2, retryOn: connect-failure}\n---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: cart}\nspec:\n  host: cart\n  trafficPolicy: {connectionPool: {http: {maxRetries: 10}}}\n";
+    std::fs::write(dir.path("dr.yaml"), text).unwrap();
+    let d = stagger(
+        &[
+            "audit",
+            "--path",
+            "dr.yaml",
+            "--rate",
+            "100",
+            "--latency",
+            "500ms",
+            "--bound",
+            "1.1",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    assert!(
+        d.stdout
+            .contains("the cap of 10 lets 20 retries/s through of 200 wanted"),
+        "{}",
+        d.stdout
+    );
+    assert!(
+        d.stdout.contains("budget_concurrency_floor"),
+        "{}",
+        d.stdout
+    );
+    let alone = stagger(&["audit", "--path", "dr.yaml", "--rate", "100"], &dir);
+    assert_eq!(code(&alone), Some(2));
+    assert!(alone.stderr.contains("--latency"), "{}", alone.stderr);
+    let bad = stagger(
+        &[
+            "audit",
+            "--path",
+            "dr.yaml",
+            "--rate",
+            "100",
+            "--latency",
+            "0s",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&bad), Some(2));
+    assert!(bad.stderr.contains("--latency"), "{}", bad.stderr);
 }

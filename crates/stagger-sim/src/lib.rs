@@ -47,7 +47,6 @@
 
 use std::fmt;
 
-pub mod audit;
 pub mod contention;
 mod engine;
 pub mod failover;

@@ -2,7 +2,7 @@
 //! file is either audited or refused with its name and a field.
 
 use proptest::prelude::*;
-use stagger_sim::audit::{audit, Input};
+use stagger_audit::{audit, Input};
 
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -52,6 +52,40 @@ proptest! {
         for m in &report.methods {
             prop_assert!(m.amplification.dead >= 0.0 && m.amplification.dead <= 5.0);
             prop_assert!(m.amplification.half >= 0.0 && m.amplification.half <= 5.0);
+        }
+    }
+}
+
+/// A route, an application or a mesh route among three hosts, with any
+/// value where the attempts go: objects that connect, loop and break.
+fn object() -> impl Strategy<Value = String> {
+    let host = prop_oneof![Just("a"), Just("b"), Just("c")];
+    (0..3u8, host.clone(), host, value()).prop_map(|(k, h, to, v)| match k {
+        0 => format!("apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: r{h}}}\nspec:\n  rules:\n  - backendRefs: [{{name: {to}}}]\n    retry: {{attempts: {v}}}\n"),
+        1 => format!("spring.application.name: {h}\nresilience4j.retry.instances.{to}.maxAttempts: {v}\n"),
+        _ => format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {h}}}\nspec:\n  hosts: [{h}]\n  http:\n  - route:\n    - destination: {{host: {to}}}\n    retries: {{attempts: {v}}}\n"),
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A repository of arbitrary files (and the same text as a dump) is a
+    /// report, never a panic, its paths within the walk's bounds.
+    #[test]
+    fn any_repository_is_audited_without_panic(
+        texts in proptest::collection::vec(object(), 1..6),
+    ) {
+        use stagger_audit::path::{audit_repo, split_dump, Options, Source, MAX_HOPS};
+        let mut sources: Vec<Source> = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Source { name: format!("f{i}.yaml"), text: t.clone() })
+            .collect();
+        sources.extend(split_dump("-", &texts.join("\n---\n")));
+        let r = audit_repo(&sources, &Options::default());
+        for p in &r.paths {
+            prop_assert!(p.hops.len() >= 2 && p.hops.len() <= MAX_HOPS);
         }
     }
 }

@@ -150,6 +150,7 @@ fn config(f: &Input<'_>, mut root: Value, prefix: &str) -> Result<Layer, AuditEr
     if let Ok(all) = ServiceConfig::from_json(&json!({ "methodConfig": valid }).to_string()) {
         for n in lenient::duplicate_names(&all) {
             layer.findings.push(Finding {
+                file: String::new(),
                 id: "duplicate_names",
                 method: label(prefix, std::slice::from_ref(&n)).0,
                 message: "is named by more than one methodConfig entry: gRPC rejects a service config that names a method twice, so the client runs without it; keep each name in one entry".to_string(),
@@ -189,6 +190,7 @@ fn spelling(seen: &[Leniency], prefix: &str, out: &mut Vec<Finding>) {
             _ => String::new(),
         };
         out.push(Finding {
+            file: String::new(),
             id: "nonstandard_spelling",
             method: format!("{prefix}*"),
             message: format!(
@@ -200,6 +202,7 @@ fn spelling(seen: &[Leniency], prefix: &str, out: &mut Vec<Finding>) {
 
 fn invalid(method: &str, e: &Fault) -> Finding {
     Finding {
+        file: String::new(),
         id: "invalid",
         method: method.to_string(),
         message: format!(
@@ -276,6 +279,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
     let mut out: Vec<Finding> = Vec::new();
     let mut push = |id: &'static str, message: String| {
         out.push(Finding {
+            file: String::new(),
             id,
             method: e.label.clone(),
             message,
@@ -384,6 +388,7 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
     let mut out: Vec<Finding> = Vec::new();
     let mut push = |id: &'static str, message: String| {
         out.push(Finding {
+            file: String::new(),
             id,
             method: e.label.clone(),
             message,

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use stagger_sim::audit::path::{
+use stagger_audit::path::{
     audit_path, Budget, Dead, Options, PathError, PathInput, PathReport, Protocol, System,
 };
 

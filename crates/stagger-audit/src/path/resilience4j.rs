@@ -81,6 +81,17 @@ pub(crate) fn has_retry(d: &Value) -> bool {
     section(d, "retry").is_some()
 }
 
+/// The application a document configures (`spring.application.name`, in
+/// any of Spring's spellings) and the names of its retry instances.
+pub(crate) fn app_and_instances(d: &Value) -> (Option<String>, Vec<String>) {
+    let app = tree::get(&expand(d), "spring")
+        .and_then(|s| tree::get(s, "application"))
+        .and_then(|a| tree::string(a, "name"))
+        .map(str::to_string);
+    let instances = section(d, "retry").map(|s| names(&s)).unwrap_or_default();
+    (app, instances)
+}
+
 /// An instance's settings over its base config's (or `default`'s).
 fn settings(sec: &Value, name: &str) -> Option<Value> {
     let instances = tree::get(sec, "instances").or_else(|| tree::get(sec, "backends"));

@@ -2,7 +2,7 @@
 //! that does not, and the amplification numbers agree with the closed forms.
 
 use serde_json::{json, Value};
-use stagger_sim::audit::{audit, Input, Report};
+use stagger_audit::{audit, Input, Report};
 
 fn good_grpc() -> Value {
     json!({
@@ -373,7 +373,7 @@ fn the_report_serialises_to_the_documented_shape() {
     assert_eq!(keys, ["bottom_attempts", "findings", "methods"]);
     assert_eq!(
         j["findings"][0],
-        json!({"id": "no_budget", "method": "shop.Cart/Get", "message": r.findings[0].message})
+        json!({"id": "no_budget", "file": "svc.json", "method": "shop.Cart/Get", "message": r.findings[0].message})
     );
     assert_eq!(j["methods"][0]["method"], "shop.Cart/Get");
     assert!(j["methods"][0]["amplification"]["dead"].is_number());

@@ -4,18 +4,59 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::compose::count;
+use super::compose::{count, round3};
 use super::{Budget, Dead, PathReport, Protocol};
 
 const WIDTH: usize = 120;
 
-fn cut(s: &str, w: usize) -> String {
+pub(crate) fn cut(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
         return s.to_string();
     }
     let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+/// `s` in at most `w` columns, cut at the front with `…` (its end kept).
+pub(crate) fn cut_front(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(n + 1 - w.max(1)).collect();
+    format!("…{tail}")
+}
+
+/// `s` in at most `w` columns, its middle cut with `…` (both ends kept).
+fn cut_middle(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let head = w.saturating_sub(1).div_ceil(2);
+    let tail = w.saturating_sub(1) - head;
+    let start: String = s.chars().take(head).collect();
+    let end: String = s.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
+/// A layer's name, `FILE WHAT`, in at most `w` columns, so layers of one
+/// file never read alike: the file is cut before what the layer is
+/// (system and selector); a cluster-local host drops its
+/// `.svc.cluster.local`; a selector still too long loses its middle.
+pub(crate) fn layer_name(file: &str, what: &str, w: usize) -> String {
+    let full = format!("{file} {what}");
+    if full.chars().count() <= w {
+        return full;
+    }
+    let what = what.replace(".svc.cluster.local", "");
+    let what_len = what.chars().count();
+    // Room for at least a few characters of the file name and a space.
+    if what_len + 6 <= w {
+        return format!("{} {what}", cut(file, w - what_len - 1));
+    }
+    cut_middle(&what, w)
 }
 
 fn wrap(text: &str, indent: usize) -> String {
@@ -67,6 +108,42 @@ fn wait(d: Option<Duration>) -> String {
     }
 }
 
+/// The budget sizing at the stated rate and latency, if any.
+fn sizing(r: &PathReport, s: &mut String) {
+    if let (Some(rate), Some(latency), false) =
+        (r.options.rate, r.options.latency, r.sizing.is_empty())
+    {
+        let _ = writeln!(
+            s,
+            "Budget sizing at {} requests/s and {latency:?} per attempt (Little's law: retries in flight = retries/s × latency):",
+            count(rate)
+        );
+        for z in &r.sizing {
+            let floor = match z.floor {
+                Some(f) => format!(
+                    "at most {f} in flight keeps the bottom at or under {}",
+                    count(z.bound)
+                ),
+                None => format!("the other layers alone pass {}", count(z.bound)),
+            };
+            s.push_str(&wrap(
+                &format!(
+                    "layer {}: {} requests/s, {} in flight; the cap of {} lets {} retries/s through of {} wanted: {} tries per request, {}; {floor}",
+                    z.layer + 1,
+                    count(round3(z.rate)),
+                    count(round3(z.active)),
+                    count(round3(z.cap)),
+                    count(round3(z.allowed_per_second)),
+                    count(round3(z.wanted_per_second)),
+                    count(round3(z.tries)),
+                    attempts(round3(z.bottom_attempts)),
+                ),
+                2,
+            ));
+        }
+    }
+}
+
 pub(crate) fn render(r: &PathReport) -> String {
     let mut s = String::new();
     let proto = match r.protocol {
@@ -85,10 +162,11 @@ pub(crate) fn render(r: &PathReport) -> String {
         "#", "layer", "retries on", "tries", "sends"
     );
     for (i, (l, n)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
-        let mut who = format!("{} {} {}", l.file_name(), l.system, l.selector);
+        let mut what = format!("{} {}", l.system, l.selector);
         if l.implicit {
-            who.push_str(" (implicit)");
+            what.push_str(" (implicit)");
         }
+        let who = layer_name(l.file_name(), &what, 44);
         let on = if n.retries || l.max_tries == Some(1) {
             l.retry_on.clone()
         } else {
@@ -128,6 +206,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         r.options.concurrency,
         attempts(r.budgeted_bottom_attempts)
     );
+    sizing(r, &mut s);
     for (i, l) in r.layers.iter().enumerate() {
         if let Some(cut) = &l.cut_by {
             s.push_str(&wrap(

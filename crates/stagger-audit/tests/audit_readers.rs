@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use stagger_sim::audit::path::{
+use stagger_audit::path::{
     audit_file, audit_path, what_is, Budget, Dead, GatewayImpl, Options, PathInput, PathReport,
     Reading, System,
 };

@@ -5,7 +5,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use stagger_sim::audit::{audit, Input, Report};
+use stagger_audit::{audit, Input, Report};
 
 /// The published configs, or `None` (with a note) where the folder is
 /// absent; under CI its absence fails.
@@ -248,7 +248,7 @@ fn exact_figures_are_the_closed_form_and_estimates_carry_their_sample() {
     v["retryThrottling"] = json!({"maxTokens":10,"tokenRatio":0.1});
     let a = one("svc.json", &v.to_string()).methods[0].amplification;
     assert!(!a.exact);
-    assert_eq!(a.sample, Some(stagger_sim::audit::amplify::REQUESTS));
+    assert_eq!(a.sample, Some(stagger_audit::amplify::REQUESTS));
 }
 
 #[test]
@@ -280,7 +280,7 @@ fn hedged_methods_are_measured_on_the_hedging_engine() {
     assert_eq!((exact.dead, exact.half), (3.0, 1.75));
     // With throttling: estimated, and the bucket holds a dead dependency.
     let est = r.methods[0].amplification;
-    assert_eq!(est.sample, Some(stagger_sim::audit::amplify::REQUESTS));
+    assert_eq!(est.sample, Some(stagger_audit::amplify::REQUESTS));
     assert!(est.dead < 1.05, "{}", est.dead);
 }
 

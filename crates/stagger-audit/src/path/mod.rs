@@ -11,7 +11,7 @@
 //! its source); [`audit_path`] composes them.
 //!
 //! ```
-//! use stagger_sim::audit::path::{audit_path, Options, PathInput};
+//! use stagger_audit::path::{audit_path, Options, PathInput};
 //!
 //! let vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\n\
 //!           metadata: {name: cart}\nspec:\n  hosts: [cart]\n  http:\n  - route:\n    - destination: {host: cart}\n";
@@ -65,17 +65,25 @@ mod linkerd;
 mod nginx;
 mod own;
 mod picture;
+mod repo;
 mod resilience4j;
 mod rules;
+mod sizing;
 mod text;
 mod traefik;
 mod tree;
 
+pub use compose::count;
 pub use detect::{what_is, Reading};
 pub use file::{audit_file, FileReport};
+pub use repo::{
+    audit_repo, split_dump, ObjectAudit, RepoPath, RepoReport, Source, MAX_HOPS, MAX_PATHS,
+    SPLIT_ABOVE,
+};
 
 pub use rules::Failure;
 use rules::{Pause, Rule};
+pub use sizing::Sizing;
 
 /// One file of the path, with the selector that names the host, route,
 /// method or profile it contributes (`None` when the file holds one).
@@ -174,6 +182,16 @@ pub struct Options {
     /// Endpoints behind a proxy whose tries are bounded only by its servers
     /// (ingress-nginx with `proxy-next-upstream-tries: "0"`).
     pub endpoints: u32,
+    /// Requests a second at the edge, for sizing concurrency caps by
+    /// Little's law (with [`Options::latency`]; see [`Sizing`]).
+    pub rate: Option<f64>,
+    /// How long one attempt takes while the dependency is down, for sizing
+    /// concurrency caps (milliseconds in JSON).
+    #[serde(with = "opt_ms")]
+    pub latency: Option<Duration>,
+    /// The attempts at the bottom per call at the edge a sized cap must
+    /// keep the path under.
+    pub bound: f64,
 }
 
 impl Default for Options {
@@ -187,6 +205,9 @@ impl Default for Options {
             concurrency: 100,
             gateway: GatewayImpl::Istio,
             endpoints: 3,
+            rate: None,
+            latency: None,
+            bound: 2.0,
         }
     }
 }
@@ -431,6 +452,9 @@ pub struct PathReport {
     /// Attempts at the bottom per call under a dead dependency once each
     /// layer's budget has drained or capped its retries (steady state).
     pub budgeted_bottom_attempts: f64,
+    /// Each concurrency cap on the path sized at [`Options::rate`] and
+    /// [`Options::latency`] (empty unless both are given).
+    pub sizing: Vec<Sizing>,
     /// The findings.
     pub findings: Vec<PathFinding>,
 }
@@ -472,7 +496,7 @@ impl PathError {
         PathError {
             file: file.to_string(),
             field: field.to_string(),
-            problem: crate::audit::one_line(&problem.into()),
+            problem: crate::one_line(&problem.into()),
             choices: Vec::new(),
         }
     }
@@ -502,6 +526,7 @@ impl std::error::Error for PathError {}
 /// before it; an Istio mesh config (`defaultHttpRetryPolicy`) sets the
 /// default of every Istio layer; every other file is one layer.
 pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathReport, PathError> {
+    sizing::check(options)?;
     if !(0.0..=1.0).contains(&options.failure_rate) {
         return Err(PathError::new(
             "--failure-rate",
@@ -544,8 +569,12 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
         dead,
         at_rate,
         budgeted_bottom_attempts: compose::round3(budgeted_bottom_attempts),
+        sizing: Vec::new(),
         findings: Vec::new(),
     };
+    if let (Some(rate), Some(latency)) = (options.rate, options.latency) {
+        report.sizing = sizing::size(&report.layers, &report.dead, rate, latency, options.bound);
+    }
     report.findings = findings::all(&report);
     Ok(report)
 }

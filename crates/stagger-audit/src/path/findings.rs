@@ -171,5 +171,47 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             });
         }
     }
+    out.extend(sizing(r));
     out
+}
+
+/// A concurrency cap that, by Little's law at the stated rate and latency,
+/// lets the path's attempts pass the stated bound.
+fn sizing(r: &PathReport) -> Vec<PathFinding> {
+    let (Some(rate), Some(latency)) = (r.options.rate, r.options.latency) else {
+        return Vec::new();
+    };
+    r.sizing
+        .iter()
+        .filter(|z| z.bottom_attempts > z.bound)
+        .map(|z| {
+            let fix = match z.floor {
+                Some(f) => format!(
+                    "at most {f} retries in flight (maxRetries, max_retries, or min_retry_concurrency with the budget's percent at most {} %) keeps it at or under {}",
+                    count(round3(z.bound / (z.bottom_attempts / z.tries) * 100.0 - 100.0)),
+                    count(z.bound)
+                ),
+                None => format!(
+                    "no cap here can: the other layers alone make more than {}",
+                    count(z.bound)
+                ),
+            };
+            PathFinding {
+                id: "budget_concurrency_floor",
+                layers: vec![z.layer],
+                message: format!(
+                    "{} caps {} retries in flight; at {} requests/s at the edge ({} here) and {:?} per attempt, Little's law lets {} retries/s through of the {} its rules want, so {} attempts per call reach the bottom, over the bound of {}; {fix}",
+                    name(r, z.layer),
+                    count(round3(z.cap)),
+                    count(rate),
+                    count(round3(z.rate)),
+                    latency,
+                    count(round3(z.allowed_per_second)),
+                    count(round3(z.wanted_per_second)),
+                    count(round3(z.bottom_attempts)),
+                    count(z.bound),
+                ),
+            }
+        })
+        .collect()
 }

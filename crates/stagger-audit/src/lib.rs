@@ -1,10 +1,18 @@
-//! `stagger audit`: a production checklist for retry configs, with the
-//! engine's own numbers.
+//! # stagger-audit — retry configs checked, and their attempts counted
+//!
+//! This crate holds `stagger audit`: the checklist for one retry config
+//! (this page), and [`path`], the readers of the retry objects a call path
+//! is made of — service meshes (Istio, Linkerd, Envoy), the Kubernetes
+//! Gateway API and Envoy Gateway, proxies that retry by default (nginx,
+//! ingress-nginx, HAProxy, Traefik), client libraries (gRPC, the AWS SDKs,
+//! resilience4j) and stagger's own policy file — with the attempts their
+//! layers multiply into at the bottom. It simulates nothing: attempts are
+//! measured by driving the library's own engine ([`stagger::Policy`]).
 //!
 //! Teams keep their retry settings in files — gRPC service configs above all
 //! — and nobody checks those files against what a retry policy must do, let
-//! alone says what they would do to a dependency that falls over. This
-//! module reads gRPC service configs (gRPC A6: `methodConfig` with a
+//! alone says what they would do to a dependency that falls over. The
+//! checklist reads gRPC service configs (gRPC A6: `methodConfig` with a
 //! `retryPolicy` or a `hedgingPolicy`, `timeout`, `retryThrottling`) and
 //! stagger's own policy file ([`stagger::config::PolicyFile`]), reports one
 //! [`Finding`] per checklist item that fails, and measures each method's
@@ -15,7 +23,7 @@
 //! attempts that reach the bottom are the product of each layer's attempts.
 //!
 //! ```
-//! use stagger_sim::audit::{audit, Input};
+//! use stagger_audit::{audit, Input};
 //!
 //! let json = r#"{"methodConfig":[{"name":[{"service":"shop.Cart","method":"Get"}],
 //!   "retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s",
@@ -64,11 +72,15 @@
 //! with a budget, throttling or breaker they are estimates over
 //! [`amplify::REQUESTS`] requests ([`Amplification::sample`]).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use std::fmt;
 
 use serde::Serialize;
 
 pub mod amplify;
+pub mod checks;
 mod grpc;
 pub mod path;
 mod policy;
@@ -93,8 +105,10 @@ impl<'a> Input<'a> {
 /// One checklist item that fails.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
-    /// The stable id (`no_budget`, `attempts_high`, …).
+    /// The stable id (`no_budget`, `attempts_high`, …; see [`checks`]).
     pub id: &'static str,
+    /// The file it concerns, as named in its [`Input`].
+    pub file: String,
     /// The method it concerns (`pkg.Svc/Get`, `pkg.Svc/*`, `*`).
     pub method: String,
     /// What is wrong and what to change.
@@ -290,11 +304,18 @@ pub fn audit(files: &[Input<'_>]) -> Result<Report, AuditError> {
         .collect::<Vec<_>>()
         .join(" × ");
     for (i, layer) in layers.into_iter().enumerate() {
-        report.findings.extend(layer.findings);
+        let name = files[i].name;
+        report
+            .findings
+            .extend(layer.findings.into_iter().map(|f| Finding {
+                file: name.to_string(),
+                ..f
+            }));
         if retrying.len() > 1 && retrying[0] != i && retrying.contains(&i) {
             let outer = files[retrying[0]].name;
             report.findings.push(Finding {
                 id: "duplicate_layers",
+                file: files[i].name.to_string(),
                 method: layer.methods[0].method.clone(),
                 message: format!(
                     "{} retries and so does {outer} above it: {chain} = {bottom_attempts} attempts reach the bottom for one call when it is down; retry in one layer only and let the others fail fast (pass the failure up)",

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use stagger_sim::audit::path::{
+use stagger_audit::path::{
     audit_file, audit_path, what_is, Dead, Options, PathInput, PathReport, Protocol, Reading,
 };
-use stagger_sim::audit::{audit, Input};
+use stagger_audit::{audit, Input};
 
 fn run(files: &[(&str, &str, Option<&str>)], o: &Options) -> PathReport {
     let inputs: Vec<PathInput<'_>> = files
@@ -403,4 +403,95 @@ fn istio_fault_delay_is_in_the_wait_once_per_call() {
     assert_eq!(d.dead.bottom_attempts, plain.dead.bottom_attempts);
     let extra = d.dead.edge_waits.unwrap() - plain.dead.edge_waits.unwrap();
     assert_eq!(extra, Duration::from_secs(1));
+}
+
+fn three_long_hosts() -> String {
+    ["reviews-frontend", "reviews-backend", "reviews-ratings"]
+        .iter()
+        .map(|h| {
+            format!("apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {{name: {h}}}\nspec:\n  hosts: [{h}.bookinfo-production.svc.cluster.local]\n  http:\n  - route:\n    - destination: {{host: {h}.bookinfo-production.svc.cluster.local}}\n    retries: {{attempts: 1, retryOn: connect-failure}}\n")
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+// The table cut `FILE SYSTEM SELECTOR` at 46 columns from the left, so
+// three hops of one long-named file all read `…mesh-routes.yaml istio rev…`.
+#[test]
+fn layer_names_cut_at_46_columns_no_longer_make_three_hops_of_one_file_read_alike() {
+    let text = three_long_hosts();
+    let file = "production-bookinfo-mesh-routes.yaml";
+    let r = run(
+        &[
+            (file, &text, Some("reviews-frontend")),
+            (file, &text, Some("reviews-backend")),
+            (file, &text, Some("reviews-ratings")),
+        ],
+        &Options::default(),
+    );
+    let out = r.text();
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with(" 1 ") || l.starts_with(" 2 ") || l.starts_with(" 3 "))
+        .collect();
+    assert_eq!(rows.len(), 3, "{out}");
+    // Columns 3..47 hold the layer's name.
+    let names: Vec<String> = rows
+        .iter()
+        .map(|r| r.chars().skip(3).take(44).collect())
+        .collect();
+    assert_ne!(names[0], names[1], "{out}");
+    assert_ne!(names[1], names[2], "{out}");
+    assert_ne!(names[0], names[2], "{out}");
+    for (name, want) in names.iter().zip(["frontend", "backend", "ratings"]) {
+        assert!(name.contains(want), "{name:?} lost {want}: {out}");
+    }
+    assert!(out.lines().all(|l| l.chars().count() <= 120), "{out}");
+}
+
+// The SVG wrote each box's title and file line at full length, over the
+// `×N` and `sends N` figures right-aligned in the same box.
+#[test]
+fn the_svg_does_not_overprint_long_paths() {
+    let text = three_long_hosts();
+    let file = "a-very-long-directory-name/production-bookinfo-mesh-routes.yaml";
+    let r = run(
+        &[
+            (file, &text, Some("reviews-frontend")),
+            (file, &text, Some("reviews-backend")),
+            (file, &text, Some("reviews-ratings")),
+        ],
+        &Options::default(),
+    );
+    let svg = r.svg();
+    let width: f64 = 560.0;
+    // The figures take the right 100 px of each box, which ends 24 px from
+    // the edge; 13 px sans-serif is at most 0.6 em a character.
+    let room = width - 24.0 - 100.0;
+    let mut checked = 0;
+    for line in svg.lines().filter(|l| l.starts_with(r#"<text x="24""#)) {
+        let body = line.split_once('>').unwrap().1;
+        let visible = match body.split_once("</title>") {
+            Some((_, rest)) => rest,
+            None => body,
+        };
+        let visible = visible.trim_end_matches("</text>");
+        let chars = visible
+            .replace("&amp;", "&")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .chars()
+            .count() as f64;
+        assert!(
+            24.0 + chars * 7.8 <= room,
+            "{visible:?} runs into the figures"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 3 * 2 + 1, "{svg}");
+    // The whole text stays as the element's tooltip.
+    assert!(svg.contains(
+        "<title>a-very-long-directory-name/production-bookinfo-mesh-routes.yaml — retries on"
+    ));
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::PathError;
 
 /// The largest text read as YAML (a config file, not a data dump).
-const MAX_BYTES: usize = 4 << 20;
+pub(crate) const MAX_BYTES: usize = 4 << 20;
 
 /// Every non-empty document of `text`, YAML or JSON (JSON is YAML).
 ///
@@ -19,14 +19,37 @@ const MAX_BYTES: usize = 4 << 20;
 /// to panic on hostile input (with limits on aliases and depth), where the
 /// once-common `serde_yaml` is archived.
 pub(crate) fn documents(file: &str, text: &str) -> Result<Vec<Value>, PathError> {
-    if text.len() > MAX_BYTES {
+    documents_within(file, text, MAX_BYTES)
+}
+
+/// The largest cluster dump read (`kubectl get … -A -o yaml`).
+pub(crate) const MAX_DUMP_BYTES: usize = 64 << 20;
+
+/// [`documents`] of a text up to `limit` bytes: past a config file's size
+/// (a cluster dump), the reader's node and event limits grow with the
+/// text (one node per 4 bytes, one event per 2, never below the reader's
+/// defaults), its alias and depth limits stay.
+pub(crate) fn documents_within(
+    file: &str,
+    text: &str,
+    limit: usize,
+) -> Result<Vec<Value>, PathError> {
+    if text.len() > limit {
         return Err(PathError::new(
             file,
             "",
-            format!("larger than {MAX_BYTES} bytes"),
+            format!("larger than {limit} bytes"),
         ));
     }
-    serde_saphyr::from_multiple::<Value>(text)
+    let parsed = {
+        let mut budget = serde_saphyr::Budget::default();
+        budget.max_nodes = budget.max_nodes.max(text.len() / 4);
+        budget.max_events = budget.max_events.max(text.len() / 2);
+        let mut options = serde_saphyr::Options::default();
+        options.budget = Some(budget);
+        serde_saphyr::from_multiple_with_options::<Value>(text, options)
+    };
+    parsed
         .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
         .map_err(|e| PathError::new(file, "", yaml_problem(&e.to_string())))
 }

@@ -31,6 +31,7 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
     let name = file.name.clone().unwrap_or_else(|| "*".to_string());
     let mut push = |id: &'static str, message: String| {
         layer.findings.push(Finding {
+            file: String::new(),
             id,
             method: name.clone(),
             message,

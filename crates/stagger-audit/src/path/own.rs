@@ -6,13 +6,13 @@ use stagger::Backoff;
 
 use super::rules::{Pause, Rule};
 use super::{Budget, Layer, PathError, PathInput, System};
-use crate::audit::Input;
+use crate::Input;
 
 /// The library's ratio budget default (10 % of requests).
 const RATIO_DEFAULT: f64 = 0.1;
 
 pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
-    if crate::audit::is_policy_file(&Input::new(f.name, f.text)) {
+    if crate::is_policy_file(&Input::new(f.name, f.text)) {
         policy(f)
     } else {
         service_config(f)
@@ -30,7 +30,7 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     }
     // One DNS TXT choice as a program embeds it: its `serviceConfig`.
     let inner;
-    let text = if crate::audit::grpc::is_one_choice(f.text) {
+    let text = if crate::grpc::is_one_choice(f.text) {
         let v: serde_json::Value = serde_json::from_str(f.text).unwrap_or_default();
         inner = v
             .get("serviceConfig")
@@ -101,7 +101,7 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     };
     let p = &method.policy;
     let mut layer = Layer::new(f.name, System::Grpc, selector);
-    layer.spelling = crate::audit::spelling_messages(&seen);
+    layer.spelling = crate::spelling_messages(&seen);
     layer.timeout = p.timeout();
     layer.per_try_timeout = p.attempt_timeout();
     if config.throttling.is_some() {

@@ -95,8 +95,17 @@ fn describe(k: &Kind) -> &'static str {
 /// The objects of `text`: every YAML or JSON document, with the items of a
 /// Kubernetes `kind: List` in its place.
 pub(crate) fn objects(name: &str, text: &str) -> Result<Vec<Value>, PathError> {
+    objects_within(name, text, super::tree::MAX_BYTES)
+}
+
+/// [`objects`] of a text up to `limit` bytes (a cluster dump).
+pub(crate) fn objects_within(
+    name: &str,
+    text: &str,
+    limit: usize,
+) -> Result<Vec<Value>, PathError> {
     let mut out = Vec::new();
-    for d in tree::documents(name, text)? {
+    for d in tree::documents_within(name, text, limit)? {
         let is_list = tree::string(&d, "kind").is_some_and(|k| k == "List" || k.ends_with("List"))
             && tree::get(&d, "items").is_some_and(Value::is_array);
         if is_list {

@@ -9,7 +9,12 @@ use super::rules::{self, Failure};
 use super::{Budget, Dead, Layer, LayerNumbers, Options, Protocol, Scenario};
 
 /// A count for reports: whole numbers as they are, others to two decimals.
-pub(crate) fn count(x: f64) -> String {
+///
+/// ```
+/// assert_eq!(stagger_audit::path::count(27.0), "27");
+/// assert_eq!(stagger_audit::path::count(1.104), "1.10");
+/// ```
+pub fn count(x: f64) -> String {
     if x.fract() == 0.0 && x.abs() < 1e15 {
         format!("{x}")
     } else {

@@ -1,0 +1,254 @@
+//! `stagger audit --format sarif`: the findings as a SARIF 2.1.0 log, each
+//! at its file and line, with every check of the audit as a rule carrying
+//! its help text (`stagger_audit::checks`). Code-scanning services and
+//! editors read this format; the exit code stays the audit's.
+
+use serde_json::{json, Value};
+use stagger_audit::checks::CHECKS;
+use stagger_audit::path::PathReport;
+use stagger_audit::Report;
+
+/// The text of every file read, by the name it was given.
+pub type Texts<'a> = [(&'a str, &'a str)];
+
+/// One finding at a place in a file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located {
+    /// The check's id.
+    pub rule: &'static str,
+    /// What is wrong and what to change.
+    pub message: String,
+    /// The file and its 1-based line, then any other layers it concerns.
+    pub places: Vec<(String, usize)>,
+}
+
+/// The text of `file`, if it was read.
+fn text_of<'a>(texts: &Texts<'a>, file: &str) -> Option<&'a str> {
+    texts.iter().find(|(n, _)| *n == file).map(|(_, t)| *t)
+}
+
+/// The 1-based number of the first line at or after line `from` (1-based)
+/// holding one of `needles` (the first needle found wins, in order).
+fn line_of(text: &str, needles: &[&str], from: usize) -> Option<usize> {
+    needles.iter().filter(|n| !n.is_empty()).find_map(|n| {
+        text.lines()
+            .enumerate()
+            .skip(from.saturating_sub(1))
+            .find(|(_, l)| l.contains(n))
+            .map(|(i, _)| i + 1)
+    })
+}
+
+/// The keys a finding of the one-file checklist is about, in the spellings
+/// the files use.
+fn keys(id: &str) -> &'static [&'static str] {
+    match id {
+        "attempts_high" | "no_max_attempts" => &["maxAttempts", "max_attempts", "attempts"],
+        "non_transient_codes" => &["retryableStatusCodes", "nonFatalStatusCodes", "retry_on"],
+        "no_backoff" => &["backoffMultiplier", "hedgingDelay", "multiplier", "base"],
+        "no_jitter" => &["jitter"],
+        "retry_after_ignored" => &["max_retry_after"],
+        _ => &[],
+    }
+}
+
+/// The findings of the one-file checklist, each at the line of the method
+/// it concerns (the key it is about when the file has one).
+pub fn from_report(r: &Report, texts: &Texts<'_>) -> Vec<Located> {
+    r.findings
+        .iter()
+        .map(|f| {
+            let text = text_of(texts, &f.file).unwrap_or("");
+            let service = f.method.split('/').next().unwrap_or("");
+            let start = match service {
+                "" | "*" => line_of(text, &["methodConfig"], 1).unwrap_or(1),
+                s => line_of(text, &[&format!("\"{s}\""), s], 1).unwrap_or(1),
+            };
+            let line = line_of(text, keys(f.id), start).unwrap_or(start);
+            Located {
+                rule: f.id,
+                message: f.message.clone(),
+                places: vec![(f.file.clone(), line)],
+            }
+        })
+        .collect()
+}
+
+/// Where a layer of `file` named by `selector` is: its file and line. An
+/// object of a split dump (`FILE#KIND/NAMESPACE/NAME`) is placed in
+/// `FILE` itself, at its `name:` line, when `FILE`'s text was read.
+fn place(texts: &Texts<'_>, file: &str, selector: &str) -> (String, usize) {
+    if let Some((whole, object)) = file.split_once('#') {
+        if let Some(text) = text_of(texts, whole) {
+            let name = object.rsplit('/').next().unwrap_or(object);
+            let key = format!("name: {name}");
+            // `name: svc-1` and not `name: svc-10`: the name ends there.
+            let line = text
+                .lines()
+                .position(|l| {
+                    l.match_indices(&key).any(|(i, _)| {
+                        !l[i + key.len()..]
+                            .starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '.')
+                    })
+                })
+                .map_or(1, |i| i + 1);
+            return (whole.to_string(), line);
+        }
+    }
+    let text = text_of(texts, file).unwrap_or("");
+    let first = selector.split('/').next().unwrap_or("");
+    let line = line_of(text, &[selector, first], 1).unwrap_or(1);
+    (file.to_string(), line)
+}
+
+/// The findings of a call path, each at the first layer it concerns that
+/// is a file (a built-in layer such as `@istio-sidecar` has none), the
+/// others as related places.
+pub fn from_path(r: &PathReport, texts: &Texts<'_>) -> Vec<Located> {
+    r.findings
+        .iter()
+        .map(|f| {
+            let mut places = Vec::new();
+            let mut layers: Vec<usize> = f.layers.clone();
+            if layers.is_empty() {
+                layers = (0..r.layers.len()).collect();
+            }
+            for &i in &layers {
+                let Some(layer) = r.layers.get(i) else {
+                    continue;
+                };
+                if layer.file.starts_with('@') {
+                    continue;
+                }
+                let place = place(texts, &layer.file, &layer.selector);
+                if !places.contains(&place) {
+                    places.push(place);
+                }
+            }
+            Located {
+                rule: f.id,
+                message: f.message.clone(),
+                places,
+            }
+        })
+        .collect()
+}
+
+/// A file name as a SARIF artifact URI: a relative reference as given, an
+/// absolute path as a `file://` URI, every byte outside the unreserved set
+/// and `/` percent-encoded.
+fn uri(file: &str) -> String {
+    let mut out = String::new();
+    if file.starts_with('/') {
+        out.push_str("file://");
+    }
+    for b in file.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn location(file: &str, line: usize) -> Value {
+    json!({
+        "physicalLocation": {
+            "artifactLocation": {"uri": uri(file)},
+            "region": {"startLine": line.max(1)}
+        }
+    })
+}
+
+/// `snake_case` as `PascalCase`, SARIF's convention for a rule's name.
+fn pascal(id: &str) -> String {
+    id.split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The SARIF 2.1.0 log of `found`: one run of the `stagger` tool whose
+/// rules are every check of the audit.
+pub fn render(found: &[Located]) -> String {
+    let rules: Vec<Value> = CHECKS
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.id,
+                "name": pascal(c.id),
+                "shortDescription": {"text": c.summary},
+                "fullDescription": {"text": c.help},
+                "help": {"text": c.help},
+                "defaultConfiguration": {"level": if c.id == "invalid" { "error" } else { "warning" }}
+            })
+        })
+        .collect();
+    let results: Vec<Value> = found
+        .iter()
+        .map(|f| {
+            let index = CHECKS.iter().position(|c| c.id == f.rule);
+            let mut result = json!({
+                "ruleId": f.rule,
+                "level": if f.rule == "invalid" { "error" } else { "warning" },
+                "message": {"text": f.message},
+            });
+            if let Some(i) = index {
+                result["ruleIndex"] = json!(i);
+            }
+            if let Some((file, line)) = f.places.first() {
+                result["locations"] = json!([location(file, *line)]);
+            }
+            if f.places.len() > 1 {
+                let related: Vec<Value> = f.places[1..]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (file, line))| {
+                        let mut l = location(file, *line);
+                        l["id"] = json!(i + 1);
+                        l
+                    })
+                    .collect();
+                result["relatedLocations"] = json!(related);
+            }
+            result
+        })
+        .collect();
+    let log = json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "stagger",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules
+            }},
+            "results": results
+        }]
+    });
+    serde_json::to_string_pretty(&log).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_name_becomes_a_uri_reference() {
+        assert_eq!(uri("a b/c.yaml"), "a%20b/c.yaml");
+        assert_eq!(uri("/etc/x.json"), "file:///etc/x.json");
+    }
+
+    #[test]
+    fn a_line_is_found_from_a_starting_line() {
+        let text = "a\nmaxAttempts\nb\nmaxAttempts\n";
+        assert_eq!(line_of(text, &["maxAttempts"], 1), Some(2));
+        assert_eq!(line_of(text, &["maxAttempts"], 3), Some(4));
+        assert_eq!(line_of(text, &["nothing"], 1), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! `stagger audit DIR` and `stagger audit -` on the real binary: a tree of
+//! files read whole (unrecognised files skipped with a count, unreadable
+//! ones reported), a `kubectl get … -A -o yaml` dump read from stdin, and
+//! every call path the routes imply printed worst first.
+
+mod common;
+mod support;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn repo(rel: &str) -> String {
+    format!("{}/../../{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart, namespace: shop}\nspec:\n  hosts: [cart]\n  http:\n  - route:\n    - destination: {host: cart}\n    retries: {attempts: 2, retryOn: connect-failure}\n";
+
+#[test]
+fn the_examples_directory_prints_the_27_attempt_path_first() {
+    let dir = TempDir::new("audit-repo");
+    let d = stagger(&["audit", &repo("examples/audit/path")], &dir);
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let paths = d.stdout.split("Call paths").nth(1).expect(&d.stdout);
+    let first = paths.lines().nth(1).unwrap();
+    assert!(first.trim_start().starts_with("27 "), "{first}");
+    assert!(
+        first.contains("storefront-route.yaml:storefront/0 → "),
+        "{first}"
+    );
+    assert!(first.ends_with("@istio-sidecar:inventory"), "{first}");
+    assert!(
+        paths.contains("cut by: circuit breaker inventory"),
+        "{paths}"
+    );
+    let j = stagger(
+        &["audit", &repo("examples/audit/path"), "--format", "json"],
+        &dir,
+    );
+    let v = json(&j);
+    assert_eq!(v["paths"][0]["report"]["dead"]["bottom_attempts"], 27.0);
+    assert_eq!(v["skipped"], 1, "the folder's README is not a retry config");
+}
+
+#[test]
+fn files_the_audit_does_not_recognise_are_skipped_with_a_count() {
+    let dir = TempDir::new("audit-repo");
+    std::fs::create_dir_all(dir.path("tree/sub")).unwrap();
+    std::fs::create_dir_all(dir.path("tree/.git")).unwrap();
+    std::fs::write(dir.path("tree/README.md"), "# hello\n").unwrap();
+    std::fs::write(dir.path("tree/Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+    std::fs::write(dir.path("tree/package.json"), "{\"name\": \"x\"}").unwrap();
+    std::fs::write(
+        dir.path("tree/sub/logo.png"),
+        [0x89u8, 0x50, 0x4e, 0x47, 0, 0xff],
+    )
+    .unwrap();
+    std::fs::write(dir.path("tree/.git/config.yaml"), VS).unwrap();
+    std::fs::write(dir.path("tree/sub/cart-vs.yaml"), VS).unwrap();
+    let d = stagger(&["audit", "tree", "--format", "json"], &dir);
+    assert!(matches!(code(&d), Some(0 | 1)), "{}", d.stderr);
+    let v = json(&d);
+    assert_eq!(v["skipped"], 4, "{v}");
+    assert_eq!(
+        v["objects"].as_array().unwrap().len(),
+        1,
+        "hidden folders are not read"
+    );
+    let t = stagger(&["audit", "tree"], &dir);
+    assert!(
+        t.stdout
+            .contains("4 skipped (not retry configs), 0 unreadable"),
+        "{}",
+        t.stdout
+    );
+}
+
+#[test]
+fn an_unreadable_recognised_file_is_reported_and_exits_2() {
+    let dir = TempDir::new("audit-repo");
+    std::fs::create_dir_all(dir.path("tree")).unwrap();
+    std::fs::write(dir.path("tree/good.yaml"), VS).unwrap();
+    std::fs::write(
+        dir.path("tree/broken.yaml"),
+        "apiVersion: networking.istio.io/v1\nkind: VirtualService\nspec: [\n",
+    )
+    .unwrap();
+    let d = stagger(&["audit", "tree"], &dir);
+    assert_eq!(code(&d), Some(2), "{}", d.stdout);
+    assert!(d.stderr.contains("broken.yaml"), "{}", d.stderr);
+    assert!(
+        d.stdout.contains("good.yaml"),
+        "the rest is still audited: {}",
+        d.stdout
+    );
+    assert!(d.stdout.contains("1 unreadable"), "{}", d.stdout);
+}
+
+fn dump(n: usize) -> String {
+    let mut s = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..n {
+        let ns = format!("team-{}", i % 40);
+        match i % 3 {
+            0 | 1 => s.push_str(&format!(
+                "- apiVersion: networking.istio.io/v1\n  kind: VirtualService\n  metadata: {{name: svc-{i}, namespace: {ns}}}\n  spec:\n    hosts: [svc-{i}]\n    http:\n    - route:\n      - destination: {{host: svc-{i}}}\n      retries: {{attempts: {}, retryOn: 5xx}}\n",
+                1 + i % 4
+            )),
+            _ => s.push_str(&format!(
+                "- apiVersion: gateway.networking.k8s.io/v1\n  kind: HTTPRoute\n  metadata: {{name: r-{i}, namespace: {ns}}}\n  spec:\n    rules:\n    - backendRefs: [{{name: svc-{}}}]\n      retry: {{attempts: 2}}\n",
+                i - 1
+            )),
+        }
+    }
+    s
+}
+
+#[test]
+fn a_kubectl_dump_on_stdin_is_read_object_by_object() {
+    let dir = TempDir::new("audit-repo");
+    let text = dump(90);
+    let d = stagger_with(
+        &["audit", "-", "--format", "json"],
+        &dir,
+        Some(text.as_bytes()),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let v = json(&d);
+    let objects = v["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 90);
+    assert_eq!(objects[0]["file"], "-#VirtualService/team-0/svc-0");
+    // svc-1 retries 1 + 1 % 4 = 2 attempts: 3 tries.
+    assert_eq!(objects[1]["report"]["dead"]["bottom_attempts"], 3.0);
+}
+
+#[test]
+fn a_ten_thousand_object_dump_is_audited_within_a_minute() {
+    let dir = TempDir::new("audit-repo");
+    let text = dump(10_000);
+    let d = stagger_with(
+        &["audit", "-", "--format", "json"],
+        &dir,
+        Some(text.as_bytes()),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    assert!(d.elapsed < Duration::from_secs(60), "{:?}", d.elapsed);
+    let v: Value = serde_json::from_str(&d.stdout).unwrap();
+    assert_eq!(v["objects"].as_array().unwrap().len(), 10_000);
+}
+
+#[test]
+fn every_published_file_in_one_tree_is_read_and_its_paths_are_worst_first() {
+    let Some(w4) = support::published::folder("w4-configs") else {
+        return;
+    };
+    let root = w4.parent().unwrap().display().to_string();
+    let dir = TempDir::new("audit-repo");
+    let d = stagger(&["audit", &root, "--format", "json"], &dir);
+    assert!(matches!(code(&d), Some(0 | 1)), "{}", d.stderr);
+    let v = json(&d);
+    assert_eq!(v["unreadable"], Value::Array(vec![]));
+    let bottoms: Vec<f64> = v["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["report"]["dead"]["bottom_attempts"].as_f64().unwrap())
+        .collect();
+    assert!(!bottoms.is_empty());
+    assert!(bottoms.windows(2).all(|w| w[0] >= w[1]), "{bottoms:?}");
+    assert!(v["objects"].as_array().unwrap().len() >= 20);
+}
+
+#[test]
+fn malformed_dumps_on_stdin_are_one_line_errors_and_exit_2() {
+    let dir = TempDir::new("audit-repo");
+    let bomb = "a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
+    let big = format!("x: {}\n", "y".repeat(50 << 20));
+    let cases: [(&str, Vec<u8>); 5] = [
+        ("empty", Vec::new()),
+        ("binary", vec![0xff, 0xfe, 0x00, 0x81, 0x92]),
+        ("alias bomb", bomb.as_bytes().to_vec()),
+        ("50 MB", big.into_bytes()),
+        ("wrong types", b"apiVersion: networking.istio.io/v1\nkind: VirtualService\nspec: {hosts: [a], http: [{retries: {attempts: many}}]}\n".to_vec()),
+    ];
+    for (what, input) in cases {
+        let d = stagger_with(&["audit", "-"], &dir, Some(&input), Duration::from_secs(60));
+        assert_eq!(code(&d), Some(2), "{what}: {}", d.stdout);
+        let errors: Vec<&str> = d.stderr.lines().collect();
+        assert_eq!(errors.len(), 1, "{what}: {}", d.stderr);
+        assert!(
+            errors[0].contains("-:") || errors[0].contains("stdin:"),
+            "{what}: {}",
+            errors[0]
+        );
+    }
+}
