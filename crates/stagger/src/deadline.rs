@@ -35,6 +35,33 @@ pub(crate) fn remaining(deadline: Instant, now: Instant) -> Duration {
     deadline.saturating_duration_since(now)
 }
 
+/// A call's deadline: the earliest of the absolute `deadlines` and of
+/// `now + t` for each relative timeout in `timeouts` (the clock is read
+/// only if one is given; a timeout past what a clock can hold bounds
+/// nothing). `None` when none bounds the call. Every front-end's deadline
+/// comes from here: the caller's, the method's or layer's own, and the
+/// inbound request's, whichever ends first.
+pub(crate) fn earliest(
+    deadlines: &[Option<Instant>],
+    timeouts: &[Option<Duration>],
+    now: impl FnOnce() -> Instant,
+) -> Option<Instant> {
+    let absolute = deadlines.iter().flatten().min().copied();
+    if timeouts.iter().all(Option::is_none) {
+        return absolute;
+    }
+    let now = now();
+    let relative = timeouts
+        .iter()
+        .flatten()
+        .filter_map(|t| now.checked_add(*t))
+        .min();
+    match (absolute, relative) {
+        (Some(a), Some(r)) => Some(a.min(r)),
+        (a, r) => a.or(r),
+    }
+}
+
 /// The timeout of the next attempt: `min(attempt_timeout, remaining)`, or
 /// `None` when neither bounds it.
 #[inline]
@@ -165,6 +192,28 @@ pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_earliest_deadline_wins_and_the_clock_is_read_only_for_a_timeout() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let never = || -> Instant { panic!("no timeout: the clock must not be read") };
+        assert_eq!(earliest(&[None, None], &[None], never), None);
+        assert_eq!(
+            earliest(&[Some(t0 + s(5)), Some(t0 + s(3))], &[None], never),
+            Some(t0 + s(3))
+        );
+        assert_eq!(
+            earliest(&[Some(t0 + s(5))], &[Some(s(2)), Some(s(9))], || t0),
+            Some(t0 + s(2))
+        );
+        assert_eq!(
+            earliest(&[Some(t0 + s(1))], &[Some(s(2))], || t0),
+            Some(t0 + s(1))
+        );
+        // A timeout past what a clock holds bounds nothing.
+        assert_eq!(earliest(&[None], &[Some(Duration::MAX)], || t0), None);
+    }
 
     #[test]
     fn attempt_timeout_is_the_smaller_bound() {

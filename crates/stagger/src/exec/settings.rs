@@ -62,16 +62,7 @@ impl CallSettings {
             None => LazyRng::default(),
         };
         let mut call = Call::with_rng(rng).idempotent(self.idempotent);
-        let deadline = match (self.deadline, self.timeout) {
-            (d, None) => d,
-            (d, Some(t)) => {
-                let by_timeout = clock.now().checked_add(t);
-                match (d, by_timeout) {
-                    (Some(d), Some(t)) => Some(d.min(t)),
-                    (d, t) => d.or(t),
-                }
-            }
-        };
+        let deadline = crate::deadline::earliest(&[self.deadline], &[self.timeout], || clock.now());
         if let Some(d) = deadline {
             call = call.deadline(d);
         }

@@ -69,16 +69,12 @@ impl Driver {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_grpc_timeout);
         let inbound_deadline = inbound.as_ref().and_then(Inbound::deadline);
-        if method.timeout.is_some() || caller.is_some() || inbound_deadline.is_some() {
-            let now = TokioClock.now();
-            let candidates = [
-                method.timeout.and_then(|t| now.checked_add(t)),
-                caller.and_then(|t| now.checked_add(t)),
-                inbound_deadline,
-            ];
-            if let Some(d) = candidates.into_iter().flatten().min() {
-                call = call.deadline(d);
-            }
+        let deadline =
+            crate::deadline::earliest(&[inbound_deadline], &[method.timeout, caller], || {
+                TokioClock.now()
+            });
+        if let Some(d) = deadline {
+            call = call.deadline(d);
         }
         let d = Driver {
             method,

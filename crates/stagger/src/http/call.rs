@@ -456,17 +456,14 @@ impl Facts {
             None => Idempotency::NotIdempotent,
         };
         let timeout = options.and_then(|o| o.timeout).or(settings.timeout);
-        let mut deadline = options.and_then(|o| o.deadline);
-        let inbound_deadline = inbound.as_ref().and_then(Inbound::deadline);
-        if timeout.is_some() || deadline.is_some() || inbound_deadline.is_some() {
-            let now = TokioClock.now();
-            let candidates = [
-                deadline,
-                timeout.and_then(|t| now.checked_add(t)),
-                inbound_deadline,
-            ];
-            deadline = candidates.into_iter().flatten().min();
-        }
+        let deadline = crate::deadline::earliest(
+            &[
+                options.and_then(|o| o.deadline),
+                inbound.as_ref().and_then(Inbound::deadline),
+            ],
+            &[timeout],
+            || TokioClock.now(),
+        );
         let serving_retry = settings.one_layer && inbound.as_ref().is_some_and(Inbound::is_retry);
         let mut call = Call::new()
             .idempotency(idempotency)
