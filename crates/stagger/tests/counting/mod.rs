@@ -1,17 +1,24 @@
 //! A global allocator that counts allocations, for tests that pin how many
-//! a path makes (deterministic, unlike a timing).
+//! a path makes (deterministic, unlike a timing). Each thread counts its
+//! own, so the test harness or another thread allocating meanwhile cannot
+//! move a count.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
-/// Counts every allocation, then forwards it to the system allocator.
+/// Counts every allocation of the calling thread, then forwards it to the
+/// system allocator.
 pub struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // Const-initialised: reading it never allocates.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // A thread being torn down has no counter left; it is not counted.
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         // SAFETY: forwarded unchanged to the system allocator.
         unsafe { System.alloc(layout) }
     }
@@ -21,12 +28,12 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-/// Allocations so far, in this process.
+/// Allocations so far, on this thread.
 pub fn allocations() -> usize {
-    ALLOCATIONS.load(Ordering::Relaxed)
+    ALLOCATIONS.with(Cell::get)
 }
 
-/// Allocations made while `f` runs.
+/// Allocations this thread made while `f` runs.
 #[allow(dead_code)]
 pub fn allocations_during(f: impl FnOnce()) -> usize {
     let before = allocations();
