@@ -12,7 +12,7 @@ use super::inbound::{outbound_priority, Inbound};
 use super::TokioClock;
 use super::{
     attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
-    timeout_header, IDEMPOTENCY_KEY, NO_RETRY, PRIORITY, RETRY_ATTEMPT,
+    timeout_header, IDEMPOTENCY_KEY, PRIORITY, RETRY_ATTEMPT,
 };
 use crate::call::Call;
 use crate::clock::Clock;
@@ -528,8 +528,8 @@ impl Facts {
         }
         // `x-no-retry` belongs to the one-layer rule: with the rule off it is
         // not read, and the server's hint stays in force.
-        if self.one_layer && headers.contains_key(NO_RETRY) {
-            f = f.gave_up_below();
+        if self.one_layer {
+            f = super::no_retry(f, headers);
         }
         Some(self.failure(f))
     }

@@ -47,7 +47,7 @@ use http::header::{HeaderName, CONTENT_TYPE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 
 use crate::classify;
-use crate::outcome::{Class, Failure, Hint};
+use crate::outcome::{Class, Failure};
 
 mod call;
 mod hints;
@@ -256,18 +256,27 @@ pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
 ///   no usable wait came instead).
 /// - [`SHOULD_RETRY`] becomes [`Failure::should_retry`], and a 503 with
 ///   [`ENVOY_OVERLOADED`] is [`Failure::overloaded`].
-/// - [`NO_RETRY`] on a failure makes it [`Hint::DoNotRetry`].
+/// - [`NO_RETRY`] on a failure states that a layer below already retried
+///   it and gave up ([`Failure::gave_up_below`]): the one-layer rule.
 pub fn response_failure(
     status: StatusCode,
     headers: &HeaderMap,
     retry_500: bool,
     now: SystemTime,
 ) -> Option<Failure> {
-    let mut failure = raw_response_failure(status, headers, retry_500, now)?;
+    let failure = raw_response_failure(status, headers, retry_500, now)?;
+    Some(no_retry(failure, headers))
+}
+
+/// The one reading of [`NO_RETRY`]: a failure answered with it is one a
+/// layer below already retried and gave up on.
+#[inline]
+pub(crate) fn no_retry(failure: Failure, headers: &HeaderMap) -> Failure {
     if headers.contains_key(NO_RETRY) {
-        failure.hint = Some(Hint::DoNotRetry);
+        failure.gave_up_below()
+    } else {
+        failure
     }
-    Some(failure)
 }
 
 /// [`response_failure`] without the [`NO_RETRY`] rule: the class and the
@@ -486,6 +495,7 @@ pub(crate) fn rebuild<B>(parts: &http::request::Parts, body: B) -> http::Request
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::Hint;
 
     fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
@@ -553,7 +563,10 @@ mod tests {
             false,
             now,
         );
-        assert_eq!(n.unwrap().hint, Some(Hint::DoNotRetry));
+        // The one-layer rule's fact, as the layers read it.
+        let n = n.unwrap();
+        assert!(n.gave_up_below, "{n:?}");
+        assert_eq!(n.hint, None);
         // The raw reading leaves the one-layer rule to the caller.
         let both = h(&[("retry-after", "2"), ("x-no-retry", "1")]);
         let raw = raw_response_failure(StatusCode::TOO_MANY_REQUESTS, &both, false, now);
