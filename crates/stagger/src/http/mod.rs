@@ -252,7 +252,7 @@ pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
 /// - The wait is the first usable one of [`RETRY_AFTER_MS`],
 ///   [`MS_RETRY_AFTER_MS`], `Retry-After` (relative to `now` for a date)
 ///   and, on a gRPC answer, `grpc-retry-pushback-ms`; a malformed one is
-///   skipped and counted ([`Failure::invalid_hint`]; [`Hint::Invalid`] when
+///   skipped and counted ([`Failure::invalid_hint`]; [`Hint::Invalid`](crate::Hint::Invalid) when
 ///   no usable wait came instead).
 /// - [`SHOULD_RETRY`] becomes [`Failure::should_retry`], and a 503 with
 ///   [`ENVOY_OVERLOADED`] is [`Failure::overloaded`].
