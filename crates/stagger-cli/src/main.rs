@@ -16,6 +16,7 @@ mod audit_path;
 mod gameday;
 mod gameday_hedging;
 mod gameday_limit;
+mod gameday_priority;
 mod grpc;
 mod http;
 mod jitter;
