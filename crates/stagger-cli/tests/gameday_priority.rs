@@ -13,7 +13,14 @@ use common::{code, stagger, stagger_with, TempDir};
 use serde_json::Value;
 
 fn gameday(dir: &TempDir) -> Value {
-    let args = ["gameday", "--priority", "--duration", "3s", "--format", "json"];
+    let args = [
+        "gameday",
+        "--priority",
+        "--duration",
+        "3s",
+        "--format",
+        "json",
+    ];
     let done = stagger_with(&args, dir, None, Duration::from_secs(90));
     assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
     serde_json::from_str(&done.stdout).unwrap_or_else(|e| panic!("{e}: {}", done.stdout))
@@ -24,7 +31,8 @@ fn num(v: &Value, path: &[&str]) -> f64 {
     for p in path {
         v = &v[*p];
     }
-    v.as_f64().unwrap_or_else(|| panic!("{path:?} is not a number: {v}"))
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number: {v}"))
 }
 
 /// One run's servers, with the comparison every run must show.
@@ -33,10 +41,17 @@ fn checked(doc: &Value) -> [Value; 3] {
     assert!(num(report, &["capacity_rps"]) > 10.0, "{report}");
     assert!(num(report, &["unloaded_p99_ms"]) > 0.0, "{report}");
     let servers = report["servers"].as_array().expect("servers");
-    let names: Vec<&str> = servers.iter().filter_map(|s| s["server"].as_str()).collect();
+    let names: Vec<&str> = servers
+        .iter()
+        .filter_map(|s| s["server"].as_str())
+        .collect();
     assert_eq!(
         names,
-        ["ShedLayer + priorities", "ShedLayer (no priorities)", "tower-acc AIMD"]
+        [
+            "ShedLayer + priorities",
+            "ShedLayer (no priorities)",
+            "tower-acc AIMD"
+        ]
     );
     let [with, without, acc] = [&servers[0], &servers[1], &servers[2]];
     let crit = |s: &Value| num(s, &["critical", "success_pct"]);

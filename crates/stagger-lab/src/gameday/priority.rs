@@ -15,21 +15,22 @@
 //! per server, every call under the caller's deadline, at most
 //! [`MAX_IN_FLIGHT`] calls open at once.
 
-use std::convert::Infallible;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use stagger::limit::Limiter;
 use stagger::priority::{Ceilings, HEADER};
 use stagger::random::{FastRng, RandomSource};
 use stagger::tower::{ShedLayer, ShedStats};
-use tokio::net::TcpListener;
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service};
 
 use crate::{Error, ErrorKind};
+
+mod upstream;
+
+use upstream::{calibrate, start, Bare, Cpu, Upstream};
 
 /// Most requests one server's run may send.
 pub const MAX_REQUESTS: u64 = 50_000;
@@ -265,165 +266,6 @@ fn shed_layer(p: &PriorityParams, priorities: bool) -> Result<ShedLayer, Error> 
     Ok(b.build())
 }
 
-/// Busy-loop iterations that take about `work` on this machine, measured
-/// once: the best of a few timed rounds (the least disturbed by others).
-fn calibrate(work: Duration) -> u64 {
-    const ROUND: u64 = 200_000;
-    let mut best = f64::INFINITY;
-    for _ in 0..5 {
-        let t0 = Instant::now();
-        burn(ROUND);
-        best = best.min(t0.elapsed().as_secs_f64() / ROUND as f64);
-    }
-    ((work.as_secs_f64() / best.max(1e-12)) as u64).max(1)
-}
-
-/// The CPU work: `n` rounds of a multiply-xorshift the optimiser cannot drop.
-fn burn(n: u64) -> u64 {
-    let mut x = std::hint::black_box(0x9e37_79b9_7f4a_7c15_u64);
-    for i in 0..n {
-        x = (x ^ (x >> 29))
-            .wrapping_mul(0xbf58_476d_1ce4_e5b9)
-            .wrapping_add(i);
-    }
-    std::hint::black_box(x)
-}
-
-/// The upstream's cores: threads running each request's busy loop in
-/// arrival order.
-#[derive(Clone)]
-struct Cpu {
-    jobs: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
-    threads: Arc<std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>>,
-}
-
-impl Cpu {
-    fn start(iterations: u64, cores: u32) -> Cpu {
-        let (jobs, rx) = mpsc::channel::<tokio::sync::oneshot::Sender<()>>();
-        let rx = Arc::new(std::sync::Mutex::new(rx));
-        let threads = (0..cores.max(1))
-            .map(|_| {
-                let rx = rx.clone();
-                std::thread::spawn(move || loop {
-                    let next = rx.lock().map(|r| r.recv());
-                    let Ok(Ok(done)) = next else { return };
-                    if done.is_closed() {
-                        continue; // its caller has gone: nothing to do
-                    }
-                    burn(iterations);
-                    let _ = done.send(());
-                })
-            })
-            .collect();
-        Cpu {
-            jobs,
-            threads: Arc::new(std::sync::Mutex::new(threads)),
-        }
-    }
-
-    async fn work(&self) {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.jobs.send(tx).is_ok() {
-            let _ = rx.await;
-        }
-    }
-
-    /// Ends the threads once every clone is gone and the queue is drained.
-    fn stop(self) {
-        let threads = self.threads.lock().map(|mut t| std::mem::take(&mut *t));
-        drop(self.jobs);
-        for t in threads.unwrap_or_default() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// No layer: the bare upstream.
-#[derive(Clone, Copy)]
-struct Bare;
-
-impl<S> Layer<S> for Bare {
-    type Service = S;
-    fn layer(&self, inner: S) -> S {
-        inner
-    }
-}
-
-/// A server on 127.0.0.1 whose requests go through `layer` to the CPU;
-/// what a layer's error or a shed says is answered 503.
-async fn start<L>(layer: L, cpu: &Cpu) -> Result<(String, tokio::task::JoinHandle<()>), Error>
-where
-    L: Layer<Upstream> + Send + 'static,
-    L::Service: Service<http::Request<Incoming>, Response = http::Response<String>>
-        + Clone
-        + Send
-        + 'static,
-    <L::Service as Service<http::Request<Incoming>>>::Future: Send,
-    <L::Service as Service<http::Request<Incoming>>>::Error: Send,
-{
-    let listener = TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| Error::with(ErrorKind::Run, "binding 127.0.0.1", e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::with(ErrorKind::Run, "reading the address", e))?;
-    let svc = layer.layer(Upstream(cpu.clone()));
-    let server = tokio::spawn(async move {
-        let mut conns = tokio::task::JoinSet::new();
-        while let Ok((stream, _)) = listener.accept().await {
-            let svc = svc.clone();
-            conns.spawn(async move {
-                let each = hyper::service::service_fn(move |req| {
-                    let svc = svc.clone();
-                    async move {
-                        Ok::<_, Infallible>(match svc.oneshot(req).await {
-                            Ok(r) => r,
-                            Err(_) => unavailable(),
-                        })
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), each)
-                    .await;
-            });
-        }
-    });
-    Ok((format!("http://{addr}/"), server))
-}
-
-fn unavailable() -> http::Response<String> {
-    let mut r = http::Response::new(String::new());
-    *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
-    r
-}
-
-/// The upstream as a service: burn, then 200.
-#[derive(Clone)]
-struct Upstream(Cpu);
-
-impl Service<http::Request<Incoming>> for Upstream {
-    type Response = http::Response<String>;
-    type Error = Infallible;
-    type Future = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Self::Response, Infallible>> + Send>,
-    >;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Infallible>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _req: http::Request<Incoming>) -> Self::Future {
-        let cpu = self.0.clone();
-        Box::pin(async move {
-            cpu.work().await;
-            Ok(http::Response::new(String::from("ok")))
-        })
-    }
-}
-
 type Client =
     hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, String>;
 
@@ -623,9 +465,9 @@ impl Tally {
 /// The table, ≤ 100 columns.
 pub fn table(p: &PriorityParams, r: &PriorityReport) -> String {
     let mut s = format!(
-        "priority game-day on 127.0.0.1: {:?} of CPU a request on {} cores ({} loop rounds), \
-         capacity {}/s, {} requests at {}/s ({}×) per server, {:.0} % critical, \
-         deadline {:?}, limit {}; unloaded p99 {} ms\n",
+        "priority game-day on 127.0.0.1: {:?} of CPU a request on {} core(s) ({} loop rounds)\n\
+         capacity {}/s; {} requests at {}/s ({}×) per server, {:.0} % critical, deadline {:?}, \
+         limit {}\nunloaded p99 {} ms\n",
         p.work,
         p.cores,
         r.iterations,
@@ -657,9 +499,108 @@ pub fn table(p: &PriorityParams, r: &PriorityReport) -> String {
         ));
     }
     s.push_str(
-        "crit ok / shd ok: answered 200 in time (after a warm-up fifth); ×idle: critical p99 \
-         over the unloaded p99;\nc 503 / s 503: shed answers by level; failed: no answer in \
-         time; shed: the layer's own count\n",
+        "crit ok / shd ok: answered 200 in time (after a warm-up fifth)\n\
+         ×idle: critical p99 over the unloaded p99\n\
+         c 503 / s 503: shed answers by level; failed: no answer in time; shed: the layer's count\n",
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_setting_out_of_range_names_itself() {
+        let d = PriorityParams::default();
+        assert!(d.validate().is_ok());
+        let bad = [
+            (
+                PriorityParams {
+                    duration: Duration::from_millis(10),
+                    ..d.clone()
+                },
+                "--duration",
+            ),
+            (
+                PriorityParams {
+                    load: f64::NAN,
+                    ..d.clone()
+                },
+                "load",
+            ),
+            (
+                PriorityParams {
+                    critical: 1.5,
+                    ..d.clone()
+                },
+                "critical",
+            ),
+            (
+                PriorityParams {
+                    work: Duration::ZERO,
+                    ..d.clone()
+                },
+                "work",
+            ),
+            (
+                PriorityParams {
+                    cores: 0,
+                    ..d.clone()
+                },
+                "cores",
+            ),
+            (
+                PriorityParams {
+                    limit: 0,
+                    ..d.clone()
+                },
+                "limit",
+            ),
+        ];
+        for (p, name) in bad {
+            let e = p.validate().unwrap_err().to_string();
+            assert!(e.starts_with(name), "{name}: {e}");
+            assert!(run(&p).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_table_fits_in_100_columns() {
+        let level = |pct| Level {
+            sent: 100,
+            ok: 50,
+            shed: 50,
+            success_pct: pct,
+            p99_ms: 999.9,
+            ..Level::default()
+        };
+        let r = PriorityReport {
+            iterations: 12_345_678,
+            capacity_rps: 1234.5,
+            rate_rps: 2469.0,
+            unloaded_p99_ms: 12.345,
+            requests: 49_999,
+            servers: SERVERS
+                .iter()
+                .map(|&server| ServerRun {
+                    server,
+                    critical: level(100.0),
+                    sheddable: level(0.1),
+                    critical_p99_ratio: 81.1,
+                    layer_shed: 49_999,
+                })
+                .collect(),
+        };
+        let t = table(&PriorityParams::default(), &r);
+        assert_eq!(t.lines().count(), 10, "{t}");
+        for line in t.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+        assert!(t.contains("tower-acc AIMD"), "{t}");
+    }
 }
