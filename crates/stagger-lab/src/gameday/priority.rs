@@ -19,18 +19,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use stagger::limit::Limiter;
 use stagger::priority::{Ceilings, HEADER};
 use stagger::random::{FastRng, RandomSource};
 use stagger::tower::{ShedLayer, ShedStats};
-use tower::{Layer, Service};
 
 use crate::{Error, ErrorKind};
 
 mod upstream;
 
-use upstream::{calibrate, start, Bare, Cpu, Upstream};
+use upstream::{calibrate, start, Bare, Cpu};
 
 /// Most requests one server's run may send.
 pub const MAX_REQUESTS: u64 = 50_000;
@@ -195,7 +193,7 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
             critical: 1.0,
             ..Drive::new(p, rate)
         };
-        let idle = quarter.through(Bare, &cpu).await?;
+        let idle = quarter.against(start(Bare, &cpu).await?).await;
         let unloaded = idle.critical.p99_ms.max(1e-3);
         let drive = Drive::new(p, rate);
         let mut servers = Vec::new();
@@ -203,12 +201,12 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
             let (run, layer_shed) = match server {
                 "ShedLayer + priorities" => {
                     let shed = shed_layer(p, true)?;
-                    let r = drive.through(shed.clone(), &cpu).await?;
+                    let r = drive.against(start(shed.clone(), &cpu).await?).await;
                     (r, total(shed.stats()))
                 }
                 "ShedLayer (no priorities)" => {
                     let shed = shed_layer(p, false)?;
-                    let r = drive.through(shed.clone(), &cpu).await?;
+                    let r = drive.against(start(shed.clone(), &cpu).await?).await;
                     (r, total(shed.stats()))
                 }
                 _ => {
@@ -220,7 +218,7 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
                         .max_limit(p.limit as usize * 50)
                         .build();
                     let layer = tower_acc::ConcurrencyLimitLayer::new(aimd);
-                    (drive.through(layer, &cpu).await?, 0)
+                    (drive.against(start(layer, &cpu).await?).await, 0)
                 }
             };
             servers.push(ServerRun {
@@ -369,23 +367,14 @@ impl Drive {
         }
     }
 
-    /// Starts a server with `layer`, drives it, stops it.
-    async fn through<L>(&self, layer: L, cpu: &Cpu) -> Result<Measured, Error>
-    where
-        L: Layer<Upstream> + Send + 'static,
-        L::Service: Service<http::Request<Incoming>, Response = http::Response<String>>
-            + Clone
-            + Send
-            + 'static,
-        <L::Service as Service<http::Request<Incoming>>>::Future: Send,
-        <L::Service as Service<http::Request<Incoming>>>::Error: Send,
-    {
-        let (uri, server) = start(layer, cpu).await?;
+    /// Drives a started server, then stops it.
+    async fn against(&self, server: (String, tokio::task::JoinHandle<()>)) -> Measured {
+        let (uri, server) = server;
         let m = self.drive(&uri).await;
         server.abort();
         // Let the queue of work whose callers left drain before the next.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        Ok(m)
+        m
     }
 
     async fn drive(&self, uri: &str) -> Measured {
