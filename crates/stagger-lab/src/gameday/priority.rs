@@ -14,6 +14,17 @@
 //! `duration`. Bounded: loopback only, at most [`MAX_REQUESTS`] requests
 //! per server, every call under the caller's deadline, at most
 //! [`MAX_IN_FLIGHT`] calls open at once.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use stagger_lab::gameday::priority::{self, PriorityParams};
+//!
+//! let p = PriorityParams { duration: Duration::from_secs(3), ..PriorityParams::default() };
+//! let report = priority::run(&p)?; // about 15 s
+//! print!("{}", priority::table(&p, &report));
+//! assert!(report.servers[0].critical.success_pct > report.servers[1].critical.success_pct);
+//! # Ok::<(), stagger_lab::Error>(())
+//! ```
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
