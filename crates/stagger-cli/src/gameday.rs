@@ -186,6 +186,14 @@ pub struct Args {
     /// (e.g. `--hedging none,20ms,p95,p95+budget`).
     #[arg(long, value_name = "S,…")]
     pub hedging: Option<String>,
+    /// The priority game-day instead: a CPU-bound upstream (10 ms of busy
+    /// loop a request, one core) at twice its measured capacity, 20 %
+    /// `x-criticality: critical` and 80 % `sheddable`, behind ShedLayer
+    /// with priorities, ShedLayer without, and tower-acc's AIMD limit in
+    /// turn (`--duration` per server, default 4s; e.g. `--priority
+    /// --duration 10s --format json`).
+    #[arg(long, conflicts_with_all = ["hedging", "fault", "target", "hosts", "soak"])]
+    pub priority: bool,
 }
 
 fn fault(s: &str) -> Result<Fault, String> {
@@ -273,6 +281,9 @@ fn cleanup() -> anyhow::Result<ExitCode> {
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.cleanup {
         return cleanup();
+    }
+    if a.priority {
+        return crate::gameday_priority::run(a.duration, a.seed.get(), a.format.json());
     }
     if let Some(h) = &a.hedging {
         if a.fault.is_some_and(|f| f != Fault::Slow) {

@@ -18,6 +18,7 @@ mod audit_sarif;
 mod gameday;
 mod gameday_hedging;
 mod gameday_limit;
+mod gameday_priority;
 mod grpc;
 mod http;
 mod jitter;

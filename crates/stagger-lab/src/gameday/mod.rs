@@ -29,6 +29,7 @@ pub mod exporter;
 mod fleet;
 pub mod hedging;
 mod measure;
+pub mod priority;
 mod report;
 
 mod hosts;

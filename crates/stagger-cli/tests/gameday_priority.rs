@@ -1,0 +1,102 @@
+//! `stagger gameday --priority`: a CPU-bound upstream on 127.0.0.1 at twice
+//! its measured capacity, 20 % critical / 80 % sheddable, behind ShedLayer
+//! with priorities, ShedLayer without and tower-acc's AIMD limit, in one
+//! run of 3 s per server. The assertions are the qualitative result with
+//! wide margins: other processes on a loaded machine take CPU from the
+//! upstream during a run, which only makes the overload deeper.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{code, stagger, stagger_with, TempDir};
+use serde_json::Value;
+
+fn gameday(dir: &TempDir) -> Value {
+    let args = [
+        "gameday",
+        "--priority",
+        "--duration",
+        "3s",
+        "--format",
+        "json",
+    ];
+    let done = stagger_with(&args, dir, None, Duration::from_secs(90));
+    assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
+    serde_json::from_str(&done.stdout).unwrap_or_else(|e| panic!("{e}: {}", done.stdout))
+}
+
+fn num(v: &Value, path: &[&str]) -> f64 {
+    let mut v = v;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number: {v}"))
+}
+
+/// One run's servers, with the comparison every run must show.
+fn checked(doc: &Value) -> [Value; 3] {
+    let report = &doc["report"];
+    assert!(num(report, &["capacity_rps"]) > 10.0, "{report}");
+    assert!(num(report, &["unloaded_p99_ms"]) > 0.0, "{report}");
+    let servers = report["servers"].as_array().expect("servers");
+    let names: Vec<&str> = servers
+        .iter()
+        .filter_map(|s| s["server"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ShedLayer + priorities",
+            "ShedLayer (no priorities)",
+            "tower-acc AIMD"
+        ]
+    );
+    let [with, without, acc] = [&servers[0], &servers[1], &servers[2]];
+    let crit = |s: &Value| num(s, &["critical", "success_pct"]);
+    // Twice the capacity was offered: every server served at most about
+    // half, and both ShedLayers turned work away.
+    for s in [with, without] {
+        assert!(num(s, &["layer_shed"]) > 0.0, "{s}");
+        assert!(num(s, &["sheddable", "success_pct"]) < 80.0, "{s}");
+    }
+    // Priorities: the sheddable requests take the rejections.
+    assert!(
+        num(with, &["sheddable", "shed"]) > 10.0 * num(with, &["critical", "shed"]).max(1.0),
+        "{with}"
+    );
+    // Without priorities, critical fares like sheddable (the simulator: 49–51 %).
+    assert!(crit(with) >= crit(without) + 15.0, "{with}\n{without}");
+    // tower-acc queues instead of answering 503.
+    assert_eq!(num(acc, &["layer_shed"]), 0.0, "{acc}");
+    assert_eq!(num(acc, &["critical", "shed"]), 0.0, "{acc}");
+    [with.clone(), without.clone(), acc.clone()]
+}
+
+#[test]
+fn priorities_keep_critical_served_at_twice_the_capacity() {
+    let dir = TempDir::new("gameday-priority");
+    // A second run only if another process's load pulled the first below
+    // 95 %; the comparison above holds in each run.
+    let mut best = 0.0f64;
+    for _ in 0..2 {
+        let [with, ..] = checked(&gameday(&dir));
+        best = best.max(num(&with, &["critical", "success_pct"]));
+        if best >= 95.0 {
+            break;
+        }
+    }
+    assert!(best >= 95.0, "critical success with priorities {best} %");
+}
+
+#[test]
+fn a_duration_out_of_range_or_another_scenario_is_a_usage_error() {
+    let dir = TempDir::new("gameday-priority-bad");
+    let done = stagger(&["gameday", "--priority", "--duration", "100ms"], &dir);
+    assert_eq!(code(&done), Some(2), "{}", done.stderr);
+    assert!(done.stderr.contains("--duration"), "{}", done.stderr);
+    let done = stagger(&["gameday", "--priority", "--hedging", "none"], &dir);
+    assert_eq!(code(&done), Some(2), "{}", done.stderr);
+    assert!(done.stderr.contains("--hedging"), "{}", done.stderr);
+}
