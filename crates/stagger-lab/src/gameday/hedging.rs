@@ -99,12 +99,7 @@ async fn one(
     rate: f64,
 ) -> Result<(HedgingRow, u64), Error> {
     let received = Arc::new(AtomicU64::new(0));
-    let listener = TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| Error::with(ErrorKind::Run, "binding 127.0.0.1", e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::with(ErrorKind::Run, "reading the address", e))?;
+    let (listener, addr) = crate::gameday::loopback_listener().await?;
     let server = tokio::spawn(serve(listener, p.clone(), received.clone()));
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<stagger::tower::ReplayBody<String>>();

@@ -588,5 +588,18 @@ pub fn write_report(dir: &Path, results: &Results, json: &str) -> Result<(), Err
     Ok(())
 }
 
+/// A listener on a free port of 127.0.0.1 and its address, for a game-day's
+/// in-process upstream.
+pub(crate) async fn loopback_listener(
+) -> Result<(tokio::net::TcpListener, std::net::SocketAddr), Error> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| Error::with(ErrorKind::Run, "binding 127.0.0.1", e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::with(ErrorKind::Run, "reading the address", e))?;
+    Ok((listener, addr))
+}
+
 #[cfg(test)]
 mod tests;

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpListener;
 use tower::{Layer, Service, ServiceExt};
 
-use crate::{Error, ErrorKind};
+use crate::Error;
 
 /// Busy-loop iterations that take about `work` on this machine, measured
 /// once: the best of a few timed rounds (the least disturbed by others).
@@ -112,12 +111,7 @@ where
     <L::Service as Service<http::Request<Incoming>>>::Future: Send,
     <L::Service as Service<http::Request<Incoming>>>::Error: Send,
 {
-    let listener = TcpListener::bind(("127.0.0.1", 0))
-        .await
-        .map_err(|e| Error::with(ErrorKind::Run, "binding 127.0.0.1", e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::with(ErrorKind::Run, "reading the address", e))?;
+    let (listener, addr) = crate::gameday::loopback_listener().await?;
     let svc = layer.layer(Upstream(cpu.clone()));
     let server = tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();
