@@ -236,15 +236,7 @@ fn grpc_hedging(k: u32) -> stagger::grpc::RetryLayerBuilder {
 }
 
 async fn grpc_call(layer: &stagger::grpc::RetryLayer, svc: &Scripted) -> CallReport {
-    let mut client = layer.layer(svc.clone());
-    let resp = client
-        .ready()
-        .await
-        .unwrap()
-        .call(request(b"x"))
-        .await
-        .unwrap();
-    resp.extensions().get::<CallReport>().cloned().unwrap()
+    grpc_scripted::call(layer, svc, request(b"x")).await.1
 }
 
 #[tokio::test(start_paused = true)]

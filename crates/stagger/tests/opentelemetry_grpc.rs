@@ -16,22 +16,14 @@ use opentelemetry::global;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
-use tower::{Layer, Service, ServiceExt};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// One call's report (the scripted peers' `call`, whose status is not needed here).
 async fn call(layer: &RetryLayer, svc: &Scripted) -> CallReport {
-    let mut client = layer.layer(svc.clone());
-    let resp = client
-        .ready()
-        .await
-        .unwrap()
-        .call(request(b"x"))
-        .await
-        .unwrap();
-    resp.extensions().get::<CallReport>().cloned().unwrap()
+    grpc_scripted::call(layer, svc, request(b"x")).await.1
 }
 
 /// `(count, sum)` of each histogram stagger recorded, with its labels.

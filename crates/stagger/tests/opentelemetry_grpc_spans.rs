@@ -9,22 +9,14 @@ use std::time::Duration;
 use grpc_scripted::{request, Scripted, Step};
 use opentelemetry::global;
 use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
-use tower::{Layer, Service, ServiceExt};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// One call's report (the scripted peers' `call`, whose status is not needed here).
 async fn call(layer: &RetryLayer, svc: &Scripted) -> CallReport {
-    let mut client = layer.layer(svc.clone());
-    let resp = client
-        .ready()
-        .await
-        .unwrap()
-        .call(request(b"x"))
-        .await
-        .unwrap();
-    resp.extensions().get::<CallReport>().cloned().unwrap()
+    grpc_scripted::call(layer, svc, request(b"x")).await.1
 }
 
 /// gRFC A72's shape (https://github.com/grpc/proposal/blob/master/A72-open-telemetry-tracing.md):
