@@ -347,7 +347,7 @@ impl Params {
         }
     }
 
-    /// The seeds of the runs, in run order.
+    /// Each run's seed, in run order.
     pub fn run_seeds(&self) -> Vec<u64> {
         match &self.seeds {
             Some(s) => s.clone(),

@@ -400,7 +400,7 @@ pub fn range(reports: &[Report], f: impl Fn(&Report) -> f64) -> (f64, f64) {
         .fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)))
 }
 
-/// The comparison as a Markdown table (ranges over the seeds), after a
+/// The comparison as a Markdown table (ranges over the seeded runs), after a
 /// line with the critical p99 of the same server at 0.3× its capacity.
 pub fn table(workload: &Workload, seeds: &[u64]) -> String {
     use std::fmt::Write;

@@ -5,7 +5,7 @@
 //! a `503`, repeats a `POST` that may already have charged a card, and
 //! ignores the server telling it when to come back. This module turns what
 //! an HTTP exchange carries into the [`Failure`] the decision engine
-//! understands, with the rules of the spec:
+//! understands, with these rules (`docs/behaviour.md` in the repository has each in full):
 //!
 //! - statuses: 502/503/504 and 429 are transient, 408 and timeouts are
 //!   "result unknown", 500 is retried only on request, every other 4xx never;

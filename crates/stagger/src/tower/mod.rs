@@ -4,7 +4,7 @@
 //! tower's own `Retry` leaves the policy to you: no backoff, jitter cloned
 //! between requests, a budget that truncates its ratio, and nothing for the
 //! bodies it cannot clone. [`RetryLayer`] is a ready policy for any
-//! `Service<http::Request<ReplayBody<B>>>` that applies every rule of the spec
+//! `Service<http::Request<ReplayBody<B>>>` that applies every rule of [`crate::http`]
 //! (the inner service takes the layer's [`ReplayBody`], the copy it can send
 //! again; see there for a service that wants its own body type):
 //!
