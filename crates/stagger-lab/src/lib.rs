@@ -29,6 +29,7 @@ use std::time::Duration;
 mod bins;
 pub mod gameday;
 pub mod health;
+mod html;
 pub mod lab;
 pub mod output;
 pub mod progress;

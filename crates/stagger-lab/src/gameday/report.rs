@@ -137,13 +137,13 @@ fn html_table(r: &Results) -> String {
     let (head, rows) = cells(r);
     let mut h = String::from("<table><tr>");
     for c in head {
-        let _ = write!(h, "<th>{}</th>", escape(c));
+        let _ = write!(h, "<th>{}</th>", crate::html::escape(c));
     }
     h.push_str("</tr>");
     for row in rows {
         h.push_str("<tr>");
         for c in row {
-            let _ = write!(h, "<td>{}</td>", escape(&c));
+            let _ = write!(h, "<td>{}</td>", crate::html::escape(&c));
         }
         h.push_str("</tr>");
     }
@@ -284,12 +284,6 @@ pub fn legend(p: &Params) -> String {
     )
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 /// The top of the y axis shared by every strategy's chart: the highest
 /// load of any of them, and at least 1.2× capacity.
 fn shared_top(rows: &[Row], p: &Params) -> f64 {
@@ -337,10 +331,10 @@ pub fn html(r: &Results) -> String {
     let _ = write!(
         h,
         "<h1>stagger gameday: {}</h1><p>{}</p>{}<p><small>{}</small></p>",
-        escape(r.params.fault),
-        escape(&legend(&r.params)),
+        crate::html::escape(r.params.fault),
+        crate::html::escape(&legend(&r.params)),
         html_table(r),
-        escape(KEY)
+        crate::html::escape(KEY)
     );
     h.push_str(
         "<p class=\"key\">Attempts arriving at the server per 100 ms:<span style=\"background:#4a78c2\"></span>first attempts\
@@ -356,7 +350,7 @@ pub fn html(r: &Results) -> String {
         let _ = write!(
             h,
             "<h2>{}</h2><p>success {}, amplification {:.2}, retries/request {}, recovery {}, duplicates {}</p>{}",
-            escape(&row.strategy),
+            crate::html::escape(&row.strategy),
             pct(row.request_success),
             row.amplification,
             pct(row.retry_ratio),

@@ -116,14 +116,14 @@ fn legend(lines: &[Line<'_>], frame: &Frame<'_>) -> String {
         h.push_str(&format!(
             "<span><i style='border-top:2px dashed {}'></i>{}</span>",
             hex(r.color),
-            super::report::esc(&r.label)
+            crate::html::escape(&r.label)
         ));
     }
     for l in lines {
         h.push_str(&format!(
             "<span><i style='background:{}'></i>{}</span>",
             hex(l.color),
-            super::report::esc(l.name)
+            crate::html::escape(l.name)
         ));
     }
     h.push_str("</div>");

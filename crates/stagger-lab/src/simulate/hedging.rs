@@ -15,13 +15,6 @@ const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;ma
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th:first-child,td:first-child{text-align:left}.note{color:#555}svg{display:block;margin:1em 0}";
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// One line describing the run.
 pub fn describe(p: &HedgingParams) -> String {
     let capacity = match p.capacity {
@@ -82,7 +75,12 @@ pub fn write_report(
 }
 
 fn svg_or_note(svg: Result<String, String>) -> String {
-    svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", esc(&e)))
+    svg.unwrap_or_else(|e| {
+        format!(
+            "<p class=note>chart unavailable: {}</p>",
+            crate::html::escape(&e)
+        )
+    })
 }
 
 /// The self-contained page.
@@ -91,7 +89,7 @@ pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> Stri
     let _ = write!(
         h,
         "<!doctype html><html lang=en><head><meta charset=utf-8><title>stagger simulate: hedging</title><style>{STYLE}</style></head><body><h1>stagger simulate — hedging</h1><p>{}</p>",
-        esc(&describe(p))
+        crate::html::escape(&describe(p))
     );
     h.push_str("<p class=note>Every request was a call of the stagger library's own <code>HedgePolicy</code> in virtual time: its latency window chose the percentile delays, its budget capped the extra load.</p>");
     h.push_str("<table><tr><th>strategy</th><th>p50 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>extra load</th></tr>");
@@ -99,7 +97,7 @@ pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> Stri
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{:.2}</td><td>{:.1} %</td></tr>",
-            esc(&row.strategy),
+            crate::html::escape(&row.strategy),
             row.p50_ms,
             row.p99_ms,
             row.p999_ms,

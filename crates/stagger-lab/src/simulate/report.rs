@@ -8,17 +8,11 @@ use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
 use super::charts::{self, color, Frame, HLine, Line};
 use super::table;
+use crate::html::escape;
 use crate::{Error, ErrorKind};
 
 /// Seconds of history in the retry-ratio chart.
 const RATIO_WINDOW_S: f64 = 10.0;
-
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// Writes the three files into `dir` (created if needed).
 pub(super) fn write(dir: &Path, p: &Params, r: &Results, json: &str) -> Result<(), Error> {
@@ -92,7 +86,7 @@ pub(super) fn csv(r: &Results) -> String {
 }
 
 fn svg_or_note(svg: Result<String, String>) -> String {
-    svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", esc(&e)))
+    svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", escape(&e)))
 }
 
 /// Points with y clipped at `clip` (the metastable release spike would
@@ -305,7 +299,7 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
         let _ = write!(
             h,
             " <b>{}</b> sent (almost) no retries: {} on the zero line.",
-            esc(&silent.join(", ")),
+            escape(&silent.join(", ")),
             if silent.len() == 1 {
                 "its line lies"
             } else {
@@ -454,7 +448,7 @@ fn rows_table(r: &Results, h: &mut String) {
         let _ = write!(
             h,
             "<tr><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2}×</td><td>{:.1} %</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td></tr>",
-            esc(&row.strategy), esc(&extra), row.attempts, row.amplification, row.request_success * 100.0,
+            escape(&row.strategy), escape(&extra), row.attempts, row.amplification, row.request_success * 100.0,
             o(row.peak_load_over_capacity, ""), o(row.post_outage_peak_over_capacity, ""),
             row.recovery_s.map_or_else(|| if r.model == "failover" || r.model == "metastable" { "never".into() } else { "–".into() }, |v| format!("{v:.2} s")),
             row.budget_refusals, row.breaker_opens
@@ -482,15 +476,15 @@ fn cards(r: &Results, h: &mut String) {
         let _ = write!(
             h,
             "<div class=card><h3>{}</h3><p>{}</p></div>",
-            esc(title),
-            esc(body)
+            escape(title),
+            escape(body)
         );
     }
     for row in r.strategies.iter().filter(|row| row.strategy.contains('+')) {
         let _ = write!(
             h,
             "<div class='card num'><h3>{}</h3><p><b>{:.1}</b> budget refusals · <b>{:.1}</b> breaker opens per run</p><p>{:.2}× amplification, {:.1} % success</p></div>",
-            esc(&row.strategy), row.budget_refusals, row.breaker_opens, row.amplification, row.request_success * 100.0
+            escape(&row.strategy), row.budget_refusals, row.breaker_opens, row.amplification, row.request_success * 100.0
         );
     }
     h.push_str("</div>");
@@ -519,7 +513,7 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
         h,
         "<h1>stagger simulate — {}</h1><p>{}</p>",
         r.model,
-        esc(&table::describe(p))
+        escape(&table::describe(p))
     );
     h.push_str("<p class=note>Every failed attempt was decided by the stagger library's own <code>Policy::decide</code> in virtual time, with a per-request random stream seeded from the run's seed. Values are means over the runs.</p>");
     if p.model != Model::Contention {
@@ -527,7 +521,7 @@ pub(super) fn html(p: &Params, r: &Results) -> String {
     }
     if matches!(p.model, Model::Failover | Model::Metastable) {
         for note in table::notes(&r.strategies) {
-            let _ = write!(h, "<p class=note>{}</p>", esc(&note));
+            let _ = write!(h, "<p class=note>{}</p>", escape(&note));
         }
     }
     match p.model {
