@@ -174,15 +174,8 @@ impl<'a> Attempts for Sends<'a> {
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
         #[cfg(feature = "opentelemetry")]
         if let Some(spans) = &mut self.facts.spans {
-            spans.end(
-                a.id,
-                match j.answer {
-                    Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
-                    Answer::Came(Err(_)) => Err(""),
-                    Answer::TimedOut => Err("timeout"),
-                },
-                j.outcome,
-            );
+            let answer = crate::otel::span_answer(j.answer, |r| r.status().as_u16());
+            spans.end(a.id, answer, j.outcome);
         }
         let answer = match j.answer {
             Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),

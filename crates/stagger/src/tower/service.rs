@@ -148,7 +148,8 @@ where
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
         #[cfg(feature = "opentelemetry")]
         if let Some(spans) = &mut self.facts.spans {
-            spans.end(a.id, span_answer(j.answer), j.outcome);
+            let answer = crate::otel::span_answer(j.answer, |r| r.status().as_u16());
+            spans.end(a.id, answer, j.outcome);
         }
         let answer = match j.answer {
             Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
@@ -226,16 +227,4 @@ async fn pass_through<T, E: Into<BoxError>>(
         let info = RetryInfo::stopped(1, StopReason::NotRetryable);
         Error::new(ErrorKind::Service, info, Some(e.into()))
     })
-}
-
-/// What an attempt's span says of its answer (feature `opentelemetry`):
-/// the status code, or a low-cardinality error kind (`""`: the failure's
-/// class).
-#[cfg(feature = "opentelemetry")]
-fn span_answer<T>(answer: &Answer<Result<Response<T>, BoxError>>) -> Result<u16, &'static str> {
-    match answer {
-        Answer::Came(Ok(resp)) => Ok(resp.status().as_u16()),
-        Answer::Came(Err(_)) => Err(""),
-        Answer::TimedOut => Err("timeout"),
-    }
 }
