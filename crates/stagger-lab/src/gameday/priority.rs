@@ -60,7 +60,8 @@ pub struct PriorityParams {
     /// Threads burning the requests' CPU.
     pub cores: u32,
     /// The limit in flight of both `ShedLayer`s (and tower-acc's AIMD
-    /// starting point).
+    /// starting point); by priority, the levels below `critical` may fill
+    /// two per core of it.
     pub limit: u32,
     /// How long each caller waits for its answer.
     pub deadline: Duration,
@@ -70,8 +71,8 @@ pub struct PriorityParams {
 
 impl Default for PriorityParams {
     /// 4 s per server at 2× capacity, 20 % critical, 10 ms of CPU a
-    /// request on 2 cores, a limit of 8 in flight, a 1 s deadline: the
-    /// simulator's default workload.
+    /// request on 1 core, a limit of 8 in flight (the levels below
+    /// `critical` at most 2 of them), a 1 s deadline.
     fn default() -> Self {
         PriorityParams {
             duration: Duration::from_secs(4),
@@ -262,6 +263,18 @@ fn round(x: f64, by: f64) -> f64 {
     (x * by).round() / by
 }
 
+/// The game-day's ceilings, matched to the upstream's parallelism:
+/// `critical` may fill the whole limit, the levels below two requests per
+/// core — one running, one ready for when it ends, all a core can use
+/// without a queue. With a limit of 8 on one core that is 2 `sheddable`
+/// requests of the 8 (25 %), so a critical request arriving finds at most
+/// those two ahead of it besides other critical ones, where the default
+/// ceilings (60 %: 5 of 8) let it wait behind 50 ms of sheddable work.
+fn ceilings(p: &PriorityParams) -> Result<Ceilings, Error> {
+    let below = (2.0 * f64::from(p.cores) / f64::from(p.limit)).min(1.0);
+    Ceilings::new(&[1.0, 1.0, below]).map_err(|e| Error::usage(format!("ceilings: {e}")))
+}
+
 /// A `ShedLayer` with a fixed limit, shedding by priority or not.
 fn shed_layer(p: &PriorityParams, priorities: bool) -> Result<ShedLayer, Error> {
     let limiter = Limiter::builder(stagger::limit::Algorithm::Fixed(p.limit))
@@ -270,7 +283,7 @@ fn shed_layer(p: &PriorityParams, priorities: bool) -> Result<ShedLayer, Error> 
         .map_err(|e| Error::usage(format!("limit: {e}")))?;
     let mut b = ShedLayer::limited(limiter);
     if priorities {
-        b = b.priorities(Ceilings::default());
+        b = b.priorities(ceilings(p)?);
     }
     Ok(b.build())
 }
