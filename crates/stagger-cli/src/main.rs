@@ -12,13 +12,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod args;
 mod audit;
-mod audit_path;
-mod audit_repo;
-mod audit_sarif;
 mod gameday;
-mod gameday_hedging;
-mod gameday_limit;
-mod gameday_priority;
 mod grpc;
 mod http;
 mod jitter;
@@ -27,8 +21,6 @@ mod proxy;
 mod run;
 mod schedule;
 mod simulate;
-mod simulate_hedging;
-mod simulate_priority;
 
 const EXAMPLES: &str = "\
 Examples:

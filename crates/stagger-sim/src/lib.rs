@@ -61,6 +61,9 @@ mod result;
 mod server;
 mod strategy;
 
+mod duration;
+
+pub use duration::duration;
 pub use layers::RetryAt;
 pub use metastable::Server;
 pub use params::{

@@ -9,10 +9,11 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
-use stagger_lab::lab::{self, BadParam, Endpoints};
+use stagger_lab::{self as lab, BadParam, Endpoints};
 use stagger_sim::Options;
 
-use crate::{schedule, simulate, simulate_hedging};
+use crate::simulate::hedging as simulate_hedging;
+use crate::{schedule, simulate};
 
 /// Serve the interactive lab: the failover chart, jitter, layers,
 /// contention, the metastable model, "should this call be retried?" and

@@ -459,35 +459,55 @@ fn opt_duration(
     }
 }
 
-/// Parses a policy-file duration: a decimal number and a unit (`ns`, `us`,
-/// `ms`, `s`, `m`, `h`), at most a day.
+/// Parses a duration as configuration files write it — the one duration
+/// grammar of stagger's readers (policy files, and the mesh and proxy
+/// configs `stagger audit` reads): one or more `<number><unit>` groups, as
+/// Go's `time.ParseDuration` reads them (`250ms`, `1.5s`, `1m30s`), with
+/// the units `ns`, `us` (or `µs`), `ms`, `s`, `m`, `h`; a bare `0` is zero.
+/// A number is digits with an optional fraction (`0.5`, not `.5` or `5.`).
+/// A bare number other than 0 has no unit and is refused, and so is a sign,
+/// an exponent, or anything above a day.
 ///
 /// ```
 /// use stagger::config::parse_duration;
 /// use std::time::Duration;
 /// assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
 /// assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+/// assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+/// assert_eq!(parse_duration("0"), Some(Duration::ZERO));
 /// assert_eq!(parse_duration("2"), None);
 /// ```
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (number, unit) = s.split_at(split);
-    let nanos_per = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" => 60e9,
-        "h" => 3600e9,
-        _ => return None,
-    };
-    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
-        return None;
+    if s == "0" {
+        return Some(Duration::ZERO);
     }
-    let x: f64 = number.parse().ok()?;
-    let nanos = x * nanos_per;
-    if !nanos.is_finite() || nanos > 86_400e9 {
+    let mut rest = s;
+    let mut nanos = 0f64;
+    while !rest.is_empty() {
+        let split = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let (number, tail) = rest.split_at(split);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let nanos_per = match unit {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
+            return None;
+        }
+        let x: f64 = number.parse().ok()?;
+        nanos += x * nanos_per;
+        rest = tail;
+    }
+    if s.is_empty() || !nanos.is_finite() || nanos > 86_400e9 {
         return None;
     }
     Some(Duration::from_nanos(nanos.round() as u64))
@@ -672,7 +692,16 @@ mod tests {
         assert_eq!(parse_duration("0.1s"), Some(Duration::from_millis(100)));
         assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
         assert_eq!(parse_duration("5us"), Some(Duration::from_micros(5)));
-        for bad in ["", "s", "1", "1.s", ".5s", "1x", "-1s", "2d", "1e3s", "25h"] {
+        assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("1h0m0.5s"),
+            Some(Duration::from_millis(3_600_500))
+        );
+        assert_eq!(parse_duration("0"), Some(Duration::ZERO));
+        for bad in [
+            "", "s", "1", "1.s", ".5s", "1x", "-1s", "2d", "1e3s", "25h", "1m30", "ms2", "1s.",
+            "24h1s",
+        ] {
             assert_eq!(parse_duration(bad), None, "{bad}");
         }
     }
