@@ -1,10 +1,12 @@
 //! `stagger lab`: the simulator and the decision engine in a browser.
 //!
 //! The server, its assets, its limits and the decide endpoint are
-//! [`stagger_lab::lab`]; this module parses the flags, hands the server the
+//! [`stagger_lab`]; this module parses the flags, hands the server the
 //! two endpoints that read a query as the flags of `stagger simulate` /
 //! `stagger schedule` (the definitions live here, in the binary) and prints
 //! the URL.
+
+mod flags;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -129,7 +131,7 @@ const ONE_THREAD: Options<'static> = Options {
 /// `GET /api/simulate`: exactly what `stagger simulate --format json`
 /// prints for the same flags.
 fn api_simulate(q: &str) -> Result<String, BadParam> {
-    let args: simulate::Args = lab::flags("simulate", q)?;
+    let args: simulate::Args = flags::flags("simulate", q)?;
     if args.is_hedging() {
         let run = args.hedging(1);
         lab::check_hedging_servers(run.capacity)?;
@@ -147,7 +149,7 @@ fn api_simulate(q: &str) -> Result<String, BadParam> {
 /// `GET /api/schedule`: exactly what `stagger schedule --format json`
 /// prints for the same flags.
 fn api_schedule(q: &str) -> Result<String, BadParam> {
-    let args: schedule::Args = lab::flags("schedule", q)?;
+    let args: schedule::Args = flags::flags("schedule", q)?;
     let attempts = args.policy.schedule.limit().map_err(usage)?;
     lab::check_schedule(attempts.saturating_sub(1) as usize, args.samples)?;
     let doc = schedule::json(&args).map_err(usage)?;

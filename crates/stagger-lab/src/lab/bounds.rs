@@ -10,9 +10,9 @@ use stagger_sim::{Model, Params, Strategy};
 
 use super::query::BadParam;
 
-/// Flags the API refuses: they write files or change only the command
-/// line's output, not the answer.
-pub(super) const REFUSED: &[&str] = &["out", "threads", "format"];
+/// Parameters the API refuses: flags that write files or change only the
+/// command line's output, not the answer.
+pub const REFUSED: &[&str] = &["out", "threads", "format"];
 
 /// Runs averaged per row, at most.
 const MAX_RUNS: usize = 200;
