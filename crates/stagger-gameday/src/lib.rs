@@ -24,6 +24,7 @@ use std::fmt;
 
 mod bins;
 pub mod gameday;
+mod listen;
 pub mod proxy;
 mod reset;
 

@@ -55,6 +55,7 @@ use tokio::task::JoinHandle;
 use tower_service::Service;
 
 use crate::bins::{Bins, Timeline};
+use crate::listen::{accept_loop, Downtime};
 use crate::reset::{ResetHandle, Resettable};
 
 /// A scripted fault.
@@ -356,7 +357,21 @@ impl Server {
             router = router.layer(layer.clone());
         }
         let (kill, _) = watch::channel(0u64);
-        let accept = tokio::spawn(accept_loop(listener, addr, router, shared, kill.clone()));
+        let downtime = Downtime::new(
+            (cfg.fault == Fault::Failover)
+                .then(|| (shared.at(cfg.fault_start), Some(shared.at(cfg.fault_end)))),
+        );
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            addr,
+            downtime,
+            kill.clone(),
+            "gameday",
+            || {},
+            move |stream, kill| {
+                tokio::spawn(connection(stream, router.clone(), kill));
+            },
+        ));
         Ok(Server {
             addr,
             stats,
@@ -372,52 +387,6 @@ impl Server {
         self.accept.abort();
         self.kill.send_modify(|g| *g += 1);
     }
-}
-
-/// Accepts connections; during a failover the listener is closed (new
-/// connections are refused), open connections are dropped, and the same
-/// port is bound again when the failover ends.
-async fn accept_loop(
-    listener: TcpListener,
-    addr: SocketAddr,
-    router: Router,
-    shared: Arc<Shared>,
-    kill: watch::Sender<u64>,
-) {
-    let cfg = shared.cfg;
-    let mut listener = Some(listener);
-    let mut failover_pending = cfg.fault == Fault::Failover;
-    loop {
-        let down_at = tokio::time::Instant::from(shared.at(cfg.fault_start));
-        let Some(l) = listener.as_ref() else { return };
-        tokio::select! {
-            accepted = l.accept() => {
-                if let Ok((stream, _)) = accepted {
-                    let _ = stream.set_nodelay(true);
-                    tokio::spawn(connection(stream, router.clone(), kill.subscribe()));
-                }
-            }
-            _ = tokio::time::sleep_until(down_at), if failover_pending => {
-                failover_pending = false;
-                drop(listener.take());
-                kill.send_modify(|g| *g += 1);
-                tokio::time::sleep_until(shared.at(cfg.fault_end).into()).await;
-                listener = rebind(addr).await;
-            }
-        }
-    }
-}
-
-/// Binds `addr` again, trying for a second (the port was ours a moment ago).
-async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
-    for _ in 0..20 {
-        if let Ok(l) = TcpListener::bind(addr).await {
-            return Some(l);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    eprintln!("stagger gameday: could not bind {addr} again after the failover");
-    None
 }
 
 /// Serves one connection until it closes or the server drops it. A

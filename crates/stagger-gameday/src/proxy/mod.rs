@@ -36,6 +36,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::bins::Timeline;
+use crate::listen::{accept_loop, Downtime};
 use crate::reset::Resettable;
 use crate::{Error, ErrorKind};
 
@@ -183,7 +184,7 @@ impl Proxy {
             None => None,
         };
         let stats_addr = stats.as_ref().map(|s| s.0);
-        let accept = tokio::spawn(accept_loop(
+        let accept = tokio::spawn(self::accept(
             listener,
             addr,
             shared.clone(),
@@ -222,81 +223,48 @@ impl Proxy {
     }
 }
 
-/// Accepts connections. During a failover the listener is closed (new
-/// connections are refused), open connections are dropped, and the same
-/// port is bound again when it ends; during a blackhole connections are
-/// accepted and never read.
-async fn accept_loop(
+/// Accepts connections through the one accept loop (failovers close the
+/// listener there); during a blackhole connections are accepted and never
+/// answered; past [`Config::max_connections`] one is closed at once rather
+/// than queued.
+async fn accept(
     listener: TcpListener,
     addr: SocketAddr,
     s: Arc<Shared>,
     kill: watch::Sender<u64>,
     room: Arc<Semaphore>,
 ) {
-    let mut listener = Some(listener);
     // Every connection served holds a permit: the open ones are the rest.
     let most = room.available_permits();
-    let mut failovers: Vec<Window> = s
-        .faults
-        .iter()
-        .filter(|w| w.kind == Kind::Failover)
-        .copied()
-        .collect();
-    failovers.sort_by_key(|w| w.start);
-    let mut next = failovers.into_iter().peekable();
-    loop {
-        let Some(l) = listener.as_ref() else { return };
-        let down_at = next.peek().map(|w| s.start + w.start);
-        tokio::select! {
-            accepted = l.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                let t = Instant::now().saturating_duration_since(s.start);
-                let hole = s.faults.iter().find(|w| w.kind == Kind::Blackhole && w.holds(t));
-                if let Some(w) = hole {
-                    s.rec.event(record::Event::Blackholed);
-                    let until = w.end().map_or(forward::MAX_HOLD, |e| e.saturating_sub(t));
-                    tokio::spawn(hold(stream, until.min(forward::MAX_HOLD), kill.subscribe(), s.clone()));
-                    continue;
-                }
-                let Ok(permit) = room.clone().try_acquire_owned() else {
-                    // Over the bound: closed at once rather than queued.
-                    continue;
-                };
-                tokio::spawn(connection(stream, s.clone(), kill.subscribe(), permit));
-            }
-            _ = tokio::time::sleep_until(down_at.unwrap_or(s.start).into()), if down_at.is_some() => {
-                let Some(w) = next.next() else { continue };
-                drop(listener.take());
-                let open = most.saturating_sub(room.available_permits());
-                kill.send_modify(|g| *g += 1);
-                s.rec.failover(open as u64);
-                // Overlapping failovers keep the listener down until the last ends.
-                let mut end = w.end();
-                while let Some(more) = next.next_if(|n| end.is_none_or(|e| n.start <= e)) {
-                    end = match (end, more.end()) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        _ => None,
-                    };
-                }
-                let Some(end) = end else { return };
-                tokio::time::sleep_until((s.start + end).into()).await;
-                listener = rebind(addr).await;
-            }
+    let downtime = Downtime::new(
+        s.faults
+            .iter()
+            .filter(|w| w.kind == Kind::Failover)
+            .map(|w| (s.start + w.start, w.end().map(|e| s.start + e))),
+    );
+    let counted = s.clone();
+    let open = room.clone();
+    let down = move || {
+        let dropped = most.saturating_sub(open.available_permits());
+        counted.rec.failover(dropped as u64);
+    };
+    let serve = move |stream: TcpStream, kill: watch::Receiver<u64>| {
+        let t = Instant::now().saturating_duration_since(s.start);
+        let hole = s
+            .faults
+            .iter()
+            .find(|w| w.kind == Kind::Blackhole && w.holds(t));
+        if let Some(w) = hole {
+            s.rec.event(record::Event::Blackholed);
+            let until = w.end().map_or(forward::MAX_HOLD, |e| e.saturating_sub(t));
+            tokio::spawn(hold(stream, until.min(forward::MAX_HOLD), kill, s.clone()));
+            return;
         }
-    }
-}
-
-/// Binds `addr` again, trying for a second (the port was ours a moment ago).
-async fn rebind(addr: SocketAddr) -> Option<TcpListener> {
-    for _ in 0..20 {
-        if let Ok(l) = TcpListener::bind(addr).await {
-            return Some(l);
+        if let Ok(permit) = room.clone().try_acquire_owned() {
+            tokio::spawn(connection(stream, s.clone(), kill, permit));
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    eprintln!("stagger proxy: could not bind {addr} again after the failover");
-    None
+    };
+    accept_loop(listener, addr, downtime, kill, "proxy", down, serve).await;
 }
 
 /// A blackholed connection: open, never answered, closed when the fault
