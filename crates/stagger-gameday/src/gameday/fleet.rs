@@ -243,6 +243,66 @@ pub async fn run(
         first: line.series(),
         retries: line.series(),
     });
+    let pods = pods(&cfg, &started)?;
+    let url: Arc<str> = url.into();
+    let end = line.start + cfg.duration;
+    let mut fleet = JoinSet::new();
+    for i in 0..cfg.clients {
+        let pod = &pods[i % cfg.pods];
+        let policy =
+            cfg.strategy
+                .policy(&cfg.schedule, pod.guard.clone(), Some(pod.observer.clone()))?;
+        let client = ClientBuilder::new(pod.http.clone())
+            .with(RetryMiddleware::new(
+                stagger::http::Settings::new(policy)
+                    .idempotency_keys(cfg.keys && cfg.method == Method::Post)
+                    .timeout(cfg.deadline),
+            ))
+            .build();
+        // Phases spread evenly: the fleet as a whole sends every 1/rate s.
+        let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);
+        let me = Client {
+            name: format!("{}.{}", i % cfg.pods, cfg.first_client + i),
+            client,
+            url: url.clone(),
+            counters: counters.clone(),
+            max: cfg.max_requests,
+        };
+        fleet.spawn(me.run(first, line.start, cfg, end));
+    }
+    let cut = tokio::time::timeout(cfg.duration + grace, async {
+        while fleet.join_next().await.is_some() {}
+    })
+    .await
+    .is_err();
+    let cut_off = if cut { fleet.len() as u64 } else { 0 };
+    fleet.shutdown().await;
+    let stops = stops(&counters);
+    let snaps: Vec<_> = pods.iter().map(|p| p.stats.snapshot()).collect();
+    let latencies_ms = std::mem::take(
+        &mut *counters
+            .latencies_ms
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()),
+    )
+    .into_vec();
+    Ok(Outcome {
+        sent: counters.sent.snapshot(),
+        successes: counters.successes.snapshot(),
+        requests: counters.issued.load(Relaxed).min(cfg.max_requests),
+        attempts: counters.attempts.load(Relaxed),
+        stops,
+        latencies_ms,
+        budget_refusals: snaps.iter().map(|s| s.budget_refusals).sum(),
+        breaker_opens: snaps.iter().map(|s| s.breaker_opens).sum(),
+        cut_off,
+        started_first: started.first.snapshot(),
+        started_retries: started.retries.snapshot(),
+    })
+}
+
+/// One HTTP client, stats, observer and guardrails per pod.
+fn pods(cfg: &Config, started: &Arc<Started>) -> Result<Vec<Pod>, Error> {
     let mut pods = Vec::with_capacity(cfg.pods);
     for _ in 0..cfg.pods {
         let http = reqwest::Client::builder()
@@ -283,39 +343,11 @@ pub async fn run(
             guard,
         });
     }
-    let url: Arc<str> = url.into();
-    let end = line.start + cfg.duration;
-    let mut fleet = JoinSet::new();
-    for i in 0..cfg.clients {
-        let pod = &pods[i % cfg.pods];
-        let policy =
-            cfg.strategy
-                .policy(&cfg.schedule, pod.guard.clone(), Some(pod.observer.clone()))?;
-        let client = ClientBuilder::new(pod.http.clone())
-            .with(RetryMiddleware::new(
-                stagger::http::Settings::new(policy)
-                    .idempotency_keys(cfg.keys && cfg.method == Method::Post)
-                    .timeout(cfg.deadline),
-            ))
-            .build();
-        // Phases spread evenly: the fleet as a whole sends every 1/rate s.
-        let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);
-        let me = Client {
-            name: format!("{}.{}", i % cfg.pods, cfg.first_client + i),
-            client,
-            url: url.clone(),
-            counters: counters.clone(),
-            max: cfg.max_requests,
-        };
-        fleet.spawn(me.run(first, line.start, cfg, end));
-    }
-    let cut = tokio::time::timeout(cfg.duration + grace, async {
-        while fleet.join_next().await.is_some() {}
-    })
-    .await
-    .is_err();
-    let cut_off = if cut { fleet.len() as u64 } else { 0 };
-    fleet.shutdown().await;
+    Ok(pods)
+}
+
+/// Requests by stop reason, the reasons no request ended with left out.
+fn stops(counters: &Counters) -> BTreeMap<String, u64> {
     let mut stops = BTreeMap::new();
     for (i, n) in counters.stops.iter().enumerate() {
         let n = n.load(Relaxed);
@@ -324,27 +356,7 @@ pub async fn run(
             stops.insert(name.to_string(), n);
         }
     }
-    let snaps: Vec<_> = pods.iter().map(|p| p.stats.snapshot()).collect();
-    let latencies_ms = std::mem::take(
-        &mut *counters
-            .latencies_ms
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()),
-    )
-    .into_vec();
-    Ok(Outcome {
-        sent: counters.sent.snapshot(),
-        successes: counters.successes.snapshot(),
-        requests: counters.issued.load(Relaxed).min(cfg.max_requests),
-        attempts: counters.attempts.load(Relaxed),
-        stops,
-        latencies_ms,
-        budget_refusals: snaps.iter().map(|s| s.budget_refusals).sum(),
-        breaker_opens: snaps.iter().map(|s| s.breaker_opens).sum(),
-        cut_off,
-        started_first: started.first.snapshot(),
-        started_retries: started.retries.snapshot(),
-    })
+    stops
 }
 
 struct Client {

@@ -139,15 +139,7 @@ pub fn summarize(raw: &Raw) -> Row {
             .count();
         over as f64 / WINDOW as f64
     });
-    let recovery_s = raw.fault_end.and_then(|end| {
-        let seen = Observed {
-            bin: BIN,
-            demand: &raw.sent[..n.min(raw.sent.len())],
-            load: &load[..n],
-            goodput: &raw.successes[..n.min(raw.successes.len())],
-        };
-        recovery::recovery_s(&seen, window_bins(BIN, PACED_WINDOW), end)
-    });
+    let recovery_s = recovery(raw, &load, n);
     let tail_from = n - n / 4;
     let tail_retry_ratio = ratio(
         sum(&raw.retries[tail_from..n]),
@@ -190,16 +182,35 @@ pub fn summarize(raw: &Raw) -> Row {
             ok as f64 / ((n - b) as f64 * BIN.as_secs_f64())
         }),
         shed_share: raw.shed.map(|shed| ratio(shed, shed + attempts)),
-        series: Series {
-            t_s: (0..n).map(|i| i as f64 / WINDOW as f64).collect(),
-            load: load[..n].to_vec(),
-            first_attempts: raw.first[..n].to_vec(),
-            retries: raw.retries[..n].to_vec(),
-            successes: raw.successes[..n.min(raw.successes.len())].to_vec(),
-            completed: raw.completed[..n].to_vec(),
-            abandoned: raw.abandoned[..n].to_vec(),
-            rejected: raw.rejected[..n].to_vec(),
-        },
+        series: series(raw, &load, n),
+    }
+}
+
+/// Seconds from the fault's end to recovery, as the simulator defines it
+/// (`None`: no fault end, or never).
+fn recovery(raw: &Raw, load: &[u32], n: usize) -> Option<f64> {
+    raw.fault_end.and_then(|end| {
+        let seen = Observed {
+            bin: BIN,
+            demand: &raw.sent[..n.min(raw.sent.len())],
+            load: &load[..n],
+            goodput: &raw.successes[..n.min(raw.successes.len())],
+        };
+        recovery::recovery_s(&seen, window_bins(BIN, PACED_WINDOW), end)
+    })
+}
+
+/// The per-bin series over the traffic period's `n` bins.
+fn series(raw: &Raw, load: &[u32], n: usize) -> Series {
+    Series {
+        t_s: (0..n).map(|i| i as f64 / WINDOW as f64).collect(),
+        load: load[..n].to_vec(),
+        first_attempts: raw.first[..n].to_vec(),
+        retries: raw.retries[..n].to_vec(),
+        successes: raw.successes[..n.min(raw.successes.len())].to_vec(),
+        completed: raw.completed[..n].to_vec(),
+        abandoned: raw.abandoned[..n].to_vec(),
+        rejected: raw.rejected[..n].to_vec(),
     }
 }
 

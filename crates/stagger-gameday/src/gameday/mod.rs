@@ -207,6 +207,82 @@ pub struct Run {
 /// [`ErrorKind::Usage`] error naming its flag.
 pub fn plan(a: &Config) -> Result<Plan, Error> {
     let strategies = a.strategies.clone();
+    let max_requests = check_load(a)?;
+    check_sizes(a)?;
+    let (fault_start, fault_end) = fault_window(a)?;
+    let method = method(a)?;
+    let target = a
+        .target
+        .as_deref()
+        .map(|url| target::Target::check(url, a))
+        .transpose()?;
+    let hosts = a.hosts.map(|n| hosts::Hosts::check(n, a)).transpose()?;
+    if hosts.is_none()
+        && matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition)
+        && a.target.is_none()
+    {
+        return Err(usage(format!(
+            "--fault: {} is a kernel fault between hosts; give --hosts N (Linux, root)",
+            a.fault.as_str()
+        )));
+    }
+    let schedule = Schedule {
+        attempts: Some(a.attempts),
+        base: a.base,
+        cap: a.cap,
+        attempt_timeout: Some(a.attempt_timeout),
+        measure_latency: true,
+    };
+    let server = server::Config {
+        workers: a.workers,
+        service: a.service_time,
+        queue: a.queue,
+        fault: a.fault,
+        fault_start,
+        fault_end: fault_end.unwrap_or(MAX_DURATION * 2),
+        shed_retries: a.shed_retries,
+        drop_expired: a.drop_expired,
+        remember: ledger_memory(a),
+        limit: a.server_limit,
+        seed: a.seed,
+        bind: std::net::Ipv4Addr::LOCALHOST.into(),
+    };
+    // Builds one policy per strategy now, so a bad combination is a usage
+    // error before anything starts.
+    for s in &strategies {
+        s.check(&schedule)?;
+    }
+    let params = params(a, &server, (fault_start, fault_end), method);
+    let fleet = fleet::Config {
+        clients: a.clients,
+        pods: a.pods,
+        rate: a.rate,
+        duration: a.duration,
+        deadline: a.deadline,
+        schedule,
+        strategy: strategies[0],
+        max_requests,
+        seed: a.seed,
+        metrics: a.metrics,
+        keys: a.keys,
+        method,
+        ramp_to: a.ramp_to,
+        first_client: 0,
+    };
+    Ok(Plan {
+        strategies,
+        target,
+        hosts,
+        server,
+        fleet,
+        params,
+    })
+}
+
+/// Checks the strategies, the traffic's length and rate against the caps;
+/// the cap on requests that applies.
+fn check_load(a: &Config) -> Result<u64, Error> {
+    let strategies = &a.strategies;
     if strategies.is_empty() {
         return Err(usage("--strategy: no strategy given".into()));
     }
@@ -258,6 +334,11 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             a.duration.as_secs_f64()
         )));
     }
+    Ok(max_requests)
+}
+
+/// Checks the fleet's and the server's sizes and times.
+fn check_sizes(a: &Config) -> Result<(), Error> {
     for (flag, n, max) in [
         ("clients", a.clients, 5000),
         ("pods", a.pods, a.clients.max(1)),
@@ -289,6 +370,12 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
     if a.base > a.cap {
         return Err(usage("--base: must not exceed --cap".into()));
     }
+    Ok(())
+}
+
+/// When the fault starts and ends (`None`: it never ends), checked against
+/// `--duration`.
+fn fault_window(a: &Config) -> Result<(Duration, Option<Duration>), Error> {
     let (fault_start, fault_end) = match a.fault.length() {
         // A baseline: judged healthy or not from the first second.
         _ if a.fault == Fault::None => (Duration::ZERO, Some(Duration::ZERO)),
@@ -320,49 +407,17 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
             )));
         }
     }
-    let method = method(a)?;
-    let target = a
-        .target
-        .as_deref()
-        .map(|url| target::Target::check(url, a))
-        .transpose()?;
-    let hosts = a.hosts.map(|n| hosts::Hosts::check(n, a)).transpose()?;
-    if hosts.is_none()
-        && matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition)
-        && a.target.is_none()
-    {
-        return Err(usage(format!(
-            "--fault: {} is a kernel fault between hosts; give --hosts N (Linux, root)",
-            a.fault.as_str()
-        )));
-    }
-    let schedule = Schedule {
-        attempts: Some(a.attempts),
-        base: a.base,
-        cap: a.cap,
-        attempt_timeout: Some(a.attempt_timeout),
-        measure_latency: true,
-    };
-    let server = server::Config {
-        workers: a.workers,
-        service: a.service_time,
-        queue: a.queue,
-        fault: a.fault,
-        fault_start,
-        fault_end: fault_end.unwrap_or(MAX_DURATION * 2),
-        shed_retries: a.shed_retries,
-        drop_expired: a.drop_expired,
-        remember: ledger_memory(a),
-        limit: a.server_limit,
-        seed: a.seed,
-        bind: std::net::Ipv4Addr::LOCALHOST.into(),
-    };
-    // Builds one policy per strategy now, so a bad combination is a usage
-    // error before anything starts.
-    for s in &strategies {
-        s.check(&schedule)?;
-    }
-    let params = Params {
+    Ok((fault_start, fault_end))
+}
+
+/// The parameters as the report prints them.
+fn params(
+    a: &Config,
+    server: &server::Config,
+    (fault_start, fault_end): (Duration, Option<Duration>),
+    method: Method,
+) -> Params {
+    Params {
         fault: a.fault.as_str(),
         duration_s: a.duration.as_secs_f64(),
         rate: a.rate,
@@ -387,31 +442,7 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         target: a.target.clone(),
         method: method.as_str(),
         hosts: a.hosts,
-    };
-    let fleet = fleet::Config {
-        clients: a.clients,
-        pods: a.pods,
-        rate: a.rate,
-        duration: a.duration,
-        deadline: a.deadline,
-        schedule,
-        strategy: strategies[0],
-        max_requests,
-        seed: a.seed,
-        metrics: a.metrics,
-        keys: a.keys,
-        method,
-        ramp_to: a.ramp_to,
-        first_client: 0,
-    };
-    Ok(Plan {
-        strategies,
-        target,
-        hosts,
-        server,
-        fleet,
-        params,
-    })
+    }
 }
 
 impl Plan {

@@ -68,6 +68,13 @@ impl Report {
                 self.upstream_errors
             );
         }
+        self.per_second(&mut out);
+        out
+    }
+
+    /// The arrivals per second as bars of `#` (first attempts) and `+`
+    /// (retries), each second marked with the faults holding in it.
+    fn per_second(&self, out: &mut String) {
         let s = &self.series;
         let per_s = (1000 / self.bin_ms.max(1)).max(1) as usize;
         let secs: Vec<(u64, u64)> = s
@@ -105,7 +112,6 @@ impl Report {
             );
             let _ = writeln!(out, "{}", line.trim_end());
         }
-        out
     }
 
     /// The histogram as an SVG chart: first attempts and retries stacked
