@@ -16,8 +16,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
+use stagger_gameday::fault;
 use stagger_gameday::gameday::exporter;
-use stagger_gameday::proxy::{self, fault, Config};
+use stagger_gameday::proxy::{self, Config};
 
 use crate::args::{duration, gameday_error, FormatArgs, UsageError, Verbosity};
 

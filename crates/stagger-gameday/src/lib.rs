@@ -23,6 +23,7 @@
 use std::fmt;
 
 mod bins;
+pub mod fault;
 pub mod gameday;
 mod listen;
 pub mod proxy;

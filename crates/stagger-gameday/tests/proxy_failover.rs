@@ -6,7 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use stagger_gameday::proxy::{self, fault, Config, Proxy};
+use stagger_gameday::fault;
+use stagger_gameday::proxy::{self, Config, Proxy};
 use tokio::net::TcpStream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
-use stagger_gameday::proxy::{self, fault, Config, Proxy};
+use stagger_gameday::fault;
+use stagger_gameday::proxy::{self, Config, Proxy};
 
 fn config(upstream: &str, faults: &[&str]) -> Config {
     let mut c = Config::new(

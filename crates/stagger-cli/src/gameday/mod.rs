@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use stagger_gameday::gameday::{self, exporter, soak, Config, Fault};
+use stagger_gameday::fault::Fault;
+use stagger_gameday::gameday::{self, exporter, soak, Config};
 use stagger_sim::Strategy;
 
 use crate::args::{
@@ -72,16 +73,18 @@ pub struct Args {
     /// Flags given as well override it (e.g. `--drill --pods 10`).
     #[arg(long)]
     pub drill: bool,
-    /// The fault: stall (every worker frozen 2 s) | failover (connections
-    /// refused 3 s) | dead (503 for the whole run) | throttle (429 with
-    /// Retry-After for 5 s) | slow (service time ×10 for 5 s) | reset
-    /// (each request read, then its connection reset with RST, for 3 s;
-    /// every other one applied first) | none (default stall); with
-    /// `--hosts`, kernel faults for 3 s: blackhole (packets to the server
-    /// dropped: connect timeouts) | reject (TCP reset) | partition (half
-    /// the client hosts cut off).
+    /// The fault, named as `stagger proxy` names it: stall (every worker
+    /// frozen 2 s) | failover (connections refused 3 s) | 503, or dead (503
+    /// for the whole run) | 429, or throttle (429 with Retry-After for 5 s)
+    /// | slow (service time ×10 for 5 s; slow:MS adds MS) | reset (each
+    /// request read, then its connection reset with RST, for 3 s; every
+    /// other one applied first) | none (default stall); with `--hosts`,
+    /// kernel faults for 3 s: blackhole (packets to the server dropped:
+    /// connect timeouts; in front of a `--target`, connections held
+    /// unanswered) | reject (TCP reset) | partition (half the client hosts
+    /// cut off).
     #[arg(long, value_parser = fault, value_name = "F")]
-    pub fault: Option<Fault>,
+    pub fault: Option<String>,
     /// Strategies to compare, run one after the other: none, immediate,
     /// exponential, full, equal, decorrelated, each optionally with +budget,
     /// +breaker, +throttle (default `immediate,full,full+budget+breaker`).
@@ -202,16 +205,10 @@ pub struct Args {
     pub priority: bool,
 }
 
-fn fault(s: &str) -> Result<Fault, String> {
-    Fault::ALL
-        .into_iter()
-        .find(|f| f.as_str() == s)
-        .ok_or_else(|| {
-            format!(
-                "unknown fault `{s}` (expected stall, failover, dead, throttle, slow, reset, none, \
-                 or with --hosts blackhole, reject, partition)"
-            )
-        })
+/// Checks `--fault` at once (the slow fault's delay waits for
+/// `--service-time`).
+fn fault(s: &str) -> Result<String, String> {
+    gameday::fault(s, Duration::ZERO).map(|_| s.to_string())
 }
 
 impl Args {
@@ -228,7 +225,10 @@ impl Args {
         let strategies = Strategy::parse_list(strategy)
             .map_err(|e| UsageError(format!("--strategy: {}", e.problem())))?;
         Ok(Config {
-            fault: self.fault.unwrap_or(Fault::Stall),
+            fault: match &self.fault {
+                Some(f) => gameday::fault(f, self.service_time).map_err(UsageError)?,
+                None => Some(Fault::Stall),
+            },
             strategies,
             duration: self
                 .duration
@@ -292,7 +292,8 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         return crate::gameday::priority::run(a.duration, a.seed.get(), a.format.json());
     }
     if let Some(h) = &a.hedging {
-        if a.fault.is_some_and(|f| f != Fault::Slow) {
+        let slow = |f: &str| matches!(gameday::fault(f, Duration::ZERO), Ok(Some(Fault::Slow(_))));
+        if a.fault.as_deref().is_some_and(|f| !slow(f)) {
             return Err(UsageError("--hedging: runs with --fault slow".into()).into());
         }
         return crate::gameday::hedging::run(&crate::gameday::hedging::Run {
@@ -410,7 +411,7 @@ mod tests {
         let c = args(&["--drill"]).config().unwrap();
         assert_eq!((c.pods, c.clients, c.workers), (400, 400, 40));
         assert_eq!((c.rate, c.duration), (200.0, Duration::from_secs(20)));
-        assert_eq!(c.fault, Fault::Stall);
+        assert_eq!(c.fault, Some(Fault::Stall));
         let names: Vec<String> = c.strategies.iter().map(|s| s.to_string()).collect();
         assert_eq!(names.join(","), stagger_sim::DRILL_STRATEGIES);
         assert!(!c.shed_retries && !c.drop_expired);

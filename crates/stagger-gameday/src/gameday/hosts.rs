@@ -28,8 +28,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::netns::{in_namespace, nft, root, Net};
-use super::{fleet, server, Arrived, Config, Fault, Plan};
+use super::{fleet, server, Arrived, Config, Plan};
 use crate::bins::Timeline;
+use crate::fault::Fault;
 use crate::{Error, ErrorKind};
 
 /// The most client hosts.
@@ -185,15 +186,15 @@ impl Hosts {
         let s = &plan.server;
         let server_ip = net.ip(0);
         let rules: Vec<(String, String)> = match s.fault {
-            Fault::Blackhole => vec![(
+            Some(Fault::Blackhole) => vec![(
                 net.names[0].clone(),
                 format!("add rule inet stagger input tcp dport {port} drop\n"),
             )],
-            Fault::Reject => vec![(
+            Some(Fault::Reject) => vec![(
                 net.names[0].clone(),
                 format!("add rule inet stagger input tcp dport {port} reject with tcp reset\n"),
             )],
-            Fault::Partition => net.names[1..]
+            Some(Fault::Partition) => net.names[1..]
                 .iter()
                 .take(self.n.div_ceil(2))
                 .map(|ns| {

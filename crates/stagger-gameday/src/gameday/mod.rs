@@ -37,9 +37,9 @@ pub mod soak;
 mod target;
 
 use crate::bins::{Timeline, BIN};
+use crate::fault::Fault;
 pub use fleet::Method;
 pub use netns::{cleanup, Cleanup};
-pub use server::Fault;
 use stagger_report::gameday::{Params, Results, Row};
 
 /// Longest traffic period accepted.
@@ -57,8 +57,9 @@ pub const MAX_SOAK_REQUESTS: u64 = 10_000_000;
 /// command-line flag of the same name (`--service-time` is `service_time`).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The fault injected.
-    pub fault: Fault,
+    /// The fault injected (`None`: a baseline run without one); see
+    /// [`fault`] for the names `--fault` takes.
+    pub fault: Option<Fault>,
     /// Strategies to compare, run one after the other.
     pub strategies: Vec<Strategy>,
     /// How long each strategy's clients send new requests.
@@ -157,6 +158,35 @@ fn method(a: &Config) -> Result<Method, Error> {
     Ok(m)
 }
 
+/// Reads `--fault`: a name of the one vocabulary ([`crate::fault::NAMES`])
+/// or `none` (a baseline). `slow` alone makes each job take ten times
+/// `service` (nine more); `slow:MS` adds MS.
+pub fn fault(name: &str, service: Duration) -> Result<Option<Fault>, String> {
+    match name.trim() {
+        "none" => Ok(None),
+        n => Fault::named(n, Some(service.saturating_mul(9)))
+            .map(Some)
+            .map_err(|e| format!("{e}; or none, for a run without a fault")),
+    }
+}
+
+/// How long a game-day's fault lasts unless told otherwise (`None`: the
+/// whole run, as a dead dependency's 503s do).
+fn default_length(fault: Fault) -> Option<Duration> {
+    let s = Duration::from_secs;
+    match fault {
+        Fault::Stall => Some(s(2)),
+        Fault::Unavailable => None,
+        Fault::Throttle | Fault::Slow(_) => Some(s(5)),
+        _ => Some(s(3)),
+    }
+}
+
+/// The name a fault is reported by (`none` for a baseline).
+fn name(fault: Option<Fault>) -> &'static str {
+    fault.map_or("none", |f| f.name())
+}
+
 /// Where a fault starts unless `--fault-at` says otherwise: after 10 s of
 /// steady traffic, so the breakers' 10 s windows hold a normal history (a
 /// service that has been up for a while), or earlier in a short run, leaving
@@ -217,13 +247,11 @@ pub fn plan(a: &Config) -> Result<Plan, Error> {
         .map(|url| target::Target::check(url, a))
         .transpose()?;
     let hosts = a.hosts.map(|n| hosts::Hosts::check(n, a)).transpose()?;
-    if hosts.is_none()
-        && matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition)
-        && a.target.is_none()
-    {
+    let kernel = matches!(a.fault, Some(f) if f.kernel_only() || f == Fault::Blackhole);
+    if hosts.is_none() && kernel && a.target.is_none() {
         return Err(usage(format!(
             "--fault: {} is a kernel fault between hosts; give --hosts N (Linux, root)",
-            a.fault.as_str()
+            name(a.fault)
         )));
     }
     let schedule = Schedule {
@@ -376,11 +404,11 @@ fn check_sizes(a: &Config) -> Result<(), Error> {
 /// When the fault starts and ends (`None`: it never ends), checked against
 /// `--duration`.
 fn fault_window(a: &Config) -> Result<(Duration, Option<Duration>), Error> {
-    let (fault_start, fault_end) = match a.fault.length() {
+    let (fault_start, fault_end) = match a.fault.map(default_length) {
         // A baseline: judged healthy or not from the first second.
-        _ if a.fault == Fault::None => (Duration::ZERO, Some(Duration::ZERO)),
-        None => (a.fault_at.unwrap_or(Duration::ZERO), None),
-        Some(len) => {
+        None => (Duration::ZERO, Some(Duration::ZERO)),
+        Some(None) => (a.fault_at.unwrap_or(Duration::ZERO), None),
+        Some(Some(len)) => {
             let at = a
                 .fault_at
                 .unwrap_or_else(|| default_fault_at(a.duration, len));
@@ -395,13 +423,13 @@ fn fault_window(a: &Config) -> Result<(Duration, Option<Duration>), Error> {
             "--fault-at: must be before the end of --duration".into(),
         ));
     }
-    if let Some(end) = fault_end.filter(|_| a.fault != Fault::None) {
+    if let Some(end) = fault_end.filter(|_| a.fault.is_some()) {
         let need = end.saturating_add(Duration::from_secs(3));
         if need > a.duration {
             return Err(usage(format!(
                 "--duration: the {} ends at {:.1}s; give at least 3s after it to see recovery \
                  (e.g. --duration {}s)",
-                a.fault.as_str(),
+                name(a.fault),
                 end.as_secs_f64(),
                 need.as_secs_f64().ceil()
             )));
@@ -418,7 +446,7 @@ fn params(
     method: Method,
 ) -> Params {
     Params {
-        fault: a.fault.as_str(),
+        fault: name(a.fault),
         duration_s: a.duration.as_secs_f64(),
         rate: a.rate,
         capacity: server.capacity(),
@@ -531,13 +559,9 @@ impl Plan {
         let plan = self;
         let bins = |d: Duration| (d.as_millis() / BIN.as_millis()) as usize;
         let p = &plan.server;
-        let fault_end = plan
-            .params
-            .outage_end_s
-            .filter(|_| p.fault != Fault::Dead)
-            .map(|_| p.fault_end);
+        let fault_end = plan.params.outage_end_s.map(|_| p.fault_end);
         let (mut first, mut retries, mut notes) = (seen.first, seen.retries, seen.notes);
-        if p.fault == Fault::Blackhole {
+        if p.fault == Some(Fault::Blackhole) && plan.hosts.is_some() {
             // The kernel drops what is sent to the server during the fault,
             // and delivers some of it late, after its client gave up: the
             // server's count is short in the fault and long after it. The

@@ -55,83 +55,9 @@ use tokio::task::JoinHandle;
 use tower_service::Service;
 
 use crate::bins::{Bins, Timeline};
+use crate::fault::Fault;
 use crate::listen::{accept_loop, Downtime};
 use crate::reset::{ResetHandle, Resettable};
-
-/// A scripted fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// No fault: a baseline run.
-    None,
-    /// Every worker frozen (a GC pause).
-    Stall,
-    /// The listener is down: connections refused, open ones dropped.
-    Failover,
-    /// 503 to every request, for the whole run.
-    Dead,
-    /// 429 with `Retry-After: 1` to every request.
-    Throttle,
-    /// Service time ×10 for jobs that start meanwhile.
-    Slow,
-    /// Each request is read, then its connection reset (RST, no answer);
-    /// every other one is applied first, so the client cannot know which.
-    Reset,
-    /// `--hosts` only: every packet to the server's port dropped in the
-    /// kernel (nftables): new connections time out, open ones hang.
-    Blackhole,
-    /// `--hosts` only: every packet to the server's port answered with a
-    /// TCP reset in the kernel (nftables).
-    Reject,
-    /// `--hosts` only: half the client hosts (rounded up) cut off from the
-    /// server in the kernel (nftables): their packets to it are dropped.
-    Partition,
-}
-
-impl Fault {
-    /// Every fault, in the order of `--help`.
-    pub const ALL: [Fault; 10] = [
-        Fault::Stall,
-        Fault::Failover,
-        Fault::Dead,
-        Fault::Throttle,
-        Fault::Slow,
-        Fault::Reset,
-        Fault::Blackhole,
-        Fault::Reject,
-        Fault::Partition,
-        Fault::None,
-    ];
-
-    /// The command-line name.
-    pub const fn as_str(&self) -> &'static str {
-        match self {
-            Fault::None => "none",
-            Fault::Stall => "stall",
-            Fault::Failover => "failover",
-            Fault::Dead => "dead",
-            Fault::Throttle => "throttle",
-            Fault::Slow => "slow",
-            Fault::Reset => "reset",
-            Fault::Blackhole => "blackhole",
-            Fault::Reject => "reject",
-            Fault::Partition => "partition",
-        }
-    }
-
-    /// How long the fault lasts (`None` for `dead`: the whole run).
-    pub const fn length(&self) -> Option<Duration> {
-        match self {
-            Fault::None => Some(Duration::ZERO),
-            Fault::Stall => Some(Duration::from_secs(2)),
-            Fault::Failover => Some(Duration::from_secs(3)),
-            Fault::Dead => None,
-            Fault::Throttle | Fault::Slow => Some(Duration::from_secs(5)),
-            Fault::Reset | Fault::Blackhole | Fault::Reject | Fault::Partition => {
-                Some(Duration::from_secs(3))
-            }
-        }
-    }
-}
 
 /// How the server is built and what happens to it, in time since the run
 /// started.
@@ -143,8 +69,8 @@ pub struct Config {
     pub service: Duration,
     /// Jobs that may wait for a worker.
     pub queue: usize,
-    /// The fault.
-    pub fault: Fault,
+    /// The fault (`None`: none).
+    pub fault: Option<Fault>,
     /// When the fault starts.
     pub fault_start: Duration,
     /// When it ends.
@@ -280,7 +206,7 @@ impl Shared {
     }
 
     fn faulty(&self, fault: Fault, now: Instant) -> bool {
-        self.cfg.fault == fault
+        self.cfg.fault == Some(fault)
             && now >= self.at(self.cfg.fault_start)
             && now < self.at(self.cfg.fault_end)
     }
@@ -358,7 +284,7 @@ impl Server {
         }
         let (kill, _) = watch::channel(0u64);
         let downtime = Downtime::new(
-            (cfg.fault == Fault::Failover)
+            (cfg.fault == Some(Fault::Failover))
                 .then(|| (shared.at(cfg.fault_start), Some(shared.at(cfg.fault_end)))),
         );
         let accept = tokio::spawn(accept_loop(
@@ -437,7 +363,7 @@ async fn work(
         reset.reset();
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
-    if s.faulty(Fault::Dead, now) {
+    if s.faulty(Fault::Unavailable, now) {
         s.stats.rejected.add(now);
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
@@ -499,8 +425,10 @@ async fn job(
         return;
     }
     let mut service = s.cfg.service;
-    if s.faulty(Fault::Slow, Instant::now()) {
-        service *= 10;
+    if let Some(Fault::Slow(longer)) = s.cfg.fault {
+        if s.faulty(Fault::Slow(longer), Instant::now()) {
+            service += longer;
+        }
     }
     tokio::time::sleep(service).await;
     s.wait_out_stall().await;
@@ -519,7 +447,7 @@ async fn job(
 mod tests {
     use super::*;
 
-    fn shared(fault: Fault) -> Shared {
+    fn shared(fault: Option<Fault>) -> Shared {
         let start = Instant::now();
         let line = Timeline::new(start, Duration::from_secs(1));
         Shared {
@@ -548,7 +476,7 @@ mod tests {
 
     #[test]
     fn one_key_applies_once_and_a_second_key_is_a_duplicate() {
-        let s = shared(Fault::None);
+        let s = shared(None);
         s.apply(Some("k1"), "order-1");
         s.apply(Some("k1"), "order-1");
         assert_eq!(s.stats.duplicates.load(Relaxed), 0);
@@ -586,7 +514,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let s = Arc::new(shared(Fault::None));
+        let s = Arc::new(shared(None));
         s.depth.fetch_add(1, Relaxed);
         let (tx, rx) = oneshot::channel();
         let past = Instant::now();
@@ -620,7 +548,7 @@ mod tests {
                 workers: 1,
                 service: Duration::from_millis(500),
                 queue: 1,
-                fault: Fault::None,
+                fault: None,
                 fault_start: Duration::ZERO,
                 fault_end: Duration::ZERO,
                 shed_retries: true,
@@ -653,10 +581,10 @@ mod tests {
 
     #[test]
     fn faults_hold_only_in_their_window() {
-        let s = shared(Fault::Dead);
-        assert!(!s.faulty(Fault::Dead, s.start));
-        assert!(s.faulty(Fault::Dead, s.start + Duration::from_millis(1500)));
+        let s = shared(Some(Fault::Unavailable));
+        assert!(!s.faulty(Fault::Unavailable, s.start));
+        assert!(s.faulty(Fault::Unavailable, s.start + Duration::from_millis(1500)));
         assert!(!s.faulty(Fault::Stall, s.start + Duration::from_millis(1500)));
-        assert!(!s.faulty(Fault::Dead, s.start + Duration::from_secs(2)));
+        assert!(!s.faulty(Fault::Unavailable, s.start + Duration::from_secs(2)));
     }
 }

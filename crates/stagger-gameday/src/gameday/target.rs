@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use http::uri::Uri;
 
-use super::{fleet, Arrived, Config, Fault, Method, Plan};
+use super::{fleet, Arrived, Config, Method, Plan};
 use crate::bins::Timeline;
-use crate::proxy::{self, Kind, Proxy, Upstream, Window};
+use crate::fault::Window;
+use crate::proxy::{self, Proxy, Upstream};
 use crate::{Error, ErrorKind};
 
 /// A checked `--target`.
@@ -57,11 +58,11 @@ impl Target {
                     .into(),
             ));
         }
-        if matches!(a.fault, Fault::Blackhole | Fault::Reject | Fault::Partition) {
+        if let Some(f) = a.fault.filter(|f| f.kernel_only()) {
             return Err(Error::usage(format!(
                 "--fault: {} is a kernel fault of --hosts; in front of a target the proxy \
-                 knows stall, failover, dead, throttle, slow and reset",
-                a.fault.as_str()
+                 injects every other fault",
+                f.name()
             )));
         }
         if a.soak {
@@ -70,26 +71,18 @@ impl Target {
         Ok(Target { upstream, path })
     }
 
-    /// The fault as proxy windows on the game-day's timeline.
+    /// The fault as a proxy window on the game-day's timeline.
     fn faults(plan: &Plan) -> Vec<Window> {
         let s = &plan.server;
-        let length = s.fault_end.checked_sub(s.fault_start);
-        let kind = match s.fault {
-            Fault::None => return Vec::new(),
-            Fault::Stall => Kind::Stall,
-            Fault::Failover => Kind::Failover,
-            Fault::Dead => Kind::Unavailable,
-            Fault::Throttle => Kind::Throttle,
-            Fault::Slow => Kind::Slow(s.service.saturating_mul(9)),
-            Fault::Reset => Kind::Reset,
-            // Refused by Target::check; the proxy's blackhole is the nearest.
-            Fault::Blackhole | Fault::Reject | Fault::Partition => Kind::Blackhole,
-        };
-        vec![Window {
-            kind,
-            start: s.fault_start,
-            length: if s.fault == Fault::Dead { None } else { length },
-        }]
+        let never_ends = plan.params.outage_end_s.is_none();
+        s.fault
+            .map(|kind| Window {
+                kind,
+                start: s.fault_start,
+                length: (!never_ends).then(|| s.fault_end.saturating_sub(s.fault_start)),
+            })
+            .into_iter()
+            .collect()
     }
 
     /// One strategy's fleet through a fresh proxy in front of the target.

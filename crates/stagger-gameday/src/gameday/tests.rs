@@ -15,7 +15,7 @@ fn faults_start_after_a_full_breaker_window_when_there_is_room() {
 fn config() -> Config {
     let ms = Duration::from_millis;
     Config {
-        fault: Fault::Stall,
+        fault: Some(Fault::Stall),
         strategies: vec![
             "immediate".parse().unwrap(),
             "full+budget+breaker".parse().unwrap(),
@@ -51,7 +51,7 @@ fn config() -> Config {
 #[test]
 fn a_baseline_is_described_as_no_fault() {
     let c = Config {
-        fault: Fault::None,
+        fault: None,
         ..config()
     };
     let legend = stagger_report::gameday::legend(plan(&c).unwrap().params());

@@ -20,9 +20,9 @@ use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 
-use super::fault::{self, Kind, Window};
 use super::grpc;
 use super::record::{self, Event, Recorder};
+use crate::fault::{self, Fault, Window};
 use crate::reset::ResetHandle;
 
 /// Any error a body may end with.
@@ -96,22 +96,22 @@ pub(super) async fn handle(
     s.rec.arrival(req.headers(), now);
     let holding = fault::at(&s.faults, now.saturating_duration_since(s.start));
     match holding.verdict {
-        Some(Kind::Blackhole) => {
+        Some(Fault::Blackhole) => {
             s.rec.event(Event::Blackholed);
             // Dropped with the connection when the client gives up.
             tokio::time::sleep(MAX_HOLD).await;
             reset.reset();
             return Ok(Response::new(empty()));
         }
-        Some(Kind::Unavailable) => {
+        Some(Fault::Unavailable) => {
             s.rec.event(Event::Answered503);
             return Ok(answer(StatusCode::SERVICE_UNAVAILABLE, true));
         }
-        Some(Kind::Throttle) => {
+        Some(Fault::Throttle) => {
             s.rec.event(Event::Answered429);
             return Ok(answer(StatusCode::TOO_MANY_REQUESTS, true));
         }
-        Some(Kind::Reset) => {
+        Some(Fault::Reset) => {
             s.rec.event(Event::Reset);
             // Every other request reaches the upstream before the reset:
             // its answer is lost, and the client cannot tell it from one

@@ -4,7 +4,7 @@
 //! The game-day's own server proves what a retry policy does to a
 //! dependency that stumbles; a user's question is what it does to *their*
 //! dependency. The proxy sits in front of it, injects the same faults on a
-//! schedule ([`fault`]: `stall`, `failover`, `503`, `429`, `reset`,
+//! schedule ([`crate::fault`]: `stall`, `failover`, `503`, `429`, `reset`,
 //! `slow:MS`, `blackhole`, several at once) and records every request's
 //! arrival, first attempt or retry ([`record`]), so the arrival histogram
 //! — the picture of a retry storm or of its absence — can be drawn for
@@ -15,7 +15,7 @@
 //! bounded key memory, a histogram of at most [`MAX_SPAN`]) and the
 //! command listens on loopback unless told otherwise.
 //!
-//! The calling protocol: [`upstream`] and [`fault::parse`] check the
+//! The calling protocol: [`upstream`] and [`crate::fault::parse`] check the
 //! user's words; [`Proxy::start`] (inside a tokio runtime) listens and
 //! serves; [`Proxy::report`] tells what it saw so far; [`Proxy::stop`]
 //! ends it. [`run`] does all of it on a runtime of its own until a stop
@@ -36,18 +36,17 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::bins::Timeline;
+use crate::fault::{Fault, Window};
 use crate::listen::{accept_loop, Downtime};
 use crate::reset::Resettable;
 use crate::{Error, ErrorKind};
 
-pub mod fault;
 mod forward;
 pub mod grpc;
 pub mod record;
 mod render;
 mod stats;
 
-pub use fault::{Kind, Window};
 pub use forward::{Upstream, MAX_HOLD};
 pub use record::Report;
 
@@ -239,7 +238,7 @@ async fn accept(
     let downtime = Downtime::new(
         s.faults
             .iter()
-            .filter(|w| w.kind == Kind::Failover)
+            .filter(|w| w.kind == Fault::Failover)
             .map(|w| (s.start + w.start, w.end().map(|e| s.start + e))),
     );
     let counted = s.clone();
@@ -253,7 +252,7 @@ async fn accept(
         let hole = s
             .faults
             .iter()
-            .find(|w| w.kind == Kind::Blackhole && w.holds(t));
+            .find(|w| w.kind == Fault::Blackhole && w.holds(t));
         if let Some(w) = hole {
             s.rec.event(record::Event::Blackholed);
             let until = w.end().map_or(forward::MAX_HOLD, |e| e.saturating_sub(t));

@@ -17,8 +17,8 @@ use http::HeaderMap;
 use serde::Serialize;
 use stagger::http::{parse_attempt, IDEMPOTENCY_KEY, RETRY_ATTEMPT};
 
-use super::fault::{Window, WindowJson};
 use crate::bins::{Bins, Timeline, BIN};
+use crate::fault::{Window, WindowJson};
 
 /// Keys remembered per generation.
 pub const KEYS: usize = 500_000;
@@ -558,7 +558,7 @@ mod tests {
             &headers(&[("x-retry-attempt", "2")]),
             start + Duration::from_millis(1200),
         );
-        let faults = [super::super::fault::parse("503@1+1").unwrap()];
+        let faults = [crate::fault::parse("503@1+1").unwrap()];
         let rep = r.report(&faults, start + Duration::from_millis(2900));
         let text = rep.text();
         let lines: Vec<&str> = text.lines().skip(4).collect();

@@ -1,11 +1,15 @@
-//! The proxy's faults and when they hold: `KIND@START+DURATION`.
+//! The faults of the game-day and the proxy — one vocabulary — and when
+//! they hold: `KIND@START+DURATION`.
 //!
-//! The kinds are the game-day's, said at the network's edge: a `stall`
-//! holds requests until it ends, `failover` closes the listener (connections
-//! refused, open ones dropped), `503` and `429` answer at once with a
-//! `Retry-After`, `reset` closes the connection with RST instead of an
-//! answer, `slow:MS` adds a delay before forwarding and `blackhole` accepts
-//! and never answers. Times are measured from the proxy's start.
+//! A fault is what the dependency does wrong, said the same way wherever it
+//! is injected: by the game-day's own server, by the fault proxy in front of
+//! a real upstream (`stagger proxy`, `gameday --target`), or by the kernel
+//! between network namespaces (`gameday --hosts`). Each injector does what
+//! the name means at its own depth: a `blackhole` answers nothing, which
+//! the kernel does by dropping packets and the proxy (which cannot drop a
+//! client's packets) by holding connections open unanswered. Two faults
+//! exist only in the kernel: `reject` and `partition`.
+//! Times are measured from the start of the run (or the proxy's start).
 
 use std::fmt;
 use std::time::Duration;
@@ -15,47 +19,97 @@ use serde::Serialize;
 /// What a fault does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Kind {
-    /// Requests are held until the stall ends, then forwarded (a GC pause
+pub enum Fault {
+    /// Requests are held until the stall ends, then served (a GC pause
     /// upstream).
     Stall,
     /// The listener is closed: new connections are refused and open ones
     /// dropped; it listens again when the fault ends.
     Failover,
-    /// `503 Service Unavailable` with `Retry-After: 1`, nothing forwarded.
+    /// `503 Service Unavailable` with `Retry-After: 1` to every request
+    /// (`503`; also read as `dead` and `unavailable`).
     Unavailable,
-    /// `429 Too Many Requests` with `Retry-After: 1`, nothing forwarded.
+    /// `429 Too Many Requests` with `Retry-After: 1` to every request
+    /// (`429`; also read as `throttle`).
     Throttle,
     /// The connection is reset (RST) instead of answered; every other
-    /// request is forwarded first, so a client cannot tell whether it was
+    /// request is served first, so a client cannot tell whether it was
     /// applied.
     Reset,
-    /// Each request waits this long before it is forwarded.
+    /// Each request takes this much longer (`slow:MS`).
     Slow(Duration),
-    /// Connections are accepted and requests read, but nothing is ever
-    /// answered or forwarded: the client waits for its own timeout.
+    /// Nothing is answered: the client waits for its own timeout.
     Blackhole,
+    /// Every packet to the server is answered with a TCP reset (the kernel
+    /// only: `gameday --hosts`).
+    Reject,
+    /// Half the client hosts, rounded up, are cut off from the server (the
+    /// kernel only: `gameday --hosts`).
+    Partition,
 }
 
-impl Kind {
+/// Every fault's name, in the order of `--help` (`slow` takes its delay
+/// as `slow:MS`).
+pub const NAMES: &str = "stall, failover, 503 (or dead), 429 (or throttle), reset, slow:MS, \
+                         blackhole, reject, partition";
+
+impl Fault {
     /// The name in a `--fault` spec (`slow` without its delay).
     pub fn name(&self) -> &'static str {
         match self {
-            Kind::Stall => "stall",
-            Kind::Failover => "failover",
-            Kind::Unavailable => "503",
-            Kind::Throttle => "429",
-            Kind::Reset => "reset",
-            Kind::Slow(_) => "slow",
-            Kind::Blackhole => "blackhole",
+            Fault::Stall => "stall",
+            Fault::Failover => "failover",
+            Fault::Unavailable => "503",
+            Fault::Throttle => "429",
+            Fault::Reset => "reset",
+            Fault::Slow(_) => "slow",
+            Fault::Blackhole => "blackhole",
+            Fault::Reject => "reject",
+            Fault::Partition => "partition",
         }
+    }
+
+    /// Whether only the kernel can inject it (between the game-day's
+    /// network namespaces).
+    pub fn kernel_only(&self) -> bool {
+        matches!(self, Fault::Reject | Fault::Partition)
+    }
+
+    /// Reads a fault's name, `slow:MS` with its delay in ms (1 to 60000);
+    /// `slow` alone takes `slow` (a game-day's default) or is refused.
+    pub fn named(name: &str, slow: Option<Duration>) -> Result<Fault, String> {
+        Ok(match name.trim() {
+            "stall" => Fault::Stall,
+            "failover" => Fault::Failover,
+            "503" | "dead" | "unavailable" => Fault::Unavailable,
+            "429" | "throttle" => Fault::Throttle,
+            "reset" => Fault::Reset,
+            "blackhole" => Fault::Blackhole,
+            "reject" => Fault::Reject,
+            "partition" => Fault::Partition,
+            "slow" => {
+                Fault::Slow(slow.ok_or("slow needs its delay, e.g. slow:200 (ms)".to_string())?)
+            }
+            k if k.starts_with("slow:") => {
+                let ms = &k["slow:".len()..];
+                let ms: u64 = ms
+                    .parse()
+                    .ok()
+                    .filter(|&m| (1..=60_000).contains(&m))
+                    .ok_or_else(|| {
+                        format!("`{ms}` is not a delay in ms between 1 and 60000 (slow:200)")
+                    })?;
+                Fault::Slow(Duration::from_millis(ms))
+            }
+            k => return Err(format!("unknown fault `{k}` (expected {NAMES})")),
+        })
     }
 }
 
-impl fmt::Display for Kind {
+impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Kind::Slow(d) => write!(f, "slow:{}", d.as_millis()),
+            Fault::Slow(d) => write!(f, "slow:{}", d.as_millis()),
             k => f.write_str(k.name()),
         }
     }
@@ -65,7 +119,7 @@ impl fmt::Display for Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
     /// What it does.
-    pub kind: Kind,
+    pub kind: Fault,
     /// When it starts, since the proxy started.
     pub start: Duration,
     /// How long it lasts (`None`: to the end).
@@ -139,39 +193,7 @@ pub fn parse(spec: &str) -> Result<Window, String> {
         Some((k, w)) => (k, Some(w)),
         None => (spec, None),
     };
-    let kind = match kind.trim() {
-        "stall" => Kind::Stall,
-        "failover" => Kind::Failover,
-        "503" => Kind::Unavailable,
-        "429" => Kind::Throttle,
-        "reset" => Kind::Reset,
-        "blackhole" => Kind::Blackhole,
-        k if k.starts_with("slow") => {
-            let ms = k
-                .strip_prefix("slow:")
-                .ok_or_else(|| bad("kind", "slow needs its delay, e.g. slow:200 (ms)".into()))?;
-            let ms: u64 = ms
-                .parse()
-                .ok()
-                .filter(|&m| (1..=60_000).contains(&m))
-                .ok_or_else(|| {
-                    bad(
-                        "kind",
-                        format!("`{ms}` is not a delay in ms between 1 and 60000 (slow:200)"),
-                    )
-                })?;
-            Kind::Slow(Duration::from_millis(ms))
-        }
-        k => {
-            return Err(bad(
-                "kind",
-                format!(
-                    "unknown fault `{k}` (expected stall, failover, 503, 429, reset, \
-                     slow:MS or blackhole)"
-                ),
-            ))
-        }
-    };
+    let kind = Fault::named(kind, None).map_err(|e| bad("kind", e))?;
     let (start, length) = match when {
         None => (Duration::ZERO, None),
         Some(w) => {
@@ -196,14 +218,20 @@ pub fn parse(spec: &str) -> Result<Window, String> {
     })
 }
 
-/// Checks a list of faults against each other and against `duration`
-/// (when the proxy stops, if it does). Refused, each with a line naming
-/// both specs: two faults holding at once where neither is `slow:MS` (the
+/// Checks a list of faults for the proxy, against each other and against
+/// `duration` (when the proxy stops, if it does). Refused, each with a line
+/// naming the specs: a fault only the kernel can inject, two faults holding at once where neither is `slow:MS` (the
 /// one delay that composes with another fault; otherwise one would hide
 /// the other), and a fault starting once the proxy has stopped. A fault
 /// cut short by `duration` is allowed; the returned lines say so.
 pub fn check(faults: &[Window], duration: Option<Duration>) -> Result<Vec<String>, String> {
-    let slow = |w: &Window| matches!(w.kind, Kind::Slow(_));
+    if let Some(w) = faults.iter().find(|w| w.kind.kernel_only()) {
+        return Err(format!(
+            "--fault: `{w}`: {} is a kernel fault; only `stagger gameday --hosts` injects it",
+            w.kind.name()
+        ));
+    }
+    let slow = |w: &Window| matches!(w.kind, Fault::Slow(_));
     for (i, a) in faults.iter().enumerate() {
         for b in &faults[i + 1..] {
             let from = a.start.max(b.start);
@@ -249,7 +277,7 @@ pub fn check(faults: &[Window], duration: Option<Duration>) -> Result<Vec<String
 pub struct Now {
     /// Answered by the proxy (503, 429), reset or held unanswered: the
     /// first such fault in the list wins.
-    pub verdict: Option<Kind>,
+    pub verdict: Option<Fault>,
     /// Held until this instant (since the start), then forwarded.
     pub stall_until: Option<Duration>,
     /// Delay before forwarding (the largest `slow` holding).
@@ -261,12 +289,12 @@ pub fn at(faults: &[Window], t: Duration) -> Now {
     let mut now = Now::default();
     for w in faults.iter().filter(|w| w.holds(t)) {
         match w.kind {
-            Kind::Stall => {
+            Fault::Stall => {
                 let until = w.end().unwrap_or(MAX_SPAN);
                 now.stall_until = Some(now.stall_until.map_or(until, |u| u.max(until)));
             }
-            Kind::Slow(d) => now.slow = Some(now.slow.map_or(d, |s| s.max(d))),
-            Kind::Failover => {}
+            Fault::Slow(d) => now.slow = Some(now.slow.map_or(d, |s| s.max(d))),
+            Fault::Failover => {}
             k => {
                 now.verdict.get_or_insert(k);
             }
@@ -281,15 +309,56 @@ mod tests {
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 
+    /// The game-day said `dead` and `throttle` where the proxy said `503`
+    /// and `429`, and `blackhole` was a kernel drop in one and a held
+    /// connection in the other: one vocabulary now, each word read by both.
+    #[test]
+    fn the_game_days_and_the_proxys_words_name_the_same_faults() {
+        for (a, b) in [("dead", "503"), ("unavailable", "503"), ("throttle", "429")] {
+            assert_eq!(Fault::named(a, None), Fault::named(b, None), "{a}");
+        }
+        for f in [
+            Fault::Stall,
+            Fault::Failover,
+            Fault::Unavailable,
+            Fault::Throttle,
+            Fault::Reset,
+            Fault::Slow(Duration::from_millis(200)),
+            Fault::Blackhole,
+            Fault::Reject,
+            Fault::Partition,
+        ] {
+            assert_eq!(Fault::named(&f.to_string(), None), Ok(f), "{f}");
+            assert!(NAMES.contains(f.name()), "{f} is missing from NAMES");
+        }
+        assert_eq!(
+            Fault::named("slow", Some(Duration::from_millis(900))),
+            Ok(Fault::Slow(Duration::from_millis(900)))
+        );
+        assert!(Fault::named("slow", None).unwrap_err().contains("slow:200"));
+    }
+
+    #[test]
+    fn the_proxy_refuses_a_fault_only_the_kernel_can_inject() {
+        for (spec, name) in [
+            ("reject@1+2", "`reject@1s+2s`"),
+            ("partition@1", "`partition@1s`"),
+        ] {
+            let e = check(&[parse(spec).unwrap()], None).unwrap_err();
+            assert!(e.contains("kernel fault") && e.contains(name), "{e}");
+        }
+        assert!(check(&[parse("blackhole@1+2").unwrap()], None).is_ok());
+    }
+
     #[test]
     fn a_spec_gives_kind_start_and_length() {
         let w = parse("stall@10s+2s").unwrap();
         assert_eq!(
             (w.kind, w.start, w.length),
-            (Kind::Stall, S(10), Some(S(2)))
+            (Fault::Stall, S(10), Some(S(2)))
         );
         let w = parse("slow:250@1500ms+3").unwrap();
-        assert_eq!(w.kind, Kind::Slow(Duration::from_millis(250)));
+        assert_eq!(w.kind, Fault::Slow(Duration::from_millis(250)));
         assert_eq!(
             (w.start, w.end()),
             (
@@ -298,7 +367,7 @@ mod tests {
             )
         );
         let w = parse("503@5").unwrap();
-        assert_eq!((w.kind, w.length), (Kind::Unavailable, None));
+        assert_eq!((w.kind, w.length), (Fault::Unavailable, None));
         assert_eq!(parse("blackhole").unwrap().start, Duration::ZERO);
         assert_eq!(parse("reset@1+2").unwrap().to_string(), "reset@1s+2s");
     }
@@ -377,8 +446,8 @@ mod tests {
         assert_eq!(at(&faults, ms(1500)).stall_until, Some(S(3)));
         assert_eq!(at(&faults, ms(1500)).verdict, None);
         // Two answering faults at once: the first listed wins.
-        assert_eq!(at(&faults, ms(2500)).verdict, Some(Kind::Unavailable));
-        assert_eq!(at(&faults, ms(3000)).verdict, Some(Kind::Reset));
+        assert_eq!(at(&faults, ms(2500)).verdict, Some(Fault::Unavailable));
+        assert_eq!(at(&faults, ms(3000)).verdict, Some(Fault::Reset));
         assert_eq!(at(&faults, ms(3000)).stall_until, None);
         assert_eq!(at(&faults, S(20)), Now::default());
     }
