@@ -13,6 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stagger::classify::grpc_code_name;
 use stagger::grpc::{CallReport, RetryLayer};
+use stagger::http::grpc_status;
 use stagger::StopReason;
 use tower::{Layer, Service, ServiceExt};
 
@@ -158,11 +159,9 @@ pub async fn probe(target: &Target, layer: RetryLayer, uri: http::Uri) -> Ending
         .get::<CallReport>()
         .cloned()
         .unwrap_or_default();
-    let head_status = resp
-        .headers()
-        .get("grpc-status")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u32>().ok());
+    // The library's one reader of grpc-status: a value that is no number
+    // is UNKNOWN, as grpc-java reads it, wherever it stands.
+    let head_status = grpc_status(resp.headers());
     let collected = match resp.into_body().collect().await {
         Ok(c) => c,
         Err(e) => {
@@ -170,11 +169,7 @@ pub async fn probe(target: &Target, layer: RetryLayer, uri: http::Uri) -> Ending
             return failed(3, reason, format!("the answer broke off: {e}"));
         }
     };
-    let trailer_status = collected
-        .trailers()
-        .and_then(|t| t.get("grpc-status"))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u32>().ok());
+    let trailer_status = collected.trailers().and_then(grpc_status);
     let summary = report.get();
     let reason = summary.reason.unwrap_or(StopReason::NotRetryable);
     let code = head_status.or(trailer_status).unwrap_or(2);
