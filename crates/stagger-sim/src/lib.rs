@@ -15,6 +15,9 @@
 //! [`Strategy::policy`] and [`Strategy::guardrails`], which the game-day
 //! uses too.
 //!
+//! The tools read a person's durations through [`duration`] (bare seconds,
+//! or the library's one duration grammar), here beside the strategy names.
+//!
 //! Models (see each module): [`failover`] (a burst around a short
 //! outage), [`contention`] (AWS's optimistic-concurrency race),
 //! [`metastable`] (a saturated server kept down by retries, or not, per
