@@ -494,6 +494,13 @@ async fn metastable_chart_draws_what_the_clients_sent_through_the_slowdown() {
             );
         }
     }
+    s.js("document.getElementById('me-panels').scrollIntoView(); return 0;")
+        .await;
+    let shot = s.call(reqwest::Method::GET, "/screenshot", None).await;
+    let png = decode_base64(shot.as_str().expect("base64 PNG"));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-metastable.png");
+    std::fs::write(&path, &png).expect("write the screenshot");
+    eprintln!("screenshot: {}", path.display());
     assert_eq!(s.js("return lab.errors;").await, json!([]));
     webdriver::close(s, driver).await;
 }
