@@ -401,3 +401,123 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
 
     webdriver::close(s, driver).await;
 }
+
+/// The Metastable chart as the page drew it: its query, its series'
+/// labels and data, its y scale and shading, and the clipping note.
+const METASTABLE_STATE: &str = r#"
+const u = lab.charts["me"], p = lab.last.metastable.doc.params;
+const note = document.getElementById("me-clip-note");
+return {
+  query: lab.last.metastable.query,
+  labels: u.series.map(x => x.label),
+  data: u.data.map(a => Array.from(a)),
+  ymax: u.scales.y.max,
+  shaded: u.shaded || null,
+  outage: [u.valToPos(p.outage_start_s, "x", true), u.valToPos(p.outage_end_s, "x", true)],
+  window: [p.outage_start_s, p.outage_end_s],
+  note: note ? note.textContent : null,
+};"#;
+
+/// The Metastable chart showed 0 arrivals during the "slowdown" and one
+/// clipped 5,911/s spike: it now draws what the clients sent beside what
+/// reached the server, on a y scale that holds all of what they sent,
+/// with the slowdown shaded, and says so when the spike is clipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metastable_chart_draws_what_the_clients_sent_through_the_slowdown() {
+    let Some((lab, driver, s, _one)) = open().await else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    s.wait("window.lab && lab.last.failover && !lab.busy.fo", long)
+        .await;
+    s.click("#nav button[data-scene=metastable]").await;
+    s.wait("lab.last.metastable && !lab.busy.me", long).await;
+    let clipped = s.js(METASTABLE_STATE).await;
+    // Mark the drawn chart, then ask for the whole spike: a redraw drops
+    // the mark.
+    s.js("lab.last.metastable.chart.old = true; return 0;")
+        .await;
+    s.click("#me-fullscale").await;
+    s.wait(
+        "lab.last.metastable.chart && !lab.last.metastable.chart.old && !lab.busy.me",
+        long,
+    )
+    .await;
+    let whole = s.js(METASTABLE_STATE).await;
+
+    for (state, fullscale) in [(&clipped, false), (&whole, true)] {
+        let labels = format!("{}", state["labels"]);
+        let query = state["query"].as_str().expect("a query");
+        assert_eq!(
+            state["labels"][3], "sent by the clients (first attempts + retries)",
+            "{labels}"
+        );
+        // What the page draws is the API's answer to the query it sent.
+        let (status, body) = lab.get(&format!("/api/simulate?{query}"));
+        assert_eq!(status, 200, "{body}");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        let api = &doc["strategies"][0]["series"];
+        let data = &state["data"];
+        same_series("t", &data[0], &api["t_s"]);
+        same_series("arriving", &data[1], &api["load"]);
+        same_series("sent", &data[3], &api["sent"]);
+        let (t, load, sent) = (numbers(&data[0]), numbers(&data[1]), numbers(&data[3]));
+        // The caption: in the slowdown (shaded) nothing arrives while the
+        // clients keep sending; the held attempts arrive as one spike.
+        assert_eq!(state["shaded"], state["outage"], "the slowdown is shaded");
+        let (from, to) = (
+            state["window"][0].as_f64().unwrap(),
+            state["window"][1].as_f64().unwrap(),
+        );
+        let inside: Vec<usize> = (0..t.len())
+            .filter(|&i| t[i] >= from && t[i] + 1.0 <= to)
+            .collect();
+        assert!(!inside.is_empty(), "bins in the slowdown: {t:?}");
+        for &i in &inside {
+            assert_eq!(load[i], 0.0, "arrivals at {} s", t[i]);
+            assert!(sent[i] > 0.0, "nothing sent at {} s", t[i]);
+        }
+        // No clipping of what the clients sent; the spike is clipped only
+        // with a note naming it, and never once the whole of it is asked for.
+        let ymax = state["ymax"].as_f64().unwrap();
+        let sent_max = sent.iter().copied().fold(0.0, f64::max);
+        let load_max = load.iter().copied().fold(0.0, f64::max);
+        assert!(ymax >= sent_max, "y up to {ymax}, sent up to {sent_max}");
+        if fullscale {
+            assert!(ymax >= load_max, "y up to {ymax}, the spike {load_max}");
+        } else if ymax < load_max {
+            let note = state["note"].as_str().expect("a note on the clipped spike");
+            assert!(
+                note.contains(&format!("{}", load_max.round() as i64))
+                    || note.contains(&format_thousands(load_max.round() as i64)),
+                "the note names the spike ({load_max}): {note}"
+            );
+        }
+    }
+    s.js("document.getElementById('me-panels').scrollIntoView(); return 0;")
+        .await;
+    let shot = s.call(reqwest::Method::GET, "/screenshot", None).await;
+    let png = decode_base64(shot.as_str().expect("base64 PNG"));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-metastable.png");
+    std::fs::write(&path, &png).expect("write the screenshot");
+    eprintln!("screenshot: {}", path.display());
+    assert_eq!(s.js("return lab.errors;").await, json!([]));
+    webdriver::close(s, driver).await;
+}
+
+/// 5911 as the page writes it, 5,911.
+fn format_thousands(n: i64) -> String {
+    let digits = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
