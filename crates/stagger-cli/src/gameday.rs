@@ -194,6 +194,13 @@ pub struct Args {
     /// --duration 10s --format json`).
     #[arg(long, conflicts_with_all = ["hedging", "fault", "target", "hosts", "soak"])]
     pub priority: bool,
+    /// With `--priority`: then the ShedLayer by priority with a CPU trigger
+    /// (threshold 80 %) fed by the upstream's own threads, for D (default
+    /// 12s), and the trace of its CPU reading and shed rate (e.g.
+    /// `--priority --cpu-trigger 20s`).
+    #[arg(long, value_parser = duration, value_name = "D", num_args = 0..=1,
+          default_missing_value = "12s", requires = "priority")]
+    pub cpu_trigger: Option<Duration>,
 }
 
 fn fault(s: &str) -> Result<Fault, String> {
@@ -283,7 +290,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         return cleanup();
     }
     if a.priority {
-        return crate::gameday_priority::run(a.duration, a.seed.get(), a.format.json());
+        return crate::gameday_priority::run(
+            a.duration,
+            a.cpu_trigger,
+            a.seed.get(),
+            a.format.json(),
+        );
     }
     if let Some(h) = &a.hedging {
         if a.fault.is_some_and(|f| f != Fault::Slow) {
