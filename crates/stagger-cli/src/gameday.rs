@@ -195,11 +195,10 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["hedging", "fault", "target", "hosts", "soak"])]
     pub priority: bool,
     /// With `--priority`: then the ShedLayer by priority with a CPU trigger
-    /// (threshold 80 %) fed by the upstream's own threads, for D (default
-    /// 12s), and the trace of its CPU reading and shed rate (e.g.
-    /// `--priority --cpu-trigger 20s`).
-    #[arg(long, value_parser = duration, value_name = "D", num_args = 0..=1,
-          default_missing_value = "12s", requires = "priority")]
+    /// (threshold 80 %) fed by the upstream's own threads, for D (2s to 5m;
+    /// 12s lets it settle), and the trace of its CPU reading and shed rate
+    /// (e.g. `--priority --cpu-trigger 12s`).
+    #[arg(long, value_parser = duration, value_name = "D", requires = "priority")]
     pub cpu_trigger: Option<Duration>,
 }
 
