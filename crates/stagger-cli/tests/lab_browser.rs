@@ -5,8 +5,9 @@
 //! Loads the page, switches the strategy, drags the burst slider with the
 //! pointer, and checks that the chart data and the cards change and equal
 //! what the API answers for the same query; walks every scene; asks scene 6
-//! and checks it shows the engine's answer; fails on any console error; and
-//! saves a screenshot under target/.
+//! and checks it shows the engine's answer; checks scene 8's chart against
+//! the API and its caption against the chart; fails on any console error;
+//! and saves a screenshot under target/.
 //!
 //! Without chromium and chromedriver the test prints a note and passes,
 //! unless `CI` is set: then it fails.
@@ -90,6 +91,99 @@ fn check_against_api(lab: &Lab, state: &Value) {
             _ => assert_eq!(p, a, "card {key}"),
         }
     }
+}
+
+/// Scene 8: the chart draws the API's means for the query the page sent,
+/// and every number of the caption is what the chart draws at the marked
+/// load (critical ≥ 99 % up to the load the caption names, and not at the
+/// next one).
+async fn check_priority_scene(lab: &Lab, s: &webdriver::Session, long: Duration) {
+    s.click("#nav button[data-scene=priority]").await;
+    s.wait("lab.last.priority && !lab.busy.pr", long).await;
+    let shown = s
+        .js(r##"
+        const u = lab.charts["pr"];
+        return {
+          query: lab.last.priority.query,
+          with: document.getElementById("pr-with").value,
+          status: document.getElementById("pr-status").className,
+          data: u.data.map(a => Array.from(a)),
+          caption: Object.fromEntries([...document.querySelectorAll("#pr-caption [data-key]")]
+            .map(c => [c.dataset.key, c.dataset.value === "null" ? null : Number(c.dataset.value)])),
+        };"##)
+        .await;
+    assert_eq!(
+        shown["status"], "status",
+        "the priority scene shows an error"
+    );
+    let (status, body) = lab.get(&format!(
+        "/api/simulate?{}",
+        shown["query"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200, "{body}");
+    let api: Value = serde_json::from_str(&body).unwrap();
+    let loads = numbers(&api["params"]["loads"]);
+    let data = &shown["data"];
+    same_series("loads", &data[0], &api["params"]["loads"]);
+    let series = |server: &str, field: &str| -> Value {
+        json!(loads
+            .iter()
+            .map(|l| {
+                let row = api["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["server"] == server && r["load"].as_f64() == Some(*l))
+                    .unwrap_or_else(|| panic!("no row {server} at {l}"));
+                row[field].as_f64().unwrap() * 100.0
+            })
+            .collect::<Vec<f64>>())
+    };
+    let with = shown["with"].as_str().unwrap();
+    same_series("critical with", &data[1], &series(with, "critical_mean"));
+    same_series("sheddable with", &data[2], &series(with, "sheddable_mean"));
+    let without = "limit (no priorities)";
+    same_series(
+        "critical without",
+        &data[3],
+        &series(without, "critical_mean"),
+    );
+    same_series(
+        "sheddable without",
+        &data[4],
+        &series(without, "sheddable_mean"),
+    );
+    // The caption's numbers, against the drawn arrays.
+    let cap = &shown["caption"];
+    let load = cap["load"].as_f64().expect("the caption names a load");
+    let i = loads
+        .iter()
+        .position(|l| close(*l, load))
+        .expect("a drawn load");
+    for (key, k) in [
+        ("crit_with", 1),
+        ("shed_with", 2),
+        ("crit_without", 3),
+        ("shed_without", 4),
+    ] {
+        let (c, d) = (cap[key].as_f64().unwrap(), data[k][i].as_f64().unwrap());
+        assert!(close(c, d), "caption {key}: {c}, drawn {d}");
+    }
+    for (key, k) in [("crit_with_upto", 1), ("crit_without_upto", 3)] {
+        let ys = numbers(&data[k]);
+        let holds = ys.iter().take_while(|y| **y >= 99.0).count();
+        let expected = holds.checked_sub(1).map(|j| loads[j]);
+        assert_eq!(cap[key].as_f64(), expected, "caption {key}: drawn {ys:?}");
+    }
+    let shot = s.call(reqwest::Method::GET, "/screenshot", None).await;
+    let png = decode_base64(shot.as_str().expect("base64 PNG"));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-priority.png");
+    std::fs::write(&path, &png).expect("write the screenshot");
+    // What the scene is there to show: at 2× capacity priorities keep
+    // critical work served, the limit alone does not.
+    assert_eq!(load, 2.0);
+    assert!(cap["crit_with"].as_f64().unwrap() >= 99.0, "{cap}");
+    assert!(cap["crit_without"].as_f64().unwrap() < 70.0, "{cap}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -383,6 +477,8 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     // storms and the page says so.
     let verdict = shown["verdict"].as_str().unwrap();
     assert!(verdict.contains("20ms storms"), "{verdict}");
+
+    check_priority_scene(&lab, &s, long).await;
 
     // No console errors, none caught by the page either.
     let logs = s

@@ -203,6 +203,12 @@ pub struct Args {
     /// --duration 10s --format json`).
     #[arg(long, conflicts_with_all = ["hedging", "fault", "target", "hosts", "soak"])]
     pub priority: bool,
+    /// With `--priority`: then the ShedLayer by priority with a CPU trigger
+    /// (threshold 80 %) fed by the upstream's own threads, for D (2s to 5m;
+    /// 12s lets it settle), and the trace of its CPU reading and shed rate
+    /// (e.g. `--priority --cpu-trigger 12s`).
+    #[arg(long, value_parser = duration, value_name = "D", requires = "priority")]
+    pub cpu_trigger: Option<Duration>,
 }
 
 /// Checks `--fault` at once (the slow fault's delay waits for
@@ -289,7 +295,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         return cleanup();
     }
     if a.priority {
-        return crate::gameday::priority::run(a.duration, a.seed.get(), a.format.json());
+        return crate::gameday::priority::run(
+            a.duration,
+            a.cpu_trigger,
+            a.seed.get(),
+            a.format.json(),
+        );
     }
     if let Some(h) = &a.hedging {
         let slow = |f: &str| matches!(gameday::fault(f, Duration::ZERO), Ok(Some(Fault::Slow(_))));

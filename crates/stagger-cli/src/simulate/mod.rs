@@ -7,7 +7,7 @@
 //! JSON document, and writes the report directory.
 
 pub(crate) mod hedging;
-mod priority;
+pub(crate) mod priority;
 mod progress;
 
 use std::io::{IsTerminal, Write};
@@ -51,6 +51,7 @@ Examples:
   stagger simulate --model metastable --server fifo,deadline-drop,adaptive
   stagger simulate --model hedging --capacity 10 --utilisation 0.9 --cancel running
   stagger simulate --model priority        (critical vs sheddable at 2× capacity, 5 seeds)
+  stagger simulate --model priority --load 0.5,1,2,3 --critical-share 0.3
   stagger simulate --outage-end 60s --strategy full,full+breaker
   stagger simulate --base 1s --capacity 20 --out report-headroom
   stagger simulate --drill                 (400 thin processes, a 2 s stall)
@@ -154,6 +155,8 @@ pub struct Args {
     talk: Verbosity,
     #[command(flatten)]
     hedging: crate::simulate::hedging::HedgingArgs,
+    #[command(flatten)]
+    priority: crate::simulate::priority::PriorityArgs,
     /// Report directory (report.html, results.json, series.csv). Default
     /// ./stagger-report with the table format, none with json; `none` disables it.
     #[arg(long, value_name = "DIR")]
@@ -302,6 +305,23 @@ pub(crate) fn simulate(
 }
 
 impl Args {
+    /// Whether these flags ask for the priority model, which reads
+    /// [`Args::priority`] only.
+    pub(crate) fn is_priority(&self) -> bool {
+        self.model == "priority"
+    }
+
+    /// The priority model's view of these flags.
+    pub(crate) fn priority(&self) -> crate::simulate::priority::Run<'_> {
+        crate::simulate::priority::Run {
+            priority: &self.priority,
+            duration: self.duration,
+            runs: self.runs,
+            seed: self.seed.seed,
+            json: self.format.json(),
+        }
+    }
+
     /// Whether these flags ask for the hedging model, which has its own
     /// parameters ([`Args::hedging`]) rather than [`Args::params`].
     pub(crate) fn is_hedging(&self) -> bool {
@@ -324,8 +344,8 @@ impl Args {
 
 /// Runs the subcommand.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    if a.model == "priority" {
-        return crate::simulate::priority::run(a.seed.seed, a.format.json());
+    if a.is_priority() {
+        return crate::simulate::priority::run(&a.priority());
     }
     if a.is_hedging() {
         let threads = a

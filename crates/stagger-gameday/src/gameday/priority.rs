@@ -37,6 +37,7 @@ use stagger::tower::{ShedLayer, ShedStats};
 
 use crate::{Error, ErrorKind};
 
+pub mod cpu;
 mod upstream;
 
 use upstream::{calibrate, start, Bare, Cpu};
@@ -67,6 +68,11 @@ pub struct PriorityParams {
     pub deadline: Duration,
     /// The seed of arrivals and levels.
     pub seed: u64,
+    /// With a duration: after the three servers, the `ShedLayer` by
+    /// priority with a CPU trigger (threshold 80 %) fed by the upstream's
+    /// threads is driven for that long, and its trace reported
+    /// ([`cpu`]).
+    pub cpu_trigger: Option<Duration>,
 }
 
 impl Default for PriorityParams {
@@ -83,6 +89,7 @@ impl Default for PriorityParams {
             limit: 8,
             deadline: Duration::from_secs(1),
             seed: 1,
+            cpu_trigger: None,
         }
     }
 }
@@ -116,6 +123,13 @@ impl PriorityParams {
         }
         if self.cores == 0 || self.cores > 16 {
             return Err(usage(format!("cores: must be 1 to 16, got {}", self.cores)));
+        }
+        if let Some(d) = self.cpu_trigger {
+            if d < Duration::from_secs(2) || d > Duration::from_secs(300) {
+                return Err(usage(format!(
+                    "--cpu-trigger: the CPU trigger's run lasts 2s to 5m, got {d:?}"
+                )));
+            }
         }
         if self.limit == 0 || self.limit > 1_000 || self.deadline.is_zero() {
             return Err(usage(
@@ -174,6 +188,10 @@ pub struct PriorityReport {
     pub requests: u64,
     /// One row per server, in the order run.
     pub servers: Vec<ServerRun>,
+    /// The CPU trigger's run, when asked for
+    /// ([`PriorityParams::cpu_trigger`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<cpu::CpuRun>,
 }
 
 /// The three servers, in the order they run.
@@ -195,29 +213,19 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
     let iterations = calibrate(p.work);
     let cpu = Cpu::start(iterations, p.cores);
     let out = rt.block_on(async {
-        let capacity = capacity(&cpu, p).await?;
+        let (capacity, unloaded) = baseline(&cpu, p).await?;
         let rate = capacity * p.load;
-        let quarter = Drive {
-            rate: capacity / 4.0,
-            requests: ((capacity / 4.0) * p.duration.as_secs_f64())
-                .ceil()
-                .max(60.0) as u64,
-            critical: 1.0,
-            ..Drive::new(p, rate)
-        };
-        let idle = quarter.against(start(Bare, &cpu).await?).await;
-        let unloaded = idle.critical.p99_ms.max(1e-3);
         let drive = Drive::new(p, rate);
         let mut servers = Vec::new();
         for server in SERVERS {
             let (run, layer_shed) = match server {
                 "ShedLayer + priorities" => {
-                    let shed = shed_layer(p, true)?;
+                    let shed = shed_layer(p, true, None)?;
                     let r = drive.against(start(shed.clone(), &cpu).await?).await;
                     (r, total(shed.stats()))
                 }
                 "ShedLayer (no priorities)" => {
-                    let shed = shed_layer(p, false)?;
+                    let shed = shed_layer(p, false, None)?;
                     let r = drive.against(start(shed.clone(), &cpu).await?).await;
                     (r, total(shed.stats()))
                 }
@@ -241,6 +249,10 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
                 layer_shed,
             });
         }
+        let cpu = match p.cpu_trigger {
+            Some(d) => Some(cpu::run(p, iterations, d).await?),
+            None => None,
+        };
         Ok::<_, Error>(PriorityReport {
             iterations,
             capacity_rps: round(capacity, 10.0),
@@ -248,11 +260,28 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
             unloaded_p99_ms: round(unloaded, 1000.0),
             requests: drive.requests,
             servers,
+            cpu,
         })
     });
     drop(rt);
     cpu.stop();
     out
+}
+
+/// The bare upstream's capacity (requests a second) and its critical p99
+/// at a quarter of it (ms).
+async fn baseline(cpu: &Cpu, p: &PriorityParams) -> Result<(f64, f64), Error> {
+    let capacity = capacity(cpu, p).await?;
+    let quarter = Drive {
+        rate: capacity / 4.0,
+        requests: ((capacity / 4.0) * p.duration.as_secs_f64())
+            .ceil()
+            .max(60.0) as u64,
+        critical: 1.0,
+        ..Drive::new(p, capacity)
+    };
+    let idle = quarter.against(start(Bare, cpu).await?).await;
+    Ok((capacity, idle.critical.p99_ms.max(1e-3)))
 }
 
 fn total(s: ShedStats) -> u64 {
@@ -275,8 +304,13 @@ fn ceilings(p: &PriorityParams) -> Result<Ceilings, Error> {
     Ceilings::new(&[1.0, 1.0, below]).map_err(|e| Error::usage(format!("ceilings: {e}")))
 }
 
-/// A `ShedLayer` with a fixed limit, shedding by priority or not.
-fn shed_layer(p: &PriorityParams, priorities: bool) -> Result<ShedLayer, Error> {
+/// A `ShedLayer` with a fixed limit, shedding by priority or not, and
+/// with a CPU trigger beside the limit or not.
+fn shed_layer(
+    p: &PriorityParams,
+    priorities: bool,
+    cpu: Option<stagger::limit::CpuTrigger>,
+) -> Result<ShedLayer, Error> {
     let limiter = Limiter::builder(stagger::limit::Algorithm::Fixed(p.limit))
         .seed(p.seed)
         .build()
@@ -284,6 +318,9 @@ fn shed_layer(p: &PriorityParams, priorities: bool) -> Result<ShedLayer, Error> 
     let mut b = ShedLayer::limited(limiter);
     if priorities {
         b = b.priorities(ceilings(p)?);
+    }
+    if let Some(trigger) = cpu {
+        b = b.cpu(trigger);
     }
     Ok(b.build())
 }
@@ -475,7 +512,24 @@ impl Tally {
     }
 }
 
-/// The table, ≤ 100 columns.
+/// One server's line of the table.
+fn row(v: &ServerRun) -> String {
+    format!(
+        "{:<26} {:>6.1}% {:>6.1}ms {:>6.1} {:>6.1}% {:>6} {:>6} {:>6} {:>7}\n",
+        v.server,
+        v.critical.success_pct,
+        v.critical.p99_ms,
+        v.critical_p99_ratio,
+        v.sheddable.success_pct,
+        v.critical.shed,
+        v.sheddable.shed,
+        v.critical.failed + v.sheddable.failed,
+        v.layer_shed,
+    )
+}
+
+/// The table, ≤ 100 columns (with the CPU trigger's run, its row, how it
+/// held and its trace plotted every half second).
 pub fn table(p: &PriorityParams, r: &PriorityReport) -> String {
     let mut s = format!(
         "priority game-day on 127.0.0.1: {:?} of CPU a request on {} core(s) ({} loop rounds)\n\
@@ -497,25 +551,17 @@ pub fn table(p: &PriorityParams, r: &PriorityReport) -> String {
         "{:<26} {:>7} {:>8} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7}\n",
         "server", "crit ok", "crit p99", "×idle", "shd ok", "c 503", "s 503", "failed", "shed"
     ));
-    for v in &r.servers {
-        s.push_str(&format!(
-            "{:<26} {:>6.1}% {:>6.1}ms {:>6.1} {:>6.1}% {:>6} {:>6} {:>6} {:>7}\n",
-            v.server,
-            v.critical.success_pct,
-            v.critical.p99_ms,
-            v.critical_p99_ratio,
-            v.sheddable.success_pct,
-            v.critical.shed,
-            v.sheddable.shed,
-            v.critical.failed + v.sheddable.failed,
-            v.layer_shed,
-        ));
+    for v in r.servers.iter().chain(r.cpu.as_ref().map(|c| &c.server)) {
+        s.push_str(&row(v));
     }
     s.push_str(
         "crit ok / shd ok: answered 200 in time (after a warm-up fifth)\n\
          ×idle: critical p99 over the unloaded p99\n\
          c 503 / s 503: shed answers by level; failed: no answer in time; shed: the layer's count\n",
     );
+    if let Some(c) = &r.cpu {
+        s.push_str(&cpu::section(c));
+    }
     s
 }
 
@@ -570,6 +616,13 @@ mod tests {
                 },
                 "limit",
             ),
+            (
+                PriorityParams {
+                    cpu_trigger: Some(Duration::from_millis(500)),
+                    ..d.clone()
+                },
+                "--cpu-trigger",
+            ),
         ];
         for (p, name) in bad {
             let e = p.validate().unwrap_err().to_string();
@@ -604,6 +657,7 @@ mod tests {
                     layer_shed: 49_999,
                 })
                 .collect(),
+            cpu: None,
         };
         let t = table(&PriorityParams::default(), &r);
         assert_eq!(t.lines().count(), 10, "{t}");

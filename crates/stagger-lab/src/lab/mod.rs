@@ -9,8 +9,9 @@
 //!   `stagger simulate` / `stagger schedule` (same names without the
 //!   dashes). The binary owns those flag definitions, so it hands the
 //!   server the two handlers as [`Endpoints`]; they read the query's
-//!   [`pairs`] as flags (never the [`REFUSED`] ones), refuse work past this server's limits with
-//!   [`check_simulation`], [`check_hedging`] and [`check_schedule`], and
+//!   [`pairs`] as flags (never the [`REFUSED`] ones), refuse work past this
+//!   server's limits with [`check_simulation`], [`check_hedging`],
+//!   [`check_priority`] and [`check_schedule`], and
 //!   answer with the bytes `--format json` prints;
 //! - `GET /api/decide?…` builds the facts of one failed attempt the way the
 //!   HTTP front-end does and asks the engine for its decision.
@@ -26,7 +27,9 @@ mod query;
 mod server;
 
 pub use bounds::REFUSED;
-pub use bounds::{check_hedging, check_hedging_servers, check_schedule, check_simulation};
+pub use bounds::{
+    check_hedging, check_hedging_servers, check_priority, check_schedule, check_simulation,
+};
 pub use query::{pairs, BadParam};
 pub use server::{serve, Endpoints};
 

@@ -42,30 +42,45 @@ pub(super) fn burn(n: u64) -> u64 {
 pub(super) struct Cpu {
     jobs: mpsc::Sender<tokio::sync::oneshot::Sender<()>>,
     threads: Arc<std::sync::Mutex<Vec<std::thread::JoinHandle<()>>>>,
+    /// The threads' Linux thread ids (`/proc/self/task/<tid>`), as each
+    /// found its own; none elsewhere.
+    tids: Arc<std::sync::Mutex<Vec<u32>>>,
+    cores: u32,
 }
 
 impl Cpu {
     pub(super) fn start(iterations: u64, cores: u32) -> Cpu {
         let (jobs, rx) = mpsc::channel::<tokio::sync::oneshot::Sender<()>>();
         let rx = Arc::new(std::sync::Mutex::new(rx));
+        let tids = Arc::new(std::sync::Mutex::new(Vec::new()));
         let threads = (0..cores.max(1))
             .map(|_| {
                 let rx = rx.clone();
-                std::thread::spawn(move || loop {
-                    let next = rx.lock().map(|r| r.recv());
-                    let Ok(Ok(done)) = next else { return };
-                    if done.is_closed() {
-                        continue; // its caller has gone: nothing to do
+                let tids = tids.clone();
+                std::thread::spawn(move || {
+                    if let (Some(tid), Ok(mut t)) = (super::cpu::own_tid(), tids.lock()) {
+                        t.push(tid);
                     }
-                    burn(iterations);
-                    let _ = done.send(());
+                    serve(&rx, iterations);
                 })
             })
             .collect();
         Cpu {
             jobs,
             threads: Arc::new(std::sync::Mutex::new(threads)),
+            tids,
+            cores: cores.max(1),
         }
+    }
+
+    /// The threads burning the requests' CPU, by Linux thread id.
+    pub(super) fn tids(&self) -> Vec<u32> {
+        self.tids.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// How many threads burn the requests' CPU: the upstream's cores.
+    pub(super) fn cores(&self) -> u32 {
+        self.cores
     }
 
     async fn work(&self) {
@@ -82,6 +97,20 @@ impl Cpu {
         for t in threads.unwrap_or_default() {
             let _ = t.join();
         }
+    }
+}
+
+/// One thread's loop: each request's busy loop, in arrival order, until
+/// the queue closes.
+fn serve(rx: &std::sync::Mutex<mpsc::Receiver<tokio::sync::oneshot::Sender<()>>>, iterations: u64) {
+    loop {
+        let next = rx.lock().map(|r| r.recv());
+        let Ok(Ok(done)) = next else { return };
+        if done.is_closed() {
+            continue; // its caller has gone: nothing to do
+        }
+        burn(iterations);
+        let _ = done.send(());
     }
 }
 

@@ -250,7 +250,7 @@ function step(button, update) {
 const scenes = {
   failover: updateFailover, jitter: updateJitter, layers: updateLayers,
   contention: updateContention, metastable: updateMetastable, decide: updateDecide,
-  hedging: updateHedging,
+  hedging: updateHedging, priority: updatePriority,
 };
 const shown = {};
 
@@ -281,6 +281,7 @@ function setup() {
   for (const id of ["me-strategy", "me-skip", "me-fullscale"]) $(id).addEventListener("change", updateMetastable);
   wire(["he-delay", "he-stall", "he-util"], updateHedging);
   for (const id of ["he-pct", "he-budget", "he-capacity", "he-cancel"]) $(id).addEventListener("change", updateHedging);
+  setupPriority();
   for (const el of document.querySelectorAll("#scene-decide select, #scene-decide input")) {
     el.addEventListener("change", updateDecide);
     el.addEventListener("input", debounce(updateDecide, 200));
