@@ -22,9 +22,7 @@ pub fn count(x: f64) -> String {
     }
 }
 
-pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
+pub(crate) use crate::round3;
 
 /// A layer's tries once its budget caps them in steady state under a dead
 /// dependency.
