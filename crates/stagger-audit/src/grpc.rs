@@ -366,7 +366,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
     layer.findings.append(&mut out);
     let subject = Subject {
         make: &*make,
-        failure,
+        failure: failure.into(),
         deadline: mc.policy.timeout(),
         shared: throttling.is_some(),
     };
@@ -429,7 +429,7 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
     layer.findings.append(&mut out);
     let subject = Subject {
         make: &make,
-        failure: Class::Transient,
+        failure: Class::Transient.into(),
         deadline: mc.policy.timeout(),
         shared: false,
     };
@@ -524,7 +524,7 @@ pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64
     let make = || -> Result<Engine, Fault> { Err(Fault::new("retryPolicy", "unused")) };
     let s = Subject {
         make: &make,
-        failure: Class::Transient,
+        failure: Class::Transient.into(),
         deadline: Some(timeout),
         shared: false,
     };
@@ -534,5 +534,6 @@ pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64
         1,
         &mut |_| stagger::Call::seeded(super::SEED),
         &mut |_, _| true,
+        &mut |_, _| {},
     ))
 }

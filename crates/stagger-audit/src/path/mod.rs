@@ -61,6 +61,7 @@ mod findings;
 mod gateway;
 mod haproxy;
 mod istio;
+mod library;
 mod linkerd;
 mod nginx;
 mod own;

@@ -1,12 +1,11 @@
 //! The clients' own files as layers: a gRPC service config's method (read
 //! by the library's import, leniently) and a stagger policy file.
 
-use stagger::config::{lenient, BudgetSpec, PolicyFile, ServiceConfig};
-use stagger::Backoff;
-
-use super::rules::{Pause, Rule};
+use super::library::Library;
+use super::rules::Rule;
 use super::{Budget, Layer, PathError, PathInput, System};
 use crate::Input;
+use stagger::config::{lenient, BudgetSpec, PolicyFile, ServiceConfig};
 
 /// The library's ratio budget default (10 % of requests).
 const RATIO_DEFAULT: f64 = 0.1;
@@ -114,9 +113,7 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
         return Ok(layer);
     };
     layer.max_tries = Some(p.max_attempts());
-    layer.rule = Rule::Grpc {
-        codes: codes.to_vec(),
-    };
+    layer.rule = Rule::Library(Library::grpc(&config, method));
     let names: Vec<String> = codes
         .iter()
         .map(|c| super::Failure::Grpc(*c).to_string())
@@ -127,10 +124,6 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
         layer
             .assumes
             .push("hedging: a non-fatal failure sends the next attempt at once".into());
-    } else {
-        // gRPC draws each wait uniformly below the current backoff (A6's
-        // "random(0, current_backoff)"): time it at the jitter's mean.
-        layer.pause = Pause::Library(p.backoff().jitter(stagger::Jitter::Full));
     }
     if p.max_attempts() > 1 && codes.is_empty() {
         layer.retry_on = "nothing (no retryable codes)".into();
@@ -162,9 +155,7 @@ fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
             what: "a token budget",
         },
     });
-    layer.rule = Rule::Stagger {
-        on: file.retry_on.clone(),
-    };
+    layer.rule = Rule::Library(Library::stagger(&file));
     layer.retry_on = if file.retry_on.is_empty() {
         "transient (the library's classification)".to_string()
     } else {
@@ -177,15 +168,11 @@ fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
                 _ => "?".to_string(),
             })
             .collect();
-        format!("{} and connection failures", on.join(","))
+        format!(
+            "transient (the library's classification) and {}",
+            on.join(",")
+        )
     };
-    layer.pause = Pause::Library(
-        Backoff::new()
-            .base(file.base)
-            .cap(file.cap)
-            .multiplier(file.multiplier)
-            .jitter(file.jitter),
-    );
     if file.attempts <= 1 {
         layer.rule = Rule::Nothing;
         layer.retry_on = "nothing (attempts = 1)".into();
