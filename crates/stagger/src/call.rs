@@ -225,11 +225,6 @@ impl<R> Call<R> {
         self.attempt
     }
 
-    /// The call's deadline, if any.
-    pub const fn get_deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
     /// When the call started, if the engine or the front-end has read the
     /// clock for it.
     pub const fn started(&self) -> Option<Instant> {

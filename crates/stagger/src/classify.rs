@@ -34,7 +34,7 @@ impl Classify for io::Error {
     }
 }
 
-/// The class of an I/O error: its kind ([`io_kind`]), except that a
+/// The class of an I/O error: its [`io::ErrorKind`], except that a
 /// *temporary* name-resolution failure is transient (docs/behaviour.md §2). The standard
 /// library reports resolver errors with an uncategorised kind and the
 /// resolver's message, so that message is what tells a temporary failure
@@ -61,7 +61,7 @@ pub fn io_error(e: &io::Error) -> Class {
 }
 
 /// Whether an error message is a resolver's "try again later".
-pub fn is_temporary_dns_failure(message: &str) -> bool {
+pub(crate) fn is_temporary_dns_failure(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("lookup address information")
         && (m.contains("temporary failure") || m.contains("try again"))
@@ -71,7 +71,7 @@ pub fn is_temporary_dns_failure(message: &str) -> bool {
 /// unreachable networks are transient, a timeout is unknown, an interruption
 /// is transient, anything else (not found, permission, invalid data, …) is
 /// permanent.
-pub fn io_kind(kind: io::ErrorKind) -> Class {
+pub(crate) fn io_kind(kind: io::ErrorKind) -> Class {
     use io::ErrorKind::*;
     match kind {
         ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected | BrokenPipe
@@ -83,7 +83,7 @@ pub fn io_kind(kind: io::ErrorKind) -> Class {
 }
 
 /// The class of an HTTP status code (docs/behaviour.md §2). Success and redirect codes
-/// are not failures and return `None` through [`http_failure`]; this function
+/// are not failures and are not failures of a response; this function
 /// treats them as permanent so that it is total.
 ///
 /// 500 is retried only when `retry_500` is set.
@@ -97,7 +97,7 @@ pub fn http_status(status: u16, retry_500: bool) -> Class {
 }
 
 /// `None` for a status that is not a failure (1xx–3xx), else its class.
-pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
+pub(crate) fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
     (status >= 400).then(|| http_status(status, retry_500))
 }
 
@@ -129,7 +129,7 @@ pub fn grpc_code(code: u32) -> Class {
 /// assert_eq!(grpc_code_listed(8, &[8]), Class::Transient);
 /// assert_eq!(grpc_code_listed(4, &[4]), Class::Transient);
 /// ```
-pub fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
+pub(crate) fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
     if retryable.contains(&code) {
         Class::Transient
     } else {
@@ -180,7 +180,7 @@ pub fn grpc_code_name(code: u32) -> Option<&'static str> {
 /// assert_eq!(grpc_code_of_http(404), 12);
 /// assert_eq!(grpc_code_of_http(500), 2);
 /// ```
-pub fn grpc_code_of_http(status: u16) -> u32 {
+pub(crate) fn grpc_code_of_http(status: u16) -> u32 {
     match status {
         400 => 13,
         401 => 16,

@@ -70,10 +70,7 @@ use crate::policy::Policy;
 pub mod lenient;
 mod policy_file;
 
-pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_ATTEMPTS};
-
-/// A6's ceiling on `maxAttempts`: larger values are treated as this.
-pub const MAX_ATTEMPTS_CEILING: u32 = crate::a6::MAX_ATTEMPTS;
+pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn};
 
 /// gRPC status code names, by number.
 pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;

@@ -22,7 +22,7 @@ use crate::policy::{Policy, PolicyBuilder};
 use super::GRPC_CODES;
 
 /// The most attempts a policy file may ask for.
-pub const MAX_FILE_ATTEMPTS: u32 = 100;
+pub(crate) const MAX_FILE_ATTEMPTS: u32 = 100;
 
 const KEYS: [&str; 12] = [
     "name",

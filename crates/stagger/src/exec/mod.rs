@@ -35,14 +35,13 @@ pub(crate) mod hedge;
 pub(crate) mod settings;
 pub(crate) mod sync;
 
-#[cfg(not(feature = "tokio"))]
-pub use future::NoSleeper;
-#[cfg(feature = "tokio")]
-pub use future::TokioSleep;
-// The extension traits are at the crate root only (one path each).
-pub use future::{AsyncRetry, DefaultSleeper, Sleeper};
+// The extension traits are at the crate root only (one path each). The
+// executors' type parameters (the default classifier, check, hook, sleeper
+// and the closure wrappers) and the traits closures already implement are
+// not named here: a user passes a closure and never writes their names.
+pub use future::AsyncRetry;
 pub use hedge::Hedged;
-pub use sync::{Attempt, BlockingSleeper, Operation, Plain, Retry, ThreadSleep, WithAttempt};
+pub use sync::{Attempt, BlockingSleeper, Retry};
 
 /// The builder methods both executors share: each one replaces one part of
 /// the configured call and keeps the rest.

@@ -13,7 +13,7 @@ use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
 
-pub use crate::a6::MAX_TRANSPARENT_RETRIES;
+pub(crate) use crate::a6::MAX_TRANSPARENT_RETRIES;
 
 /// Retries for a gRPC channel, as A6 specifies and grpc-go and grpc-java do
 /// it: per-method policies, commitment, pushback, throttling, transparent

@@ -12,7 +12,7 @@ use crate::event::Observer;
 use crate::hedge::{HedgeDelay, HedgePolicy};
 use crate::policy::Policy;
 
-pub use crate::a6::MAX_ATTEMPTS;
+pub(crate) use crate::a6::MAX_ATTEMPTS;
 
 /// One method's retry policy, as a gRPC service config's `retryPolicy`
 /// states it: max attempts (capped at 5), the backoff, the retryable status

@@ -83,9 +83,7 @@ pub use facts::AttemptRecord;
 #[cfg(feature = "grpc")]
 pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook};
 #[cfg(feature = "grpc")]
-pub use layer::{RetryLayer, RetryLayerBuilder, MAX_TRANSPARENT_RETRIES};
-pub use method::{MethodPolicy, MethodPolicyBuilder, MAX_ATTEMPTS};
+pub use layer::{RetryLayer, RetryLayerBuilder};
+pub use method::{MethodPolicy, MethodPolicyBuilder};
 #[cfg(feature = "grpc")]
 pub use service::RetryService;
-#[cfg(feature = "grpc")]
-pub use shared::{MakeBody, Unchanged};
