@@ -98,7 +98,7 @@ impl TokenBucket {
 
     /// Whether a retry would be allowed now (tokens > max/2).
     #[inline]
-    pub fn allows_retry(&self) -> bool {
+    pub(crate) fn allows_retry(&self) -> bool {
         self.inner.tokens.load(Acquire) * 2 > self.inner.max
     }
 }

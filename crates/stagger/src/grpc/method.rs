@@ -124,7 +124,7 @@ impl MethodPolicy {
 
     /// No retries (one attempt; transparent retries still apply): the
     /// policy of a method a service config gives no `retryPolicy`.
-    pub fn no_retries() -> Self {
+    pub(crate) fn no_retries() -> Self {
         MethodPolicy {
             backoff: Backoff::new()
                 .base(Duration::from_millis(100))
