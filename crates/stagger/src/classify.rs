@@ -97,6 +97,8 @@ pub fn http_status(status: u16, retry_500: bool) -> Class {
 }
 
 /// `None` for a status that is not a failure (1xx–3xx), else its class.
+// Read by the http front-ends only.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
     (status >= 400).then(|| http_status(status, retry_500))
 }
@@ -129,7 +131,7 @@ pub fn grpc_code(code: u32) -> Class {
 /// assert_eq!(grpc_code_listed(8, &[8]), Class::Transient);
 /// assert_eq!(grpc_code_listed(4, &[4]), Class::Transient);
 /// ```
-pub(crate) fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
+pub fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
     if retryable.contains(&code) {
         Class::Transient
     } else {
@@ -180,7 +182,7 @@ pub fn grpc_code_name(code: u32) -> Option<&'static str> {
 /// assert_eq!(grpc_code_of_http(404), 12);
 /// assert_eq!(grpc_code_of_http(500), 2);
 /// ```
-pub(crate) fn grpc_code_of_http(status: u16) -> u32 {
+pub fn grpc_code_of_http(status: u16) -> u32 {
     match status {
         400 => 13,
         401 => 16,

@@ -29,7 +29,7 @@ mod status_details;
 #[cfg(all(feature = "grpc", test))]
 pub(crate) use status_details::encode_for_test;
 #[cfg(feature = "grpc")]
-pub(crate) use status_details::parse_status_details;
+pub use status_details::parse_status_details;
 
 /// A parsed `Retry-After` value (RFC 9110 §10.2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,10 +151,7 @@ pub fn parse_pushback(value: &str) -> Hint {
 /// assert_eq!(parse_retry_after_ms("retry-after-ms", "0.25"), Ok(Duration::from_micros(250)));
 /// assert!(parse_retry_after_ms("x-ms-retry-after-ms", "-5").is_err());
 /// ```
-pub(crate) fn parse_retry_after_ms(
-    header: &'static str,
-    value: &str,
-) -> Result<Duration, InvalidHint> {
+pub fn parse_retry_after_ms(header: &'static str, value: &str) -> Result<Duration, InvalidHint> {
     let bad = || InvalidHint::expecting(header, value, "a non-negative number of milliseconds");
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     let (whole, frac) = match v.split_once('.') {
@@ -187,7 +184,7 @@ pub(crate) fn parse_retry_after_ms(
 /// assert_eq!(parse_should_retry(" FALSE "), Ok(false));
 /// assert!(parse_should_retry("1").is_err());
 /// ```
-pub(crate) fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
+pub fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.eq_ignore_ascii_case("true") {
         Ok(true)

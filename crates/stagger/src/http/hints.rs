@@ -43,6 +43,7 @@ pub(crate) const ENVOY_OVERLOADED: HeaderName = HeaderName::from_static("x-envoy
 pub(crate) const ENVOY_ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
 /// `grpc-status-details-bin`: a gRPC server's `google.rpc.Status`, whose
 /// details may hold a `google.rpc.RetryInfo` (read with feature `grpc`).
+#[cfg(feature = "grpc")]
 pub(crate) const GRPC_STATUS_DETAILS: HeaderName =
     HeaderName::from_static("grpc-status-details-bin");
 

@@ -193,7 +193,7 @@ pub fn parse_attempt(value: &HeaderValue) -> Option<u32> {
 /// mesh.insert("x-envoy-attempt-count", HeaderValue::from_static("2"));
 /// assert_eq!(inbound_attempt(&mesh), 2);
 /// ```
-pub(crate) fn inbound_attempt(headers: &HeaderMap) -> u32 {
+pub fn inbound_attempt(headers: &HeaderMap) -> u32 {
     let ours = headers.get(RETRY_ATTEMPT).and_then(parse_attempt);
     let envoy = headers.get(ENVOY_ATTEMPT_COUNT).and_then(parse_attempt);
     let grpc = (|| {
@@ -235,6 +235,7 @@ pub fn grpc_status(headers: &HeaderMap) -> Option<u32> {
 
 /// Whether a response is a failed gRPC call whose status travels in its
 /// headers (a trailers-only answer): a `grpc-status` other than 0.
+#[cfg(feature = "tower")]
 pub(crate) fn is_grpc_failure(headers: &HeaderMap) -> bool {
     grpc_status(headers).is_some_and(|c| c != 0)
 }
