@@ -1,5 +1,5 @@
 //! A gRPC service config, read by the library's import: the lenient front
-//! ([`stagger::config::lenient`]) puts published spellings into A6's, then
+//! ([`stagger::config::lenient`]) puts published spellings into [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s, then
 //! each `methodConfig` entry goes through [`ServiceConfig::from_json`] on
 //! its own, so one bad entry is a finding and the others are still audited.
 //! Only `maxAttempts` is looked up in the file as written, for the message
@@ -160,7 +160,7 @@ fn config(f: &Input<'_>, mut root: Value, prefix: &str) -> Result<Layer, AuditEr
     Ok(layer)
 }
 
-/// One finding per spelling A6 does not use, saying who reads it.
+/// One finding per spelling [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) does not use, saying who reads it.
 fn spelling(seen: &[Leniency], prefix: &str, out: &mut Vec<Finding>) {
     let mut groups: Vec<(&'static str, Vec<String>, &'static str)> = Vec::new();
     for l in seen {

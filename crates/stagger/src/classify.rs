@@ -117,7 +117,7 @@ pub fn grpc_code(code: u32) -> Class {
 }
 
 /// The class of a gRPC status code under a method's `retryableStatusCodes`
-/// (or a hedging policy's `nonFatalStatusCodes`), as gRPC A6 says: a listed
+/// (or a hedging policy's `nonFatalStatusCodes`), as gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) says: a listed
 /// code is retried — RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED included, with
 /// or without pushback, since an operator who lists a code means it — and an
 /// unlisted one never. The "only with pushback" and "only if idempotent"

@@ -408,7 +408,7 @@ pub enum NotRetried {
     /// not to be retried.
     ServerSaidNo,
     /// A gRPC call whose response headers arrived: its messages are on their
-    /// way to the caller, so it is committed and never sent again (A6).
+    /// way to the caller, so it is committed and never sent again ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)).
     Committed,
     /// A proxy shed the request because it is overloaded (Envoy's
     /// `x-envoy-overloaded`): retrying would feed the overload.

@@ -1,4 +1,4 @@
-//! gRPC retries as gRPC's retry design (A6) says, the way grpc-go and
+//! gRPC retries as gRPC's retry design ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)) says, the way grpc-go and
 //! grpc-java do: one method's policy, [`MethodPolicy`] (with feature
 //! `grpc` or `serde`: it is also what a service config's `retryPolicy` or
 //! `hedgingPolicy` reads as), and with feature `grpc` a tower layer for

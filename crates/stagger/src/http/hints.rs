@@ -108,7 +108,7 @@ fn http_wait(headers: &HeaderMap, now: SystemTime, invalid: &mut bool) -> Option
 
 /// The gRPC hints after the HTTP `wait`: `grpc-retry-pushback-ms`, then
 /// (feature `grpc`) `google.rpc.RetryInfo` in `grpc-status-details-bin`. A
-/// pushback that is not a wait is a "do not retry" (gRPC A6): it wins over
+/// pushback that is not a wait is a "do not retry" (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)): it wins over
 /// any wait another header asked for.
 fn grpc_wait(headers: &HeaderMap, mut wait: Option<Hint>, invalid: &mut bool) -> Option<Hint> {
     match headers

@@ -31,7 +31,7 @@ use crate::http::{
 ///   passes the failure up instead of retrying it again: an HTTP failure
 ///   (5xx, 429, 408) gets `x-no-retry: 1`, a failed gRPC call (a
 ///   `grpc-status` other than 0 in the headers) gets
-///   `grpc-retry-pushback-ms: -1`, which every gRPC client that follows A6
+///   `grpc-retry-pushback-ms: -1`, which every gRPC client that follows [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)
 ///   reads as "do not retry".
 ///
 /// ```
