@@ -1,5 +1,5 @@
 //! A gRPC service config, read by the library's import: the lenient front
-//! ([`stagger::config::lenient`]) puts published spellings into A6's, then
+//! ([`stagger::config::lenient`]) puts published spellings into [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s, then
 //! each `methodConfig` entry goes through [`ServiceConfig::from_json`] on
 //! its own, so one bad entry is a finding and the others are still audited.
 //! Only `maxAttempts` is looked up in the file as written, for the message
@@ -160,7 +160,7 @@ fn config(f: &Input<'_>, mut root: Value, prefix: &str) -> Result<Layer, AuditEr
     Ok(layer)
 }
 
-/// One finding per spelling A6 does not use, saying who reads it.
+/// One finding per spelling [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) does not use, saying who reads it.
 fn spelling(seen: &[Leniency], prefix: &str, out: &mut Vec<Finding>) {
     let mut groups: Vec<(&'static str, Vec<String>, &'static str)> = Vec::new();
     for l in seen {
@@ -312,24 +312,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
             )
         } else if let Some(delay) = policy.hedging_delay() {
             let h = policy;
-            let non_fatal = h.retryable_codes().unwrap_or(&[]);
-            codes_finding(
-                &mut push,
-                "nonFatalStatusCodes",
-                non_fatal,
-                "so hedging on them only repeats the failure; keep UNAVAILABLE at most",
-            );
-            if delay.is_zero() {
-                push(
-                "no_backoff",
-                "hedgingDelay is 0 (or absent): every hedge is sent at once, so every call costs maxAttempts requests even when the dependency is healthy; set hedgingDelay near the method's p95 latency".to_string(),
-            );
-            } else if !non_fatal.is_empty() {
-                push(
-                "no_backoff",
-                "a non-fatal status sends the next hedge at once, with no backoff, while the dependency is failing; leave nonFatalStatusCodes empty or use a retryPolicy".to_string(),
-            );
-            }
+            hedging_findings(&mut push, delay, h.retryable_codes().unwrap_or(&[]));
             // The engine the gRPC layer drives for this hedging policy.
             let make = move || -> Result<Engine, Fault> {
                 let b = bucket()?;
@@ -347,21 +330,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
         } else {
             return;
         };
-    match written {
-        Some(w) if w > u64::from(effective) => push(
-            "attempts_high",
-            format!(
-                "{field} is {w}, which gRPC silently treats as {effective}: up to {effective}× load on a failing dependency; use 3"
-            ),
-        ),
-        _ if effective > 3 => push(
-            "attempts_high",
-            format!(
-                "{field} is {effective}: up to {effective}× load on a failing dependency; use 3 or fewer"
-            ),
-        ),
-        _ => {}
-    }
+    attempts_finding(&mut push, written, field, effective);
     common(&mut push, throttled, mc.policy.timeout());
     layer.findings.append(&mut out);
     let subject = Subject {
@@ -439,6 +408,56 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
             layer.methods.push(n);
         }
         Err(err) => layer.findings.push(invalid(&e.label, &err)),
+    }
+}
+
+/// A hedging policy's delay and non-fatal codes.
+fn hedging_findings(
+    push: &mut impl FnMut(&'static str, String),
+    delay: Duration,
+    non_fatal: &[u32],
+) {
+    codes_finding(
+        push,
+        "nonFatalStatusCodes",
+        non_fatal,
+        "so hedging on them only repeats the failure; keep UNAVAILABLE at most",
+    );
+    if delay.is_zero() {
+        push(
+            "no_backoff",
+            "hedgingDelay is 0 (or absent): every hedge is sent at once, so every call costs maxAttempts requests even when the dependency is healthy; set hedgingDelay near the method's p95 latency".to_string(),
+        );
+    } else if !non_fatal.is_empty() {
+        push(
+            "no_backoff",
+            "a non-fatal status sends the next hedge at once, with no backoff, while the dependency is failing; leave nonFatalStatusCodes empty or use a retryPolicy".to_string(),
+        );
+    }
+}
+
+/// `maxAttempts` above gRPC's ceiling of 5 (as `written`) or above 3 (as
+/// applied, `effective`).
+fn attempts_finding(
+    push: &mut impl FnMut(&'static str, String),
+    written: Option<u64>,
+    field: &str,
+    effective: u32,
+) {
+    match written {
+        Some(w) if w > u64::from(effective) => push(
+            "attempts_high",
+            format!(
+                "{field} is {w}, which gRPC silently treats as {effective}: up to {effective}× load on a failing dependency; use 3"
+            ),
+        ),
+        _ if effective > 3 => push(
+            "attempts_high",
+            format!(
+                "{field} is {effective}: up to {effective}× load on a failing dependency; use 3 or fewer"
+            ),
+        ),
+        _ => {}
     }
 }
 

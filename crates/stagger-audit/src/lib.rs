@@ -13,7 +13,7 @@
 //! Teams keep their retry settings in files — gRPC service configs above all
 //! — and nobody checks those files against what a retry policy must do, let
 //! alone says what they would do to a dependency that falls over. The
-//! checklist reads gRPC service configs (gRPC A6: `methodConfig` with a
+//! checklist reads gRPC service configs (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md): `methodConfig` with a
 //! `retryPolicy` or a `hedgingPolicy`, `timeout`, `retryThrottling`) and
 //! stagger's own policy file ([`stagger::config::PolicyFile`]), reports one
 //! [`Finding`] per checklist item that fails, and measures each method's

@@ -29,14 +29,45 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
         return Ok(layer);
     }
     let name = file.name.clone().unwrap_or_else(|| "*".to_string());
-    let mut push = |id: &'static str, message: String| {
+    let found = schedule_checks(&file)
+        .into_iter()
+        .chain(guard_checks(&file));
+    for (id, message) in found {
         layer.findings.push(Finding {
             file: String::new(),
             id,
             method: name.clone(),
             message,
-        })
+        });
+    }
+    // The breaker's open periods are jittered from its own seed: fix it so
+    // a report replays exactly.
+    let make = || -> Result<Engine, super::Fault> {
+        let mut b = file.policy_builder()?;
+        if file.breaker {
+            b = b.breaker(Breaker::builder().seed(SEED).build()?);
+        }
+        Ok(Engine::Retry(b.build()?))
     };
+    let subject = Subject {
+        make: &make,
+        failure: Class::Transient.into(),
+        deadline: file.deadline,
+        shared: file.budget.is_some() || file.breaker,
+    };
+    let numbers = numbers(name.clone(), vec![name], &subject).map_err(|e| e.in_file(f.name))?;
+    layer.methods.push(numbers);
+    layer.attempts = u64::from(file.attempts);
+    Ok(layer)
+}
+
+/// A finding's id and message.
+type Found = (&'static str, String);
+
+/// What the checklist finds in the codes retried and the schedule.
+fn schedule_checks(file: &PolicyFile) -> Vec<Found> {
+    let mut found = Vec::new();
+    let mut push = |id: &'static str, message: String| found.push((id, message));
     let bad: Vec<String> = file
         .retry_on
         .iter()
@@ -95,6 +126,14 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
             ),
         );
     }
+    found
+}
+
+/// What the checklist finds in the guards around the retries: budget,
+/// deadline, server hints and breaker.
+fn guard_checks(file: &PolicyFile) -> Vec<Found> {
+    let mut found = Vec::new();
+    let mut push = |id: &'static str, message: String| found.push((id, message));
     if file.budget.is_none() {
         push(
             "no_budget",
@@ -122,23 +161,5 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
             "no breaker: a dependency that stays down still gets every first attempt and its retries; set breaker = true".to_string(),
         );
     }
-    // The breaker's open periods are jittered from its own seed: fix it so
-    // a report replays exactly.
-    let make = || -> Result<Engine, super::Fault> {
-        let mut b = file.policy_builder()?;
-        if file.breaker {
-            b = b.breaker(Breaker::builder().seed(SEED).build()?);
-        }
-        Ok(Engine::Retry(b.build()?))
-    };
-    let subject = Subject {
-        make: &make,
-        failure: Class::Transient.into(),
-        deadline: file.deadline,
-        shared: file.budget.is_some() || file.breaker,
-    };
-    let numbers = numbers(name.clone(), vec![name], &subject).map_err(|e| e.in_file(f.name))?;
-    layer.methods.push(numbers);
-    layer.attempts = u64::from(file.attempts);
-    Ok(layer)
+    found
 }

@@ -58,6 +58,49 @@ pub(crate) struct RunOut {
     pub(crate) breaker_opens: u64,
 }
 
+impl Scratch {
+    /// Empties the buffers for a run of `n_ticks`, keeping their capacity.
+    fn reset(&mut self, n_ticks: usize) {
+        if self.buckets.len() < n_ticks {
+            self.buckets.resize_with(n_ticks, Vec::new);
+        }
+        for b in &mut self.buckets[..n_ticks] {
+            b.clear();
+        }
+        self.calls.clear();
+    }
+}
+
+impl RunOut {
+    fn new(n_ticks: usize) -> Self {
+        RunOut {
+            load: vec![0; n_ticks],
+            retries: vec![0; n_ticks],
+            successes: vec![0; n_ticks],
+            arrivals: vec![0; n_ticks],
+            ..RunOut::default()
+        }
+    }
+}
+
+/// The chance an attempt served in a tick with `load` attempts succeeds:
+/// none in the outage, all within the capacity, and past it as the success
+/// model says.
+fn success_probability(p: &Params, in_outage: bool, load: usize) -> f64 {
+    let cap = p.capacity;
+    if in_outage {
+        0.0
+    } else if load as f64 <= cap {
+        1.0
+    } else {
+        let r = cap / load as f64;
+        match p.success_model {
+            SuccessModel::Square => r * r,
+            SuccessModel::Linear => r,
+        }
+    }
+}
+
 /// Number of ticks in the run.
 pub(crate) fn ticks(p: &Params) -> usize {
     let t = ns(p.tick);
@@ -77,22 +120,10 @@ pub(crate) fn run(
     let n_ticks = ticks(p);
     let tick = ns(p.tick);
     let (outage_start, outage_end) = (ns(p.outage_start), ns(p.outage_end));
-    if s.buckets.len() < n_ticks {
-        s.buckets.resize_with(n_ticks, Vec::new);
-    }
-    for b in &mut s.buckets[..n_ticks] {
-        b.clear();
-    }
-    s.calls.clear();
+    s.reset(n_ticks);
     let mut outcome_rng = FastRng::seeded(mix(seed, 1));
     let mut call_seeds = FastRng::seeded(mix(seed, 2));
-    let mut out = RunOut {
-        load: vec![0; n_ticks],
-        retries: vec![0; n_ticks],
-        successes: vec![0; n_ticks],
-        arrivals: vec![0; n_ticks],
-        ..RunOut::default()
-    };
+    let mut out = RunOut::new(n_ticks);
     let mut burst_done = false;
     let cap = p.capacity;
     for k in 0..n_ticks {
@@ -136,18 +167,7 @@ pub(crate) fn run(
         if p.server_sheds_retries && !in_outage && arrived as f64 > cap {
             shed_retries(&s.calls, &mut s.admitted, &mut s.shed, cap);
         }
-        let load = s.admitted.len();
-        let p_success = if in_outage {
-            0.0
-        } else if load as f64 <= cap {
-            1.0
-        } else {
-            let r = cap / load as f64;
-            match p.success_model {
-                SuccessModel::Square => r * r,
-                SuccessModel::Linear => r,
-            }
-        };
+        let p_success = success_probability(p, in_outage, s.admitted.len());
         // Results at the tick's end.
         let now = vt.at(end);
         let served = s.admitted.len();

@@ -174,6 +174,141 @@ pub fn simulate(
     simulate_counted(p, strategies, opts).map(|o| o.results)
 }
 
+/// One simulation's runs: the parameters, the strategies, the seeds (`r` of
+/// them) and how to run them.
+struct Batch<'a> {
+    p: &'a Params,
+    strategies: &'a [Strategy],
+    seeds: &'a [u64],
+    r: usize,
+    threads: usize,
+    progress: &'a (dyn Fn() + Sync),
+}
+
+impl Batch<'_> {
+    /// One row per strategy, from the failover model.
+    fn failover(&self) -> Result<(Vec<Row>, u64), SimError> {
+        let outs = engine::par_map(
+            self.strategies.len() * self.r,
+            self.threads,
+            failover::Scratch::default,
+            |sc, i| {
+                failover::run(
+                    sc,
+                    &self.strategies[i / self.r],
+                    self.p,
+                    self.seeds[i % self.r],
+                )
+            },
+            self.progress,
+        )
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+        let events = outs.iter().map(|o| o.attempts).sum();
+        let rows = self
+            .strategies
+            .iter()
+            .zip(outs.chunks(self.r))
+            .map(|(s, runs)| failover::summarize(s, self.p, runs))
+            .collect();
+        Ok((rows, events))
+    }
+
+    /// One row per strategy and client count, from the contention model.
+    fn contention(&self) -> Result<(Vec<Row>, u64), SimError> {
+        let counts: Vec<u32> = self.p.clients.iter().collect();
+        let per_strategy = counts.len() * self.r;
+        let outs = engine::par_map(
+            self.strategies.len() * per_strategy,
+            self.threads,
+            contention::Scratch::default,
+            |sc, i| {
+                let s = &self.strategies[i / per_strategy];
+                let c = counts[(i % per_strategy) / self.r];
+                contention::run(
+                    sc,
+                    s,
+                    self.p,
+                    c,
+                    engine::mix(self.seeds[i % self.r], u64::from(c)),
+                )
+            },
+            self.progress,
+        )
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+        let events = outs.iter().map(|o| o.events).sum();
+        let mut rows = Vec::new();
+        for (s, cells) in self.strategies.iter().zip(outs.chunks(per_strategy)) {
+            for (c, runs) in counts.iter().zip(cells.chunks(self.r)) {
+                rows.push(contention::summarize(s, *c, runs));
+            }
+        }
+        Ok((rows, events))
+    }
+
+    /// One row per server strategy × client strategy, servers outer.
+    fn metastable(&self) -> Result<(Vec<Row>, u64), SimError> {
+        let cells: Vec<(metastable::Server, Strategy)> = self
+            .p
+            .server_list()
+            .into_iter()
+            .flat_map(|sv| self.strategies.iter().map(move |s| (sv, *s)))
+            .collect();
+        let outs = engine::par_map(
+            cells.len() * self.r,
+            self.threads,
+            metastable::Scratch::default,
+            |sc, i| {
+                let (sv, s) = &cells[i / self.r];
+                metastable::run(sc, s, sv, self.p, self.seeds[i % self.r])
+            },
+            self.progress,
+        )
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+        let events = outs.iter().map(|o| o.events).sum();
+        let rows = cells
+            .iter()
+            .zip(outs.chunks(self.r))
+            .map(|((sv, s), runs)| metastable::summarize(s, sv, self.p, runs))
+            .collect();
+        Ok((rows, events))
+    }
+
+    /// One row per strategy, retry placement and failure rate, from the layers model.
+    fn layers(&self) -> Result<(Vec<Row>, u64), SimError> {
+        let cells: Vec<(Strategy, RetryAt, f64)> = self
+            .strategies
+            .iter()
+            .flat_map(|s| {
+                RetryAt::for_strategy(s)
+                    .iter()
+                    .flat_map(move |m| self.p.failure_rates.iter().map(move |f| (*s, *m, *f)))
+            })
+            .collect();
+        let outs = engine::par_map(
+            cells.len() * self.r,
+            self.threads,
+            || (),
+            |_, i| {
+                let (s, m, f) = cells[i / self.r];
+                layers::run(&s, self.p, m, f, self.seeds[i % self.r])
+            },
+            self.progress,
+        )
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()?;
+        let events = outs.iter().map(|o| o.bottom).sum();
+        let rows = cells
+            .iter()
+            .zip(outs.chunks(self.r))
+            .map(|((s, m, f), runs)| layers::summarize(s, *m, *f, runs))
+            .collect();
+        Ok((rows, events))
+    }
+}
+
 /// [`simulate`], also counting simulated events (for benchmarks).
 pub fn simulate_counted(
     p: &Params,
@@ -198,110 +333,20 @@ pub fn simulate_counted(
         ));
     }
     let seeds = p.run_seeds();
-    let r = seeds.len();
-    let threads = opts.threads.max(1);
     let noop = || {};
-    let progress: &(dyn Fn() + Sync) = opts.progress.unwrap_or(&noop);
+    let batch = Batch {
+        p,
+        strategies,
+        r: seeds.len(),
+        seeds: &seeds,
+        threads: opts.threads.max(1),
+        progress: opts.progress.unwrap_or(&noop),
+    };
     let (rows, events) = match p.model {
-        Model::Failover => {
-            let outs = engine::par_map(
-                strategies.len() * r,
-                threads,
-                failover::Scratch::default,
-                |sc, i| failover::run(sc, &strategies[i / r], p, seeds[i % r]),
-                progress,
-            )
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-            let events = outs.iter().map(|o| o.attempts).sum();
-            let rows = strategies
-                .iter()
-                .zip(outs.chunks(r))
-                .map(|(s, runs)| failover::summarize(s, p, runs))
-                .collect();
-            (rows, events)
-        }
-        Model::Contention => {
-            let counts: Vec<u32> = p.clients.iter().collect();
-            let per_strategy = counts.len() * r;
-            let outs = engine::par_map(
-                strategies.len() * per_strategy,
-                threads,
-                contention::Scratch::default,
-                |sc, i| {
-                    let s = &strategies[i / per_strategy];
-                    let c = counts[(i % per_strategy) / r];
-                    contention::run(sc, s, p, c, engine::mix(seeds[i % r], u64::from(c)))
-                },
-                progress,
-            )
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-            let events = outs.iter().map(|o| o.events).sum();
-            let mut rows = Vec::new();
-            for (s, cells) in strategies.iter().zip(outs.chunks(per_strategy)) {
-                for (c, runs) in counts.iter().zip(cells.chunks(r)) {
-                    rows.push(contention::summarize(s, *c, runs));
-                }
-            }
-            (rows, events)
-        }
-        Model::Metastable => {
-            // One row per server strategy × client strategy, servers outer.
-            let cells: Vec<(metastable::Server, Strategy)> = p
-                .server_list()
-                .into_iter()
-                .flat_map(|sv| strategies.iter().map(move |s| (sv, *s)))
-                .collect();
-            let outs = engine::par_map(
-                cells.len() * r,
-                threads,
-                metastable::Scratch::default,
-                |sc, i| {
-                    let (sv, s) = &cells[i / r];
-                    metastable::run(sc, s, sv, p, seeds[i % r])
-                },
-                progress,
-            )
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-            let events = outs.iter().map(|o| o.events).sum();
-            let rows = cells
-                .iter()
-                .zip(outs.chunks(r))
-                .map(|((sv, s), runs)| metastable::summarize(s, sv, p, runs))
-                .collect();
-            (rows, events)
-        }
-        Model::Layers => {
-            let cells: Vec<(Strategy, RetryAt, f64)> = strategies
-                .iter()
-                .flat_map(|s| {
-                    RetryAt::for_strategy(s)
-                        .iter()
-                        .flat_map(move |m| p.failure_rates.iter().map(move |f| (*s, *m, *f)))
-                })
-                .collect();
-            let outs = engine::par_map(
-                cells.len() * r,
-                threads,
-                || (),
-                |_, i| {
-                    let (s, m, f) = cells[i / r];
-                    layers::run(&s, p, m, f, seeds[i % r])
-                },
-                progress,
-            )
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?;
-            let events = outs.iter().map(|o| o.bottom).sum();
-            let rows = cells
-                .iter()
-                .zip(outs.chunks(r))
-                .map(|((s, m, f), runs)| layers::summarize(s, *m, *f, runs))
-                .collect();
-            (rows, events)
-        }
+        Model::Failover => batch.failover()?,
+        Model::Contention => batch.contention()?,
+        Model::Metastable => batch.metastable()?,
+        Model::Layers => batch.layers()?,
     };
     Ok(Outcome {
         results: Results {

@@ -426,6 +426,17 @@ impl Params {
                 format!("{f} is not a probability in [0, 1]"),
             );
         }
+        self.validate_volume()?;
+        if self.model == Model::Failover && self.clients.is_sweep() {
+            return err("clients", "a range is only for --model contention".into());
+        }
+        Ok(())
+    }
+
+    /// Checks the runs and the memory one run may need, naming the flag
+    /// that makes it too much.
+    fn validate_volume(&self) -> Result<(), SimError> {
+        let err = |flag: &'static str, why: String| Err(SimError::new(flag, why));
         let runs = self.seeds.as_ref().map_or(self.runs as usize, Vec::len);
         if runs == 0 {
             return err("runs", "must be at least 1".into());
@@ -453,9 +464,6 @@ impl Params {
                 flag,
                 format!("makes {requests:.0} requests per run; the limit is {MAX_REQUESTS:.0} (shorten --duration)"),
             );
-        }
-        if self.model == Model::Failover && self.clients.is_sweep() {
-            return err("clients", "a range is only for --model contention".into());
         }
         Ok(())
     }

@@ -1,4 +1,4 @@
-//! gRPC's retry design (A6) in numbers: every constant A6 fixes is defined
+//! gRPC's retry design ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)) in numbers: every constant A6 fixes is defined
 //! here once, and the service-config import, the gRPC layer and the audit
 //! read it from here.
 //!
@@ -20,11 +20,11 @@
 
 use crate::backoff::Jitter;
 
-/// A6's ceiling on `maxAttempts` (retries and hedges): larger values are
+/// [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s ceiling on `maxAttempts` (retries and hedges): larger values are
 /// treated as this.
 pub const MAX_ATTEMPTS: u32 = 5;
 
-/// A6's jitter: each capped backoff scaled by `U(0.8, 1.2)`.
+/// [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s jitter: each capped backoff scaled by `U(0.8, 1.2)`.
 pub const JITTER: Jitter = Jitter::Proportional(0.2);
 
 /// Transparent retries per call (attempts that never left the client),
@@ -41,7 +41,7 @@ pub(crate) fn effective_attempts(n: u64) -> u32 {
 }
 
 /// A token count in thousandths with the digits past the third decimal
-/// dropped (A6: "0.5466" is 0.546, not 0.547). `None` for a value that is
+/// dropped ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md): "0.5466" is 0.546, not 0.547). `None` for a value that is
 /// not a finite non-negative number or does not fit.
 pub(crate) fn truncated_thousandths(x: f64) -> Option<u64> {
     if !x.is_finite() || x < 0.0 {

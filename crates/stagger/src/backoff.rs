@@ -22,7 +22,7 @@ pub enum Jitter {
     /// `d_n = min(cap, U(base, 3·d_{n-1}))` with `d_0 = base`: AWS's
     /// decorrelated jitter; the previous delay is carried per call.
     Decorrelated,
-    /// `b_n · U(1-f, 1+f)`, as gRPC A6 does with f = 0.2. The only jitter that
+    /// `b_n · U(1-f, 1+f)`, as gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) does with f = 0.2. The only jitter that
     /// may exceed the cap, by at most the factor `1+f`.
     Proportional(f64),
 }
@@ -227,7 +227,7 @@ impl Backoff {
         self.jitter.validate()
     }
 
-    /// The checks gRPC A6 makes of a `retryPolicy`'s schedule, which are
+    /// The checks gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) makes of a `retryPolicy`'s schedule, which are
     /// looser than [`validate`](Backoff::validate)'s: any positive finite
     /// multiplier (below 1 the schedule shrinks) and a base above the cap
     /// (every delay is then capped).

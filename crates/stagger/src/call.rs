@@ -163,7 +163,7 @@ impl<R> Call<R> {
         self
     }
 
-    /// Allows up to `n` transparent retries (gRPC A6): an attempt that
+    /// Allows up to `n` transparent retries (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)): an attempt that
     /// provably never left the client ([`Failure::not_sent`](crate::Failure::not_sent))
     /// is tried again with backoff, bounded by the deadline, without counting
     /// toward max attempts and without telling the guardrails (no budget or
@@ -223,11 +223,6 @@ impl<R> Call<R> {
     /// Attempts started so far.
     pub const fn attempts(&self) -> u32 {
         self.attempt
-    }
-
-    /// The call's deadline, if any.
-    pub const fn get_deadline(&self) -> Option<Instant> {
-        self.deadline
     }
 
     /// When the call started, if the engine or the front-end has read the

@@ -34,7 +34,7 @@ impl Classify for io::Error {
     }
 }
 
-/// The class of an I/O error: its kind ([`io_kind`]), except that a
+/// The class of an I/O error: its [`io::ErrorKind`], except that a
 /// *temporary* name-resolution failure is transient (docs/behaviour.md §2). The standard
 /// library reports resolver errors with an uncategorised kind and the
 /// resolver's message, so that message is what tells a temporary failure
@@ -61,7 +61,7 @@ pub fn io_error(e: &io::Error) -> Class {
 }
 
 /// Whether an error message is a resolver's "try again later".
-pub fn is_temporary_dns_failure(message: &str) -> bool {
+pub(crate) fn is_temporary_dns_failure(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("lookup address information")
         && (m.contains("temporary failure") || m.contains("try again"))
@@ -71,7 +71,7 @@ pub fn is_temporary_dns_failure(message: &str) -> bool {
 /// unreachable networks are transient, a timeout is unknown, an interruption
 /// is transient, anything else (not found, permission, invalid data, …) is
 /// permanent.
-pub fn io_kind(kind: io::ErrorKind) -> Class {
+pub(crate) fn io_kind(kind: io::ErrorKind) -> Class {
     use io::ErrorKind::*;
     match kind {
         ConnectionRefused | ConnectionReset | ConnectionAborted | NotConnected | BrokenPipe
@@ -83,7 +83,7 @@ pub fn io_kind(kind: io::ErrorKind) -> Class {
 }
 
 /// The class of an HTTP status code (docs/behaviour.md §2). Success and redirect codes
-/// are not failures and return `None` through [`http_failure`]; this function
+/// are not failures and are not failures of a response; this function
 /// treats them as permanent so that it is total.
 ///
 /// 500 is retried only when `retry_500` is set.
@@ -97,7 +97,9 @@ pub fn http_status(status: u16, retry_500: bool) -> Class {
 }
 
 /// `None` for a status that is not a failure (1xx–3xx), else its class.
-pub fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
+// Read by the http front-ends only.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
     (status >= 400).then(|| http_status(status, retry_500))
 }
 
@@ -115,7 +117,7 @@ pub fn grpc_code(code: u32) -> Class {
 }
 
 /// The class of a gRPC status code under a method's `retryableStatusCodes`
-/// (or a hedging policy's `nonFatalStatusCodes`), as gRPC A6 says: a listed
+/// (or a hedging policy's `nonFatalStatusCodes`), as gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) says: a listed
 /// code is retried — RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED included, with
 /// or without pushback, since an operator who lists a code means it — and an
 /// unlisted one never. The "only with pushback" and "only if idempotent"

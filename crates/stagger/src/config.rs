@@ -1,7 +1,7 @@
 //! Configuration import (feature `serde`): gRPC service config, and
 //! stagger's own policy file ([`PolicyFile`], TOML or JSON).
 //!
-//! gRPC's retry design (A6) is configured per method in a JSON service
+//! gRPC's retry design ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)) is configured per method in a JSON service
 //! config — a `retryPolicy` per method and one `retryThrottling` for the
 //! channel — but no Rust gRPC stack implements it. This module reads that
 //! JSON, validates it the way A6 says a client must, and turns it into
@@ -70,10 +70,7 @@ use crate::policy::Policy;
 pub mod lenient;
 mod policy_file;
 
-pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn, MAX_FILE_ATTEMPTS};
-
-/// A6's ceiling on `maxAttempts`: larger values are treated as this.
-pub const MAX_ATTEMPTS_CEILING: u32 = crate::a6::MAX_ATTEMPTS;
+pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn};
 
 /// gRPC status code names, by number.
 pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;
@@ -82,7 +79,7 @@ pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;
 ///
 /// The `retryThrottling` bucket is one per config (clones share it): every
 /// [`policy`](ServiceConfig::policy) taken from the same config draws on the
-/// same tokens, as A6 asks of a channel.
+/// same tokens, as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) asks of a channel.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ServiceConfig {
@@ -403,7 +400,7 @@ fn method_config(m: &Map<String, Value>) -> Result<MethodConfig, ConfigError> {
 }
 
 /// A `retryPolicy` as [`MethodPolicy`]: the JSON's shape is checked here,
-/// the values by the policy's builder (A6's rules, in one place), its
+/// the values by the policy's builder ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s rules, in one place), its
 /// errors named by their JSON field.
 fn retry_policy(v: &Value) -> Result<MethodPolicy, ConfigError> {
     let p = v

@@ -527,19 +527,8 @@ where
                 }
             }
         }
-        let mut came = None;
-        if let Some(a) = lead_attempt {
-            let limit = lead_limit.as_mut().as_pin_mut();
-            if let Some(answer) = poll_one(lead.as_mut().as_pin_mut(), limit, cx) {
-                lead.set(None);
-                lead_attempt = None;
-                lead_limit.set(None);
-                came = Some((a, answer));
-            }
-        }
-        if came.is_none() {
-            came = poll_beside(&mut beside, cx);
-        }
+        let came = poll_lead(lead.as_mut(), &mut lead_attempt, lead_limit.as_mut(), cx)
+            .or_else(|| poll_beside(&mut beside, cx));
         if let Some((a, answer)) = came {
             if !overflowed && overflow(engine, attempts, &mut lead_attempt, &mut beside, cx) {
                 overflowed = true;
@@ -548,36 +537,18 @@ where
                     lead_limit.set(None);
                 }
             }
-            match attempts.judge(&a, &answer) {
-                Verdict::Report(outcome) => {
-                    let transparent = engine.call().transparent_retries_made();
-                    if let Some(decision) = engine.report(a.id, outcome, clock) {
-                        let judged = Judged {
-                            answer: &answer,
-                            outcome: &outcome,
-                            decision,
-                            transparent: engine.call().transparent_retries_made() > transparent,
-                        };
-                        attempts.judged(&a, judged);
-                    }
-                    last = Some(answer);
-                }
-                Verdict::Take => {
-                    engine.take(a.id, clock);
-                    last = Some(answer);
-                    return Poll::Ready(End::Taken);
-                }
+            let taken = judge(engine, attempts, clock, &a, &answer);
+            last = Some(answer);
+            if taken {
+                return Poll::Ready(End::Taken);
             }
             continue;
         }
-        if let Some(t) = timer.as_mut().as_pin_mut() {
-            if t.poll(cx).is_ready() {
-                timer.set(None);
-                if let Some(at) = timer_at.take() {
-                    engine.waited(at);
-                }
-                continue;
+        if let Some(fired) = poll_timer(timer.as_mut(), &mut timer_at, cx) {
+            if let Some(at) = fired {
+                engine.waited(at);
             }
+            continue;
         }
         return Poll::Pending;
     })
@@ -613,6 +584,69 @@ fn overflow<E: Engine, A: Attempts, F, S>(
         keep
     });
     true
+}
+
+/// Hands an attempt's answer to the engine (and what the engine said to
+/// the attempts' hook): `true` when it is the one answer the call takes.
+fn judge<E: Engine, A: Attempts, C: Clock>(
+    engine: &mut E,
+    attempts: &mut A,
+    clock: &C,
+    a: &Attempt,
+    answer: &Answer<A::Answer>,
+) -> bool {
+    match attempts.judge(a, answer) {
+        Verdict::Report(outcome) => {
+            let transparent = engine.call().transparent_retries_made();
+            if let Some(decision) = engine.report(a.id, outcome, clock) {
+                let judged = Judged {
+                    answer,
+                    outcome: &outcome,
+                    decision,
+                    transparent: engine.call().transparent_retries_made() > transparent,
+                };
+                attempts.judged(a, judged);
+            }
+            false
+        }
+        Verdict::Take => {
+            engine.take(a.id, clock);
+            true
+        }
+    }
+}
+
+/// Polls the attempt running in place: its answer, if it has one, with the
+/// slot emptied.
+fn poll_lead<F: Future, S: Future<Output = ()>>(
+    mut lead: Pin<&mut Option<F>>,
+    lead_attempt: &mut Option<Attempt>,
+    mut lead_limit: Pin<&mut Option<S>>,
+    cx: &mut Context<'_>,
+) -> Option<(Attempt, Answer<F::Output>)> {
+    let a = (*lead_attempt)?;
+    let answer = poll_one(
+        lead.as_mut().as_pin_mut(),
+        lead_limit.as_mut().as_pin_mut(),
+        cx,
+    )?;
+    lead.set(None);
+    *lead_attempt = None;
+    lead_limit.set(None);
+    Some((a, answer))
+}
+
+/// Polls the engine's timer: once it fired, `Some` of the instant it was
+/// set for (taken), with the timer cleared.
+fn poll_timer<S: Future<Output = ()>>(
+    mut timer: Pin<&mut Option<S>>,
+    timer_at: &mut Option<Instant>,
+    cx: &mut Context<'_>,
+) -> Option<Option<Instant>> {
+    timer.as_mut().as_pin_mut()?.poll(cx).is_ready().then(|| {
+        timer.set(None);
+        timer_at.take()
+    })
 }
 
 /// Polls one running attempt and its time limit: its answer, if it has one.

@@ -118,7 +118,7 @@ pub enum Event {
     },
     /// Attempt `attempt` started as a transparent retry: the attempt before
     /// it never left the client, so the dependency receives it as its
-    /// first (gRPC A6).
+    /// first (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)).
     TransparentRetryStarted {
         /// Its number.
         attempt: u32,

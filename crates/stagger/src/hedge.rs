@@ -440,11 +440,6 @@ impl<R> HedgedCall<R> {
         self.waited
     }
 
-    /// The underlying call, once the hedged call is over.
-    pub fn into_call(self) -> Call<R> {
-        self.call
-    }
-
     /// No further attempt may be sent (the request cannot be repeated, for
     /// `why`): the call ends with the attempts already running.
     pub fn commit(&mut self, why: NotRetried) {
@@ -524,7 +519,7 @@ impl HedgePolicy {
     /// The delay a hedge would wait at `now`: the fixed delay, or the
     /// percentile of the window (at least the floor), or `None` while the
     /// window holds fewer than the minimum sample count.
-    pub fn current_delay(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn current_delay(&self, now: Instant) -> Option<Duration> {
         match self.delay {
             HedgeDelay::Fixed(d) => Some(d),
             HedgeDelay::Percentile(_) => self
@@ -532,11 +527,6 @@ impl HedgePolicy {
                 .percentile(self.permille, self.min_samples, now)
                 .map(|d| d.max(self.floor)),
         }
-    }
-
-    /// Successful latencies in the window at `now`.
-    pub fn latency_samples(&self, now: Instant) -> u64 {
-        self.window.samples(now)
     }
 
     /// Records a successful latency in the window without a call (a

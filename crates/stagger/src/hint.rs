@@ -125,7 +125,7 @@ fn digits_u64(digits: &str) -> Option<u64> {
 
 /// Parses `grpc-retry-pushback-ms`: a non-negative integer is a pushback of
 /// that many milliseconds; a negative or unparseable value means the server
-/// asks not to be retried (gRPC A6).
+/// asks not to be retried (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)).
 pub fn parse_pushback(value: &str) -> Hint {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {

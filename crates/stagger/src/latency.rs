@@ -98,6 +98,7 @@ impl LatencyWindow {
     }
 
     /// Successful attempts in the window ending at `now`.
+    #[cfg(any(test, loom))]
     pub(crate) fn samples(&self, now: Instant) -> u64 {
         let e = self.time.epoch(now);
         let mut n = 0u64;

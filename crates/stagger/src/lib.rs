@@ -52,7 +52,7 @@
 //! | retry a closure or a blocking call | [`RetryExt`] (`.retry(&policy)`), [`RetryAttemptExt`] when the closure needs the attempt number |
 //! | retry an async operation | [`AsyncRetryExt`] (runtime-agnostic; tokio's timer with feature `tokio`) |
 //! | say how many attempts and how long between them | [`Policy::builder`] → [`PolicyBuilder`], [`Backoff`], [`Jitter`] |
-//! | cap retries at a share of real traffic | [`budget`] (`RatioBudget`, A6's `TokenBucket`, …) on [`PolicyBuilder::budget`] |
+//! | cap retries at a share of real traffic | [`budget`] (`RatioBudget`, [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s `TokenBucket`, …) on [`PolicyBuilder::budget`] |
 //! | stop calling a dependency that is plainly down | [`Breaker`], [`Throttle`]; their builders in [`guardrails`] |
 //! | cut the latency tail without a storm | [`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]; the sans-IO protocol in [`hedging`] |
 //! | retry (or hedge) HTTP through tower or reqwest | `tower::RetryLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`); hedging is their `http::Settings::hedging` setting |

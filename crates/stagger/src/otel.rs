@@ -16,9 +16,9 @@
 //!   span is the attempt's child. The span of an attempt cancelled because
 //!   another one answered (a hedge that lost) ends when it is dropped,
 //!   without a status.
-//! - **gRPC's retry metrics** for the gRPC layer, under the names gRFC A96
+//! - **gRPC's retry metrics** for the gRPC layer, under the names [gRFC A96](https://github.com/grpc/proposal/blob/master/A96-retry-otel-stats.md)
 //!   gives them (histograms recorded once per call, labelled `grpc.method`
-//!   and `grpc.target` as gRFC A66 defines them; a count of 0 is not
+//!   and `grpc.target` as [gRFC A66](https://github.com/grpc/proposal/blob/master/A66-otel-stats.md) defines them; a count of 0 is not
 //!   recorded): `grpc.client.call.retries`,
 //!   `grpc.client.call.transparent_retries`, `grpc.client.call.hedges` and
 //!   `grpc.client.call.retry_delay` (seconds with no attempt running).

@@ -32,7 +32,7 @@ impl Class {
     /// unknown and hint-only failures. The one table every rule about
     /// "worth retrying" reads.
     #[inline]
-    pub const fn may_clear(self) -> bool {
+    pub(crate) const fn may_clear(self) -> bool {
         matches!(
             self,
             Class::Transient | Class::Unknown | Class::OnlyWithHint
@@ -210,7 +210,7 @@ impl Failure {
 
     /// Whether the failure carried a malformed hint, whatever replaced it.
     #[inline]
-    pub const fn has_invalid_hint(&self) -> bool {
+    pub(crate) const fn has_invalid_hint(&self) -> bool {
         self.invalid_hint || matches!(self.hint, Some(Hint::Invalid))
     }
 
@@ -408,7 +408,7 @@ pub enum NotRetried {
     /// not to be retried.
     ServerSaidNo,
     /// A gRPC call whose response headers arrived: its messages are on their
-    /// way to the caller, so it is committed and never sent again (A6).
+    /// way to the caller, so it is committed and never sent again ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)).
     Committed,
     /// A proxy shed the request because it is overloaded (Envoy's
     /// `x-envoy-overloaded`): retrying would feed the overload.

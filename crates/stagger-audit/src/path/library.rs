@@ -4,7 +4,7 @@
 //! engine's answer for one call that keeps failing so: how many attempts go
 //! out, and the wait before each retry.
 
-use stagger::classify::{grpc_code, grpc_code_of_http, http_failure, io_kind};
+use stagger::classify::{grpc_code, grpc_code_of_http, http_status, io_error};
 use stagger::config::{MethodConfig, PolicyFile, RetryOn, ServiceConfig};
 use stagger::{Class, Idempotency};
 
@@ -52,9 +52,10 @@ impl Library {
         use std::io::ErrorKind;
         let class = match (f, self) {
             (Failure::ConnectFailure, _) => {
-                return stagger::Failure::new(io_kind(ErrorKind::ConnectionRefused)).not_sent()
+                return stagger::Failure::new(io_error(&ErrorKind::ConnectionRefused.into()))
+                    .not_sent()
             }
-            (Failure::Reset, _) => io_kind(ErrorKind::ConnectionReset),
+            (Failure::Reset, _) => io_error(&ErrorKind::ConnectionReset.into()),
             (Failure::Timeout, _) => return stagger::Failure::timeout(),
             (Failure::Http(s), Library::Grpc(c)) => class_of(c, grpc_code_of_http(s)),
             (Failure::Grpc(code), Library::Grpc(c)) => class_of(c, code),
@@ -64,9 +65,7 @@ impl Library {
             (Failure::Grpc(c), Library::Stagger(p)) if p.retry_on.contains(&RetryOn::Grpc(c)) => {
                 Class::Transient
             }
-            (Failure::Http(s), Library::Stagger(_)) => {
-                http_failure(s, false).unwrap_or(Class::Permanent)
-            }
+            (Failure::Http(s), Library::Stagger(_)) => http_status(s, false),
             (Failure::Grpc(c), Library::Stagger(_)) => grpc_code(c),
         };
         stagger::Failure::new(class)

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use stagger::limit::{Completion, Limiter, Token};
 use stagger::random::FastRng;
-use stagger::{Call, Decision, Failure, Outcome};
+use stagger::{Call, Decision, Failure, Outcome, Policy};
 
 use crate::engine::{exponential_ns, mix, ns, shed_answer, VirtualTime};
 use crate::guard::ClientPolicies;
@@ -105,7 +105,40 @@ struct World<'a> {
     busy: Option<(u64, Job, Option<Token>)>,
 }
 
-impl World<'_> {
+impl Scratch {
+    fn clear(&mut self) {
+        self.reqs.clear();
+        self.queue.clear();
+        self.held.clear();
+        self.shed.clear();
+        self.timeouts.clear();
+        self.retries.clear();
+    }
+}
+
+impl<'a> World<'a> {
+    fn new(s: &'a mut Scratch, server: &Server, p: &Params, seed: u64, vt: VirtualTime) -> Self {
+        let bins = ns(p.duration).div_ceil(SECOND) as usize;
+        World {
+            s,
+            out: RunOut {
+                load: vec![0; bins],
+                retries: vec![0; bins],
+                goodput: vec![0; bins],
+                arrivals: vec![0; bins],
+                sent: vec![0; bins],
+                ..RunOut::default()
+            },
+            timeout: ns(p.timeout),
+            service: ((1e9 / p.capacity) as u64).max(1),
+            outage: (ns(p.outage_start), ns(p.outage_end)),
+            skips_expired: server.drops_expired(),
+            limiter: server.limiter(mix(seed, 8)),
+            vt,
+            busy: None,
+        }
+    }
+
     fn bin(t: u64) -> usize {
         (t / SECOND) as usize
     }
@@ -179,6 +212,74 @@ impl World<'_> {
         self.busy = None;
     }
 
+    /// A new request arrives from its client at `t`: its first attempt is
+    /// sent if the client's policy lets it start.
+    fn new_call(&mut self, policy: &Policy, mut call: Call<FastRng>, t: u64) {
+        let id = self.s.reqs.len() as u32;
+        Self::bump(&mut self.out.arrivals, t);
+        let admitted = policy.start_attempt(&mut call, self.vt.at(t)).is_ok();
+        self.s.reqs.push(Req {
+            call,
+            state: if admitted {
+                State::Waiting
+            } else {
+                State::Done
+            },
+        });
+        if admitted {
+            self.send(id, 1, t);
+        }
+    }
+
+    /// Request `id`'s backoff ended at `t`: its next attempt is sent if its
+    /// policy lets it start.
+    fn retry(&mut self, policy: &Policy, id: u32, t: u64) {
+        let req = &mut self.s.reqs[id as usize];
+        if policy.start_attempt(&mut req.call, self.vt.at(t)).is_ok() {
+            req.state = State::Waiting;
+            let attempt = req.call.attempts();
+            self.send(id, attempt, t);
+        } else {
+            req.state = State::Done;
+        }
+    }
+
+    /// What request `id`'s policy decided at `t`: a retry is scheduled, a
+    /// stop ends the request.
+    fn decided(&mut self, id: u32, decision: Decision, t: u64) {
+        let req = &mut self.s.reqs[id as usize];
+        match decision {
+            Decision::Retry { after } => {
+                req.state = State::Backoff;
+                self.s
+                    .retries
+                    .push(Reverse((t.saturating_add(ns(after)), id)));
+            }
+            Decision::Stop(_) => req.state = State::Done,
+        }
+    }
+
+    /// Shed attempts are answered at once: 503 with a jittered
+    /// Retry-After, which the client's policy weighs like any hint.
+    fn answer_shed<'p>(
+        &mut self,
+        policy_of: &dyn Fn(u32) -> &'p Policy,
+        hint_rng: &mut FastRng,
+        t: u64,
+    ) {
+        for i in 0..self.s.shed.len() {
+            let job = self.s.shed[i];
+            let req = &mut self.s.reqs[job.id as usize];
+            if req.state != State::Waiting || req.call.attempts() != job.attempt {
+                continue;
+            }
+            let answer = shed_answer(hint_rng);
+            let decision = policy_of(job.id).decide(&mut req.call, answer, self.vt.at(t));
+            self.decided(job.id, decision, t);
+        }
+        self.s.shed.clear();
+    }
+
     fn release(&self, token: Option<Token>, how: Completion, t: u64) {
         if let (Some(l), Some(tok)) = (&self.limiter, token) {
             l.release(tok, how, self.vt.at(t));
@@ -200,35 +301,12 @@ pub(crate) fn run(
     // Requests are spread round-robin over the client processes.
     let policy_of = |id: u32| policies.get(id as usize % clients);
     let end = ns(p.duration);
-    let bins = end.div_ceil(SECOND) as usize;
-    s.reqs.clear();
-    s.queue.clear();
-    s.held.clear();
-    s.shed.clear();
-    s.timeouts.clear();
-    s.retries.clear();
+    s.clear();
     let mut arrivals_rng = FastRng::seeded(mix(seed, 5));
     let mut call_seeds = FastRng::seeded(mix(seed, 6));
     let mut hint_rng = FastRng::seeded(mix(seed, 7));
     let mean_gap = 1e9 / p.rate;
-    let mut w = World {
-        s,
-        out: RunOut {
-            load: vec![0; bins],
-            retries: vec![0; bins],
-            goodput: vec![0; bins],
-            arrivals: vec![0; bins],
-            sent: vec![0; bins],
-            ..RunOut::default()
-        },
-        timeout: ns(p.timeout),
-        service: ((1e9 / p.capacity) as u64).max(1),
-        outage: (ns(p.outage_start), ns(p.outage_end)),
-        skips_expired: server.drops_expired(),
-        limiter: server.limiter(mix(seed, 8)),
-        vt,
-        busy: None,
-    };
+    let mut w = World::new(s, server, p, seed, vt);
     let mut next_arrival = exponential_ns(&mut arrivals_rng, mean_gap);
     let mut released = w.outage.0 >= w.outage.1;
     loop {
@@ -272,14 +350,8 @@ pub(crate) fn run(
             if req.state != State::Waiting || req.call.attempts() != job.attempt {
                 continue;
             }
-            match policy_of(job.id).decide(&mut req.call, Failure::timeout(), vt.at(t)) {
-                Decision::Retry { after } => {
-                    req.state = State::Backoff;
-                    w.s.retries
-                        .push(Reverse((t.saturating_add(ns(after)), job.id)));
-                }
-                Decision::Stop(_) => req.state = State::Done,
-            }
+            let decision = policy_of(job.id).decide(&mut req.call, Failure::timeout(), vt.at(t));
+            w.decided(job.id, decision, t);
         } else if t == release_at {
             released = true;
             let held = std::mem::take(&mut w.s.held);
@@ -292,51 +364,17 @@ pub(crate) fn run(
             let Some(Reverse((_, id))) = w.s.retries.pop() else {
                 break;
             };
-            let req = &mut w.s.reqs[id as usize];
-            if policy_of(id).start_attempt(&mut req.call, vt.at(t)).is_ok() {
-                req.state = State::Waiting;
-                let attempt = req.call.attempts();
-                w.send(id, attempt, t);
-            } else {
-                req.state = State::Done;
-            }
+            w.retry(policy_of(id), id, t);
         } else {
             next_arrival = t.saturating_add(exponential_ns(&mut arrivals_rng, mean_gap).max(1));
             let id = w.s.reqs.len() as u32;
-            let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
-            World::bump(&mut w.out.arrivals, t);
-            let admitted = policy_of(id).start_attempt(&mut call, vt.at(t)).is_ok();
-            w.s.reqs.push(Req {
-                call,
-                state: if admitted {
-                    State::Waiting
-                } else {
-                    State::Done
-                },
-            });
-            if admitted {
-                w.send(id, 1, t);
-            }
+            w.new_call(
+                policy_of(id),
+                Call::with_rng(call_seeds.fork()).idempotent(true),
+                t,
+            );
         }
-        // Shed attempts are answered at once: 503 with a jittered
-        // Retry-After, which the client's policy weighs like any hint.
-        for i in 0..w.s.shed.len() {
-            let job = w.s.shed[i];
-            let req = &mut w.s.reqs[job.id as usize];
-            if req.state != State::Waiting || req.call.attempts() != job.attempt {
-                continue;
-            }
-            let answer = shed_answer(&mut hint_rng);
-            match policy_of(job.id).decide(&mut req.call, answer, vt.at(t)) {
-                Decision::Retry { after } => {
-                    req.state = State::Backoff;
-                    w.s.retries
-                        .push(Reverse((t.saturating_add(ns(after)), job.id)));
-                }
-                Decision::Stop(_) => req.state = State::Done,
-            }
-        }
-        w.s.shed.clear();
+        w.answer_shed(&policy_of, &mut hint_rng, t);
     }
     let mut out = w.out;
     out.budget_refusals = policies.budget_refusals();

@@ -13,7 +13,7 @@
 //! | kind | rule | defaults |
 //! |---|---|---|
 //! | [`RatioBudget`] (Google SRE, Finagle) | retry iff `retries_in_window + 1 ≤ floor + ratio · requests_in_window`; the floor follows the client's traffic | 10 %, 10 s, floor 0.1 per request, between 1 and 10 |
-//! | [`TokenBucket`] (gRPC A6 throttling) | −1 per failure, +ratio per success, retry iff tokens > max/2 | max 10, ratio 0.1 |
+//! | [`TokenBucket`] (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) throttling) | −1 per failure, +ratio per success, retry iff tokens > max/2 | max 10, ratio 0.1 |
 //! | [`RefillBudget`] | a retry spends 1 token, a success adds `ratio`, empty ⇒ fail fast | capacity 10, ratio 0.1 |
 //! | [`QuotaBudget`] (AWS standard) | a retry costs 5 (timeout 10); success refunds 1, or the last cost after retries | capacity 500 |
 //!

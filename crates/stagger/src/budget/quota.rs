@@ -83,7 +83,7 @@ impl QuotaBudget {
     }
 
     /// What a retry after `failure` costs.
-    pub fn cost_of(&self, failure: &Failure) -> u64 {
+    pub(crate) fn cost_of(&self, failure: &Failure) -> u64 {
         if failure.class == Class::Unknown {
             self.inner.timeout_cost
         } else {

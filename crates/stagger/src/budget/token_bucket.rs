@@ -1,4 +1,4 @@
-//! gRPC A6 retry throttling as a budget.
+//! gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) retry throttling as a budget.
 //!
 //! gRPC's retry design (proposal A6) throttles a channel's retries with a
 //! token count: it starts full at `max_tokens`, every qualifying failure
@@ -19,7 +19,7 @@ use crate::error::ConfigError;
 use crate::outcome::Failure;
 use crate::sync::{AtomicU64, Ordering::*, Padded};
 
-/// The gRPC A6 token bucket (docs/behaviour.md §5 `token_bucket`). Cheap to clone; clones
+/// The gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) token bucket (docs/behaviour.md §5 `token_bucket`). Cheap to clone; clones
 /// share the bucket.
 ///
 /// ```
@@ -98,7 +98,7 @@ impl TokenBucket {
 
     /// Whether a retry would be allowed now (tokens > max/2).
     #[inline]
-    pub fn allows_retry(&self) -> bool {
+    pub(crate) fn allows_retry(&self) -> bool {
         self.inner.tokens.load(Acquire) * 2 > self.inner.max
     }
 }
@@ -136,7 +136,7 @@ impl Budget for TokenBucket {
     }
 }
 
-/// Configures a [`TokenBucket`] with A6's limits: `max_tokens` in
+/// Configures a [`TokenBucket`] with [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s limits: `max_tokens` in
 /// `(0, 1000]`, `token_ratio` positive (it may exceed `max_tokens`), each
 /// kept to three decimals with further digits dropped.
 ///

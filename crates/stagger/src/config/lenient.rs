@@ -1,4 +1,4 @@
-//! Service configs as they are published, not only as A6 spells them.
+//! Service configs as they are published, not only as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) spells them.
 //!
 //! Real service configs bend A6's JSON in ways some gRPC implementations
 //! accept and others do not: keys in another case (`MaxAttempts`, which
@@ -39,7 +39,7 @@ use super::ServiceConfig;
 use crate::error::ConfigError;
 use crate::grpc::MethodPolicy;
 
-/// One way a service config departs from A6's spelling, and who reads it.
+/// One way a service config departs from [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s spelling, and who reads it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum Leniency {
@@ -84,7 +84,7 @@ impl Leniency {
     }
 }
 
-/// A6's keys, in A6's spelling, by the object they belong to.
+/// [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s keys, in A6's spelling, by the object they belong to.
 const TOP: &[&str] = &[
     "methodConfig",
     "retryThrottling",
@@ -120,7 +120,7 @@ const DURATIONS: &[&str] = &[
     "hedgingDelay",
 ];
 
-/// Rewrites `config` (a service config) into A6's spelling: keys of
+/// Rewrites `config` (a service config) into [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s spelling: keys of
 /// another case or in snake_case become A6's keys, `.1s` becomes `0.1s`.
 /// Returns each form met, once, in a stable order. Where a key is written
 /// both ways, A6's spelling wins and the other is dropped. Anything that is
@@ -330,7 +330,7 @@ pub struct UnboundedRetry {
     pub retryable: Vec<u32>,
 }
 
-/// When the `retryPolicy` of `entry` (one `methodConfig` entry, in A6's
+/// When the `retryPolicy` of `entry` (one `methodConfig` entry, in [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s
 /// spelling) has no `maxAttempts`: removes it from `entry`, which then reads
 /// as a method that does not retry, and returns it validated (errors name
 /// the field). `None` when the entry has no such policy.

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::backoff::Jitter;
+use crate::backoff::{Backoff, Jitter};
 use crate::breaker::Breaker;
 use crate::budget::{QuotaBudget, RatioBudget, RefillBudget, TokenBucket};
 use crate::error::ConfigError;
@@ -22,7 +22,7 @@ use crate::policy::{Policy, PolicyBuilder};
 use super::GRPC_CODES;
 
 /// The most attempts a policy file may ask for.
-pub const MAX_FILE_ATTEMPTS: u32 = 100;
+pub(crate) const MAX_FILE_ATTEMPTS: u32 = 100;
 
 const KEYS: [&str; 12] = [
     "name",
@@ -292,16 +292,7 @@ impl PolicyFile {
             .ok_or_else(|| ConfigError::new("policy", "must be a table (a JSON object)"))?;
         unknown_keys("policy", root, &KEYS)?;
         let d = Policy::default();
-        let name = match get(root, "name") {
-            None => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(other) => {
-                return Err(ConfigError::new(
-                    "name",
-                    format!("must be a string, got {other}"),
-                ))
-            }
-        };
+        let name = name(root)?;
         let attempts = match get(root, "attempts") {
             None => d.max_attempts(),
             Some(v) => match integer(v) {
@@ -314,25 +305,7 @@ impl PolicyFile {
                 }
             },
         };
-        let backoff = d.backoff();
-        let base = opt_duration(root, "base")?.unwrap_or(backoff.get_base());
-        let cap = opt_duration(root, "cap")?.unwrap_or(backoff.get_cap());
-        let multiplier = match get(root, "multiplier") {
-            None => backoff.get_multiplier(),
-            Some(v) => v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| {
-                ConfigError::new("multiplier", format!("must be a number, got {v}"))
-            })?,
-        };
-        let jitter = match get(root, "jitter") {
-            None => backoff.get_jitter(),
-            Some(Value::String(s)) => s.parse::<Jitter>()?,
-            Some(other) => {
-                return Err(ConfigError::new(
-                    "jitter",
-                    format!("must be a string such as \"full\", got {other}"),
-                ))
-            }
-        };
+        let (base, cap, multiplier, jitter) = schedule(root, *d.backoff())?;
         let max_retry_after = opt_duration(root, "max_retry_after")?.unwrap_or(d.max_retry_after());
         let attempt_timeout = opt_duration(root, "attempt_timeout")?;
         let deadline = opt_duration(root, "deadline")?;
@@ -412,6 +385,46 @@ impl PolicyFile {
         }
         Ok(b)
     }
+}
+
+/// The file's `name`, if it has one.
+fn name(root: &Map<String, Value>) -> Result<Option<String>, ConfigError> {
+    match get(root, "name") {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(ConfigError::new(
+            "name",
+            format!("must be a string, got {other}"),
+        )),
+    }
+}
+
+/// The backoff schedule the file states (`base`, `cap`, `multiplier`,
+/// `jitter`), each absent one from `defaults`.
+fn schedule(
+    root: &Map<String, Value>,
+    defaults: Backoff,
+) -> Result<(Duration, Duration, f64, Jitter), ConfigError> {
+    let base = opt_duration(root, "base")?.unwrap_or(defaults.get_base());
+    let cap = opt_duration(root, "cap")?.unwrap_or(defaults.get_cap());
+    let multiplier = match get(root, "multiplier") {
+        None => defaults.get_multiplier(),
+        Some(v) => v
+            .as_f64()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| ConfigError::new("multiplier", format!("must be a number, got {v}")))?,
+    };
+    let jitter = match get(root, "jitter") {
+        None => defaults.get_jitter(),
+        Some(Value::String(s)) => s.parse::<Jitter>()?,
+        Some(other) => {
+            return Err(ConfigError::new(
+                "jitter",
+                format!("must be a string such as \"full\", got {other}"),
+            ))
+        }
+    };
+    Ok((base, cap, multiplier, jitter))
 }
 
 fn get<'a>(t: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -545,25 +558,6 @@ fn budget(t: &Map<String, Value>) -> Result<Option<BudgetSpec>, ConfigError> {
         }
         None => return Err(ConfigError::new("budget.kind", "is required")),
     };
-    let number = |field: &'static str, key: &str| -> Result<Option<f64>, ConfigError> {
-        match get(t, key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .filter(|x| x.is_finite())
-                .map(Some)
-                .ok_or_else(|| ConfigError::new(field, format!("must be a number, got {v}"))),
-        }
-    };
-    let count = |field: &'static str, key: &str| -> Result<Option<u32>, ConfigError> {
-        match get(t, key) {
-            None => Ok(None),
-            Some(v) => integer(v)
-                .and_then(|n| u32::try_from(n).ok())
-                .map(Some)
-                .ok_or_else(|| ConfigError::new(field, format!("must be a whole number, got {v}"))),
-        }
-    };
     let spec = match kind {
         "none" => {
             unknown_keys("budget", t, &["kind"])?;
@@ -572,7 +566,7 @@ fn budget(t: &Map<String, Value>) -> Result<Option<BudgetSpec>, ConfigError> {
         "ratio" => {
             unknown_keys("budget", t, &["kind", "ratio", "window", "floor"])?;
             BudgetSpec::Ratio {
-                ratio: number("budget.ratio", "ratio")?,
+                ratio: number(t, "budget.ratio", "ratio")?,
                 window: match get(t, "window") {
                     None => None,
                     Some(v) => Some(v.as_str().and_then(parse_duration).ok_or_else(|| {
@@ -582,21 +576,21 @@ fn budget(t: &Map<String, Value>) -> Result<Option<BudgetSpec>, ConfigError> {
                         )
                     })?),
                 },
-                floor: count("budget.floor", "floor")?,
+                floor: count(t, "budget.floor", "floor")?,
             }
         }
         "token_bucket" => {
             unknown_keys("budget", t, &["kind", "max_tokens", "token_ratio"])?;
             BudgetSpec::TokenBucket {
-                max_tokens: number("budget.max_tokens", "max_tokens")?,
-                token_ratio: number("budget.token_ratio", "token_ratio")?,
+                max_tokens: number(t, "budget.max_tokens", "max_tokens")?,
+                token_ratio: number(t, "budget.token_ratio", "token_ratio")?,
             }
         }
         "refill" => {
             unknown_keys("budget", t, &["kind", "capacity", "ratio"])?;
             BudgetSpec::Refill {
-                capacity: number("budget.capacity", "capacity")?,
-                ratio: number("budget.ratio", "ratio")?,
+                capacity: number(t, "budget.capacity", "capacity")?,
+                ratio: number(t, "budget.ratio", "ratio")?,
             }
         }
         "quota" => {
@@ -606,9 +600,9 @@ fn budget(t: &Map<String, Value>) -> Result<Option<BudgetSpec>, ConfigError> {
                 &["kind", "capacity", "retry_cost", "timeout_cost"],
             )?;
             BudgetSpec::Quota {
-                capacity: count("budget.capacity", "capacity")?,
-                retry_cost: count("budget.retry_cost", "retry_cost")?,
-                timeout_cost: count("budget.timeout_cost", "timeout_cost")?,
+                capacity: count(t, "budget.capacity", "capacity")?,
+                retry_cost: count(t, "budget.retry_cost", "retry_cost")?,
+                timeout_cost: count(t, "budget.timeout_cost", "timeout_cost")?,
             }
         }
         other => {
@@ -621,6 +615,38 @@ fn budget(t: &Map<String, Value>) -> Result<Option<BudgetSpec>, ConfigError> {
         }
     };
     Ok(Some(spec))
+}
+
+/// A budget table's number at `key`, if present (`field` names it in the
+/// error).
+fn number(
+    t: &Map<String, Value>,
+    field: &'static str,
+    key: &str,
+) -> Result<Option<f64>, ConfigError> {
+    match get(t, key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|x| x.is_finite())
+            .map(Some)
+            .ok_or_else(|| ConfigError::new(field, format!("must be a number, got {v}"))),
+    }
+}
+
+/// A budget table's whole number at `key`, if present.
+fn count(
+    t: &Map<String, Value>,
+    field: &'static str,
+    key: &str,
+) -> Result<Option<u32>, ConfigError> {
+    match get(t, key) {
+        None => Ok(None),
+        Some(v) => integer(v)
+            .and_then(|n| u32::try_from(n).ok())
+            .map(Some)
+            .ok_or_else(|| ConfigError::new(field, format!("must be a whole number, got {v}"))),
+    }
 }
 
 #[cfg(test)]

@@ -24,25 +24,25 @@
 use std::time::Duration;
 
 use crate::call::Call;
-use crate::classify::Classify;
 use crate::clock::Clock;
 use crate::error::RetryError;
+use crate::outcome::Class;
 use crate::outcome::StopReason;
-use crate::outcome::{Class, Failure};
 
 pub(crate) mod future;
 pub(crate) mod hedge;
+mod hooks;
 pub(crate) mod settings;
 pub(crate) mod sync;
 
-#[cfg(not(feature = "tokio"))]
-pub use future::NoSleeper;
-#[cfg(feature = "tokio")]
-pub use future::TokioSleep;
-// The extension traits are at the crate root only (one path each).
-pub use future::{AsyncRetry, DefaultSleeper, Sleeper};
+// The extension traits are at the crate root only (one path each). The
+// executors' type parameters (the default classifier, check, hook, sleeper
+// and the closure wrappers) and the traits closures already implement are
+// not named here: a user passes a closure and never writes their names.
+pub use future::AsyncRetry;
 pub use hedge::Hedged;
-pub use sync::{Attempt, BlockingSleeper, Operation, Plain, Retry, ThreadSleep, WithAttempt};
+pub(crate) use hooks::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Silent};
+pub use sync::{Attempt, BlockingSleeper, Retry};
 
 /// The builder methods both executors share: each one replaces one part of
 /// the configured call and keeps the rest.
@@ -196,78 +196,6 @@ macro_rules! builder_methods {
 }
 pub(crate) use builder_methods;
 
-/// Decides the class of an error. Implemented for closures
-/// `FnMut(&E) -> X` where `X` is a [`Class`] or a [`Failure`].
-pub trait Classifier<E> {
-    /// The failure this error represents.
-    fn classify(&mut self, error: &E) -> Failure;
-}
-
-/// The default classifier: every error is transient (as backon and tower
-/// do). Use [`ByClass`] (`.when_classified()`) for errors that implement
-/// [`Classify`], such as `std::io::Error`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AllTransient;
-
-impl<E> Classifier<E> for AllTransient {
-    #[inline]
-    fn classify(&mut self, _: &E) -> Failure {
-        Failure::transient()
-    }
-}
-
-/// Classifies errors through their [`Classify`] implementation.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ByClass;
-
-impl<E: Classify> Classifier<E> for ByClass {
-    #[inline]
-    fn classify(&mut self, error: &E) -> Failure {
-        Failure::new(error.class())
-    }
-}
-
-impl<E, F, X> Classifier<E> for F
-where
-    F: FnMut(&E) -> X,
-    X: Into<Failure>,
-{
-    #[inline]
-    fn classify(&mut self, error: &E) -> Failure {
-        self(error).into()
-    }
-}
-
-/// Decides whether a *successful* value should be treated as a failure (for
-/// example a response that says "try again"). Implemented for closures
-/// `FnMut(&T) -> Option<X>` with `X` a [`Class`] or a [`Failure`].
-pub trait OkCheck<T> {
-    /// `Some(failure)` to retry despite the value.
-    fn check(&mut self, value: &T) -> Option<Failure>;
-}
-
-/// The default: every `Ok` is a success.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AcceptAll;
-
-impl<T> OkCheck<T> for AcceptAll {
-    #[inline]
-    fn check(&mut self, _: &T) -> Option<Failure> {
-        None
-    }
-}
-
-impl<T, F, X> OkCheck<T> for F
-where
-    F: FnMut(&T) -> Option<X>,
-    X: Into<Failure>,
-{
-    #[inline]
-    fn check(&mut self, value: &T) -> Option<Failure> {
-        self(value).map(Into::into)
-    }
-}
-
 /// What a notify hook is shown before each wait.
 #[derive(Debug)]
 pub struct Notice<'a, T, E> {
@@ -284,39 +212,6 @@ pub struct Notice<'a, T, E> {
     /// Time since the first attempt started (a notify hook makes the
     /// executor read the clock before the first attempt).
     pub elapsed: Duration,
-}
-
-/// A hook called before each wait.
-pub trait Notify<T, E> {
-    /// Called with what failed and how long the executor will wait.
-    fn notify(&mut self, notice: &Notice<'_, T, E>);
-
-    /// Whether the hook wants notices (lets the executor skip reading the
-    /// clock for a hook that does nothing).
-    fn wants(&self) -> bool {
-        true
-    }
-}
-
-/// The default: no hook.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Silent;
-
-impl<T, E> Notify<T, E> for Silent {
-    #[inline]
-    fn notify(&mut self, _: &Notice<'_, T, E>) {}
-
-    #[inline]
-    fn wants(&self) -> bool {
-        false
-    }
-}
-
-impl<T, E, F: FnMut(&Notice<'_, T, E>)> Notify<T, E> for F {
-    #[inline]
-    fn notify(&mut self, notice: &Notice<'_, T, E>) {
-        self(notice)
-    }
 }
 
 /// Everything an executor knows at the end of a call.

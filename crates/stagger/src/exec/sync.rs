@@ -112,7 +112,7 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
 }
 
 /// Something that blocks the thread for a while (the blocking twin of
-/// [`Sleeper`](crate::exec::Sleeper)).
+/// the async executor's sleep closure).
 ///
 /// A sleeper that can be woken early by the caller giving up (a signal, a
 /// shutdown) says so with [`interrupted`](BlockingSleeper::interrupted): the

@@ -49,7 +49,7 @@ pub(crate) fn attempt_status(status: StatusCode, headers: &HeaderMap) -> Option<
 /// A failed status as the engine's facts: its class under the method's
 /// `retryableStatusCodes` (or a hedging policy's `nonFatalStatusCodes`; a
 /// method without a policy lists none, so nothing it returns is retried or
-/// charged to throttling, as A6 says) and the server's pushback. Also
+/// charged to throttling, as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) says) and the server's pushback. Also
 /// returns the pushback as sent, for reports.
 pub(crate) fn status_failure(
     code: u32,

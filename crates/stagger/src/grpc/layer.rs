@@ -13,9 +13,9 @@ use crate::budget::TokenBucket;
 use crate::error::ConfigError;
 use crate::event::Observer;
 
-pub use crate::a6::MAX_TRANSPARENT_RETRIES;
+pub(crate) use crate::a6::MAX_TRANSPARENT_RETRIES;
 
-/// Retries for a gRPC channel, as A6 specifies and grpc-go and grpc-java do
+/// Retries for a gRPC channel, as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) specifies and grpc-go and grpc-java do
 /// it: per-method policies, commitment, pushback, throttling, transparent
 /// retries (see the [module docs](super)).
 ///
@@ -164,7 +164,7 @@ impl RetryLayerBuilder {
     }
 
     /// Opens OpenTelemetry spans for every call and attempt (feature
-    /// `opentelemetry`; off by default), shaped as gRFC A72 describes: a
+    /// `opentelemetry`; off by default), shaped as [gRFC A72](https://github.com/grpc/proposal/blob/master/A72-open-telemetry-tracing.md) describes: a
     /// client span `Sent.<service>.<method>` for the call, a child of the
     /// caller's current context, and under it a span
     /// `Attempt.<service>.<method>` per attempt with `previous-rpc-attempts`

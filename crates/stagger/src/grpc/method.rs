@@ -12,11 +12,11 @@ use crate::event::Observer;
 use crate::hedge::{HedgeDelay, HedgePolicy};
 use crate::policy::Policy;
 
-pub use crate::a6::MAX_ATTEMPTS;
+pub(crate) use crate::a6::MAX_ATTEMPTS;
 
 /// One method's retry policy, as a gRPC service config's `retryPolicy`
 /// states it: max attempts (capped at 5), the backoff, the retryable status
-/// codes, and the method's `timeout`. Delays are A6's
+/// codes, and the method's `timeout`. Delays are [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s
 /// `min(initial · multiplier^(n-1), max) · U(0.8, 1.2)`;
 /// [`full_jitter`](MethodPolicyBuilder::full_jitter) draws `U(0, b_n)`
 /// instead, for peers that expect the older rule.
@@ -124,7 +124,7 @@ impl MethodPolicy {
 
     /// No retries (one attempt; transparent retries still apply): the
     /// policy of a method a service config gives no `retryPolicy`.
-    pub fn no_retries() -> Self {
+    pub(crate) fn no_retries() -> Self {
         MethodPolicy {
             backoff: Backoff::new()
                 .base(Duration::from_millis(100))
@@ -277,7 +277,7 @@ impl MethodPolicyBuilder {
         self
     }
 
-    /// Draws delays as `U(0, b_n)` (full jitter) instead of A6's ±20 %.
+    /// Draws delays as `U(0, b_n)` (full jitter) instead of [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s ±20 %.
     pub fn full_jitter(mut self) -> Self {
         self.policy.backoff = self.policy.backoff.jitter(Jitter::Full);
         self

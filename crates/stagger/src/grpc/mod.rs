@@ -1,4 +1,4 @@
-//! gRPC retries as gRPC's retry design (A6) says, the way grpc-go and
+//! gRPC retries as gRPC's retry design ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)) says, the way grpc-go and
 //! grpc-java do: one method's policy, [`MethodPolicy`] (with feature
 //! `grpc` or `serde`: it is also what a service config's `retryPolicy` or
 //! `hedgingPolicy` reads as), and with feature `grpc` a tower layer for
@@ -83,9 +83,7 @@ pub use facts::AttemptRecord;
 #[cfg(feature = "grpc")]
 pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook};
 #[cfg(feature = "grpc")]
-pub use layer::{RetryLayer, RetryLayerBuilder, MAX_TRANSPARENT_RETRIES};
-pub use method::{MethodPolicy, MethodPolicyBuilder, MAX_ATTEMPTS};
+pub use layer::{RetryLayer, RetryLayerBuilder};
+pub use method::{MethodPolicy, MethodPolicyBuilder};
 #[cfg(feature = "grpc")]
 pub use service::RetryService;
-#[cfg(feature = "grpc")]
-pub use shared::{MakeBody, Unchanged};

@@ -25,7 +25,7 @@ use crate::tower::{
     nested, BoxError, Error, ErrorKind, Replay, ReplayBody, ResponseFuture, Sending,
 };
 
-/// A gRPC client service whose calls are retried as A6 says; made by
+/// A gRPC client service whose calls are retried as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) says; made by
 /// [`RetryLayer`](super::RetryLayer).
 #[derive(Debug, Clone)]
 pub struct RetryService<S, M> {

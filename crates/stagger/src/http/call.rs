@@ -174,11 +174,6 @@ impl Settings {
         self
     }
 
-    /// The hedging policy, if calls are hedged.
-    pub fn get_hedging(&self) -> Option<&HedgePolicy> {
-        self.hedging.as_ref()
-    }
-
     /// The gRPC status codes to retry, as a service config's
     /// `retryableStatusCodes` lists them (default: the table of docs/behaviour.md §2 —
     /// UNAVAILABLE, RESOURCE_EXHAUSTED with pushback, DEADLINE_EXCEEDED when
@@ -231,11 +226,6 @@ impl Settings {
         self
     }
 
-    /// The replay limit.
-    pub fn get_max_replay_bytes(&self) -> usize {
-        self.max_replay_bytes
-    }
-
     /// A deadline `timeout` after each call starts, over every attempt and
     /// wait.
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -251,7 +241,7 @@ impl Settings {
     }
 
     /// The one-layer rule (on by default): no retries while serving an
-    /// inbound retry, and a failure marked [`NO_RETRY`](super::NO_RETRY) is
+    /// inbound retry, and a failure marked `x-no-retry` is
     /// passed up, not retried. Turning it off is for demonstrations; with it
     /// off, `NO_RETRY` is ignored and the failure is retried as if it were
     /// not there, after any `Retry-After` or pushback it carries.
@@ -359,7 +349,7 @@ impl CallOptions {
     }
 
     /// The priority these options name, if any.
-    pub fn get_priority(&self) -> Option<Priority> {
+    pub(crate) fn get_priority(&self) -> Option<Priority> {
         self.priority
     }
 }

@@ -30,20 +30,22 @@ use crate::outcome::{Failure, Hint};
 
 /// `retry-after-ms`: the wait in milliseconds (the header the OpenAI and
 /// Anthropic SDKs read before `Retry-After`).
-pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 /// `x-ms-retry-after-ms`: Azure's wait in milliseconds.
-pub const MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
+pub(crate) const MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
 /// `x-should-retry: true|false`: the server's own verdict on retrying.
-pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+pub(crate) const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 /// `x-envoy-overloaded`: Envoy answered on its own while shedding load
 /// (upstream circuit breaking or maintenance mode).
-pub const ENVOY_OVERLOADED: HeaderName = HeaderName::from_static("x-envoy-overloaded");
+pub(crate) const ENVOY_OVERLOADED: HeaderName = HeaderName::from_static("x-envoy-overloaded");
 /// `x-envoy-attempt-count`: the 1-based attempt number Envoy stamps on each
 /// try it sends upstream; above 1 the request is a mesh's retry.
-pub const ENVOY_ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
+pub(crate) const ENVOY_ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
 /// `grpc-status-details-bin`: a gRPC server's `google.rpc.Status`, whose
 /// details may hold a `google.rpc.RetryInfo` (read with feature `grpc`).
-pub const GRPC_STATUS_DETAILS: HeaderName = HeaderName::from_static("grpc-status-details-bin");
+#[cfg(feature = "grpc")]
+pub(crate) const GRPC_STATUS_DETAILS: HeaderName =
+    HeaderName::from_static("grpc-status-details-bin");
 
 /// Adds to `failure` every hint `headers` carry: the wait (by the
 /// precedence in the module doc), the server's `x-should-retry` verdict,
@@ -106,7 +108,7 @@ fn http_wait(headers: &HeaderMap, now: SystemTime, invalid: &mut bool) -> Option
 
 /// The gRPC hints after the HTTP `wait`: `grpc-retry-pushback-ms`, then
 /// (feature `grpc`) `google.rpc.RetryInfo` in `grpc-status-details-bin`. A
-/// pushback that is not a wait is a "do not retry" (gRPC A6): it wins over
+/// pushback that is not a wait is a "do not retry" (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)): it wins over
 /// any wait another header asked for.
 fn grpc_wait(headers: &HeaderMap, mut wait: Option<Hint>, invalid: &mut bool) -> Option<Hint> {
     match headers

@@ -149,7 +149,7 @@ impl Inbound {
 
     /// Whether a call made while serving this request failed after its
     /// layer already retried (or was told not to): the failure should be
-    /// passed up with [`NO_RETRY`](super::NO_RETRY).
+    /// passed up with `x-no-retry`.
     pub fn downstream_gave_up(&self) -> bool {
         self.gave_up.load(Ordering::Relaxed)
     }

@@ -17,7 +17,7 @@
 //!   `x-envoy-overloaded`, read by one reader through the parsers of
 //!   [`hint`](crate::hint), never re-implemented;
 //! - headers that travel with each attempt: [`RETRY_ATTEMPT`],
-//!   [`REQUEST_TIMEOUT`] / [`GRPC_TIMEOUT`], and the [`NO_RETRY`] answer of
+//!   [`REQUEST_TIMEOUT`] / `grpc-timeout`, and the `x-no-retry` answer of
 //!   a layer below that already retried (the one-layer rule).
 //!
 //! ```
@@ -57,10 +57,7 @@ pub(crate) mod inbound;
 pub(crate) use call::mark_if_gave_up;
 #[cfg(feature = "reqwest")]
 pub(crate) use call::{is_nested, Nested};
-pub use hints::{
-    ENVOY_ATTEMPT_COUNT, ENVOY_OVERLOADED, GRPC_STATUS_DETAILS, MS_RETRY_AFTER_MS, RETRY_AFTER_MS,
-    SHOULD_RETRY,
-};
+pub(crate) use hints::ENVOY_ATTEMPT_COUNT;
 
 #[cfg(feature = "grpc")]
 pub(crate) use call::propagate_priority;
@@ -77,21 +74,21 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 pub const REQUEST_TIMEOUT: HeaderName =
     HeaderName::from_static(crate::deadline::REQUEST_TIMEOUT_HEADER);
 /// `grpc-timeout`: the caller's remaining time, gRPC's encoding.
-pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// `grpc-status`: a gRPC call's status code.
 pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// `grpc-retry-pushback-ms`: a gRPC server's retry hint.
 pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 /// `grpc-previous-rpc-attempts`: gRPC's count of attempts before this one.
-pub const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
+pub(crate) const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
     HeaderName::from_static("grpc-previous-rpc-attempts");
 /// `x-criticality`: the request's [`Priority`](crate::priority::Priority),
 /// also its gRPC metadata key (docs/behaviour.md §16).
-pub const PRIORITY: HeaderName = HeaderName::from_static(crate::priority::HEADER);
+pub(crate) const PRIORITY: HeaderName = HeaderName::from_static(crate::priority::HEADER);
 /// `x-no-retry: 1` on a failure response: a layer below already retried this
 /// failure (or was told not to), so the caller should fail fast and pass it
 /// up instead of multiplying the attempts (the one-layer rule).
-pub const NO_RETRY: HeaderName = HeaderName::from_static("x-no-retry");
+pub(crate) const NO_RETRY: HeaderName = HeaderName::from_static("x-no-retry");
 
 /// Whether a request or response is gRPC (`content-type: application/grpc…`).
 pub fn is_grpc(headers: &HeaderMap) -> bool {
@@ -124,7 +121,7 @@ pub fn is_idempotent(method: &Method, headers: &HeaderMap) -> bool {
 
 /// Whether the method is one that needs an `Idempotency-Key` to be
 /// repeated (POST, PATCH).
-pub fn needs_key(method: &Method) -> bool {
+pub(crate) fn needs_key(method: &Method) -> bool {
     *method == Method::POST || *method == Method::PATCH
 }
 
@@ -238,7 +235,8 @@ pub fn grpc_status(headers: &HeaderMap) -> Option<u32> {
 
 /// Whether a response is a failed gRPC call whose status travels in its
 /// headers (a trailers-only answer): a `grpc-status` other than 0.
-pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
+#[cfg(feature = "tower")]
+pub(crate) fn is_grpc_failure(headers: &HeaderMap) -> bool {
     grpc_status(headers).is_some_and(|c| c != 0)
 }
 
@@ -249,14 +247,14 @@ pub fn is_grpc_failure(headers: &HeaderMap) -> bool {
 /// - A `grpc-status` header (a trailers-only gRPC answer) is classified by
 ///   gRPC's rules; otherwise the status is classified by
 ///   docs/behaviour.md §2 (`retry_500` opts 500 in).
-/// - The wait is the first usable one of [`RETRY_AFTER_MS`],
-///   [`MS_RETRY_AFTER_MS`], `Retry-After` (relative to `now` for a date)
+/// - The wait is the first usable one of `retry-after-ms`,
+///   `x-ms-retry-after-ms`, `Retry-After` (relative to `now` for a date)
 ///   and, on a gRPC answer, `grpc-retry-pushback-ms`; a malformed one is
 ///   skipped and counted ([`Failure::invalid_hint`]; [`Hint::Invalid`](crate::Hint::Invalid) when
 ///   no usable wait came instead).
-/// - [`SHOULD_RETRY`] becomes [`Failure::should_retry`], and a 503 with
-///   [`ENVOY_OVERLOADED`] is [`Failure::overloaded`].
-/// - [`NO_RETRY`] on a failure states that a layer below already retried
+/// - `x-should-retry` becomes [`Failure::should_retry`], and a 503 with
+///   `x-envoy-overloaded` is [`Failure::overloaded`].
+/// - `x-no-retry` on a failure states that a layer below already retried
 ///   it and gave up ([`Failure::gave_up_below`]): the one-layer rule.
 pub fn response_failure(
     status: StatusCode,
@@ -305,8 +303,8 @@ pub(crate) fn raw_response_failure(
 }
 
 /// A transport error (no response) as the engine's [`Failure`]: its class
-/// ([`error_class`]) and the fact whether the request surely never left
-/// ([`never_sent`]).
+/// and the fact whether the request surely never left (a refused
+/// connection or stream, a name lookup that failed for now).
 pub fn error_failure(error: &(dyn StdError + 'static)) -> Failure {
     let f = Failure::new(error_class(error));
     if never_sent(error) {
@@ -321,7 +319,7 @@ pub fn error_failure(error: &(dyn StdError + 'static)) -> Failure {
 /// [`std::io::Error`] in its `source()` chain decides (refused or reset
 /// connections are transient, a timeout is unknown); an error with no I/O
 /// cause is "result unknown", so only idempotent calls repeat it.
-pub fn error_class(error: &(dyn StdError + 'static)) -> Class {
+pub(crate) fn error_class(error: &(dyn StdError + 'static)) -> Class {
     if dns_failed_for_now(error) {
         return Class::Transient;
     }
@@ -334,7 +332,7 @@ pub fn error_class(error: &(dyn StdError + 'static)) -> Class {
 /// Whether a transport error certainly happened before the request was
 /// sent (the connection was refused, or the name did not resolve for now),
 /// so even a non-idempotent request can be repeated safely.
-pub fn never_sent(error: &(dyn StdError + 'static)) -> bool {
+pub(crate) fn never_sent(error: &(dyn StdError + 'static)) -> bool {
     find_io(error).is_some_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
         || dns_failed_for_now(error)
         || refused_stream(error)
@@ -467,7 +465,7 @@ impl StdError for AttemptTimedOut {}
 
 /// The remaining-time header a request should carry: `grpc-timeout` for
 /// gRPC, `x-request-timeout-ms` otherwise.
-pub fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderValue) {
+pub(crate) fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderValue) {
     if grpc {
         let v = crate::deadline::format_grpc_timeout(remaining);
         (

@@ -259,13 +259,6 @@ pub struct Token {
     in_flight: u64,
 }
 
-impl Token {
-    /// When the work was admitted.
-    pub fn admitted_at(&self) -> Instant {
-        self.start
-    }
-}
-
 /// A request the [`Limiter`] turned away: answer it at once (503 with a
 /// jittered `Retry-After`, or gRPC UNAVAILABLE with a jittered
 /// `grpc-retry-pushback-ms`).

@@ -1,5 +1,5 @@
 //! gRPC's part of the OpenTelemetry feature: the call and attempt spans as
-//! gRFC A72 shapes them, and gRPC's per-call retry metrics (gRFC A96).
+//! [gRFC A72](https://github.com/grpc/proposal/blob/master/A72-open-telemetry-tracing.md) shapes them, and gRPC's per-call retry metrics ([gRFC A96](https://github.com/grpc/proposal/blob/master/A96-retry-otel-stats.md)).
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use opentelemetry_semantic_conventions::attribute as semconv;
 use super::{take, Headers, SCOPE};
 use crate::call::Call;
 
-/// A gRPC call's spans as gRFC A72 shapes them: the call's client span and,
+/// A gRPC call's spans as [gRFC A72](https://github.com/grpc/proposal/blob/master/A72-open-telemetry-tracing.md) shapes them: the call's client span and,
 /// under it, one span per attempt.
 pub(crate) struct GrpcSpans {
     call: Context,
@@ -93,7 +93,7 @@ fn end_with_status(cx: &Context, code: Option<u32>) {
     span.end();
 }
 
-/// gRPC's per-call retry metrics (gRFC A96).
+/// gRPC's per-call retry metrics ([gRFC A96](https://github.com/grpc/proposal/blob/master/A96-retry-otel-stats.md)).
 pub(crate) struct CallMetrics {
     retries: Histogram<u64>,
     transparent: Histogram<u64>,

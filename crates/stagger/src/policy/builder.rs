@@ -48,7 +48,7 @@ pub struct PolicyBuilder {
     /// (see `guard.rs`), combined into one [`Guardrails`](crate::Guardrails)
     /// at build time.
     pub(crate) parts: Parts,
-    /// The schedule is a gRPC `retryPolicy`'s, checked as A6 checks it.
+    /// The schedule is a gRPC `retryPolicy`'s, checked as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) checks it.
     a6_schedule: bool,
 }
 

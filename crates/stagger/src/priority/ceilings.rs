@@ -34,7 +34,7 @@ impl Class {
     /// Its place in the shedding order: 0 (a `critical_plus` first
     /// attempt, shed last) to 15 (a retry of the lowest level, shed
     /// first).
-    pub const fn index(self) -> usize {
+    pub(crate) const fn index(self) -> usize {
         self.priority.rank() as usize * 2 + self.retry as usize
     }
 

@@ -207,7 +207,7 @@ where
 }
 
 /// A request body read as it is sent and kept, up to a limit, so the next
-/// attempt can send it again: gRPC's replay buffer (A6). Nothing is read
+/// attempt can send it again: gRPC's replay buffer ([A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)). Nothing is read
 /// before the first attempt sends it, so a stream flows as it is produced;
 /// each attempt replays what earlier ones sent, then reads on from the
 /// source. Once the kept bytes pass the limit they are dropped and the body

@@ -26,12 +26,12 @@ use crate::http::{
 ///   dropped), and without calling the service at all when it has already
 ///   passed on arrival (`x-request-timeout-ms: 0`), unless
 ///   [`enforce(false)`](DeadlineLayer::enforce);
-/// - marks a failure response with [`NO_RETRY`] when a client call made
+/// - marks a failure response with `x-no-retry` when a client call made
 ///   while serving the request already retried and gave up, so the caller
 ///   passes the failure up instead of retrying it again: an HTTP failure
 ///   (5xx, 429, 408) gets `x-no-retry: 1`, a failed gRPC call (a
 ///   `grpc-status` other than 0 in the headers) gets
-///   `grpc-retry-pushback-ms: -1`, which every gRPC client that follows A6
+///   `grpc-retry-pushback-ms: -1`, which every gRPC client that follows [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)
 ///   reads as "do not retry".
 ///
 /// ```
@@ -84,7 +84,7 @@ impl DeadlineLayer {
         self
     }
 
-    /// Whether to mark failures with [`NO_RETRY`] when a call below gave up
+    /// Whether to mark failures with `x-no-retry` when a call below gave up
     /// (default on; off is for demonstrations).
     pub const fn one_layer(mut self, on: bool) -> Self {
         self.one_layer = on;

@@ -413,24 +413,14 @@ where
 
     fn call(&mut self, req: Request<ReqB>) -> Self::Future {
         let shared = self.shared.clone();
-        let headers = req.headers();
-        // Every spelling of a retry: `x-retry-attempt`, a mesh's
-        // `x-envoy-attempt-count` and gRPC's
-        // `grpc-previous-rpc-attempts`.
-        let retry = inbound_attempt(headers) > 1;
-        let grpc = is_grpc(headers);
-        let now = TokioClock.now();
-        let inbound = req.extensions().get::<Inbound>();
-        let deadline = match inbound {
-            Some(inbound) => inbound.deadline(),
-            None => inbound_deadline(headers, now),
-        };
-        // The level is read only by a layer that sheds by it.
-        let priority = shared.ceilings.is_some().then(|| match inbound {
-            Some(inbound) => inbound.priority(),
-            None => inbound_priority(headers).unwrap_or_default(),
-        });
-        let class = Class::new(priority.unwrap_or_default(), retry);
+        let arrival = Arrival::read(&req, &shared);
+        let Arrival {
+            grpc,
+            now,
+            deadline,
+            class,
+            ..
+        } = arrival;
         if shared
             .cpu
             .as_ref()
@@ -466,59 +456,125 @@ where
                     })
                 }
             },
-            Gate::Queue {
-                permits,
-                queued,
-                max_queue,
-                retry_queue,
-                retry_reserve_ppm,
-            } => {
-                let permit = permits.clone().try_acquire_owned().ok();
-                let waits = permit.is_none();
-                if waits {
-                    let limit = match &shared.ceilings {
-                        Some(c) => c.cap_ppm(*max_queue as u64, class, *retry_reserve_ppm) as usize,
-                        None if retry => *retry_queue,
-                        None => *max_queue,
-                    };
-                    let got = queued
-                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
-                            (q < limit).then_some(q + 1)
-                        })
-                        .is_ok();
-                    if !got {
-                        return Box::pin(async move { Ok(shared.shed(class, grpc)) });
-                    }
-                }
-                let slot = waits.then(|| QueueSlot(shared.clone()));
-                Box::pin(async move {
-                    let _permit = match permit {
-                        Some(p) => p,
-                        None => {
-                            let Gate::Queue { permits, .. } = &shared.gate else {
-                                unreachable!("a queued request has a queue")
-                            };
-                            let p = permits.clone().acquire_owned().await;
-                            drop(slot);
-                            match p {
-                                Ok(p) => p,
-                                // The semaphore is never closed.
-                                Err(_) => return Ok(shared.shed(class, grpc)),
-                            }
-                        }
-                    };
-                    if deadline.is_some_and(|d| d <= TokioClock.now()) {
-                        // Its caller gave up while it waited.
-                        shared.expire();
-                        return Ok(deadline_response(grpc));
-                    }
-                    shared.admitted.fetch_add(1, Ordering::Relaxed);
-                    poll_fn(|cx| inner.poll_ready(cx)).await?;
-                    inner.call(req).await
-                })
-            }
+            Gate::Queue { .. } => queue(shared, inner, req, arrival),
         }
     }
+}
+
+/// What the layer reads of an arriving request before it decides.
+#[derive(Clone, Copy)]
+struct Arrival {
+    retry: bool,
+    grpc: bool,
+    now: std::time::Instant,
+    deadline: Option<std::time::Instant>,
+    class: Class,
+}
+
+impl Arrival {
+    fn read<B>(req: &Request<B>, shared: &Shared) -> Self {
+        let headers = req.headers();
+        // Every spelling of a retry: `x-retry-attempt`, a mesh's
+        // `x-envoy-attempt-count` and gRPC's
+        // `grpc-previous-rpc-attempts`.
+        let retry = inbound_attempt(headers) > 1;
+        let grpc = is_grpc(headers);
+        let now = TokioClock.now();
+        let inbound = req.extensions().get::<Inbound>();
+        let deadline = match inbound {
+            Some(inbound) => inbound.deadline(),
+            None => inbound_deadline(headers, now),
+        };
+        // The level is read only by a layer that sheds by it.
+        let priority = shared.ceilings.is_some().then(|| match inbound {
+            Some(inbound) => inbound.priority(),
+            None => inbound_priority(headers).unwrap_or_default(),
+        });
+        let class = Class::new(priority.unwrap_or_default(), retry);
+        Arrival {
+            retry,
+            grpc,
+            now,
+            deadline,
+            class,
+        }
+    }
+}
+
+/// A request at a queue gate: a free place at once, else a place in the
+/// queue (if its level's share of the queue has room), else shed.
+fn queue<S, ReqB, ResB>(
+    shared: Arc<Shared>,
+    mut inner: S,
+    req: Request<ReqB>,
+    arrival: Arrival,
+) -> BoxFuture<Response<ResB>, S::Error>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>> + Send + 'static,
+    S::Future: Send + 'static,
+    ReqB: Send + 'static,
+    ResB: Default + Send + 'static,
+{
+    let Arrival {
+        retry,
+        grpc,
+        deadline,
+        class,
+        ..
+    } = arrival;
+    let Gate::Queue {
+        permits,
+        queued,
+        max_queue,
+        retry_queue,
+        retry_reserve_ppm,
+    } = &shared.gate
+    else {
+        unreachable!("called for a queue gate")
+    };
+    let permit = permits.clone().try_acquire_owned().ok();
+    let waits = permit.is_none();
+    if waits {
+        let limit = match &shared.ceilings {
+            Some(c) => c.cap_ppm(*max_queue as u64, class, *retry_reserve_ppm) as usize,
+            None if retry => *retry_queue,
+            None => *max_queue,
+        };
+        let got = queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q < limit).then_some(q + 1)
+            })
+            .is_ok();
+        if !got {
+            return Box::pin(async move { Ok(shared.shed(class, grpc)) });
+        }
+    }
+    let slot = waits.then(|| QueueSlot(shared.clone()));
+    Box::pin(async move {
+        let _permit = match permit {
+            Some(p) => p,
+            None => {
+                let Gate::Queue { permits, .. } = &shared.gate else {
+                    unreachable!("a queued request has a queue")
+                };
+                let p = permits.clone().acquire_owned().await;
+                drop(slot);
+                match p {
+                    Ok(p) => p,
+                    // The semaphore is never closed.
+                    Err(_) => return Ok(shared.shed(class, grpc)),
+                }
+            }
+        };
+        if deadline.is_some_and(|d| d <= TokioClock.now()) {
+            // Its caller gave up while it waited.
+            shared.expire();
+            return Ok(deadline_response(grpc));
+        }
+        shared.admitted.fetch_add(1, Ordering::Relaxed);
+        poll_fn(|cx| inner.poll_ready(cx)).await?;
+        inner.call(req).await
+    })
 }
 
 /// A place in a limiter, held while the request runs: released with how it
