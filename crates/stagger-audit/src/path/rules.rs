@@ -1,6 +1,8 @@
 //! What crosses a layer and what each system retries: the failure a layer
 //! sees from below, whether its rules cover it, what it returns when it
-//! gives up, and how long it pauses between tries.
+//! gives up, and how long it pauses between tries. The rules here are other
+//! systems' documented ones (meshes, proxies, SDKs); the library's own
+//! layers are asked of its engine ([`Library`]).
 
 use std::fmt;
 use std::time::Duration;
