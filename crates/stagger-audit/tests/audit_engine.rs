@@ -61,6 +61,14 @@ fn a_stagger_policy_no_longer_retries_a_timeout_the_library_does_not_retry() {
     assert_eq!(r.dead.layers[0].tries, f64::from(asked));
     assert!(!r.dead.layers[0].retries);
     assert_eq!(r.dead.bottom_attempts, 1.0);
+    assert!(
+        r.layers[0]
+            .assumes
+            .iter()
+            .any(|a| a.contains("idempotency")),
+        "{:?}",
+        r.layers[0].assumes
+    );
     // A refused connection never left the client: the engine retries it.
     let r = run(&[("db.toml", POLICY)], &Options::default());
     assert_eq!(r.dead.bottom_attempts, 3.0);

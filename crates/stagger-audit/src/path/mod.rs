@@ -559,6 +559,11 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
         }
     }
     let dead = compose::Walk::new(&layers, protocol, options).scenario();
+    for (l, n) in layers.iter_mut().zip(&dead.layers) {
+        if let Some(why) = l.rule.assumes_on(n.sees) {
+            l.assumes.push(why.to_string());
+        }
+    }
     let at_rate = compose::at_rate(&layers, protocol, options);
     let budgeted_bottom_attempts = dead
         .layers

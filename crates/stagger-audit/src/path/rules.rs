@@ -261,6 +261,17 @@ impl Rule {
         }
     }
 
+    /// What the layer's answer to `f` rests on that its file cannot say,
+    /// for the report's assumptions.
+    pub(crate) fn assumes_on(&self, f: Failure) -> Option<&'static str> {
+        match (self, f) {
+            (Rule::Library(Library::Stagger(_)), Failure::Timeout) => Some(
+                "the call declares no idempotency (a policy file cannot): the library does not retry a timed-out attempt",
+            ),
+            _ => None,
+        }
+    }
+
     /// After try `n` failed with `f`: the wait before the next try, or
     /// `None` when the layer stops (its rules do not cover `f`, or `n`
     /// reached `max_tries` or the engine's own count).
