@@ -133,3 +133,33 @@ fn a_grpc_layer_reads_a_proxy_answer_through_the_library_map() {
     assert_eq!(stagger::classify::grpc_code_of_http(503), 14);
     assert_eq!(r.dead.layers[0].tries, 3.0, "{}", r.text());
 }
+
+fn hedging(delay: &str, non_fatal: &str) -> String {
+    format!(
+        r#"{{"methodConfig":[{{"name":[{{"service":"a.B"}}],"hedgingPolicy":{{"maxAttempts":3,"hedgingDelay":"{delay}","nonFatalStatusCodes":[{non_fatal}]}}}}]}}"#
+    )
+}
+
+// The audit said a hedging method whose answer is fatal makes one try. The
+// library's hedging engine sends a hedge every `hedgingDelay` whatever is
+// still to come: with a delay of 0 all three go out before any answer.
+#[test]
+fn hedges_sent_before_any_answer_all_reach_the_dependency() {
+    let o = Options {
+        dead: Dead::Unavailable,
+        protocol: Some(Protocol::Grpc),
+        ..Options::default()
+    };
+    let at_once = hedging("0s", "");
+    let r = run(&[("svc.json", &at_once)], &o);
+    assert_eq!(r.dead.bottom_attempts, 3.0, "{}", r.text());
+    // A hedge later than the answer: the fatal UNAVAILABLE ends the call.
+    let later = hedging("1s", "");
+    assert_eq!(run(&[("svc.json", &later)], &o).dead.bottom_attempts, 1.0);
+    // A non-fatal UNAVAILABLE sends the next at once.
+    let non_fatal = hedging("1s", r#""UNAVAILABLE""#);
+    assert_eq!(
+        run(&[("svc.json", &non_fatal)], &o).dead.bottom_attempts,
+        3.0
+    );
+}

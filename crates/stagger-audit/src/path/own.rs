@@ -119,13 +119,18 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
         .map(|c| super::Failure::Grpc(*c).to_string())
         .collect();
     layer.retry_on = names.join(",");
-    if p.hedging_delay().is_some() {
-        layer.retry_on = format!("hedging; non-fatal {}", layer.retry_on);
-        layer
-            .assumes
-            .push("hedging: a non-fatal failure sends the next attempt at once".into());
-    }
-    if p.max_attempts() > 1 && codes.is_empty() {
+    if let Some(delay) = p.hedging_delay() {
+        let non_fatal = if codes.is_empty() {
+            "none"
+        } else {
+            &layer.retry_on
+        };
+        layer.retry_on = format!("hedging every {delay:?}; non-fatal {non_fatal}");
+        layer.assumes.push(
+            "hedging: a hedge goes out every hedgingDelay, and a non-fatal failure sends the next at once"
+                .into(),
+        );
+    } else if p.max_attempts() > 1 && codes.is_empty() {
         layer.retry_on = "nothing (no retryable codes)".into();
     }
     Ok(layer)
