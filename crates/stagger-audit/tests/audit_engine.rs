@@ -163,3 +163,20 @@ fn hedges_sent_before_any_answer_all_reach_the_dependency() {
         3.0
     );
 }
+
+// A refused connection never left the client: the engine retries it within
+// maxAttempts, and the report says that the transparent retries a gRPC
+// client may add on top are not counted.
+#[test]
+fn a_grpc_layer_on_a_refused_connection_says_transparent_retries_are_not_counted() {
+    let r = run(&[("svc.json", SVC)], &Options::default());
+    assert_eq!(r.dead.bottom_attempts, 3.0);
+    assert!(
+        r.layers[0]
+            .assumes
+            .iter()
+            .any(|a| a.contains("transparent")),
+        "{:?}",
+        r.layers[0].assumes
+    );
+}

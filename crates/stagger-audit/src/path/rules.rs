@@ -268,6 +268,9 @@ impl Rule {
             (Rule::Library(Library::Stagger(_)), Failure::Timeout) => Some(
                 "the call declares no idempotency (a policy file cannot): the library does not retry a timed-out attempt",
             ),
+            (Rule::Library(Library::Grpc(_)), Failure::ConnectFailure) => Some(
+                "a refused connection counts against maxAttempts: transparent retries a gRPC client may add (stagger's gRPC layer: RetryLayerBuilder::transparent_retries) are not counted",
+            ),
             _ => None,
         }
     }
