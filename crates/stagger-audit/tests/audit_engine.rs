@@ -61,6 +61,14 @@ fn a_stagger_policy_no_longer_retries_a_timeout_the_library_does_not_retry() {
     assert_eq!(r.dead.layers[0].tries, f64::from(asked));
     assert!(!r.dead.layers[0].retries);
     assert_eq!(r.dead.bottom_attempts, 1.0);
+    assert!(
+        r.layers[0]
+            .assumes
+            .iter()
+            .any(|a| a.contains("idempotency")),
+        "{:?}",
+        r.layers[0].assumes
+    );
     // A refused connection never left the client: the engine retries it.
     let r = run(&[("db.toml", POLICY)], &Options::default());
     assert_eq!(r.dead.bottom_attempts, 3.0);
@@ -124,4 +132,51 @@ fn a_grpc_layer_reads_a_proxy_answer_through_the_library_map() {
     // UNAVAILABLE, which the method lists.
     assert_eq!(stagger::classify::grpc_code_of_http(503), 14);
     assert_eq!(r.dead.layers[0].tries, 3.0, "{}", r.text());
+}
+
+fn hedging(delay: &str, non_fatal: &str) -> String {
+    format!(
+        r#"{{"methodConfig":[{{"name":[{{"service":"a.B"}}],"hedgingPolicy":{{"maxAttempts":3,"hedgingDelay":"{delay}","nonFatalStatusCodes":[{non_fatal}]}}}}]}}"#
+    )
+}
+
+// The audit said a hedging method whose answer is fatal makes one try. The
+// library's hedging engine sends a hedge every `hedgingDelay` whatever is
+// still to come: with a delay of 0 all three go out before any answer.
+#[test]
+fn hedges_sent_before_any_answer_all_reach_the_dependency() {
+    let o = Options {
+        dead: Dead::Unavailable,
+        protocol: Some(Protocol::Grpc),
+        ..Options::default()
+    };
+    let at_once = hedging("0s", "");
+    let r = run(&[("svc.json", &at_once)], &o);
+    assert_eq!(r.dead.bottom_attempts, 3.0, "{}", r.text());
+    // A hedge later than the answer: the fatal UNAVAILABLE ends the call.
+    let later = hedging("1s", "");
+    assert_eq!(run(&[("svc.json", &later)], &o).dead.bottom_attempts, 1.0);
+    // A non-fatal UNAVAILABLE sends the next at once.
+    let non_fatal = hedging("1s", r#""UNAVAILABLE""#);
+    assert_eq!(
+        run(&[("svc.json", &non_fatal)], &o).dead.bottom_attempts,
+        3.0
+    );
+}
+
+// A refused connection never left the client: the engine retries it within
+// maxAttempts, and the report says that the transparent retries a gRPC
+// client may add on top are not counted.
+#[test]
+fn a_grpc_layer_on_a_refused_connection_says_transparent_retries_are_not_counted() {
+    let r = run(&[("svc.json", SVC)], &Options::default());
+    assert_eq!(r.dead.bottom_attempts, 3.0);
+    assert!(
+        r.layers[0]
+            .assumes
+            .iter()
+            .any(|a| a.contains("transparent")),
+        "{:?}",
+        r.layers[0].assumes
+    );
 }

@@ -1,6 +1,8 @@
 //! What crosses a layer and what each system retries: the failure a layer
 //! sees from below, whether its rules cover it, what it returns when it
-//! gives up, and how long it pauses between tries.
+//! gives up, and how long it pauses between tries. The rules here are other
+//! systems' documented ones (meshes, proxies, SDKs); the library's own
+//! layers are asked of its engine ([`Library`]).
 
 use std::fmt;
 use std::time::Duration;
@@ -255,6 +257,20 @@ impl Rule {
     pub(crate) fn tries_on(&self, f: Failure) -> Option<u32> {
         match self {
             Rule::Library(l) => Some(l.ask(f).attempts),
+            _ => None,
+        }
+    }
+
+    /// What the layer's answer to `f` rests on that its file cannot say,
+    /// for the report's assumptions.
+    pub(crate) fn assumes_on(&self, f: Failure) -> Option<&'static str> {
+        match (self, f) {
+            (Rule::Library(Library::Stagger(_)), Failure::Timeout) => Some(
+                "the call declares no idempotency (a policy file cannot): the library does not retry a timed-out attempt",
+            ),
+            (Rule::Library(Library::Grpc(_)), Failure::ConnectFailure) => Some(
+                "a refused connection counts against maxAttempts: transparent retries a gRPC client may add (stagger's gRPC layer: RetryLayerBuilder::transparent_retries) are not counted",
+            ),
             _ => None,
         }
     }
