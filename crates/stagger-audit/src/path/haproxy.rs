@@ -73,7 +73,7 @@ fn sections(text: &str) -> Vec<Section> {
 
 /// HAProxy's time: bare milliseconds, or `us`, `ms`, `s`, `m`, `h`, `d`.
 fn time(s: &str) -> Option<Duration> {
-    crate::duration::parse(s, crate::duration::Bare::Millis).ok()
+    stagger::config::parse_duration(s, stagger::config::Bare::Millis).ok()
 }
 
 #[derive(Clone)]

@@ -171,7 +171,7 @@ impl Default for Settings {
 
 /// nginx's time: `90s`, `1m`, `500ms`, `1h 30m`, or bare seconds.
 fn nginx_time(s: &str) -> Option<Duration> {
-    crate::duration::parse(s, crate::duration::Bare::Seconds).ok()
+    stagger::config::parse_duration(s, stagger::config::Bare::Seconds).ok()
 }
 
 fn apply(s: &mut Settings, n: &Node, f: &PathInput<'_>) -> Result<(), PathError> {

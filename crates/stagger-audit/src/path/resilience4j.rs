@@ -135,7 +135,7 @@ fn spring_duration(v: &Value, key: &str) -> Result<Option<Duration>, String> {
         Value::String(s) => s.trim().to_string(),
         _ => return Err(bad()),
     };
-    crate::duration::parse(&s, crate::duration::Bare::Millis)
+    stagger::config::parse_duration(&s, stagger::config::Bare::Millis)
         .map(Some)
         .map_err(|_| bad())
 }

@@ -162,7 +162,7 @@ pub(crate) fn number(v: &Value, key: &str) -> Result<Option<f64>, String> {
     }
 }
 
-/// A duration under `key`: a string read by [`crate::duration`] with a
+/// A duration under `key`: a string read by [`stagger::config::parse_duration`] with a
 /// unit required (`2s`, `150ms`, `1m30s`, proto-JSON's `"0.200s"`), or
 /// `{seconds, nanos}`.
 pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String> {
@@ -191,7 +191,7 @@ pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String>
 /// A duration with a unit required (Go's and protobuf JSON's forms, `0`
 /// alone), by the audit's one grammar.
 pub(crate) fn go_duration(s: &str) -> Option<Duration> {
-    crate::duration::parse(s, crate::duration::Bare::None).ok()
+    stagger::config::parse_duration(s, stagger::config::Bare::None).ok()
 }
 
 /// Every object in `v` (depth first, `v` itself included) that has `key`:

@@ -95,8 +95,8 @@ pub struct PathArgs {
 }
 
 fn latency(s: &str) -> Result<std::time::Duration, String> {
-    let d = stagger::config::parse_duration(s)
-        .ok_or_else(|| format!("{s:?} is not a duration such as 250ms or 1.5s"))?;
+    let d = stagger::config::parse_duration(s, stagger::config::Bare::None)
+        .map_err(|e| format!("{e}; write a duration such as 250ms or 1.5s"))?;
     if d.is_zero() {
         return Err("must be above 0".to_string());
     }

@@ -1,11 +1,14 @@
-//! The audit's one duration grammar on untrusted text: no input panics, a
+//! The one duration grammar on untrusted text: no input panics, a
 //! refusal names the text, and every written form reads back as the
 //! duration it was written from.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stagger_audit::duration::{parse, Bare, MAX};
+use stagger::config::{parse_duration as parse, Bare};
+
+/// The longest duration the grammar reads (10⁹ s).
+const MAX: Duration = Duration::from_secs(1_000_000_000);
 
 fn bare() -> impl Strategy<Value = Bare> {
     prop::sample::select(vec![Bare::None, Bare::Millis, Bare::Seconds])

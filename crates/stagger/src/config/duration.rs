@@ -1,8 +1,10 @@
-//! One duration grammar for every file the audit reads.
+//! One duration grammar for every duration stagger reads: a policy file,
+//! the mesh, proxy and framework configs `stagger audit` reads, the
+//! command line's flags, the lab's queries and the proxy's fault specs.
 //!
-//! The systems on a call path write durations in overlapping forms; the
-//! audit reads them all with this one grammar, so a form is accepted or
-//! refused the same way in every reader:
+//! The systems on a call path write durations in overlapping forms; one
+//! grammar reads them all, so a form is accepted or refused the same way
+//! everywhere:
 //!
 //! | form | example | written by |
 //! |---|---|---|
@@ -18,10 +20,11 @@
 //! and a digit on at least one side of it; it is read exactly, to the
 //! nanosecond (further digits are dropped). A sign, an unknown unit, a
 //! number without a unit (unless [`Bare`] gives one), or a total above
-//! [`MAX`] is an error naming the problem; no input panics.
+//! 10⁹ seconds (about 31 years) is an error naming the problem; no input
+//! panics.
 //!
 //! ```
-//! use stagger_audit::duration::{parse, Bare};
+//! use stagger::config::{parse_duration as parse, Bare};
 //! use std::time::Duration;
 //!
 //! assert_eq!(parse("1m30s", Bare::None), Ok(Duration::from_secs(90)));
@@ -37,7 +40,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// The longest duration read: about 31 years, past any timeout or backoff.
-pub const MAX: Duration = Duration::from_secs(1_000_000_000);
+pub(crate) const MAX: Duration = Duration::from_secs(1_000_000_000);
 
 /// What a number written without a unit means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,8 +72,19 @@ impl std::error::Error for DurationError {}
 
 const NEEDS_UNIT: &str = "a number needs a unit (ns, us, ms, s, m, h, d)";
 
-/// Reads `text` by the grammar above, a bare number as `bare` says.
-pub fn parse(text: &str, bare: Bare) -> Result<Duration, DurationError> {
+/// Reads `text` by stagger's one duration grammar (see the [`config`](super)
+/// module): one or more `<number><unit>` terms that add up (`25ms`, `0.025s`,
+/// `1m30s`, `1h 30m`), `0` alone, or ISO-8601 `PT…`; units `ns`, `us`, `ms`,
+/// `s`, `m`, `h`, `d`; a bare number as `bare` says. Exact to the
+/// nanosecond, at most 10⁹ seconds; an error names the text and the problem.
+///
+/// ```
+/// use stagger::config::{parse_duration, Bare};
+/// use std::time::Duration;
+/// assert_eq!(parse_duration("1h 30m", Bare::None), Ok(Duration::from_secs(5400)));
+/// assert!(parse_duration("-1s", Bare::None).is_err());
+/// ```
+pub fn parse_duration(text: &str, bare: Bare) -> Result<Duration, DurationError> {
     let err = |problem| DurationError {
         input: text.to_string(),
         problem,
@@ -181,7 +195,7 @@ mod tests {
     use super::*;
 
     fn ok(s: &str, bare: Bare) -> Duration {
-        parse(s, bare).unwrap_or_else(|e| panic!("{e}"))
+        parse_duration(s, bare).unwrap_or_else(|e| panic!("{e}"))
     }
 
     #[test]
@@ -230,7 +244,7 @@ mod tests {
             ("1e3s", Bare::None, "unknown unit"),
             ("PT", Bare::Millis, "no number"),
         ] {
-            let e = parse(s, bare).unwrap_err();
+            let e = parse_duration(s, bare).unwrap_err();
             assert!(e.problem.contains(why), "{s:?}: {e}");
             assert_eq!(e.input, s);
         }
