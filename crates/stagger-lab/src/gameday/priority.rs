@@ -272,16 +272,22 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
 /// at a quarter of it (ms).
 async fn baseline(cpu: &Cpu, p: &PriorityParams) -> Result<(f64, f64), Error> {
     let capacity = capacity(cpu, p).await?;
+    let requests = ((capacity / 4.0) * p.duration.as_secs_f64())
+        .ceil()
+        .max(60.0) as u64;
+    Ok((capacity, unloaded(cpu, p, capacity / 4.0, requests).await?))
+}
+
+/// The bare upstream's critical p99 (ms) for `requests` arriving at `rate`.
+async fn unloaded(cpu: &Cpu, p: &PriorityParams, rate: f64, requests: u64) -> Result<f64, Error> {
     let quarter = Drive {
-        rate: capacity / 4.0,
-        requests: ((capacity / 4.0) * p.duration.as_secs_f64())
-            .ceil()
-            .max(60.0) as u64,
+        rate,
+        requests,
         critical: 1.0,
-        ..Drive::new(p, capacity)
+        ..Drive::new(p, rate)
     };
     let idle = quarter.against(start(Bare, cpu).await?).await;
-    Ok((capacity, idle.critical.p99_ms.max(1e-3)))
+    Ok(idle.critical.p99_ms.max(1e-3))
 }
 
 fn total(s: ShedStats) -> u64 {
