@@ -12,6 +12,10 @@ use std::time::Duration;
 use common::{code, stagger, stagger_with, TempDir};
 use serde_json::Value;
 
+/// The game-days of this file one at a time: each measures a CPU-bound
+/// upstream, and a second one running beside it would take its core.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn gameday(dir: &TempDir) -> Value {
     let args = [
         "gameday",
@@ -76,6 +80,7 @@ fn checked(doc: &Value) -> [Value; 3] {
 
 #[test]
 fn priorities_keep_critical_served_at_twice_the_capacity() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TempDir::new("gameday-priority");
     // A second run only if another process's load pulled the first below
     // 95 %; the comparison above holds in each run.
@@ -154,6 +159,7 @@ fn held(cpu: &Value) -> Result<(), String> {
 /// only if the first missed (a burst of load from elsewhere).
 #[test]
 fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TempDir::new("gameday-priority-cpu");
     let mut why = Vec::new();
     for _ in 0..2 {
