@@ -3,8 +3,9 @@
 //! near its threshold.
 //!
 //! The game-day's fleet, its servers and the upstream share one process,
-//! so the process's CPU use (what [`CpuTrigger::builder().start()`] reads)
-//! would count the callers' work too. The trigger is built
+//! so the process's CPU use (what
+//! [`start`](stagger::limit::CpuTriggerBuilder::start) reads) would count
+//! the callers' work too. The trigger is built
 //! [`manual`](stagger::limit::CpuTriggerBuilder::manual) instead, and a
 //! sampler thread here gives it, every 100 ms, the share of the upstream's
 //! cores its worker threads used: for each thread, the time it ran plus
