@@ -205,6 +205,9 @@ pub const SERVERS: [&str; 3] = [
 /// [`SERVERS`].
 pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
     p.validate()?;
+    if p.cpu_trigger.is_some() {
+        cpu::readable()?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -165,6 +165,21 @@ fn thread_busy(tid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// An error, before anything runs, where a thread's CPU cannot be read.
+pub(super) fn readable() -> Result<(), Error> {
+    match own_tid().and_then(|t| busy(&[t])) {
+        Some(_) => Ok(()),
+        None => Err(unreadable()),
+    }
+}
+
+fn unreadable() -> Error {
+    Error::usage(
+        "--cpu-trigger: the upstream's threads' CPU cannot be read here \
+         (/proc/self/task/<tid>/schedstat or stat; Linux only)",
+    )
+}
+
 /// The busy time of all of `tids`, or none if one cannot be read.
 pub(super) fn busy(tids: &[u32]) -> Option<Duration> {
     if tids.is_empty() {
@@ -280,10 +295,7 @@ impl Sampler {
     /// whole allowance); an error if their CPU cannot be read.
     pub(super) fn start(trigger: CpuTrigger, tids: Vec<u32>, cores: u32) -> Result<Sampler, Error> {
         if busy(&tids).is_none() {
-            return Err(Error::usage(
-                "--cpu-trigger: the upstream's threads' CPU cannot be read here \
-                 (/proc/self/task/<tid>/schedstat or stat; Linux only)",
-            ));
+            return Err(unreadable());
         }
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
