@@ -64,7 +64,7 @@ enum Command {
     Proxy(proxy::Args),
     /// gRPC tools: `stagger grpc health ADDR` probes a health service with A6 retries.
     Grpc(grpc::Args),
-    /// Serve the interactive lab in a browser: failover, jitter, layers, hedging, "retry?".
+    /// Serve the interactive lab in a browser: failover, jitter, hedging, priorities, "retry?".
     Lab(lab::Args),
     /// Check retry configs (gRPC service configs, policy files) against the production checklist.
     Audit(audit::Args),

@@ -3,8 +3,9 @@
 //! near its threshold.
 //!
 //! The game-day's fleet, its servers and the upstream share one process,
-//! so the process's CPU use (what [`CpuTrigger::builder().start()`] reads)
-//! would count the callers' work too. The trigger is built
+//! so the process's CPU use (what
+//! [`start`](stagger::limit::CpuTriggerBuilder::start) reads) would count
+//! the callers' work too. The trigger is built
 //! [`manual`](stagger::limit::CpuTriggerBuilder::manual) instead, and a
 //! sampler thread here gives it, every 100 ms, the share of the upstream's
 //! cores its worker threads used: for each thread, the time it ran plus
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use stagger::limit::{CpuController, CpuTrigger};
 
 use super::upstream::{start, Cpu};
-use super::{baseline, round, shed_layer, total, Drive, PriorityParams, ServerRun};
+use super::{round, shed_layer, total, unloaded, Drive, PriorityParams, ServerRun};
 use crate::Error;
 
 /// The row's name in the report.
@@ -40,11 +41,13 @@ pub const SERVER: &str = "ShedLayer + priorities + CPU";
 pub struct CpuRun {
     /// The CPU one request of this run burns, in ms.
     pub work_ms: f64,
-    /// Requests a second its bare upstream served, closed loop.
+    /// Its upstream's capacity as built, requests a second: cores ÷ the
+    /// CPU of one request.
     pub capacity_rps: f64,
     /// Arrivals a second offered.
     pub rate_rps: f64,
-    /// Its bare upstream's p99 at a quarter of its capacity, in ms.
+    /// Its bare upstream's p99 at a quarter of its capacity (30 calls), in
+    /// ms.
     pub unloaded_p99_ms: f64,
     /// How long the server was driven.
     pub duration_s: f64,
@@ -67,8 +70,8 @@ pub const HEAVIER: u32 = 4;
 
 /// Drives the ShedLayer by priority with a CPU trigger (threshold 80 %)
 /// fed by the upstream's threads for `duration`, on an upstream of its own
-/// whose requests burn [`HEAVIER`] × `iterations` (its capacity and
-/// unloaded p99 measured again), at `p.load` × that capacity.
+/// whose requests burn [`HEAVIER`] × `iterations` (its unloaded p99
+/// measured again), at `p.load` × its capacity as built.
 pub(super) async fn run(
     p: &PriorityParams,
     iterations: u64,
@@ -87,7 +90,15 @@ pub(super) async fn run(
 }
 
 async fn drive(p: &PriorityParams, cpu: &Cpu) -> Result<CpuRun, Error> {
-    let (capacity, unloaded_ms) = baseline(cpu, p).await?;
+    // The upstream's capacity as built: its cores ÷ the CPU of a request.
+    // A closed-loop measurement on a shared machine can catch a moment
+    // when other work holds the core and then offers too little to load
+    // it; when other work takes CPU during the run, the upstream is only
+    // the more overloaded, and its reading (time run or waiting for a
+    // core) says so.
+    let capacity = f64::from(p.cores) / p.work.as_secs_f64();
+    // Its p99 at a quarter of that: 30 calls (the slowest is the p99).
+    let unloaded_ms = unloaded(cpu, p, capacity / 4.0, 30).await?;
     let rate = capacity * p.load;
     let duration = p.duration;
     let controller = CpuController::new();
@@ -154,6 +165,21 @@ fn thread_busy(tid: u32) -> Option<Duration> {
     Some(Duration::from_millis(ticks * 10))
 }
 
+/// An error, before anything runs, where a thread's CPU cannot be read.
+pub(super) fn readable() -> Result<(), Error> {
+    match own_tid().and_then(|t| busy(&[t])) {
+        Some(_) => Ok(()),
+        None => Err(unreadable()),
+    }
+}
+
+fn unreadable() -> Error {
+    Error::usage(
+        "--cpu-trigger: the upstream's threads' CPU cannot be read here \
+         (/proc/self/task/<tid>/schedstat or stat; Linux only)",
+    )
+}
+
 /// The busy time of all of `tids`, or none if one cannot be read.
 pub(super) fn busy(tids: &[u32]) -> Option<Duration> {
     if tids.is_empty() {
@@ -191,6 +217,11 @@ pub struct Holding {
     pub shed_rate_peak_to_peak: f64,
     /// Settled samples at which the shed rate was 0 (the trigger let go).
     pub samples_not_shedding: usize,
+    /// Times the settled shed rate turned back after moving at least
+    /// [`SWING`] one way: a controller flapping between "shed" and "do
+    /// not" swings every few samples; one following the load (which other
+    /// processes on a shared machine change) a few times a run.
+    pub swings: usize,
     /// Settled samples.
     pub samples: usize,
 }
@@ -212,9 +243,44 @@ impl Holding {
             mean_shed_rate: rates.sum::<f64>() / n,
             shed_rate_peak_to_peak: if settled.is_empty() { 0.0 } else { hi - lo },
             samples_not_shedding: settled.iter().filter(|p| p.shed_rate == 0.0).count(),
+            swings: swings(settled.iter().map(|p| p.shed_rate)),
             samples: settled.len(),
         }
     }
+}
+
+/// How far the shed rate must move one way before turning back counts as
+/// a swing.
+pub const SWING: f64 = 0.1;
+
+/// The turns of `rates` after a move of at least [`SWING`]: from each
+/// turning point, the rate must go [`SWING`] beyond it the other way.
+fn swings(rates: impl Iterator<Item = f64>) -> usize {
+    let mut n = 0;
+    // The extreme of the current move, and its direction (+1 up, -1 down,
+    // 0 not yet known), and where the move started.
+    let (mut start, mut extreme, mut dir) = (f64::NAN, f64::NAN, 0.0f64);
+    for r in rates {
+        if start.is_nan() {
+            (start, extreme) = (r, r);
+            continue;
+        }
+        if dir == 0.0 {
+            if (r - start).abs() >= SWING {
+                dir = (r - start).signum();
+                extreme = r;
+            }
+            continue;
+        }
+        if (r - extreme) * dir > 0.0 {
+            extreme = r;
+        } else if (extreme - r) * dir >= SWING {
+            n += 1;
+            dir = -dir;
+            extreme = r;
+        }
+    }
+    n
 }
 
 /// Feeds `trigger` with the upstream's busy share every [`SAMPLE`] until
@@ -229,10 +295,7 @@ impl Sampler {
     /// whole allowance); an error if their CPU cannot be read.
     pub(super) fn start(trigger: CpuTrigger, tids: Vec<u32>, cores: u32) -> Result<Sampler, Error> {
         if busy(&tids).is_none() {
-            return Err(Error::usage(
-                "--cpu-trigger: the upstream's threads' CPU cannot be read here \
-                 (/proc/self/task/<tid>/schedstat or stat; Linux only)",
-            ));
+            return Err(unreadable());
         }
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -283,8 +346,8 @@ pub fn section(c: &CpuRun) -> String {
     format!(
         "\nCPU trigger ({:.0} %, fed by the upstream's threads) for {:.0} s, {:.0} ms requests\n\
          capacity {}/s, {}/s offered, unloaded p99 {} ms; {} shed by the trigger\n\
-         settled from {:.1} s: cpu {:.1} %, shed rate {:.1} % (peak-to-peak {:.1} pts), \
-         {}/{} samples at 0\n{}",
+         settled from {:.1} s: cpu {:.1} %, shed rate {:.1} % (peak-to-peak {:.1} pts, \
+         {} swings), {}/{} at 0\n{}",
         h.threshold * 100.0,
         c.duration_s,
         c.work_ms,
@@ -296,6 +359,7 @@ pub fn section(c: &CpuRun) -> String {
         h.mean_utilisation * 100.0,
         h.mean_shed_rate * 100.0,
         h.shed_rate_peak_to_peak * 100.0,
+        h.swings,
         h.samples_not_shedding,
         h.samples,
         plot(&c.trace, h.threshold, 5),
@@ -371,6 +435,21 @@ mod tests {
         assert!((h.mean_utilisation - 0.8).abs() < 0.01, "{h:?}");
         assert!(h.shed_rate_peak_to_peak < 0.04, "{h:?}");
         assert_eq!(h.samples_not_shedding, 0);
+    }
+
+    #[test]
+    fn swings_count_turns_not_noise() {
+        // A flapping rate, 0 ↔ 0.6 every other sample: every turn counts.
+        let flapping = (0..20).map(|i| if i % 2 == 0 { 0.0 } else { 0.6 });
+        assert_eq!(swings(flapping), 18);
+        // A steady rate with ±0.04 of noise: none.
+        let steady = (0..60).map(|i| 0.6 + if i % 2 == 0 { 0.04 } else { -0.04 });
+        assert_eq!(swings(steady), 0);
+        // Up from 0.3 to 0.8 and back down to 0.5: one.
+        let once = (0..=10)
+            .map(|i| 0.3 + 0.05 * f64::from(i))
+            .chain((1..=6).map(|i| 0.8 - 0.05 * f64::from(i)));
+        assert_eq!(swings(once), 1);
     }
 
     #[test]
