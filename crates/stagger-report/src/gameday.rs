@@ -78,7 +78,7 @@ pub struct Row {
     /// Seconds from the fault clearing until every 1 s window to the end of
     /// the traffic has at least 95 % of its new requests succeeding and at
     /// most 1.25 attempts per new request arriving at the server
-    /// ([`stagger_sim::recovery`]); `null` if that never happened.
+    /// (`stagger_sim::recovery`); `null` if that never happened.
     pub recovery_s: Option<f64>,
     /// Whether it happened (`null` when the fault never clears).
     pub recovered: Option<bool>,

@@ -3,9 +3,9 @@
 //! Tables for a terminal, self-contained HTML pages and SVG charts, in one
 //! style and with one HTML escaper, for:
 //!
-//! - [`simulate`]: a [`stagger_sim`] simulation (the table, `report.html`
-//!   with its charts, `results.json`, `series.csv`) and the hedging
-//!   simulation;
+//! - `simulate` (feature `simulate`, on by default): a `stagger_sim`
+//!   simulation (the table, `report.html` with its charts, `results.json`,
+//!   `series.csv`) and the hedging simulation;
 //! - [`gameday`]: a game-day's results (what each strategy's run measured,
 //!   per 100 ms) as the comparison table and `report.html`;
 //! - [`svg`]: the arrival histogram (first attempts and retries per 100 ms)
@@ -17,6 +17,7 @@
 //! ```
 //! assert_eq!(stagger_report::escape("<b>\"a&b\"</b>"), "&lt;b&gt;&quot;a&amp;b&quot;&lt;/b&gt;");
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,6 +25,7 @@ use std::fmt;
 use std::path::Path;
 
 pub mod gameday;
+#[cfg(feature = "simulate")]
 pub mod simulate;
 pub mod svg;
 
