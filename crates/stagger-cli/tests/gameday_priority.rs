@@ -165,8 +165,10 @@ fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping(
     for _ in 0..2 {
         let cpu = cpu_run(&dir);
         let trace = cpu["trace"].as_array().expect("the trace");
-        // A sample every 100 ms for 12 s (a loaded machine wakes it late).
-        assert!((80..=125).contains(&trace.len()), "{} samples", trace.len());
+        // A sample every 100 ms for 12 s (a loaded machine wakes it late),
+        // and on until the last request has ended (within its deadline
+        // after the 12 s): 127 were seen at load 4.7.
+        assert!((80..=150).contains(&trace.len()), "{} samples", trace.len());
         assert!(num(&cpu, &["holding", "samples"]) >= 40.0, "{cpu}");
         // The trigger shed, lowest priority first: the sheddable requests
         // took the 503s (critical ones only when the core, taken by other
