@@ -28,7 +28,7 @@ use super::Fault;
 
 use stagger::hedging::{HedgeStep, HedgedCall};
 use stagger::random::{FastRng, RandomSource};
-use stagger::{Call, Class, Decision, HedgePolicy, Outcome, Policy};
+use stagger::{Call, Decision, Failure, HedgePolicy, Idempotency, Outcome, Policy};
 
 /// Logical requests of an estimate.
 pub const REQUESTS: u32 = 4000;
@@ -54,12 +54,12 @@ impl Engine {
     }
 }
 
-/// What to measure: a fresh engine per run, the class of the failure the
+/// What to measure: a fresh engine per run, the facts of the failure the
 /// dependency answers with, the call's deadline, and whether calls share
 /// state (a budget, throttling or a breaker).
 pub(crate) struct Subject<'a> {
     pub make: &'a dyn Fn() -> Result<Engine, Fault>,
-    pub failure: Class,
+    pub failure: Failure,
     pub deadline: Option<Duration>,
     pub shared: bool,
 }
@@ -73,8 +73,9 @@ pub(crate) struct Measured {
     pub sample: Option<u32>,
 }
 
-/// A random source stuck at one value: every jitter draw at an extreme.
-struct Stuck(u64);
+/// A random source stuck at one value: every jitter draw at an extreme, or
+/// (at `u64::MAX / 2`) in the middle of its range.
+pub(crate) struct Stuck(pub u64);
 
 impl RandomSource for Stuck {
     fn next_u64(&mut self) -> u64 {
@@ -138,6 +139,7 @@ fn exact(s: &Subject<'_>) -> Result<Option<Measured>, Fault> {
                 1,
                 &mut |_| Call::with_rng(Stuck(stuck)),
                 &mut |_, a| fails(a),
+                &mut |_, _| {},
             );
         }
         if got[0] != got[1] {
@@ -166,18 +168,21 @@ pub(crate) fn estimate(s: &Subject<'_>, p_fail: f64, seed: u64) -> Result<f64, F
         REQUESTS,
         &mut |i| Call::seeded(seed ^ (u64::from(i) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
         &mut |_, _| draws.next_f64() < p_fail,
+        &mut |_, _| {},
     );
     Ok(attempts as f64 / f64::from(REQUESTS))
 }
 
 /// Attempts made by `requests` calls, one every [`GAP`], when an answer to
-/// attempt `a` of call `i` is a failure iff `fails(i, a)`.
+/// attempt `a` of call `i` is a failure iff `fails(i, a)`; `sent(i, at)` is
+/// told each attempt as it goes out, `at` from the first call's start.
 pub(crate) fn drive<R: RandomSource>(
     engine: &Engine,
     s: &Subject<'_>,
     requests: u32,
     new_call: &mut dyn FnMut(u32) -> Call<R>,
     fails: &mut dyn FnMut(usize, u32) -> bool,
+    sent: &mut dyn FnMut(usize, Duration),
 ) -> u64 {
     let origin = Instant::now();
     let calls = (0..requests).map(|i| {
@@ -188,11 +193,46 @@ pub(crate) fn drive<R: RandomSource>(
         c
     });
     match engine {
-        Engine::Retry(p) => retry(p, s.failure, origin, calls.collect(), fails),
+        Engine::Retry(p) => retry(p, s.failure, origin, calls.collect(), fails, sent),
         Engine::Hedge(h) => {
             let calls = calls.map(|c| h.call(c)).collect();
-            hedge(h, s.failure, origin, calls, fails)
+            hedge(h, s.failure, origin, calls, fails, sent)
         }
+    }
+}
+
+/// One call driven alone to its end when every attempt fails with
+/// `failure`: the attempts the engine sends, and the wait it chose before
+/// each retry (every jitter draw in the middle of its range, so a uniform
+/// jitter's wait is its mean).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Alone {
+    /// Attempts sent, the first included.
+    pub attempts: u32,
+    /// The wait before retry `n` at index `n - 1`: from an answer to the
+    /// next attempt (zero for a hedge already out).
+    pub waits: Vec<Duration>,
+}
+
+/// Drives `engine` through one call, no deadline, a call of `idempotency`,
+/// every attempt answering `failure` after [`LATENCY`].
+pub(crate) fn alone(engine: &Engine, failure: Failure, idempotency: Idempotency) -> Alone {
+    let call = Call::with_rng(Stuck(u64::MAX / 2)).idempotency(idempotency);
+    let mut starts: Vec<Duration> = Vec::new();
+    let origin = Instant::now();
+    let fails = &mut |_: usize, _: u32| true;
+    let sent = &mut |_: usize, at: Duration| starts.push(at);
+    let attempts = match engine {
+        Engine::Retry(p) => retry(p, failure, origin, vec![call], fails, sent),
+        Engine::Hedge(h) => hedge(h, failure, origin, vec![h.call(call)], fails, sent),
+    };
+    let waits = starts
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0] + LATENCY))
+        .collect();
+    Alone {
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        waits,
     }
 }
 
@@ -211,9 +251,9 @@ fn push(q: &mut Queue, seq: &mut u64, at: Duration, i: usize, step: Step) {
     *seq += 1;
 }
 
-fn outcome(failed: bool, failure: Class) -> Outcome {
+fn outcome(failed: bool, failure: Failure) -> Outcome {
     if failed {
-        Outcome::from(failure)
+        Outcome::Failure(failure)
     } else {
         Outcome::Success
     }
@@ -221,10 +261,11 @@ fn outcome(failed: bool, failure: Class) -> Outcome {
 
 fn retry<R: RandomSource>(
     policy: &Policy,
-    failure: Class,
+    failure: Failure,
     origin: Instant,
     mut calls: Vec<Call<R>>,
     fails: &mut dyn FnMut(usize, u32) -> bool,
+    sent: &mut dyn FnMut(usize, Duration),
 ) -> u64 {
     let (mut q, mut seq, mut attempts) = (Queue::new(), 0u64, 0u64);
     for i in 0..calls.len() {
@@ -236,6 +277,7 @@ fn retry<R: RandomSource>(
             Step::Start => {
                 if policy.start_attempt(call, origin + at).is_ok() {
                     attempts += 1;
+                    sent(i, at);
                     let a = call.attempts();
                     push(&mut q, &mut seq, at + LATENCY, i, Step::Answer(a));
                 }
@@ -253,10 +295,11 @@ fn retry<R: RandomSource>(
 
 fn hedge<R: RandomSource>(
     policy: &HedgePolicy,
-    failure: Class,
+    failure: Failure,
     origin: Instant,
     mut calls: Vec<HedgedCall<R>>,
     fails: &mut dyn FnMut(usize, u32) -> bool,
+    sent: &mut dyn FnMut(usize, Duration),
 ) -> u64 {
     let (mut q, mut seq, mut attempts) = (Queue::new(), 0u64, 0u64);
     for i in 0..calls.len() {
@@ -276,6 +319,7 @@ fn hedge<R: RandomSource>(
             match policy.poll(h, now) {
                 HedgeStep::Send { attempt, .. } => {
                     attempts += 1;
+                    sent(i, at);
                     push(&mut q, &mut seq, at + LATENCY, i, Step::Answer(attempt));
                 }
                 HedgeStep::WaitUntil(t) => {
@@ -299,7 +343,7 @@ fn hedge<R: RandomSource>(
 mod tests {
     use super::*;
     use stagger::budget::TokenBucket;
-    use stagger::{HedgeDelay, Jitter};
+    use stagger::{Class, HedgeDelay, Jitter};
 
     fn retrying(n: u32) -> impl Fn() -> Result<Engine, Fault> {
         move || Ok(Engine::Retry(Policy::builder().max_attempts(n).build()?))
@@ -308,7 +352,7 @@ mod tests {
     fn subject(make: &dyn Fn() -> Result<Engine, Fault>) -> Subject<'_> {
         Subject {
             make,
-            failure: Class::Transient,
+            failure: Class::Transient.into(),
             deadline: None,
             shared: false,
         }
@@ -425,7 +469,7 @@ mod tests {
         // ends the call.
         let make = hedging(Duration::from_millis(50));
         let s = Subject {
-            failure: Class::Permanent,
+            failure: Class::Permanent.into(),
             ..subject(&make)
         };
         let m = measure(&s, 1).unwrap();

@@ -332,7 +332,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
     layer.findings.append(&mut out);
     let subject = Subject {
         make: &*make,
-        failure,
+        failure: failure.into(),
         deadline: mc.policy.timeout(),
         shared: throttling.is_some(),
     };
@@ -395,7 +395,7 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
     layer.findings.append(&mut out);
     let subject = Subject {
         make: &make,
-        failure: Class::Transient,
+        failure: Class::Transient.into(),
         deadline: mc.policy.timeout(),
         shared: false,
     };
@@ -549,7 +549,7 @@ pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64
     let make = || -> Result<Engine, Fault> { Err(Fault::new("retryPolicy", "unused")) };
     let s = Subject {
         make: &make,
-        failure: Class::Transient,
+        failure: Class::Transient.into(),
         deadline: Some(timeout),
         shared: false,
     };
@@ -559,5 +559,6 @@ pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64
         1,
         &mut |_| stagger::Call::seeded(super::SEED),
         &mut |_, _| true,
+        &mut |_, _| {},
     ))
 }

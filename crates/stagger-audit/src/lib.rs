@@ -8,6 +8,8 @@
 //! resilience4j) and stagger's own policy file — with the attempts their
 //! layers multiply into at the bottom. It simulates nothing: attempts are
 //! measured by driving the library's own engine ([`stagger::Policy`]).
+//! Every reader reads durations with the library's one grammar,
+//! [`stagger::config::parse_duration`].
 //!
 //! Teams keep their retry settings in files — gRPC service configs above all
 //! — and nobody checks those files against what a retry policy must do, let

@@ -51,7 +51,7 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
     };
     let subject = Subject {
         make: &make,
-        failure: Class::Transient,
+        failure: Class::Transient.into(),
         deadline: file.deadline,
         shared: file.budget.is_some() || file.breaker,
     };

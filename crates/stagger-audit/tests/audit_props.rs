@@ -4,15 +4,14 @@
 use proptest::prelude::*;
 use stagger_audit::{audit, Input};
 
+/// Literal JSON values a service config field may hold, right and wrong.
+const LITERALS: [&str; 4] = ["1.5", "null", "{}", "[\"UNAVAILABLE\", \"INTERNAL\", 99]"];
+
+/// One field's value: a small integer, a literal, or a duration-like string.
 fn value() -> impl Strategy<Value = String> {
-    prop_oneof![
-        (-3i64..12).prop_map(|n| n.to_string()),
-        Just("1.5".to_string()),
-        Just("null".to_string()),
-        Just("{}".to_string()),
-        Just("[\"UNAVAILABLE\", \"INTERNAL\", 99]".to_string()),
-        "\"[0-9.]{0,4}s?\"",
-    ]
+    let literal = prop::sample::select(LITERALS.to_vec()).prop_map(str::to_owned);
+    let number = (-3i64..12).prop_map(|n| n.to_string());
+    prop_oneof![number, literal, "\"[0-9.]{0,4}s?\""]
 }
 
 proptest! {

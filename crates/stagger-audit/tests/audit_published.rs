@@ -11,20 +11,21 @@ use stagger_audit::{audit, Input, Report};
 /// absent; under CI its absence fails.
 fn published() -> Option<Vec<(String, String)>> {
     let dir = support::published::folder("service-configs")?;
-    let read =
+    let entries =
         std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: cannot list: {e}", dir.display()));
-    let mut out: Vec<(String, String)> = read
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).unwrap())
-        })
-        .collect();
-    out.sort();
-    assert!(!out.is_empty(), "no config in {}", dir.display());
-    Some(out)
+    let mut configs = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: cannot read: {e}", path.display()));
+        configs.push((entry.file_name().to_string_lossy().into_owned(), text));
+    }
+    configs.sort();
+    assert!(!configs.is_empty(), "no config in {}", dir.display());
+    Some(configs)
 }
 
 fn one(name: &str, text: &str) -> Report {

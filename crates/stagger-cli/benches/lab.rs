@@ -13,6 +13,10 @@ const FAILOVER: &str = "/api/simulate?model=failover&strategy=exponential&burst=
 &base=100ms&attempts=5&outage_end=5s&runs=40&seed=1";
 const COMPARE: &str = "/api/simulate?model=failover&strategy=exponential%2Cfull%2Bbudget%2Bbreaker\
 &burst=200&capacity=10&base=100ms&attempts=5&outage_end=5s&runs=40&seed=1";
+/// Scene 8 as it opens: 11 loads × 4 ways of shedding × 5 seeds, 10 s each.
+const PRIORITY: &str = "/api/simulate?model=priority\
+&load=0.5%2C0.75%2C1%2C1.25%2C1.5%2C1.75%2C2%2C2.25%2C2.5%2C2.75%2C3\
+&critical_share=0.2&duration=10s&runs=5&seed=1";
 const DECIDE: &str =
     "/api/decide?status=503&method=POST&idempotency_key=1&retry_after=2&remaining=1.5s&attempt=2";
 
@@ -23,6 +27,7 @@ fn lab(c: &mut Criterion) {
         ("failover_default", FAILOVER),
         ("failover_compare", COMPARE),
         ("decide", DECIDE),
+        ("priority_scene", PRIORITY),
     ] {
         let (status, body) = lab.get(path);
         assert_eq!(status, 200, "{name}: {body}");

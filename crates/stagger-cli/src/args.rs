@@ -11,7 +11,7 @@ use stagger::{Backoff, Jitter, Policy};
 /// clap puts the flag's name in front of the message. A negative value
 /// reaches this parser (rather than being read as a flag) because `main`
 /// lets every `D` option take values that start with `-`.
-pub use stagger_lab::duration;
+pub use stagger_sim::duration;
 
 /// A duration where 0 means "no limit", as in curl's `--max-time 0` and
 /// `timeout 0 CMD`.
@@ -379,10 +379,10 @@ pub fn flag_error(e: stagger::ConfigError) -> anyhow::Error {
     UsageError(format!("--{flag}: {}", e.problem())).into()
 }
 
-/// Turns a lab error into a usage error (exit 2) or a failure (exit 1).
-pub fn lab_error(e: stagger_lab::Error) -> anyhow::Error {
+/// Turns a game-day error into a usage error (exit 2) or a failure (exit 1).
+pub fn gameday_error(e: stagger_gameday::Error) -> anyhow::Error {
     match e.kind() {
-        stagger_lab::ErrorKind::Usage => UsageError(e.to_string()).into(),
+        stagger_gameday::ErrorKind::Usage => UsageError(e.to_string()).into(),
         _ => e.into(),
     }
 }

@@ -12,13 +12,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod args;
 mod audit;
-mod audit_path;
-mod audit_repo;
-mod audit_sarif;
 mod gameday;
-mod gameday_hedging;
-mod gameday_limit;
-mod gameday_priority;
 mod grpc;
 mod http;
 mod jitter;
@@ -27,8 +21,6 @@ mod proxy;
 mod run;
 mod schedule;
 mod simulate;
-mod simulate_hedging;
-mod simulate_priority;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -72,7 +64,7 @@ enum Command {
     Proxy(proxy::Args),
     /// gRPC tools: `stagger grpc health ADDR` probes a health service with A6 retries.
     Grpc(grpc::Args),
-    /// Serve the interactive lab in a browser: failover, jitter, layers, hedging, "retry?".
+    /// Serve the interactive lab in a browser: failover, jitter, hedging, priorities, "retry?".
     Lab(lab::Args),
     /// Check retry configs (gRPC service configs, policy files) against the production checklist.
     Audit(audit::Args),

@@ -1,9 +1,9 @@
 //! `stagger proxy`: the game-day's faults in front of a real service.
 //!
-//! Parses the flags into a [`stagger_lab::proxy::Config`], runs the proxy
+//! Parses the flags into a [`stagger_gameday::proxy::Config`], runs the proxy
 //! until `--duration` or SIGINT/SIGTERM, then prints the arrival histogram
 //! (text or JSON) and writes it to `--out`. The proxy itself is
-//! `stagger_lab::proxy`.
+//! `stagger_gameday::proxy`.
 //!
 //! Exit codes: 0 the proxy ran and stopped; 1 it could not run (a port
 //! could not be bound); 2 bad usage, naming the flag and the part.
@@ -16,10 +16,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use stagger_lab::gameday::exporter;
-use stagger_lab::proxy::{self, fault, Config};
+use stagger_gameday::fault;
+use stagger_gameday::gameday::exporter;
+use stagger_gameday::proxy::{self, Config};
 
-use crate::args::{duration, lab_error, FormatArgs, UsageError, Verbosity};
+use crate::args::{duration, gameday_error, FormatArgs, UsageError, Verbosity};
 
 /// Put a fault-injecting reverse proxy in front of a real service.
 ///
@@ -146,7 +147,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
             }
         }
     })
-    .map_err(lab_error)?;
+    .map_err(gameday_error)?;
     handle.close();
     let json = serde_json::to_string_pretty(&report)?;
     if a.format.json() {

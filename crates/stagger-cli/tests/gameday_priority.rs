@@ -12,6 +12,10 @@ use std::time::Duration;
 use common::{code, stagger, stagger_with, TempDir};
 use serde_json::Value;
 
+/// The game-days of this file one at a time: each measures a CPU-bound
+/// upstream, and a second one running beside it would take its core.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn gameday(dir: &TempDir) -> Value {
     let args = [
         "gameday",
@@ -76,6 +80,7 @@ fn checked(doc: &Value) -> [Value; 3] {
 
 #[test]
 fn priorities_keep_critical_served_at_twice_the_capacity() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = TempDir::new("gameday-priority");
     // A second run only if another process's load pulled the first below
     // 95 %; the comparison above holds in each run.
@@ -99,4 +104,83 @@ fn a_duration_out_of_range_or_another_scenario_is_a_usage_error() {
     let done = stagger(&["gameday", "--priority", "--hedging", "none"], &dir);
     assert_eq!(code(&done), Some(2), "{}", done.stderr);
     assert!(done.stderr.contains("--hedging"), "{}", done.stderr);
+}
+
+/// One run of the CPU trigger's server: its part of the report.
+fn cpu_run(dir: &TempDir) -> Value {
+    let args = [
+        "gameday",
+        "--priority",
+        "--duration",
+        "2s",
+        "--cpu-trigger",
+        "12s",
+        "--format",
+        "json",
+    ];
+    let done = stagger_with(&args, dir, None, Duration::from_secs(150));
+    assert_eq!(code(&done), Some(0), "stderr: {}", done.stderr);
+    let doc: Value = serde_json::from_str(&done.stdout).expect("one JSON document");
+    doc["report"]["cpu"].clone()
+}
+
+/// Whether the trigger held the upstream near its threshold without
+/// flapping, or why not.
+fn held(cpu: &Value) -> Result<(), String> {
+    let h = &cpu["holding"];
+    let mean = num(h, &["mean_utilisation"]);
+    if (mean - 0.8).abs() > 0.1 {
+        return Err(format!("settled CPU {mean}: {h}"));
+    }
+    let p2p = num(h, &["shed_rate_peak_to_peak"]);
+    if p2p > 0.6 {
+        return Err(format!("the shed rate wanders: peak-to-peak {p2p}: {h}"));
+    }
+    let swings = num(h, &["swings"]);
+    if swings > 4.0 {
+        return Err(format!("the shed rate flaps: {swings} swings: {h}"));
+    }
+    if num(h, &["samples_not_shedding"]) > 0.0 {
+        return Err(format!("it let go after settling: {h}"));
+    }
+    Ok(())
+}
+
+/// The CPU trigger (threshold 80 %), fed by the upstream's threads, holds
+/// the upstream at twice its capacity near the threshold without flapping.
+/// Near: the smoothed reading's mean after the trigger settled (the first
+/// 40 % of its 12 s run) within 10 points of 80 %. Flapping, numerically,
+/// after settling: any sample at which the shed rate is back at 0 (it let
+/// go), more than 4 swings (turns after a move of 0.1 or more: a rate
+/// flapping at the 100 ms readings has one every sample or two), or a
+/// peak-to-peak above 0.6. Those bounds are wide because other processes
+/// on a shared machine take the upstream's core at random, and the rate
+/// rightly follows them (GAMEDAY.md has five runs' figures). A second run
+/// only if the first missed (a burst of load from elsewhere).
+#[test]
+fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = TempDir::new("gameday-priority-cpu");
+    let mut why = Vec::new();
+    for _ in 0..2 {
+        let cpu = cpu_run(&dir);
+        let trace = cpu["trace"].as_array().expect("the trace");
+        // A sample every 100 ms for 12 s (a loaded machine wakes it late).
+        assert!((80..=125).contains(&trace.len()), "{} samples", trace.len());
+        assert!(num(&cpu, &["holding", "samples"]) >= 40.0, "{cpu}");
+        // The trigger shed, lowest priority first: the sheddable requests
+        // took the 503s (critical ones only when the core, taken by other
+        // processes, could not keep up with them alone).
+        assert!(num(&cpu, &["shed_by_cpu"]) > 0.0, "{cpu}");
+        let server = &cpu["server"];
+        assert!(
+            num(server, &["sheddable", "shed"]) >= 5.0 * num(server, &["critical", "shed"]),
+            "{server}"
+        );
+        match held(&cpu) {
+            Ok(()) => return,
+            Err(e) => why.push(e),
+        }
+    }
+    panic!("{why:#?}");
 }

@@ -11,7 +11,7 @@
 
 mod common;
 
-#[path = "../../stagger-lab/tests/support/nginx.rs"]
+#[path = "../../stagger-gameday/tests/support/nginx.rs"]
 mod nginx;
 
 use std::time::Duration;

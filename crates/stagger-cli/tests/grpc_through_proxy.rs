@@ -1,5 +1,5 @@
 //! gRPC through the fault proxy: `stagger grpc health` against tonic-health
-//! on 127.0.0.1 with `stagger_lab::proxy` (h2c) between them. The probe's
+//! on 127.0.0.1 with `stagger_gameday::proxy` (h2c) between them. The probe's
 //! A6 retries arrive with `grpc-previous-rpc-attempts` and are counted as
 //! retries; the status, carried in trailers, comes through.
 
@@ -9,7 +9,7 @@ mod grpc_support;
 use std::time::Duration;
 
 use grpc_support::{start, Fault, Script};
-use stagger_lab::proxy::{self, Config, Proxy};
+use stagger_gameday::proxy::{self, Config, Proxy};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn grpc_retries_through_the_proxy_are_counted_and_the_trailers_pass() {

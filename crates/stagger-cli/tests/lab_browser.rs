@@ -5,8 +5,9 @@
 //! Loads the page, switches the strategy, drags the burst slider with the
 //! pointer, and checks that the chart data and the cards change and equal
 //! what the API answers for the same query; walks every scene; asks scene 6
-//! and checks it shows the engine's answer; fails on any console error; and
-//! saves a screenshot under target/.
+//! and checks it shows the engine's answer; checks scene 8's chart against
+//! the API and its caption against the chart; fails on any console error;
+//! and saves a screenshot under target/.
 //!
 //! Without chromium and chromedriver the test prints a note and passes,
 //! unless `CI` is set: then it fails.
@@ -90,6 +91,99 @@ fn check_against_api(lab: &Lab, state: &Value) {
             _ => assert_eq!(p, a, "card {key}"),
         }
     }
+}
+
+/// Scene 8: the chart draws the API's means for the query the page sent,
+/// and every number of the caption is what the chart draws at the marked
+/// load (critical ≥ 99 % up to the load the caption names, and not at the
+/// next one).
+async fn check_priority_scene(lab: &Lab, s: &webdriver::Session, long: Duration) {
+    s.click("#nav button[data-scene=priority]").await;
+    s.wait("lab.last.priority && !lab.busy.pr", long).await;
+    let shown = s
+        .js(r##"
+        const u = lab.charts["pr"];
+        return {
+          query: lab.last.priority.query,
+          with: document.getElementById("pr-with").value,
+          status: document.getElementById("pr-status").className,
+          data: u.data.map(a => Array.from(a)),
+          caption: Object.fromEntries([...document.querySelectorAll("#pr-caption [data-key]")]
+            .map(c => [c.dataset.key, c.dataset.value === "null" ? null : Number(c.dataset.value)])),
+        };"##)
+        .await;
+    assert_eq!(
+        shown["status"], "status",
+        "the priority scene shows an error"
+    );
+    let (status, body) = lab.get(&format!(
+        "/api/simulate?{}",
+        shown["query"].as_str().unwrap()
+    ));
+    assert_eq!(status, 200, "{body}");
+    let api: Value = serde_json::from_str(&body).unwrap();
+    let loads = numbers(&api["params"]["loads"]);
+    let data = &shown["data"];
+    same_series("loads", &data[0], &api["params"]["loads"]);
+    let series = |server: &str, field: &str| -> Value {
+        json!(loads
+            .iter()
+            .map(|l| {
+                let row = api["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["server"] == server && r["load"].as_f64() == Some(*l))
+                    .unwrap_or_else(|| panic!("no row {server} at {l}"));
+                row[field].as_f64().unwrap() * 100.0
+            })
+            .collect::<Vec<f64>>())
+    };
+    let with = shown["with"].as_str().unwrap();
+    same_series("critical with", &data[1], &series(with, "critical_mean"));
+    same_series("sheddable with", &data[2], &series(with, "sheddable_mean"));
+    let without = "limit (no priorities)";
+    same_series(
+        "critical without",
+        &data[3],
+        &series(without, "critical_mean"),
+    );
+    same_series(
+        "sheddable without",
+        &data[4],
+        &series(without, "sheddable_mean"),
+    );
+    // The caption's numbers, against the drawn arrays.
+    let cap = &shown["caption"];
+    let load = cap["load"].as_f64().expect("the caption names a load");
+    let i = loads
+        .iter()
+        .position(|l| close(*l, load))
+        .expect("a drawn load");
+    for (key, k) in [
+        ("crit_with", 1),
+        ("shed_with", 2),
+        ("crit_without", 3),
+        ("shed_without", 4),
+    ] {
+        let (c, d) = (cap[key].as_f64().unwrap(), data[k][i].as_f64().unwrap());
+        assert!(close(c, d), "caption {key}: {c}, drawn {d}");
+    }
+    for (key, k) in [("crit_with_upto", 1), ("crit_without_upto", 3)] {
+        let ys = numbers(&data[k]);
+        let holds = ys.iter().take_while(|y| **y >= 99.0).count();
+        let expected = holds.checked_sub(1).map(|j| loads[j]);
+        assert_eq!(cap[key].as_f64(), expected, "caption {key}: drawn {ys:?}");
+    }
+    let shot = s.call(reqwest::Method::GET, "/screenshot", None).await;
+    let png = decode_base64(shot.as_str().expect("base64 PNG"));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-priority.png");
+    std::fs::write(&path, &png).expect("write the screenshot");
+    // What the scene is there to show: at 2× capacity priorities keep
+    // critical work served, the limit alone does not.
+    assert_eq!(load, 2.0);
+    assert!(cap["crit_with"].as_f64().unwrap() >= 99.0, "{cap}");
+    assert!(cap["crit_without"].as_f64().unwrap() < 70.0, "{cap}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,6 +478,8 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     let verdict = shown["verdict"].as_str().unwrap();
     assert!(verdict.contains("20ms storms"), "{verdict}");
 
+    check_priority_scene(&lab, &s, long).await;
+
     // No console errors, none caught by the page either.
     let logs = s
         .call(
@@ -400,4 +496,124 @@ async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
     assert_eq!(s.js("return lab.errors;").await, json!([]));
 
     webdriver::close(s, driver).await;
+}
+
+/// The Metastable chart as the page drew it: its query, its series'
+/// labels and data, its y scale and shading, and the clipping note.
+const METASTABLE_STATE: &str = r#"
+const u = lab.charts["me"], p = lab.last.metastable.doc.params;
+const note = document.getElementById("me-clip-note");
+return {
+  query: lab.last.metastable.query,
+  labels: u.series.map(x => x.label),
+  data: u.data.map(a => Array.from(a)),
+  ymax: u.scales.y.max,
+  shaded: u.shaded || null,
+  outage: [u.valToPos(p.outage_start_s, "x", true), u.valToPos(p.outage_end_s, "x", true)],
+  window: [p.outage_start_s, p.outage_end_s],
+  note: note ? note.textContent : null,
+};"#;
+
+/// The Metastable chart showed 0 arrivals during the "slowdown" and one
+/// clipped 5,911/s spike: it now draws what the clients sent beside what
+/// reached the server, on a y scale that holds all of what they sent,
+/// with the slowdown shaded, and says so when the spike is clipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metastable_chart_draws_what_the_clients_sent_through_the_slowdown() {
+    let Some((lab, driver, s, _one)) = open().await else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    s.wait("window.lab && lab.last.failover && !lab.busy.fo", long)
+        .await;
+    s.click("#nav button[data-scene=metastable]").await;
+    s.wait("lab.last.metastable && !lab.busy.me", long).await;
+    let clipped = s.js(METASTABLE_STATE).await;
+    // Mark the drawn chart, then ask for the whole spike: a redraw drops
+    // the mark.
+    s.js("lab.last.metastable.chart.old = true; return 0;")
+        .await;
+    s.click("#me-fullscale").await;
+    s.wait(
+        "lab.last.metastable.chart && !lab.last.metastable.chart.old && !lab.busy.me",
+        long,
+    )
+    .await;
+    let whole = s.js(METASTABLE_STATE).await;
+
+    for (state, fullscale) in [(&clipped, false), (&whole, true)] {
+        let labels = format!("{}", state["labels"]);
+        let query = state["query"].as_str().expect("a query");
+        assert_eq!(
+            state["labels"][3], "sent by the clients (first attempts + retries)",
+            "{labels}"
+        );
+        // What the page draws is the API's answer to the query it sent.
+        let (status, body) = lab.get(&format!("/api/simulate?{query}"));
+        assert_eq!(status, 200, "{body}");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        let api = &doc["strategies"][0]["series"];
+        let data = &state["data"];
+        same_series("t", &data[0], &api["t_s"]);
+        same_series("arriving", &data[1], &api["load"]);
+        same_series("sent", &data[3], &api["sent"]);
+        let (t, load, sent) = (numbers(&data[0]), numbers(&data[1]), numbers(&data[3]));
+        // The caption: in the slowdown (shaded) nothing arrives while the
+        // clients keep sending; the held attempts arrive as one spike.
+        assert_eq!(state["shaded"], state["outage"], "the slowdown is shaded");
+        let (from, to) = (
+            state["window"][0].as_f64().unwrap(),
+            state["window"][1].as_f64().unwrap(),
+        );
+        let inside: Vec<usize> = (0..t.len())
+            .filter(|&i| t[i] >= from && t[i] + 1.0 <= to)
+            .collect();
+        assert!(!inside.is_empty(), "bins in the slowdown: {t:?}");
+        for &i in &inside {
+            assert_eq!(load[i], 0.0, "arrivals at {} s", t[i]);
+            assert!(sent[i] > 0.0, "nothing sent at {} s", t[i]);
+        }
+        // No clipping of what the clients sent; the spike is clipped only
+        // with a note naming it, and never once the whole of it is asked for.
+        let ymax = state["ymax"].as_f64().unwrap();
+        let sent_max = sent.iter().copied().fold(0.0, f64::max);
+        let load_max = load.iter().copied().fold(0.0, f64::max);
+        assert!(ymax >= sent_max, "y up to {ymax}, sent up to {sent_max}");
+        if fullscale {
+            assert!(ymax >= load_max, "y up to {ymax}, the spike {load_max}");
+        } else if ymax < load_max {
+            let note = state["note"].as_str().expect("a note on the clipped spike");
+            assert!(
+                note.contains(&format!("{}", load_max.round() as i64))
+                    || note.contains(&format_thousands(load_max.round() as i64)),
+                "the note names the spike ({load_max}): {note}"
+            );
+        }
+    }
+    s.js("document.getElementById('me-panels').scrollIntoView(); return 0;")
+        .await;
+    let shot = s.call(reqwest::Method::GET, "/screenshot", None).await;
+    let png = decode_base64(shot.as_str().expect("base64 PNG"));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("lab-metastable.png");
+    std::fs::write(&path, &png).expect("write the screenshot");
+    eprintln!("screenshot: {}", path.display());
+    assert_eq!(s.js("return lab.errors;").await, json!([]));
+    webdriver::close(s, driver).await;
+}
+
+/// 5911 as the page writes it, 5,911.
+fn format_thousands(n: i64) -> String {
+    let digits = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
 }

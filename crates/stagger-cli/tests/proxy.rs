@@ -4,7 +4,7 @@
 
 mod common;
 
-#[path = "../../stagger-lab/tests/support/nginx.rs"]
+#[path = "../../stagger-gameday/tests/support/nginx.rs"]
 mod nginx;
 
 use std::io::{Read, Write};

@@ -403,3 +403,74 @@ fn the_priority_model_serves_critical_work_at_twice_capacity() {
         assert!(text.contains(name), "{text}");
     }
 }
+
+#[test]
+fn the_priority_model_compares_at_each_load_given() {
+    let out = stagger(
+        &[
+            "--model",
+            "priority",
+            "--load",
+            "0.5,3",
+            "--critical-share",
+            "0.3",
+            "--duration",
+            "5s",
+            "--runs",
+            "2",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["params"]["loads"], serde_json::json!([0.5, 3.0]));
+    assert_eq!(doc["params"]["critical_share"], 0.3);
+    assert_eq!(doc["seeds"], serde_json::json!([1, 2]));
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 8, "4 ways of shedding at each of 2 loads");
+    let mean = |server: &str, load: f64, k: &str| {
+        rows.iter()
+            .find(|r| r["server"] == server && r["load"] == load)
+            .unwrap()[k]
+            .as_f64()
+            .unwrap()
+    };
+    // Half the capacity: everything is served. Three times, with 30 %
+    // critical (0.9× the capacity of critical work alone): blind to
+    // priorities a third is served, by priority most of it (0.89 here).
+    assert!(mean("limit (no priorities)", 0.5, "critical_mean") > 0.97);
+    assert!(mean("limit (no priorities)", 3.0, "critical_mean") < 0.5);
+    assert!(mean("limit by priority", 3.0, "critical_mean") > 0.8);
+    assert!(mean("limit by priority", 3.0, "sheddable_mean") < 0.2);
+    // Each mean lies within its row's range over the seeds.
+    for r in rows {
+        let (lo, hi, m) = (
+            r["critical_served"][0].as_f64().unwrap(),
+            r["critical_served"][1].as_f64().unwrap(),
+            r["critical_mean"].as_f64().unwrap(),
+        );
+        assert!(lo <= m && m <= hi, "{r}");
+    }
+    for (flag, value) in [
+        ("--load", "0,2"),
+        ("--load", "fast"),
+        ("--critical-share", "1.5"),
+        ("--runs", "50"),
+        ("--duration", "1h"),
+    ] {
+        let out = stagger(&["--model", "priority", flag, value], None);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(flag),
+            "{flag} {value}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

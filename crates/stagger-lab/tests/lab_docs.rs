@@ -12,7 +12,7 @@ fn every_scene_on_the_page_is_named_in_docs_lab_md() {
         .filter_map(|l| l.split(" · ").nth(1))
         .filter_map(|l| l.split("</button>").next())
         .collect();
-    assert_eq!(scenes.len(), 7, "{scenes:?}");
+    assert_eq!(scenes.len(), 8, "{scenes:?}");
     for name in scenes {
         assert!(
             docs.contains(&format!("*{name}*")),

@@ -15,6 +15,9 @@
 //! [`Strategy::policy`] and [`Strategy::guardrails`], which the game-day
 //! uses too.
 //!
+//! The tools read a person's durations through [`duration`] (bare seconds,
+//! or the library's one duration grammar), here beside the strategy names.
+//!
 //! Models (see each module): [`failover`] (a burst around a short
 //! outage), [`contention`] (AWS's optimistic-concurrency race),
 //! [`metastable`] (a saturated server kept down by retries, or not, per
@@ -61,6 +64,9 @@ mod result;
 mod server;
 mod strategy;
 
+mod duration;
+
+pub use duration::duration;
 pub use layers::RetryAt;
 pub use metastable::Server;
 pub use params::{

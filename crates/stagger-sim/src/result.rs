@@ -115,6 +115,11 @@ pub struct Series {
     pub retries: Vec<f64>,
     /// Successful attempts in the bin.
     pub successes: Vec<f64>,
+    /// Attempts the clients sent in the bin, first attempts and retries
+    /// (metastable: an outage holds what is sent, and `load` counts it when
+    /// it reaches the server); absent for the other models.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent: Option<Vec<f64>>,
 }
 
 /// `a ÷ b`, or 0 when there is nothing to divide by (a model with no
@@ -199,6 +204,7 @@ pub(crate) struct SeriesSum {
     pub(crate) load: Vec<u64>,
     pub(crate) retries: Vec<u64>,
     pub(crate) successes: Vec<u64>,
+    pub(crate) sent: Vec<u64>,
 }
 
 impl SeriesSum {
@@ -217,6 +223,16 @@ impl SeriesSum {
         }
     }
 
+    /// Adds one run's attempts as the clients sent them ([`Series::sent`]).
+    pub(crate) fn add_sent(&mut self, sent: &[u32]) {
+        if self.sent.len() < sent.len() {
+            self.sent.resize(sent.len(), 0);
+        }
+        for (d, s) in self.sent.iter_mut().zip(sent) {
+            *d += u64::from(*s);
+        }
+    }
+
     pub(crate) fn mean(&self, runs: usize, bin_s: f64) -> Series {
         let r = runs.max(1) as f64;
         let m = |v: &Vec<u64>| v.iter().map(|x| *x as f64 / r).collect::<Vec<f64>>();
@@ -225,6 +241,7 @@ impl SeriesSum {
             load: m(&self.load),
             retries: m(&self.retries),
             successes: m(&self.successes),
+            sent: (!self.sent.is_empty()).then(|| m(&self.sent)),
         }
     }
 }

@@ -295,6 +295,45 @@ fn metastable_retries_are_never_more_than_the_attempts_arriving_in_a_second() {
     }
 }
 
+/// The lab's chart showed 0 arrivals during the slowdown and one spike
+/// as it ended: what the clients sent, beside what arrived, shows they
+/// kept sending (and retrying) all along.
+#[test]
+fn metastable_series_shows_what_clients_sent_during_the_slowdown() {
+    let p = Params::defaults(Model::Metastable);
+    for row in metastable("none,exponential", false, 40) {
+        let s = &row.series;
+        let sent = s.sent.as_ref().expect("the metastable series has `sent`");
+        assert_eq!(sent.len(), s.load.len());
+        // Every attempt is counted once, when it is sent.
+        let total: f64 = sent.iter().sum();
+        assert!(
+            (total - row.attempts).abs() < 1e-6,
+            "{}: {total} sent, {} attempts",
+            row.strategy,
+            row.attempts
+        );
+        let (from, to) = (p.outage_start.as_secs_f64(), p.outage_end.as_secs_f64());
+        for (i, t) in s.t_s.iter().enumerate() {
+            if *t >= from && *t + 1.0 <= to {
+                // Nothing arrives while the link holds it; the clients send
+                // about the arrival rate (280/s, Poisson: 2 runs averaged).
+                assert_eq!(s.load[i], 0.0, "{}: arrivals at {t} s", row.strategy);
+                assert!(
+                    sent[i] > 0.7 * p.rate,
+                    "{}: sent {} at {t} s",
+                    row.strategy,
+                    sent[i]
+                );
+            }
+        }
+    }
+    // Only the metastable model holds attempts back; the others leave it out.
+    let mut f = Params::defaults(Model::Failover);
+    f.runs = 1;
+    assert!(run(&f, &[plain(RetryKind::Full)])[0].series.sent.is_none());
+}
+
 #[test]
 fn metastable_without_retries_drains_eventually_and_with_retries_does_not() {
     // The backlog drains at capacity − rate = 20/s, so give it time.

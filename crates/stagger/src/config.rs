@@ -67,10 +67,12 @@ use crate::error::ConfigError;
 use crate::grpc::MethodPolicy;
 use crate::policy::Policy;
 
+mod duration;
 pub mod lenient;
 mod policy_file;
 
-pub use policy_file::{parse_duration, BudgetSpec, PolicyFile, RetryOn};
+pub use duration::{parse_duration, Bare, DurationError};
+pub use policy_file::{BudgetSpec, PolicyFile, RetryOn};
 
 /// gRPC status code names, by number.
 pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;

@@ -3,7 +3,7 @@
 //! a field.
 
 use proptest::prelude::*;
-use stagger::config::{parse_duration, PolicyFile};
+use stagger::config::{parse_duration, Bare, PolicyFile};
 
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -52,7 +52,7 @@ proptest! {
     fn any_text_is_parsed_or_rejected_without_panic(s in ".{0,200}") {
         let _ = PolicyFile::from_toml(&s);
         let _ = PolicyFile::from_json(&s);
-        let _ = parse_duration(&s);
+        let _ = parse_duration(&s, Bare::None);
     }
 
     /// Structured files with every key drawn from valid and invalid values:

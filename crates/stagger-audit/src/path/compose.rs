@@ -22,9 +22,7 @@ pub fn count(x: f64) -> String {
     }
 }
 
-pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
+pub(crate) use crate::round3;
 
 /// A layer's tries once its budget caps them in steady state under a dead
 /// dependency.
@@ -51,11 +49,12 @@ pub(crate) fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scen
     let mut q = o.failure_rate;
     let mut out = vec![];
     for l in layers.iter().rev() {
-        let retries = l.rule.retries(seen, protocol) && l.max_tries != Some(1);
+        let max_tries = l.rule.tries_on(seen).or(l.max_tries);
+        let retries = l.rule.retries(seen, protocol) && max_tries != Some(1);
         let tries = if !retries {
             1.0
         } else {
-            match l.max_tries {
+            match max_tries {
                 Some(n) if q < 1.0 => (1.0 - q.powf(f64::from(n))) / (1.0 - q),
                 Some(n) => f64::from(n),
                 None => {
@@ -69,7 +68,7 @@ pub(crate) fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scen
             }
         };
         if retries {
-            q = match l.max_tries {
+            q = match max_tries {
                 Some(n) => q.powf(f64::from(n)),
                 None => q.powf(tries),
             };
@@ -237,11 +236,11 @@ impl<'a> Walk<'a> {
                 let up = l.rule.passes_up(Failure::Timeout, protocol, l.system);
                 return done(sent, seen_below, allowed, up);
             }
-            if tries >= max_tries || !l.rule.retries(seen, protocol) {
+            let Some(wait) = l.rule.next(seen, protocol, tries, max_tries, &l.pause) else {
                 let up = l.rule.passes_up(seen, protocol, l.system);
                 return done(sent, seen_below, Some(t), up);
-            }
-            t += l.pause.mean(tries);
+            };
+            t += wait;
             if out_of_time(t) {
                 let up = l.rule.passes_up(Failure::Timeout, protocol, l.system);
                 return done(sent, seen_below, allowed, up);

@@ -73,17 +73,7 @@ fn sections(text: &str) -> Vec<Section> {
 
 /// HAProxy's time: bare milliseconds, or `us`, `ms`, `s`, `m`, `h`, `d`.
 fn time(s: &str) -> Option<Duration> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let n: u64 = s[..split].parse().ok()?;
-    Some(match &s[split..] {
-        "" | "ms" => Duration::from_millis(n),
-        "us" => Duration::from_micros(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        "d" => Duration::from_secs(n * 86_400),
-        _ => return None,
-    })
+    stagger::config::parse_duration(s, stagger::config::Bare::Millis).ok()
 }
 
 #[derive(Clone)]

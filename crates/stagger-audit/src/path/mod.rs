@@ -36,9 +36,12 @@
 //! layer below returns when it gives up — a proxy answers a refused
 //! connection with 503 (UNAVAILABLE for gRPC, by gRPC's HTTP mapping), a
 //! service whose client gave up answers 503 / UNAVAILABLE — and retries it
-//! only if its own rules cover it. A layer's tries are bounded by its
-//! count, its per-try timeout against its own timeout and the caller's
-//! deadline, in virtual time with each pause at its jitter's mean. The
+//! only if its own rules cover it. A gRPC service config's method and a
+//! stagger policy file are the library itself: their rules are its engine,
+//! asked with the facts the library reads from that failure (see
+//! `docs/audit.md`, "How the layers compose"). A layer's tries are bounded
+//! by its count, its per-try timeout against its own timeout and the
+//! caller's deadline, in virtual time with each pause at its jitter's mean. The
 //! attempts at the bottom are the product along the path. For a failure
 //! rate `p` (each bottom attempt failing independently) the expected
 //! attempts compose in closed form. Budgets are reported separately: what
@@ -61,6 +64,7 @@ mod findings;
 mod gateway;
 mod haproxy;
 mod istio;
+mod library;
 mod linkerd;
 mod nginx;
 mod own;
@@ -555,6 +559,11 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
         }
     }
     let dead = compose::Walk::new(&layers, protocol, options).scenario();
+    for (l, n) in layers.iter_mut().zip(&dead.layers) {
+        if let Some(why) = l.rule.assumes_on(n.sees) {
+            l.assumes.push(why.to_string());
+        }
+    }
     let at_rate = compose::at_rate(&layers, protocol, options);
     let budgeted_bottom_attempts = dead
         .layers

@@ -169,20 +169,9 @@ impl Default for Settings {
     }
 }
 
-/// nginx's time: `90s`, `1m`, `500ms`, or bare seconds.
+/// nginx's time: `90s`, `1m`, `500ms`, `1h 30m`, or bare seconds.
 fn nginx_time(s: &str) -> Option<Duration> {
-    if let Ok(n) = s.parse::<u64>() {
-        return Some(Duration::from_secs(n));
-    }
-    tree::go_duration(s).or_else(|| {
-        let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit())?);
-        let n: u64 = n.parse().ok()?;
-        match unit {
-            "d" => Some(Duration::from_secs(n * 86_400)),
-            "h" => Some(Duration::from_secs(n * 3600)),
-            _ => None,
-        }
-    })
+    stagger::config::parse_duration(s, stagger::config::Bare::Seconds).ok()
 }
 
 fn apply(s: &mut Settings, n: &Node, f: &PathInput<'_>) -> Result<(), PathError> {

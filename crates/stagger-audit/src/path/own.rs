@@ -1,12 +1,11 @@
 //! The clients' own files as layers: a gRPC service config's method (read
 //! by the library's import, leniently) and a stagger policy file.
 
-use stagger::config::{lenient, BudgetSpec, PolicyFile, ServiceConfig};
-use stagger::Backoff;
-
-use super::rules::{Pause, Rule};
+use super::library::Library;
+use super::rules::Rule;
 use super::{Budget, Layer, PathError, PathInput, System};
 use crate::Input;
+use stagger::config::{lenient, BudgetSpec, MethodConfig, PolicyFile, ServiceConfig};
 
 /// The library's ratio budget default (10 % of requests).
 const RATIO_DEFAULT: f64 = 0.1;
@@ -42,63 +41,7 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
         f.text
     };
     let (config, seen) = ServiceConfig::from_json_lenient(text).map_err(err)?;
-    let label = |(s, m): &(String, String)| match (s.as_str(), m.as_str()) {
-        ("", _) => "*".to_string(),
-        (s, "") => format!("{s}/*"),
-        (s, m) => format!("{s}/{m}"),
-    };
-    let all = || {
-        config
-            .methods
-            .iter()
-            .flat_map(|m| m.names.iter().map(label))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let (method, selector) = match f.selector {
-        None if config.methods.len() == 1 => {
-            let m = &config.methods[0];
-            (m, m.names.first().map(label).unwrap_or_else(|| "*".into()))
-        }
-        None if config.methods.is_empty() => {
-            return Err(PathError::new(
-                f.name,
-                "methodConfig",
-                "is empty: no method of this config retries",
-            ))
-        }
-        None => {
-            return Err(PathError::new(
-                f.name,
-                "methodConfig",
-                format!(
-                    "names several methods ({}): name one as {}:SERVICE/METHOD",
-                    all(),
-                    f.name
-                ),
-            )
-            .with_choices(
-                config
-                    .methods
-                    .iter()
-                    .filter_map(|m| m.names.first().map(label))
-                    .collect(),
-            ))
-        }
-        Some(s) => {
-            let (service, name) = s.split_once('/').unwrap_or((s, ""));
-            let m = config
-                .method(service, name.trim_end_matches('*'))
-                .ok_or_else(|| {
-                    PathError::new(
-                        f.name,
-                        "methodConfig",
-                        format!("no entry applies to {s:?} (entries: {})", all()),
-                    )
-                })?;
-            (m, s.to_string())
-        }
-    };
+    let (method, selector) = pick(f, &config)?;
     let p = &method.policy;
     let mut layer = Layer::new(f.name, System::Grpc, selector);
     layer.spelling = crate::spelling_messages(&seen);
@@ -114,28 +57,89 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
         return Ok(layer);
     };
     layer.max_tries = Some(p.max_attempts());
-    layer.rule = Rule::Grpc {
-        codes: codes.to_vec(),
-    };
+    layer.rule = Rule::Library(Library::grpc(&config, method));
     let names: Vec<String> = codes
         .iter()
         .map(|c| super::Failure::Grpc(*c).to_string())
         .collect();
     layer.retry_on = names.join(",");
-    if p.hedging_delay().is_some() {
-        layer.retry_on = format!("hedging; non-fatal {}", layer.retry_on);
-        layer
-            .assumes
-            .push("hedging: a non-fatal failure sends the next attempt at once".into());
-    } else {
-        // gRPC draws each wait uniformly below the current backoff (A6's
-        // "random(0, current_backoff)"): time it at the jitter's mean.
-        layer.pause = Pause::Library(p.backoff().jitter(stagger::Jitter::Full));
-    }
-    if p.max_attempts() > 1 && codes.is_empty() {
+    if let Some(delay) = p.hedging_delay() {
+        let non_fatal = if codes.is_empty() {
+            "none"
+        } else {
+            &layer.retry_on
+        };
+        layer.retry_on = format!("hedging every {delay:?}; non-fatal {non_fatal}");
+        layer.assumes.push(
+            "hedging: a hedge goes out every hedgingDelay, and a non-fatal failure sends the next at once"
+                .into(),
+        );
+    } else if p.max_attempts() > 1 && codes.is_empty() {
         layer.retry_on = "nothing (no retryable codes)".into();
     }
     Ok(layer)
+}
+
+/// The method of `config` the path names (`f`'s selector), or the only
+/// one, with its label; an error lists the entries when none or several
+/// could be meant.
+fn pick<'c>(
+    f: &PathInput<'_>,
+    config: &'c ServiceConfig,
+) -> Result<(&'c MethodConfig, String), PathError> {
+    let label = |(s, m): &(String, String)| match (s.as_str(), m.as_str()) {
+        ("", _) => "*".to_string(),
+        (s, "") => format!("{s}/*"),
+        (s, m) => format!("{s}/{m}"),
+    };
+    let all = || {
+        config
+            .methods
+            .iter()
+            .flat_map(|m| m.names.iter().map(label))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match f.selector {
+        None if config.methods.len() == 1 => {
+            let m = &config.methods[0];
+            Ok((m, m.names.first().map(label).unwrap_or_else(|| "*".into())))
+        }
+        None if config.methods.is_empty() => Err(PathError::new(
+            f.name,
+            "methodConfig",
+            "is empty: no method of this config retries",
+        )),
+        None => Err(PathError::new(
+            f.name,
+            "methodConfig",
+            format!(
+                "names several methods ({}): name one as {}:SERVICE/METHOD",
+                all(),
+                f.name
+            ),
+        )
+        .with_choices(
+            config
+                .methods
+                .iter()
+                .filter_map(|m| m.names.first().map(label))
+                .collect(),
+        )),
+        Some(s) => {
+            let (service, name) = s.split_once('/').unwrap_or((s, ""));
+            let m = config
+                .method(service, name.trim_end_matches('*'))
+                .ok_or_else(|| {
+                    PathError::new(
+                        f.name,
+                        "methodConfig",
+                        format!("no entry applies to {s:?} (entries: {})", all()),
+                    )
+                })?;
+            Ok((m, s.to_string()))
+        }
+    }
 }
 
 fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
@@ -162,9 +166,7 @@ fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
             what: "a token budget",
         },
     });
-    layer.rule = Rule::Stagger {
-        on: file.retry_on.clone(),
-    };
+    layer.rule = Rule::Library(Library::stagger(&file));
     layer.retry_on = if file.retry_on.is_empty() {
         "transient (the library's classification)".to_string()
     } else {
@@ -177,15 +179,11 @@ fn policy(f: &PathInput<'_>) -> Result<Layer, PathError> {
                 _ => "?".to_string(),
             })
             .collect();
-        format!("{} and connection failures", on.join(","))
+        format!(
+            "transient (the library's classification) and {}",
+            on.join(",")
+        )
     };
-    layer.pause = Pause::Library(
-        Backoff::new()
-            .base(file.base)
-            .cap(file.cap)
-            .multiplier(file.multiplier)
-            .jitter(file.jitter),
-    );
     if file.attempts <= 1 {
         layer.rule = Rule::Nothing;
         layer.retry_on = "nothing (attempts = 1)".into();

@@ -16,12 +16,7 @@ const GAP: u32 = 26;
 pub(crate) const TITLE_CHARS: usize = 52;
 pub(crate) const LINE_CHARS: usize = 52;
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use stagger_report::escape as esc;
 
 pub(crate) fn render(r: &PathReport) -> String {
     let n = r.layers.len() as u32;

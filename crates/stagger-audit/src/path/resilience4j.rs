@@ -119,7 +119,7 @@ fn names(sec: &Value) -> Vec<String> {
 }
 
 /// Spring's `Duration`: a bare number in milliseconds, `100ms`, `5s`,
-/// `1m`, `2h`, `1d`, or ISO-8601 `PT1S`.
+/// `1m`, `2h`, `1d`, or ISO-8601 `PT1S` (the audit's one grammar).
 fn spring_duration(v: &Value, key: &str) -> Result<Option<Duration>, String> {
     let Some(x) = tree::get(v, key) else {
         return Ok(None);
@@ -135,26 +135,9 @@ fn spring_duration(v: &Value, key: &str) -> Result<Option<Duration>, String> {
         Value::String(s) => s.trim().to_string(),
         _ => return Err(bad()),
     };
-    if let Ok(n) = s.parse::<u64>() {
-        return Ok(Some(Duration::from_millis(n)));
-    }
-    if let Some(iso) = s.strip_prefix("PT").or_else(|| s.strip_prefix("pt")) {
-        return tree::go_duration(&iso.to_ascii_lowercase())
-            .map(Some)
-            .ok_or_else(bad);
-    }
-    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let n: u64 = s[..split].parse().map_err(|_| bad())?;
-    Ok(Some(match &s[split..] {
-        "ns" => Duration::from_nanos(n),
-        "us" => Duration::from_micros(n),
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        "d" => Duration::from_secs(n * 86_400),
-        _ => return Err(bad()),
-    }))
+    stagger::config::parse_duration(&s, stagger::config::Bare::Millis)
+        .map(Some)
+        .map_err(|_| bad())
 }
 
 fn flag(v: &Value, key: &str) -> bool {

@@ -1,14 +1,17 @@
 //! What crosses a layer and what each system retries: the failure a layer
 //! sees from below, whether its rules cover it, what it returns when it
-//! gives up, and how long it pauses between tries.
+//! gives up, and how long it pauses between tries. The rules here are other
+//! systems' documented ones (meshes, proxies, SDKs); the library's own
+//! layers are asked of its engine ([`Library`]).
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::Serialize;
-use stagger::config::RetryOn;
-use stagger::{Backoff, Class};
+use stagger::classify::grpc_code_of_http;
+use stagger::Backoff;
 
+use super::library::Library;
 use super::{Dead, Protocol, System};
 
 /// What a layer receives from below when an attempt fails.
@@ -58,19 +61,6 @@ pub(crate) fn bottom_failure(dead: Dead, protocol: Protocol) -> Failure {
 const UNAVAILABLE: u32 = 14;
 const DEADLINE_EXCEEDED: u32 = 4;
 
-/// gRPC's mapping of an HTTP status a proxy answers with to the code the
-/// gRPC client reports (gRPC's "HTTP to gRPC status code mapping").
-fn grpc_of_http(status: u16) -> u32 {
-    match status {
-        400 => 13,
-        401 => 16,
-        403 => 7,
-        404 => 12,
-        429 | 502..=504 => UNAVAILABLE,
-        _ => 2,
-    }
-}
-
 fn http_of_grpc(code: u32) -> u16 {
     match code {
         UNAVAILABLE => 503,
@@ -98,11 +88,9 @@ pub(crate) enum Rule {
     /// A retryable `ServiceProfile` route: a 5xx response (the profile's
     /// default failure class).
     Profile,
-    /// A gRPC client's `retryableStatusCodes` (or `nonFatalStatusCodes`).
-    Grpc { codes: Vec<u32> },
-    /// A stagger policy file: `retry_on`, else the library's
-    /// classification.
-    Stagger { on: Vec<RetryOn> },
+    /// The library itself (a gRPC service config's method, a stagger
+    /// policy file): its engine is asked.
+    Library(Library),
     /// The AWS SDK: transient errors, throttling and 500/502/503/504
     /// (`legacy`: any 5xx).
     Aws { legacy: bool },
@@ -222,24 +210,7 @@ impl Rule {
                 Http(s) => s >= 500,
                 Grpc(_) | Timeout => false,
             },
-            Rule::Grpc { codes } => {
-                let code = match f {
-                    ConnectFailure | Reset => UNAVAILABLE,
-                    Http(s) => grpc_of_http(s),
-                    Grpc(c) => c,
-                    Timeout => DEADLINE_EXCEEDED,
-                };
-                codes.contains(&code)
-            }
-            Rule::Stagger { on } => match f {
-                ConnectFailure | Reset | Timeout => true,
-                Http(s) if on.is_empty() => {
-                    stagger::classify::http_status(s, false) == Class::Transient
-                }
-                Grpc(c) if on.is_empty() => stagger::classify::grpc_code(c) == Class::Transient,
-                Http(s) => on.contains(&RetryOn::Http(s)),
-                Grpc(c) => on.contains(&RetryOn::Grpc(c)),
-            },
+            Rule::Library(l) => l.ask(f).attempts > 1,
             Rule::Aws { legacy } => match f {
                 ConnectFailure | Reset | Timeout => true,
                 Http(s) => s == 429 || matches!(s, 500 | 502..=504) || (*legacy && s >= 500),
@@ -280,6 +251,54 @@ impl Rule {
         }
     }
 
+    /// The most tries of a request whose tries fail with `f`, when the
+    /// rule itself says (the library's engine); `None` leaves it to the
+    /// layer's count.
+    pub(crate) fn tries_on(&self, f: Failure) -> Option<u32> {
+        match self {
+            Rule::Library(l) => Some(l.ask(f).attempts),
+            _ => None,
+        }
+    }
+
+    /// What the layer's answer to `f` rests on that its file cannot say,
+    /// for the report's assumptions.
+    pub(crate) fn assumes_on(&self, f: Failure) -> Option<&'static str> {
+        match (self, f) {
+            (Rule::Library(Library::Stagger(_)), Failure::Timeout) => Some(
+                "the call declares no idempotency (a policy file cannot): the library does not retry a timed-out attempt",
+            ),
+            (Rule::Library(Library::Grpc(_)), Failure::ConnectFailure) => Some(
+                "a refused connection counts against maxAttempts: transparent retries a gRPC client may add (stagger's gRPC layer: RetryLayerBuilder::transparent_retries) are not counted",
+            ),
+            _ => None,
+        }
+    }
+
+    /// After try `n` failed with `f`: the wait before the next try, or
+    /// `None` when the layer stops (its rules do not cover `f`, or `n`
+    /// reached `max_tries` or the engine's own count).
+    pub(crate) fn next(
+        &self,
+        f: Failure,
+        protocol: Protocol,
+        n: u32,
+        max_tries: u32,
+        pause: &Pause,
+    ) -> Option<Duration> {
+        if n >= max_tries {
+            return None;
+        }
+        match self {
+            Rule::Library(l) => {
+                let asked = l.ask(f);
+                let i = usize::try_from(n.saturating_sub(1)).unwrap_or(usize::MAX);
+                (n < asked.attempts).then(|| asked.waits.get(i).copied().unwrap_or_default())
+            }
+            _ => self.retries(f, protocol).then(|| pause.mean(n)),
+        }
+    }
+
     /// What a layer of `system` returns to the layer above when it gives up
     /// after failure `f`: a proxy answers a refused or reset connection with
     /// 503 and its own timeout with 504 (for gRPC, the codes gRPC maps them
@@ -304,7 +323,7 @@ impl Rule {
             (Timeout, Protocol::Http) => Http(504),
             (Timeout, Protocol::Grpc) if system.is_mesh() => Grpc(UNAVAILABLE),
             (Timeout, Protocol::Grpc) => Grpc(DEADLINE_EXCEEDED),
-            (Http(s), Protocol::Grpc) => Grpc(grpc_of_http(s)),
+            (Http(s), Protocol::Grpc) => Grpc(grpc_code_of_http(s)),
             (Grpc(c), Protocol::Http) => Http(http_of_grpc(c)),
             (other, _) => other,
         }

@@ -162,8 +162,9 @@ pub(crate) fn number(v: &Value, key: &str) -> Result<Option<f64>, String> {
     }
 }
 
-/// A duration under `key`: Go's form (`2s`, `150ms`, `1m30s`, `0.200s`),
-/// which proto-JSON's `"0.200s"` also is, or `{seconds, nanos}`.
+/// A duration under `key`: a string read by [`stagger::config::parse_duration`] with a
+/// unit required (`2s`, `150ms`, `1m30s`, proto-JSON's `"0.200s"`), or
+/// `{seconds, nanos}`.
 pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String> {
     let Some(x) = get(v, key) else {
         return Ok(None);
@@ -187,46 +188,10 @@ pub(crate) fn duration(v: &Value, key: &str) -> Result<Option<Duration>, String>
     }
 }
 
-/// Go's `time.ParseDuration` for the non-negative values configs hold:
-/// one or more `<number><unit>` with units ns, us, µs, ms, s, m, h; `0`
-/// alone is zero.
+/// A duration with a unit required (Go's and protobuf JSON's forms, `0`
+/// alone), by the audit's one grammar.
 pub(crate) fn go_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut rest = s;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-        if num_len == 0 {
-            return None;
-        }
-        let (num, tail) = rest.split_at(num_len);
-        let value: f64 = num.parse().ok()?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    if !total.is_finite() || total > 1e9 {
-        return None;
-    }
-    Some(Duration::from_secs_f64(total))
+    stagger::config::parse_duration(s, stagger::config::Bare::None).ok()
 }
 
 /// Every object in `v` (depth first, `v` itself included) that has `key`:
@@ -262,19 +227,6 @@ pub(crate) fn objects_with<'a>(v: &'a Value, key: &str, out: &mut Vec<&'a Value>
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn go_durations_as_go_reads_them() {
-        assert_eq!(go_duration("2s"), Some(Duration::from_secs(2)));
-        assert_eq!(go_duration("150ms"), Some(Duration::from_millis(150)));
-        assert_eq!(go_duration("0.200s"), Some(Duration::from_millis(200)));
-        assert_eq!(go_duration("1m30s"), Some(Duration::from_secs(90)));
-        assert_eq!(go_duration("0"), Some(Duration::ZERO));
-        assert_eq!(go_duration("0s"), Some(Duration::ZERO));
-        for bad in ["", "s", "2", "2x", "-1s", "1.s.", "ms2"] {
-            assert_eq!(go_duration(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn keys_in_either_spelling() {

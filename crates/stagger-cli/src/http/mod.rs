@@ -8,6 +8,11 @@
 //! [`EXAMPLES`]). The retries themselves are the library's: what is worth
 //! retrying, how long to wait, when to give up.
 
+mod output;
+mod request;
+#[cfg(feature = "tls")]
+mod tls;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,11 +26,7 @@ use stagger::StopReason;
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageError, Verbosity};
 
-#[cfg(feature = "tls")]
-use stagger_lab::tls;
-
-use stagger_lab::output::{self, BodyError, Dest, Out, WriteError};
-use stagger_lab::request;
+use output::{BodyError, Dest, Out, WriteError};
 
 const EXAMPLES: &str = "\
 Examples:

@@ -1,22 +1,26 @@
 //! `stagger lab`: the simulator and the decision engine in a browser.
 //!
 //! The server, its assets, its limits and the decide endpoint are
-//! [`stagger_lab::lab`]; this module parses the flags, hands the server the
+//! [`stagger_lab`]; this module parses the flags, hands the server the
 //! two endpoints that read a query as the flags of `stagger simulate` /
 //! `stagger schedule` (the definitions live here, in the binary) and prints
 //! the URL.
 
+mod flags;
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
-use stagger_lab::lab::{self, BadParam, Endpoints};
+use stagger_lab::{self as lab, BadParam, Endpoints};
 use stagger_sim::Options;
 
-use crate::{schedule, simulate, simulate_hedging};
+use crate::simulate::hedging as simulate_hedging;
+use crate::simulate::priority as simulate_priority;
+use crate::{schedule, simulate};
 
 /// Serve the interactive lab: the failover chart, jitter, layers,
-/// contention, the metastable model, "should this call be retried?" and
-/// hedging, all on the real engine, in a browser. Prints the URL and serves until
+/// contention, the metastable model, "should this call be retried?",
+/// hedging and priorities, all on the real engine, in a browser. Prints the URL and serves until
 /// interrupted.
 ///
 /// Examples:
@@ -29,6 +33,9 @@ use crate::{schedule, simulate, simulate_hedging};
       exactly the JSON `stagger simulate --format json` prints
   /api/simulate?model=hedging&strategy=none,20ms,p95&capacity=10&utilisation=0.9&requests=20000
       the hedging model, likewise (at most 400,000 requests × strategies × attempts)
+  /api/simulate?model=priority&load=0.5,1,2,3&critical_share=0.2&duration=10s&runs=5
+      the priority model: critical and sheddable success at each load, with
+      and without priorities (at most 2 million simulated arrivals)
   /api/schedule?jitter=decorrelated&attempts=6&samples=1000
       the JSON of `stagger schedule --format json`
   /api/decide?status=503&method=POST&idempotency_key=1&retry_after=2&remaining=1.5s&attempt=2
@@ -128,7 +135,12 @@ const ONE_THREAD: Options<'static> = Options {
 /// `GET /api/simulate`: exactly what `stagger simulate --format json`
 /// prints for the same flags.
 fn api_simulate(q: &str) -> Result<String, BadParam> {
-    let args: simulate::Args = lab::flags("simulate", q)?;
+    let args: simulate::Args = flags::flags("simulate", q)?;
+    if args.is_priority() {
+        let (w, loads, seeds) = simulate_priority::params(&args.priority()).map_err(usage)?;
+        lab::check_priority(&w, &loads, seeds.len())?;
+        return Ok(simulate_priority::simulate(&w, &loads, &seeds) + "\n");
+    }
     if args.is_hedging() {
         let run = args.hedging(1);
         lab::check_hedging_servers(run.capacity)?;
@@ -146,7 +158,7 @@ fn api_simulate(q: &str) -> Result<String, BadParam> {
 /// `GET /api/schedule`: exactly what `stagger schedule --format json`
 /// prints for the same flags.
 fn api_schedule(q: &str) -> Result<String, BadParam> {
-    let args: schedule::Args = lab::flags("schedule", q)?;
+    let args: schedule::Args = flags::flags("schedule", q)?;
     let attempts = args.policy.schedule.limit().map_err(usage)?;
     lab::check_schedule(attempts.saturating_sub(1) as usize, args.samples)?;
     let doc = schedule::json(&args).map_err(usage)?;
@@ -171,6 +183,9 @@ mod tests {
             ("model=metastable&duration=1h&runs=1", "duration"),
             ("model=metastable&rate=2000&duration=300s&runs=20", "runs"),
             ("model=hedging", "requests"),
+            ("model=priority&load=0.5,4&duration=300s&runs=20", "runs"),
+            ("model=priority&load=0,2", "load"),
+            ("model=priority&critical_share=1.5", "critical_share"),
             ("model=hedging&requests=30000&hedge_attempts=4", "requests"),
             (
                 "model=hedging&requests=1000&capacity=5000&utilisation=0.5",
@@ -195,6 +210,10 @@ mod tests {
         );
         assert!(simulate("runs=1&duration=5s").is_ok());
         assert!(simulate("model=hedging&requests=20000").is_ok());
+        // What the page's priority scene asks for.
+        let page = "model=priority&load=0.5,0.75,1,1.25,1.5,1.75,2,2.25,2.5,2.75,3\
+                    &critical_share=0.2&duration=10s&runs=5&seed=1";
+        assert!(simulate(page).is_ok());
         for (q, parameter) in [
             ("attempts=4294967295&samples=0", "attempts"),
             ("samples=1000000", "samples"),

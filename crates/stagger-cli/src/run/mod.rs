@@ -10,6 +10,11 @@
 //! A command is treated as idempotent: a timed-out attempt (result unknown)
 //! is retried like any other failure. Make sure running it twice is safe.
 
+mod child;
+mod codes;
+mod drive;
+mod report;
+
 use std::ffi::OsString;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,8 +25,7 @@ use stagger::StopReason;
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, Verbosity};
 
-use stagger_lab::run::drive::{drive, Driving, OWN_FAILURE};
-use stagger_lab::run::{child, codes, report};
+use drive::{drive, Driving, OWN_FAILURE};
 
 use child::{Control, Stdin, Supervisor};
 use codes::{CodeSet, RetryRule};

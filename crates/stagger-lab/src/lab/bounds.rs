@@ -6,13 +6,14 @@
 use std::time::Duration;
 
 use stagger_sim::hedging::{HedgeStrategy, HedgingParams};
+use stagger_sim::priority::{Shedding, Workload};
 use stagger_sim::{Model, Params, Strategy};
 
 use super::query::BadParam;
 
-/// Flags the API refuses: they write files or change only the command
-/// line's output, not the answer.
-pub(super) const REFUSED: &[&str] = &["out", "threads", "format"];
+/// Parameters the API refuses: flags that write files or change only the
+/// command line's output, not the answer.
+pub const REFUSED: &[&str] = &["out", "threads", "format"];
 
 /// Runs averaged per row, at most.
 const MAX_RUNS: usize = 200;
@@ -45,6 +46,11 @@ const MAX_COST: f64 = 4e6;
 const MAX_HEDGE_WORK: u64 = 400_000;
 /// Hedging model: servers, at most.
 const MAX_HEDGE_SERVERS: f64 = 1_000.0;
+
+/// Priority model: arrivals simulated in all (loads × ways of shedding ×
+/// seeds), at most. The page's scene asks for 11 loads from 0.5× to 3×
+/// capacity, 5 seeds and 10 s: about 770,000.
+const MAX_PRIORITY_ARRIVALS: f64 = 2e6;
 
 /// An estimate of a simulation's CPU time in the units of [`MAX_COST`],
 /// calibrated on this machine per model: failover grows with the clients'
@@ -202,6 +208,28 @@ pub fn check_hedging(p: &HedgingParams, strategies: &[HedgeStrategy]) -> Result<
     Ok(())
 }
 
+/// Refuses a priority model that simulates more than 2 million arrivals
+/// in all: `workload` at each of `loads`, under every way of shedding,
+/// once per seed.
+pub fn check_priority(workload: &Workload, loads: &[f64], seeds: usize) -> Result<(), BadParam> {
+    let capacity = f64::from(workload.cores) / workload.cpu.as_secs_f64().max(1e-6);
+    let arrivals = loads.iter().sum::<f64>()
+        * capacity
+        * workload.seconds
+        * Shedding::ALL.len() as f64
+        * seeds as f64;
+    if arrivals > MAX_PRIORITY_ARRIVALS {
+        return Err(BadParam::new(
+            "runs",
+            format!(
+                "about {arrivals:.0} simulated arrivals is more than this server's limit of \
+                 {MAX_PRIORITY_ARRIVALS:.0}; lower runs, duration or the loads"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses a schedule of more than 100 retries, or of more than 200,000
 /// delays (samples × retries).
 pub fn check_schedule(retries: usize, samples: usize) -> Result<(), BadParam> {
@@ -268,6 +296,21 @@ mod tests {
             "capacity"
         );
         assert!(check_hedging_servers(Some(f64::INFINITY)).is_ok());
+        // The page's priority scene fits; ten times its duration does not.
+        let scene: Vec<f64> = (0..11).map(|i| 0.5 + 0.25 * f64::from(i)).collect();
+        let short = Workload {
+            seconds: 10.0,
+            ..Workload::default()
+        };
+        assert!(check_priority(&short, &scene, 5).is_ok());
+        let long = Workload {
+            seconds: 100.0,
+            ..short
+        };
+        assert_eq!(
+            check_priority(&long, &scene, 5).unwrap_err().parameter(),
+            "runs"
+        );
         // 100 retries (101 attempts) is the limit; one more is refused.
         assert!(check_schedule(MAX_RETRIES, 0).is_ok());
         assert_eq!(

@@ -8,9 +8,10 @@
 //! - `GET /api/simulate?…` and `GET /api/schedule?…` take the flags of
 //!   `stagger simulate` / `stagger schedule` (same names without the
 //!   dashes). The binary owns those flag definitions, so it hands the
-//!   server the two handlers as [`Endpoints`]; they read the query with
-//!   [`flags`], refuse work past this server's limits with
-//!   [`check_simulation`], [`check_hedging`] and [`check_schedule`], and
+//!   server the two handlers as [`Endpoints`]; they read the query's
+//!   [`pairs`] as flags (never the [`REFUSED`] ones), refuse work past this
+//!   server's limits with [`check_simulation`], [`check_hedging`],
+//!   [`check_priority`] and [`check_schedule`], and
 //!   answer with the bytes `--format json` prints;
 //! - `GET /api/decide?…` builds the facts of one failed attempt the way the
 //!   HTTP front-end does and asks the engine for its decision.
@@ -25,22 +26,12 @@ mod decide;
 mod query;
 mod server;
 
-pub use bounds::{check_hedging, check_hedging_servers, check_schedule, check_simulation};
-pub use query::BadParam;
+pub use bounds::REFUSED;
+pub use bounds::{
+    check_hedging, check_hedging_servers, check_priority, check_schedule, check_simulation,
+};
+pub use query::{pairs, BadParam};
 pub use server::{serve, Endpoints};
-
-/// Parses a URL query with the clap definition `A` of subcommand `name`:
-/// `burst=400&server_skips_expired=1` is read as `--burst=400
-/// --server-skips-expired`, with the subcommand's own validation and
-/// messages. A name the subcommand does not know is refused, and so are
-/// the flags that write files or change only the command line's output
-/// (`out`, `threads`, `format`).
-pub fn flags<A: clap::Args + clap::FromArgMatches>(
-    name: &'static str,
-    query: &str,
-) -> Result<A, BadParam> {
-    query::parse(name, query, bounds::REFUSED)
-}
 
 /// The page's address: `http://127.0.0.1:7878/`, `http://[::1]:7878/`.
 pub fn url(addr: SocketAddr) -> String {

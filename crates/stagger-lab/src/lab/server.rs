@@ -37,6 +37,11 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("assets/app.js"),
     },
     Asset {
+        path: "/priority.js",
+        content_type: "text/javascript; charset=utf-8",
+        body: include_bytes!("assets/priority.js"),
+    },
+    Asset {
         path: "/scenes.js",
         content_type: "text/javascript; charset=utf-8",
         body: include_bytes!("assets/scenes.js"),

@@ -417,6 +417,7 @@ pub(crate) fn summarize(strategy: &Strategy, server: &Server, p: &Params, runs: 
     let (mut post_any, mut before_any, mut all_recovered) = (true, true, true);
     for r in runs {
         sum.add(&r.load, &r.retries, &r.goodput);
+        sum.add_sent(&r.sent);
         attempts += r.attempts;
         requests += r.arrivals.iter().map(|x| u64::from(*x)).sum::<u64>();
         ok += r.goodput.iter().map(|x| u64::from(*x)).sum::<u64>();

@@ -19,7 +19,7 @@ use crate::budget::{QuotaBudget, RatioBudget, RefillBudget, TokenBucket};
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyBuilder};
 
-use super::GRPC_CODES;
+use super::{parse_duration, Bare, GRPC_CODES};
 
 /// The most attempts a policy file may ask for.
 pub(crate) const MAX_FILE_ATTEMPTS: u32 = 100;
@@ -459,51 +459,21 @@ fn opt_duration(
 ) -> Result<Option<Duration>, ConfigError> {
     match get(t, key) {
         None => Ok(None),
-        Some(v) => v
-            .as_str()
-            .and_then(parse_duration)
-            .map(Some)
-            .ok_or_else(|| {
-                ConfigError::new(
-                    key,
-                    format!("must be a duration such as \"250ms\" or \"1.5s\", got {v}"),
-                )
-            }),
+        Some(v) => v.as_str().and_then(file_duration).map(Some).ok_or_else(|| {
+            ConfigError::new(
+                key,
+                format!("must be a duration such as \"250ms\" or \"1.5s\", got {v}"),
+            )
+        }),
     }
 }
 
-/// Parses a policy-file duration: a decimal number and a unit (`ns`, `us`,
-/// `ms`, `s`, `m`, `h`), at most a day.
-///
-/// ```
-/// use stagger::config::parse_duration;
-/// use std::time::Duration;
-/// assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-/// assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
-/// assert_eq!(parse_duration("2"), None);
-/// ```
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (number, unit) = s.split_at(split);
-    let nanos_per = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" => 60e9,
-        "h" => 3600e9,
-        _ => return None,
-    };
-    if number.is_empty() || number.starts_with('.') || number.ends_with('.') {
-        return None;
-    }
-    let x: f64 = number.parse().ok()?;
-    let nanos = x * nanos_per;
-    if !nanos.is_finite() || nanos > 86_400e9 {
-        return None;
-    }
-    Some(Duration::from_nanos(nanos.round() as u64))
+/// A policy file's duration: the one grammar with a unit required, at
+/// most a day.
+fn file_duration(s: &str) -> Option<Duration> {
+    parse_duration(s, Bare::None)
+        .ok()
+        .filter(|d| *d <= Duration::from_secs(86_400))
 }
 
 fn retry_on(v: &Value) -> Result<RetryOn, ConfigError> {
@@ -549,7 +519,7 @@ fn budget(t: &Map<String, Value>) -> Result<Option<BudgetSpec>, ConfigError> {
                 ratio: number(t, "budget.ratio", "ratio")?,
                 window: match get(t, "window") {
                     None => None,
-                    Some(v) => Some(v.as_str().and_then(parse_duration).ok_or_else(|| {
+                    Some(v) => Some(v.as_str().and_then(file_duration).ok_or_else(|| {
                         ConfigError::new(
                             "budget.window",
                             format!("must be a duration such as \"10s\", got {v}"),
@@ -694,12 +664,19 @@ mod tests {
     }
 
     #[test]
-    fn durations_take_a_unit() {
-        assert_eq!(parse_duration("0.1s"), Some(Duration::from_millis(100)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("5us"), Some(Duration::from_micros(5)));
-        for bad in ["", "s", "1", "1.s", ".5s", "1x", "-1s", "2d", "1e3s", "25h"] {
-            assert_eq!(parse_duration(bad), None, "{bad}");
+    fn durations_take_a_unit_and_stay_within_a_day() {
+        let d = file_duration;
+        assert_eq!(d("0.1s"), Some(Duration::from_millis(100)));
+        assert_eq!(d("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(d("5us"), Some(Duration::from_micros(5)));
+        assert_eq!(d("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(d("1h0m0.5s"), Some(Duration::from_millis(3_600_500)));
+        assert_eq!(d("1d"), Some(Duration::from_secs(86_400)));
+        assert_eq!(d("0"), Some(Duration::ZERO));
+        for bad in [
+            "", "s", "1", "1x", "-1s", "2d", "1e3s", "25h", "1m30", "ms2", "24h1s",
+        ] {
+            assert_eq!(d(bad), None, "{bad}");
         }
     }
 }

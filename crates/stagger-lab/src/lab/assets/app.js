@@ -7,7 +7,7 @@ const lab = (window.lab = { charts: {}, last: {}, busy: {}, errors: [] });
 window.addEventListener("error", (e) => lab.errors.push(String(e.message)));
 window.addEventListener("unhandledrejection", (e) => lab.errors.push(String(e.reason)));
 
-const C = { first: "#4477aa", retry: "#ee7733", ok: "#228833", cap: "#222222" };
+const C = { first: "#4477aa", retry: "#ee7733", ok: "#228833", cap: "#222222", sent: "#aa3377" };
 const PALETTE = ["#4477aa", "#ee7733", "#228833", "#aa3377", "#66ccee", "#ccbb44", "#bbbbbb", "#332288"];
 const $ = (id) => document.getElementById(id);
 

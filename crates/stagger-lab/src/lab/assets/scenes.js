@@ -65,16 +65,22 @@ async function updateMetastable() {
     const s = r.series;
     const el = document.createElement("div");
     pn.appendChild(el);
-    // Fit the axis to what happens after the slowdown (the finding); the
-    // spike of timed-out retries as it ends is clipped unless asked for.
+    // What the clients sent (first attempts and retries, as they left) is
+    // drawn beside what reached the server: during the slowdown the link
+    // holds it, so nothing arrives while the clients keep sending.
+    const sent = s.sent;
+    const sentMax = Math.max(0, ...sent);
+    // Fit the axis to what happens after the slowdown (the finding) and to
+    // everything the clients sent; the spike of held attempts delivered as
+    // the slowdown ends is clipped unless asked for.
     let spike = 0, after = 0;
     s.load.forEach((v, i) => {
       if (s.t_s[i] >= p.outage_end_s + 3) after = Math.max(after, v);
       else spike = Math.max(spike, v);
     });
-    const fit = Math.max(after * 1.15, p.capacity * 1.6);
+    const fit = Math.max(after * 1.15, p.capacity * 1.6, sentMax * 1.05);
     const clip = !$("me-fullscale").checked && spike > fit;
-    const top = clip ? fit : Math.max(spike, after, p.capacity) * 1.1;
+    const top = clip ? fit : Math.max(spike, after, p.capacity, sentMax) * 1.1;
     replaceChart("me", {
       width: Math.min(1100, avail(box) - 20),
       height: 320,
@@ -84,15 +90,18 @@ async function updateMetastable() {
         { label: "t", value: (u, v) => (v == null ? "–" : `${fmt(v)} s`) },
         { label: "attempts arriving at the server", stroke: C.retry, fill: C.retry + "55", width: 1.5 },
         { label: "of which retries", stroke: C.first, width: 1.5 },
+        { label: "sent by the clients (first attempts + retries)", stroke: C.sent, width: 2, dash: [2, 3] },
         { label: "successes", stroke: C.ok, width: 2 },
         { label: "capacity", stroke: C.cap, width: 1.5, dash: [6, 4] },
       ],
-      hooks: { draw: [zeroLine] },
-    }, [s.t_s, s.load, s.retries, s.successes, s.t_s.map(() => p.capacity)], el);
+      hooks: { drawClear: [outageShade(p.outage_start_s, p.outage_end_s)], draw: [zeroLine] },
+    }, [s.t_s, s.load, s.retries, sent, s.successes, s.t_s.map(() => p.capacity)], el);
+    lab.last.metastable.chart = { top, clipped: clip, spike, sentMax };
     if (clip) {
       const note = document.createElement("div");
       note.className = "note";
-      note.textContent = `As the slowdown ends, ${fmt(spike, 0)} attempts per second arrive at once, above the top of this axis (${fmt(top, 0)}): the axis is fitted to what happens afterwards. Tick "show the whole spike" to see it.`;
+      note.id = "me-clip-note";
+      note.textContent = `As the slowdown ends, the ${fmt(spike, 0)} attempts per second held during it arrive at once, above the top of this axis (${fmt(top, 0)}): the axis is fitted to what the clients sent and to what happens afterwards. Tick "show the whole spike" to see it.`;
       pn.appendChild(note);
     }
     return `${p.runs} runs`;
@@ -241,7 +250,7 @@ function step(button, update) {
 const scenes = {
   failover: updateFailover, jitter: updateJitter, layers: updateLayers,
   contention: updateContention, metastable: updateMetastable, decide: updateDecide,
-  hedging: updateHedging,
+  hedging: updateHedging, priority: updatePriority,
 };
 const shown = {};
 
@@ -272,6 +281,7 @@ function setup() {
   for (const id of ["me-strategy", "me-skip", "me-fullscale"]) $(id).addEventListener("change", updateMetastable);
   wire(["he-delay", "he-stall", "he-util"], updateHedging);
   for (const id of ["he-pct", "he-budget", "he-capacity", "he-cancel"]) $(id).addEventListener("change", updateHedging);
+  setupPriority();
   for (const el of document.querySelectorAll("#scene-decide select, #scene-decide input")) {
     el.addEventListener("change", updateDecide);
     el.addEventListener("input", debounce(updateDecide, 200));

@@ -9,7 +9,7 @@ use http::{Method, StatusCode};
 use stagger::{Backoff, Jitter};
 
 use super::super::query::{pairs, BadParam};
-use crate::duration;
+use stagger_sim::duration;
 
 /// I/O failures the page offers, as the error a client library would
 /// surface.

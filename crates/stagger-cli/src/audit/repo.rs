@@ -1,0 +1,331 @@
+//! `stagger audit DIR` and `stagger audit -`: a whole repository, or a
+//! `kubectl get … -A -o yaml` dump on stdin. Every file the audit
+//! recognises is read (the rest are counted as skipped), every retrying
+//! object audited, and the call paths the routes imply reported worst
+//! first (`stagger_audit::path::audit_repo`); this module walks the tree,
+//! prints and picks the exit code: 0 clean, 1 findings, 2 a recognised
+//! file that cannot be read (reported, after the rest).
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde_json::json;
+use stagger_audit::path::{audit_repo, split_dump, what_is, Reading, RepoReport, Source};
+use stagger_audit::{audit, Input, Report};
+
+use crate::args::AuditFormat as Format;
+use crate::args::UsageError;
+use crate::audit::path::PathArgs;
+use crate::audit::sarif::Located;
+
+/// The largest dump read from stdin.
+pub const MAX_STDIN: u64 = 64 << 20;
+/// The most files one directory walk reads.
+pub const MAX_FILES: usize = 100_000;
+
+/// What a walk found.
+#[derive(Default)]
+struct Found {
+    /// Mesh, gateway, proxy and application configs (and dump objects).
+    sources: Vec<Source>,
+    /// gRPC service configs and stagger policy files, with their audits.
+    clients: Vec<(String, String)>,
+    /// Files read object by object (a dump), by name, with their text.
+    split: Vec<(String, String)>,
+    /// Files that are not retry configs.
+    skipped: usize,
+    /// Recognised files that cannot be read, as messages.
+    unreadable: Vec<String>,
+}
+
+/// Whether a file's name says it may be a retry config the audit reads.
+fn candidate(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+    matches!(ext, "yaml" | "yml" | "json" | "toml" | "conf" | "cfg")
+        || matches!(name, "config" | "credentials")
+}
+
+/// Whether JSON or TOML text is a gRPC service config or a stagger policy
+/// file rather than some other JSON or TOML (a `package.json`, a
+/// `Cargo.toml`).
+fn is_client(name: &str, text: &str) -> bool {
+    let keys = [
+        "methodConfig",
+        "method_config",
+        "retryThrottling",
+        "retry_throttling",
+    ];
+    if keys.iter().any(|k| text.contains(k)) {
+        return true;
+    }
+    name.ends_with(".toml")
+        && !text.contains("[package]")
+        && !text.contains("[workspace]")
+        && text.lines().any(|l| {
+            let l = l.trim_start();
+            ["attempts", "jitter", "[budget]", "backoff", "deadline"]
+                .iter()
+                .any(|k| l.starts_with(k))
+        })
+}
+
+/// Sorts one file into `found`.
+fn take(found: &mut Found, name: String, bytes: Vec<u8>) {
+    let Ok(text) = String::from_utf8(bytes) else {
+        found.skipped += 1;
+        return;
+    };
+    match what_is(&name, &text) {
+        Reading::Client if is_client(&name, &text) => found.clients.push((name, text)),
+        Reading::Path(what) if what != "a YAML file" => {
+            let objects = split_dump(&name, &text);
+            if objects.len() > 1 {
+                found.split.push((name, text));
+            }
+            found.sources.extend(objects);
+        }
+        // An unparseable .yaml/.yml: recognised by its name, reported.
+        Reading::Path(_) if name.ends_with(".yaml") || name.ends_with(".yml") => {
+            found.sources.push(Source { name, text });
+        }
+        _ => found.skipped += 1,
+    }
+}
+
+/// Every file under `dir`, sorted, skipping hidden directories and build
+/// output (`target`, `node_modules`).
+fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageError> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| UsageError(format!("{}: cannot read: {e}", dir.display())))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let meta = match std::fs::symlink_metadata(&p) {
+            Ok(m) => m,
+            Err(_) => continue,
+        };
+        if meta.is_dir() {
+            if !name.starts_with('.') && name != "target" && name != "node_modules" {
+                walk(&p, found, seen)?;
+            }
+            continue;
+        }
+        *seen += 1;
+        if *seen > MAX_FILES {
+            return Err(UsageError(format!(
+                "{}: more than {MAX_FILES} files; audit a smaller tree",
+                dir.display()
+            )));
+        }
+        if !meta.is_file() || !candidate(&p) {
+            found.skipped += 1;
+            continue;
+        }
+        let shown = p.strip_prefix(".").unwrap_or(&p).display().to_string();
+        if meta.len() > crate::audit::path::MAX_BYTES {
+            found.unreadable.push(format!(
+                "{shown}: {} bytes, larger than the 4 MiB the audit reads",
+                meta.len()
+            ));
+            continue;
+        }
+        match std::fs::read(&p) {
+            Ok(bytes) => take(found, shown, bytes),
+            Err(e) => found.unreadable.push(format!("{shown}: cannot read: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// `stagger audit DIR` (or `-` for stdin): what to print and the exit code.
+pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String, ExitCode)> {
+    let mut found = Found::default();
+    if target == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .take(MAX_STDIN + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| UsageError(format!("stdin: cannot read: {e}")))?;
+        if bytes.len() as u64 > MAX_STDIN {
+            return Err(UsageError(format!(
+                "stdin: more than {MAX_STDIN} bytes (64 MiB): not a cluster dump the audit reads"
+            ))
+            .into());
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| UsageError("stdin: not UTF-8 text".to_string()))?;
+        found.sources = split_dump("-", &text);
+    } else {
+        walk(Path::new(target), &mut found, &mut 0)?;
+    }
+    let mut repo = audit_repo(&found.sources, &crate::audit::path::options(a));
+    let mut unreadable = std::mem::take(&mut found.unreadable);
+    unreadable.extend(repo.unreadable.drain(..).map(|e| e.to_string()));
+    let mut clients: Vec<(String, Report)> = Vec::new();
+    for (name, text) in &found.clients {
+        match audit(&[Input::new(name, text)]) {
+            Ok(r) => clients.push((name.clone(), r)),
+            Err(e) => unreadable.push(e.to_string()),
+        }
+    }
+    let clean = repo.is_clean() && clients.iter().all(|(_, r)| r.is_clean());
+    let out = match format {
+        Format::Text => text(&repo, &clients, found.skipped, &unreadable),
+        Format::Json => {
+            let list: Vec<_> = clients
+                .iter()
+                .map(|(f, r)| json!({"file": f, "report": r}))
+                .collect();
+            serde_json::to_string(&json!({
+                "objects": repo.objects,
+                "clients": list,
+                "paths": repo.paths,
+                "paths_cut": repo.paths_cut,
+                "skipped": found.skipped,
+                "unreadable": unreadable,
+            }))? + "\n"
+        }
+        Format::Sarif => sarif(&found, &repo, &clients),
+    };
+    for e in &unreadable {
+        eprintln!("error: {e}");
+    }
+    for e in &repo.unconnected {
+        eprintln!("note: a path the routes imply does not read: {e}");
+    }
+    let code = if !unreadable.is_empty() {
+        ExitCode::from(2)
+    } else if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    Ok((out, code))
+}
+
+fn sarif(found: &Found, repo: &RepoReport, clients: &[(String, Report)]) -> String {
+    let mut texts: Vec<(&str, &str)> = found
+        .sources
+        .iter()
+        .map(|s| (s.name.as_str(), s.text.as_str()))
+        .collect();
+    texts.extend(found.clients.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    texts.extend(found.split.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    let mut all: Vec<Located> = Vec::new();
+    for o in &repo.objects {
+        all.extend(crate::audit::sarif::from_path(&o.report, &texts));
+    }
+    for p in &repo.paths {
+        all.extend(crate::audit::sarif::from_path(&p.report, &texts));
+    }
+    for (_, r) in clients {
+        all.extend(crate::audit::sarif::from_report(r, &texts));
+    }
+    crate::audit::sarif::render(&all)
+}
+
+/// Finding ids in order of first appearance, each once with its count
+/// (`no_budget ×3`), or `no findings`.
+fn ids<'a>(all: impl Iterator<Item = &'a str>) -> String {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for id in all {
+        match seen.iter_mut().find(|(x, _)| *x == id) {
+            Some((_, n)) => *n += 1,
+            None => seen.push((id, 1)),
+        }
+    }
+    if seen.is_empty() {
+        return "no findings".to_string();
+    }
+    seen.iter()
+        .map(|(id, n)| match n {
+            1 => (*id).to_string(),
+            n => format!("{id} ×{n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A count with its noun, singular for one.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn text(
+    repo: &RepoReport,
+    clients: &[(String, Report)],
+    skipped: usize,
+    unreadable: &[String],
+) -> String {
+    let mut s = String::new();
+    let findings = |r: &stagger_audit::path::PathReport| ids(r.findings.iter().map(|f| f.id));
+    let _ = writeln!(
+        s,
+        "Retrying objects, each alone (attempts at a dead dependency):"
+    );
+    for o in &repo.objects {
+        let name = match &o.selector {
+            Some(sel) => format!("{}:{sel}", o.file),
+            None => o.file.clone(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:>7}  {name}  ({})",
+            stagger_audit::path::count(o.report.dead.bottom_attempts),
+            findings(&o.report)
+        );
+    }
+    for (f, r) in clients {
+        let _ = writeln!(
+            s,
+            "  {:>7}  {f}  ({})",
+            r.bottom_attempts,
+            ids(r.findings.iter().map(|x| x.id))
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nCall paths the routes imply, worst first (attempts at a dead dependency for one call at the edge):"
+    );
+    if repo.paths.is_empty() {
+        let _ = writeln!(s, "  none: no route leads to another retrying object");
+    }
+    for p in &repo.paths {
+        let _ = writeln!(
+            s,
+            "  {:>7}  {}",
+            stagger_audit::path::count(p.report.dead.bottom_attempts),
+            p.hops.join(" → ")
+        );
+        for cut in p.report.layers.iter().filter_map(|l| l.cut_by.as_ref()) {
+            let _ = writeln!(s, "           cut by: {cut}");
+        }
+        for f in &p.report.findings {
+            let first = f.message.split(". ").next().unwrap_or(&f.message);
+            let _ = writeln!(s, "           {}: {first}", f.id);
+        }
+    }
+    if repo.paths_cut {
+        let _ = writeln!(
+            s,
+            "  (the walk stopped at {} paths)",
+            stagger_audit::path::MAX_PATHS
+        );
+    }
+    let objects = repo.objects.len() + clients.len();
+    let _ = writeln!(
+        s,
+        "\n{}, {}, {} skipped (not retry configs), {} unreadable.",
+        count(objects, "object", "objects"),
+        count(repo.paths.len(), "path", "paths"),
+        skipped,
+        unreadable.len()
+    );
+    s
+}
