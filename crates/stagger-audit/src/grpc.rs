@@ -285,10 +285,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
             message,
         })
     };
-    // The measured engine reads the entry under the default name, so the
-    // library's own lookup finds it whatever the entry names.
-    let mut alone = e.parsed.clone();
-    alone.methods[0].names = vec![(String::new(), String::new())];
+    let alone = under_default_name(&e.parsed);
     let bucket = move || throttling.map(|t| t.token_bucket()).transpose();
     let (written, field, effective, failure, make): (Option<u64>, &str, u32, Class, MakeEngine) =
         if policy.has_retry_policy() {
@@ -409,6 +406,15 @@ fn unbounded(e: &Entry<'_>, u: &UnboundedRetry, throttled: bool, layer: &mut Lay
         }
         Err(err) => layer.findings.push(invalid(&e.label, &err)),
     }
+}
+
+/// The entry's service config with the entry under the default name: the
+/// measured engine reads it there, so the library's own lookup finds it
+/// whatever the entry names.
+fn under_default_name(parsed: &ServiceConfig) -> ServiceConfig {
+    let mut alone = parsed.clone();
+    alone.methods[0].names = vec![(String::new(), String::new())];
+    alone
 }
 
 /// A hedging policy's delay and non-fatal codes.

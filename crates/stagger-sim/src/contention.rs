@@ -42,6 +42,34 @@ pub(crate) struct Scratch {
     writing: Vec<bool>,
 }
 
+impl Scratch {
+    /// Empties the buffers and starts `n` clients' calls at `start`: each
+    /// whose policy lets it start sends its read after one hop.
+    fn start(
+        &mut self,
+        policies: &ClientPolicies,
+        n: usize,
+        call_seeds: &mut FastRng,
+        hops: &mut Hops,
+        start: At,
+    ) {
+        self.heap.clear();
+        self.calls.clear();
+        self.seen.clear();
+        self.seen.resize(n, 0);
+        self.writing.clear();
+        self.writing.resize(n, false);
+        for i in 0..n {
+            let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
+            if policies.get(i).start_attempt(&mut call, start).is_ok() {
+                self.heap
+                    .push(Reverse((hops.next() << CLIENT_BITS) | i as u64));
+            }
+            self.calls.push(call);
+        }
+    }
+}
+
 /// What one run produced.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RunOut {
@@ -88,22 +116,8 @@ pub(crate) fn run(
         sd: ns(p.hop_sd) as f64,
     };
     let mut call_seeds = FastRng::seeded(mix(seed, 4));
-    s.heap.clear();
-    s.calls.clear();
-    s.seen.clear();
-    s.seen.resize(n, 0);
-    s.writing.clear();
-    s.writing.resize(n, false);
+    s.start(&policies, n, &mut call_seeds, &mut hops, At(vt, 0));
     let mut out = RunOut::default();
-    let start = At(vt, 0);
-    for i in 0..n {
-        let mut call = Call::with_rng(call_seeds.fork()).idempotent(true);
-        if policies.get(i).start_attempt(&mut call, start).is_ok() {
-            s.heap
-                .push(Reverse((hops.next() << CLIENT_BITS) | i as u64));
-        }
-        s.calls.push(call);
-    }
     let mut version = 0u64;
     let mut last = 0u64;
     while let Some(mut top) = s.heap.peek_mut() {

@@ -59,6 +59,30 @@ pub(crate) struct RunOut {
 }
 
 impl Scratch {
+    /// Starts the attempts of the calls `due` whose policy lets them, into
+    /// `admitted`; returns how many of them are retries.
+    fn admit(
+        &mut self,
+        due: &[u32],
+        policies: &ClientPolicies,
+        clients: usize,
+        now: std::time::Instant,
+    ) -> u32 {
+        self.admitted.clear();
+        let mut retries = 0;
+        for &id in due {
+            let call = &mut self.calls[id as usize];
+            let policy = policies.get(id as usize % clients);
+            if policy.start_attempt(call, now).is_ok() {
+                self.admitted.push(id);
+                if call.attempts() > 1 {
+                    retries += 1;
+                }
+            }
+        }
+        retries
+    }
+
     /// Empties the buffers for a run of `n_ticks`, keeping their capacity.
     fn reset(&mut self, n_ticks: usize) {
         if self.buckets.len() < n_ticks {
@@ -144,18 +168,7 @@ pub(crate) fn run(
         out.requests += fresh;
         out.arrivals[k] = fresh as u32;
         // Admission at the tick's start: a breaker or throttle may refuse.
-        s.admitted.clear();
-        let now = vt.at(start);
-        for &id in &due {
-            let call = &mut s.calls[id as usize];
-            let policy = policies.get(id as usize % clients);
-            if policy.start_attempt(call, now).is_ok() {
-                s.admitted.push(id);
-                if call.attempts() > 1 {
-                    out.retries[k] += 1;
-                }
-            }
-        }
+        out.retries[k] += s.admit(&due, &policies, clients, vt.at(start));
         // Retries only ever land in later ticks, so the emptied bucket can
         // go back now and keep its capacity.
         due.clear();

@@ -264,11 +264,7 @@ impl Strategy {
             g = g.budget(budget());
         }
         if self.breaker {
-            let breaker = breaker()
-                .seed(mix(seed, 0xB4EA_0000 + process))
-                .build()
-                .map_err(|e| SimError::new("strategy", e.to_string()))?;
-            g = g.breaker(breaker);
+            g = g.breaker(seeded_breaker(seed, process)?);
         }
         if self.throttle {
             g = g.throttle(throttle());
@@ -371,6 +367,15 @@ fn breaker() -> stagger::guardrails::BreakerBuilder {
     Breaker::builder()
 }
 
+/// Client process `process`'s breaker in the run seeded `seed`: its open
+/// periods replay with the run and differ between processes.
+fn seeded_breaker(seed: u64, process: u64) -> Result<Breaker, SimError> {
+    breaker()
+        .seed(mix(seed, 0xB4EA_0000 + process))
+        .build()
+        .map_err(|e| SimError::new("strategy", e.to_string()))
+}
+
 /// The throttle every `+throttle` strategy gets.
 fn throttle() -> Throttle {
     Throttle::default()
@@ -458,8 +463,10 @@ mod tests {
         assert!(full.guardrails(1, 0, None).unwrap().is_none());
         let g = "full+budget+breaker".parse::<Strategy>().unwrap();
         let g = g.guardrails(1, 0, None).unwrap().unwrap();
-        assert!(g.get_budget().is_some() && g.get_breaker().is_some());
-        assert!(g.get_throttle().is_none());
+        let parts = format!("{g:?}");
+        assert!(parts.contains("budget: Some"), "{parts}");
+        assert!(parts.contains("breaker: Some"), "{parts}");
+        assert!(parts.contains("throttle: None"), "{parts}");
     }
 
     /// The game-day's copy of this constructor once built its pods'
@@ -471,8 +478,8 @@ mod tests {
         use stagger::{Class, Outcome};
         let s: Strategy = "full+breaker".parse().unwrap();
         let open_for = |seed: u64, process: u64| {
-            let g = s.guardrails(seed, process, None).unwrap().unwrap();
-            let b = g.get_breaker().unwrap().clone();
+            assert!(s.guardrails(seed, process, None).unwrap().is_some());
+            let b = seeded_breaker(seed, process).unwrap();
             let t0 = std::time::Instant::now();
             let failed = Outcome::Failure(Class::Transient.into());
             // Fail calls until it opens (a run of failures or the rate).

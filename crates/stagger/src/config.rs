@@ -48,7 +48,7 @@
 //! let retry = &method.policy;
 //! assert!(retry.has_retry_policy());
 //! assert_eq!(retry.max_attempts(), 4);
-//! assert!(retry.is_retryable(14) && retry.is_retryable(8) && !retry.is_retryable(13));
+//! assert_eq!(retry.retryable_codes(), Some(&[8, 14][..])); // sorted
 //!
 //! let policy = config.policy("shop.Cart", "Add")?.unwrap();
 //! assert_eq!(policy.max_attempts(), 4);

@@ -226,7 +226,7 @@ impl Default for HedgePolicyBuilder {
 impl HedgePolicyBuilder {
     /// The defaults: 2 attempts, the 95th percentile over 10 s with at least
     /// 20 samples and a floor of 1 ms, extra load at most 5 %.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         HedgePolicyBuilder {
             policy: None,
             max_attempts: 2,

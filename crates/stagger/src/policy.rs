@@ -436,16 +436,21 @@ impl Policy {
         self.decide_failure_watched(call, f, now)
     }
 
-    #[inline(never)]
-    fn decide_failure_watched<R: RandomSource, C: Clock>(
+    /// Tells the guardrails and the observer that an attempt failed (the
+    /// failure as the guardrails count it: past the deadline or not).
+    #[inline]
+    fn note_failure<R: RandomSource, C: Clock>(
         &self,
         call: &mut Call<R>,
-        f: Failure,
+        f: &Failure,
+        past_deadline: bool,
         now: &mut LazyNow<C>,
-    ) -> Decision {
-        let past_deadline = call.deadline.is_some_and(|d| now.get() >= d);
+    ) {
         if self.guardrail.is_some() || call.attempt_started.is_some() {
-            let seen = Failure { past_deadline, ..f };
+            let seen = Failure {
+                past_deadline,
+                ..*f
+            };
             self.record(call, &Outcome::Failure(seen), now);
         }
         if self.observer.is_some() {
@@ -460,6 +465,17 @@ impl Policy {
                 });
             }
         }
+    }
+
+    #[inline(never)]
+    fn decide_failure_watched<R: RandomSource, C: Clock>(
+        &self,
+        call: &mut Call<R>,
+        f: Failure,
+        now: &mut LazyNow<C>,
+    ) -> Decision {
+        let past_deadline = call.deadline.is_some_and(|d| now.get() >= d);
+        self.note_failure(call, &f, past_deadline, now);
         if f.class != Class::Cancelled && past_deadline {
             // The deadline ended this attempt (or arrived with it): that is
             // why the call stops, whatever the failure's class.

@@ -138,7 +138,7 @@ pub(crate) fn rejects(requests: u64, accepts: u64, k_milli: u64, draw: u64) -> b
 
 impl Throttle {
     /// A builder starting from the defaults.
-    pub fn builder() -> ThrottleBuilder {
+    pub const fn builder() -> ThrottleBuilder {
         ThrottleBuilder::new()
     }
 
@@ -222,7 +222,7 @@ impl Default for ThrottleBuilder {
 
 impl ThrottleBuilder {
     /// K = 2, a 2-minute window.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         ThrottleBuilder {
             k: 2.0,
             window: Duration::from_secs(120),

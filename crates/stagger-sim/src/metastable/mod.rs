@@ -231,6 +231,25 @@ impl<'a> World<'a> {
         }
     }
 
+    /// The server finished `job` at `t`: a success for its call if it is
+    /// still the call's attempt and in time; the next queued job starts.
+    fn finished(&mut self, policy: &Policy, job: Job, token: Option<Token>, t: u64) {
+        let in_time = !self.expired(&job, t);
+        let how = if in_time {
+            Completion::Served
+        } else {
+            Completion::Overloaded
+        };
+        self.release(token, how, t);
+        let req = &mut self.s.reqs[job.id as usize];
+        if req.state == State::Waiting && req.call.attempts() == job.attempt && in_time {
+            req.state = State::Done;
+            Self::bump(&mut self.out.goodput, t);
+            let _ = policy.decide(&mut req.call, Outcome::Success, self.vt.at(t));
+        }
+        self.start_next(t);
+    }
+
     /// Request `id`'s backoff ended at `t`: its next attempt is sent if its
     /// policy lets it start.
     fn retry(&mut self, policy: &Policy, id: u32, t: u64) {
@@ -327,21 +346,7 @@ pub(crate) fn run(
             let Some((_, job, token)) = w.busy.take() else {
                 break;
             };
-            let in_time = !w.expired(&job, t);
-            let how = if in_time {
-                Completion::Served
-            } else {
-                Completion::Overloaded
-            };
-            w.release(token, how, t);
-            let req = &mut w.s.reqs[job.id as usize];
-            let policy = policy_of(job.id);
-            if req.state == State::Waiting && req.call.attempts() == job.attempt && in_time {
-                req.state = State::Done;
-                World::bump(&mut w.out.goodput, t);
-                let _ = policy.decide(&mut req.call, Outcome::Success, vt.at(t));
-            }
-            w.start_next(t);
+            w.finished(policy_of(job.id), job, token, t);
         } else if t == timeout_at {
             let Some((_, job)) = w.s.timeouts.pop_front() else {
                 break;

@@ -80,7 +80,7 @@ impl Default for BreakerBuilder {
 
 impl BreakerBuilder {
     /// The defaults.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         BreakerBuilder {
             failure_rate: 0.5,
             min_calls: 20,

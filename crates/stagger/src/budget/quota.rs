@@ -68,7 +68,7 @@ impl Default for QuotaBudget {
 
 impl QuotaBudget {
     /// A builder starting from the AWS defaults.
-    pub fn builder() -> QuotaBudgetBuilder {
+    pub const fn builder() -> QuotaBudgetBuilder {
         QuotaBudgetBuilder::new()
     }
 
@@ -136,7 +136,7 @@ impl Default for QuotaBudgetBuilder {
 
 impl QuotaBudgetBuilder {
     /// The AWS defaults: 500, 5, 10, 1.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         QuotaBudgetBuilder {
             capacity: 500,
             retry_cost: 5,

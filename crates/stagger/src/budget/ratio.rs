@@ -154,7 +154,7 @@ impl Default for RatioBudget {
 impl RatioBudget {
     /// A builder starting from the defaults (10 %, 10 s, a floor of 0.1
     /// per request between 1 and 10).
-    pub fn builder() -> RatioBudgetBuilder {
+    pub const fn builder() -> RatioBudgetBuilder {
         RatioBudgetBuilder::new()
     }
 
@@ -391,7 +391,7 @@ impl Default for RatioBudgetBuilder {
 impl RatioBudgetBuilder {
     /// The defaults: 10 %, a floor of 0.1 per request between 1 and 10,
     /// window 10 s.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         RatioBudgetBuilder {
             ratio: 0.1,
             floor: 10,

@@ -65,7 +65,7 @@ impl Default for RefillBudget {
 
 impl RefillBudget {
     /// A builder starting from the defaults.
-    pub fn builder() -> RefillBudgetBuilder {
+    pub const fn builder() -> RefillBudgetBuilder {
         RefillBudgetBuilder::new()
     }
 
@@ -127,7 +127,7 @@ impl Default for RefillBudgetBuilder {
 
 impl RefillBudgetBuilder {
     /// Capacity 10, ratio 0.1.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         RefillBudgetBuilder {
             capacity: 10.0,
             ratio: 0.1,

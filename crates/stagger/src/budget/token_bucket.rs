@@ -67,7 +67,7 @@ impl Default for TokenBucket {
 
 impl TokenBucket {
     /// A builder starting from the defaults.
-    pub fn builder() -> TokenBucketBuilder {
+    pub const fn builder() -> TokenBucketBuilder {
         TokenBucketBuilder::new()
     }
 
@@ -161,7 +161,7 @@ impl Default for TokenBucketBuilder {
 
 impl TokenBucketBuilder {
     /// `max_tokens` 10, `token_ratio` 0.1.
-    pub const fn new() -> Self {
+    pub(crate) const fn new() -> Self {
         TokenBucketBuilder {
             max_tokens: 10.0,
             token_ratio: 0.1,

@@ -303,6 +303,39 @@ impl MetricsObserver {
     }
 }
 
+impl MetricsObserver {
+    /// A call stopped after `attempts` attempts, for `reason`.
+    fn stopped(&self, reason: StopReason, attempts: u32) {
+        // Refused before its first attempt: still one call.
+        if attempts == 0 {
+            self.logical_request();
+            if reason == StopReason::BreakerOpen {
+                self.count("stagger_breaker_refused_calls_total", &[]);
+            }
+        }
+        metrics::counter!(
+            "stagger_stops_total",
+            self.with(&[("reason", reason.as_str())])
+        )
+        .increment(1);
+    }
+
+    /// The breaker moved from `from` to `to`.
+    fn breaker_changed(&self, from: BreakerState, to: BreakerState) {
+        metrics::counter!(
+            "stagger_breaker_transitions_total",
+            self.with(&[("from", from.as_str()), ("to", to.as_str())])
+        )
+        .increment(1);
+        let level = match to {
+            BreakerState::Closed => 0.0,
+            BreakerState::Open => 1.0,
+            BreakerState::HalfOpen => 2.0,
+        };
+        metrics::gauge!("stagger_breaker_state", self.with(&[])).set(level);
+    }
+}
+
 impl Observer for MetricsObserver {
     fn on_attach(&self) {
         self.register_series();
@@ -355,36 +388,11 @@ impl Observer for MetricsObserver {
                 )
                 .increment(1);
             }
-            Event::Stopped { reason, attempts } => {
-                // Refused before its first attempt: still one call.
-                if attempts == 0 {
-                    self.logical_request();
-                    if reason == StopReason::BreakerOpen {
-                        self.count("stagger_breaker_refused_calls_total", &[]);
-                    }
-                }
-                metrics::counter!(
-                    "stagger_stops_total",
-                    self.with(&[("reason", reason.as_str())])
-                )
-                .increment(1);
-            }
+            Event::Stopped { reason, attempts } => self.stopped(reason, attempts),
             Event::BudgetRefused { .. } => {
                 metrics::counter!("stagger_budget_refusals_total", self.with(&[])).increment(1);
             }
-            Event::BreakerStateChanged { from, to } => {
-                metrics::counter!(
-                    "stagger_breaker_transitions_total",
-                    self.with(&[("from", from.as_str()), ("to", to.as_str())])
-                )
-                .increment(1);
-                let level = match to {
-                    BreakerState::Closed => 0.0,
-                    BreakerState::Open => 1.0,
-                    BreakerState::HalfOpen => 2.0,
-                };
-                metrics::gauge!("stagger_breaker_state", self.with(&[])).set(level);
-            }
+            Event::BreakerStateChanged { from, to } => self.breaker_changed(from, to),
             Event::HintUsed { .. } => {
                 metrics::counter!("stagger_hints_total", self.with(&[("outcome", "used")]))
                     .increment(1);

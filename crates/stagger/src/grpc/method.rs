@@ -32,7 +32,7 @@ pub(crate) use crate::a6::MAX_ATTEMPTS;
 ///     .retryable_codes([14, 8])
 ///     .build()?;
 /// assert_eq!(policy.max_attempts(), 5);
-/// assert!(policy.is_retryable(14) && !policy.is_retryable(13));
+/// assert_eq!(policy.retryable_codes(), Some(&[8, 14][..])); // sorted
 ///
 /// let err = MethodPolicy::builder().retryable_codes([]).build().unwrap_err();
 /// assert_eq!(err.field(), "retryable_codes");
@@ -63,7 +63,7 @@ impl MethodPolicy {
     ///
     /// let p = MethodPolicy::hedging(3, Duration::from_millis(20), [14])?;
     /// assert_eq!(p.hedging_delay(), Some(Duration::from_millis(20)));
-    /// assert!(p.is_retryable(14) && !p.is_retryable(13));
+    /// assert_eq!(p.retryable_codes(), Some(&[14][..]));
     /// let err = MethodPolicy::hedging(1, Duration::ZERO, []).unwrap_err();
     /// assert_eq!(err.field(), "max_attempts");
     /// # Ok::<(), stagger::ConfigError>(())
@@ -181,11 +181,6 @@ impl MethodPolicy {
     /// ```
     pub fn class_of(&self, code: u32) -> crate::outcome::Class {
         crate::classify::grpc_code_listed(code, self.retryable.as_deref().unwrap_or(&[]))
-    }
-
-    /// Whether status `code` is listed as retryable.
-    pub fn is_retryable(&self, code: u32) -> bool {
-        self.retryable.as_deref().is_some_and(|c| c.contains(&code))
     }
 
     /// The codes a later attempt may clear: a retry policy's

@@ -42,21 +42,6 @@ impl<S, M> RetryService<S, M> {
             make,
         }
     }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
 }
 
 impl<S, M, B, ResB> Service<Request<B>> for RetryService<S, M>

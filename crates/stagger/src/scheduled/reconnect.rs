@@ -119,13 +119,9 @@ impl<R: RandomSource> Reconnect<R> {
     }
 
     /// Whether a connection is up (between `connected` and `disconnected`).
-    pub fn is_up(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_up(&self) -> bool {
         self.up_since.is_some()
-    }
-
-    /// How long a connection must last for the backoff to start over.
-    pub fn stable_after(&self) -> Duration {
-        self.stable_after
     }
 }
 

@@ -108,13 +108,9 @@ impl Ticks {
     }
 
     /// The instant slot 0 is centred on.
-    pub fn anchor(&self) -> Instant {
+    #[cfg(test)]
+    pub(crate) fn anchor(&self) -> Instant {
         self.anchor
-    }
-
-    /// The nominal period.
-    pub fn period(&self) -> Duration {
-        self.period
     }
 
     /// How far a tick may move from its slot.
@@ -124,13 +120,14 @@ impl Ticks {
 
     /// The slot the next call to [`next_tick`](Ticks::next_tick) considers
     /// first.
-    pub fn next_slot(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn next_slot(&self) -> u64 {
         self.next_slot
     }
 
     /// The nominal instant of slot `k`, `anchor + k·period` (`None` past
     /// what an `Instant` can hold).
-    pub fn nominal(&self, slot: u64) -> Option<Instant> {
+    pub(crate) fn nominal(&self, slot: u64) -> Option<Instant> {
         let ns = self.period.as_nanos().checked_mul(u128::from(slot))?;
         let secs = u64::try_from(ns / 1_000_000_000).ok()?;
         let offset = Duration::new(secs, (ns % 1_000_000_000) as u32);

@@ -110,23 +110,6 @@ pub struct DeadlineService<S> {
     layer: DeadlineLayer,
 }
 
-impl<S> DeadlineService<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for DeadlineService<S>

@@ -40,21 +40,6 @@ impl<S> RetryService<S> {
     pub(crate) fn from_shared(inner: S, settings: Arc<Settings>) -> Self {
         RetryService { inner, settings }
     }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
 }
 
 impl<S, B, ResB> Service<Request<B>> for RetryService<S>

@@ -380,18 +380,6 @@ pub struct ShedService<S> {
     shared: Arc<Shared>,
 }
 
-impl<S> ShedService<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// Unwraps the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
 type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
 impl<S, ReqB, ResB> Service<Request<ReqB>> for ShedService<S>
