@@ -152,23 +152,59 @@ fn gap(a: &Row, b: &Row) -> f64 {
     }
 }
 
+/// The scale and labels every overload chart of one report shares.
+struct Scale {
+    bin_s: f64,
+    cap: f64,
+    unit: &'static str,
+    span: Option<(f64, f64)>,
+    y_desc: String,
+    top: f64,
+}
+
+impl Scale {
+    fn frame<'a>(&'a self, title: &'a str) -> Frame<'a> {
+        Frame {
+            title,
+            x_desc: "time (s)",
+            y_desc: &self.y_desc,
+            hlines: vec![HLine::capacity(self.cap, format!("capacity {}", self.cap))],
+            span: self.span,
+            log_y: false,
+            y_range: Some((0.0, self.top)),
+        }
+    }
+}
+
 fn overload_charts(p: &Params, r: &Results, h: &mut String) {
     let (bin_s, cap, unit) = match p.model {
         Model::Failover => (p.tick.as_secs_f64(), p.capacity, "tick"),
         _ => (1.0, p.capacity, "second"),
     };
-    let span = Some((p.outage_start.as_secs_f64(), p.outage_end.as_secs_f64()));
-    let y_desc = format!("attempts per {unit}");
     // One y scale for every panel, fitted to the load after the outage so
     // that where it settles against capacity is readable; the burst during
     // the outage is cut at the top.
-    let top = finding_top(p, r, cap);
+    let scale = Scale {
+        bin_s,
+        cap,
+        unit,
+        span: Some((p.outage_start.as_secs_f64(), p.outage_end.as_secs_f64())),
+        y_desc: format!("attempts per {unit}"),
+        top: finding_top(p, r, cap),
+    };
+    load_panels(r, &scale, h);
+    lockstep(p, r, &scale, h);
+    retry_ratios(r, bin_s, h);
+}
+
+/// One panel per strategy: load, retries and successes against capacity.
+fn load_panels(r: &Results, sc: &Scale, h: &mut String) {
+    let (top, unit) = (sc.top, sc.unit);
     let burst = r
         .strategies
         .iter()
         .flat_map(|row| row.series.load.iter().copied())
         .fold(0.0, f64::max);
-    let range = Some((0.0, top));
     h.push_str("<h2>Load against capacity</h2><p>Mean attempts per ");
     let _ = write!(
         h,
@@ -203,18 +239,14 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
                 color: color(2),
             },
         ];
-        let frame = Frame {
-            title: &title,
-            x_desc: "time (s)",
-            y_desc: &y_desc,
-            hlines: vec![HLine::capacity(cap, format!("capacity {cap}"))],
-            span,
-            log_y: false,
-            y_range: range,
-        };
-        h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
+        h.push_str(&svg_or_note(charts::lines(&lines, &sc.frame(&title))));
     }
     h.push_str("</div>");
+}
+
+/// Plain exponential against full jitter, overlaid, and what the gap says.
+fn lockstep(p: &Params, r: &Results, sc: &Scale, h: &mut String) {
+    let (top, unit, bin_s) = (sc.top, sc.unit, sc.bin_s);
     let find = |k: RetryKind| {
         r.strategies
             .iter()
@@ -251,19 +283,15 @@ fn overload_charts(p: &Params, r: &Results, h: &mut String) {
                 Line { name: "exponential (no jitter)", points: clipped(&a.series.t_s, &a.series.load, top), color: color(0) },
                 Line { name: "exponential + full jitter", points: clipped(&b.series.t_s, &b.series.load, top), color: color(1) },
             ];
-            let frame = Frame {
-                title: "the same failures, retried in lockstep and with full jitter",
-                x_desc: "time (s)",
-                y_desc: &y_desc,
-                hlines: vec![HLine::capacity(cap, format!("capacity {cap}"))],
-                span,
-                log_y: false,
-                y_range: range,
-            };
+            let frame = sc.frame("the same failures, retried in lockstep and with full jitter");
             h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
         }
         _ => h.push_str("<p class=note>Run both <code>exponential</code> and <code>full</code> to see them overlaid.</p>"),
     }
+}
+
+/// The retry ratio over time against the SLI's lines, whole and zoomed.
+fn retry_ratios(r: &Results, bin_s: f64, h: &mut String) {
     h.push_str("<h2>Retry ratio</h2>");
     let ratios: Vec<(&Row, Vec<(f64, f64)>)> = r
         .strategies
