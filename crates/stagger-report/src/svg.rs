@@ -30,54 +30,82 @@ pub struct Histogram<'a> {
     pub top: f64,
 }
 
+/// Where a value lands on the chart: `n` bins across, `top` at the top.
+struct Plot {
+    n: usize,
+    top: f64,
+}
+
+impl Plot {
+    fn x(&self, i: f64) -> f64 {
+        LEFT + (W - LEFT - RIGHT) * i / self.n as f64
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + (H - TOP - BOTTOM) * (1.0 - v / self.top)
+    }
+}
+
 impl Histogram<'_> {
     /// The chart.
     pub fn svg(&self) -> String {
-        let n = self.first.len().max(1);
-        let top = self.top.max(1.0);
-        let pw = W - LEFT - RIGHT;
-        let ph = H - TOP - BOTTOM;
-        let x = |i: f64| LEFT + pw * i / n as f64;
-        let y = |v: f64| TOP + ph * (1.0 - v / top);
-        let bw = (pw / n as f64).max(0.5);
+        let p = Plot {
+            n: self.first.len().max(1),
+            top: self.top.max(1.0),
+        };
         let mut g = String::new();
         let _ = write!(
             g,
             r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"##
         );
+        self.shaded_and_bars(&p, &mut g);
+        self.successes_and_lines(&p, &mut g);
+        axes(&p, &mut g);
+        g.push_str("</svg>");
+        g
+    }
+
+    /// The shaded spans, then first attempts and retries stacked per bin.
+    fn shaded_and_bars(&self, p: &Plot, g: &mut String) {
+        let ph = H - TOP - BOTTOM;
+        let bw = ((W - LEFT - RIGHT) / p.n as f64).max(0.5);
         for &(fs, fe) in &self.shaded {
             let _ = write!(
                 g,
                 r##"<rect x="{:.1}" y="{TOP}" width="{:.1}" height="{ph}" fill="#eee"/>"##,
-                x(fs),
-                (x(fe.min(n as f64)) - x(fs)).max(0.0)
+                p.x(fs),
+                (p.x(fe.min(p.n as f64)) - p.x(fs)).max(0.0)
             );
         }
         for (i, (f, r)) in self.first.iter().zip(self.retries).enumerate() {
             let (f, r) = (f64::from(*f), f64::from(*r));
-            let xi = x(i as f64);
+            let xi = p.x(i as f64);
             if f > 0.0 {
                 let _ = write!(
                     g,
                     r##"<rect x="{xi:.1}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="#4a78c2"/>"##,
-                    y(f),
-                    y(0.0) - y(f)
+                    p.y(f),
+                    p.y(0.0) - p.y(f)
                 );
             }
             if r > 0.0 {
                 let _ = write!(
                     g,
                     r##"<rect x="{xi:.1}" y="{:.1}" width="{bw:.2}" height="{:.1}" fill="#d9534f"/>"##,
-                    y(f + r),
-                    y(f) - y(f + r)
+                    p.y(f + r),
+                    p.y(f) - p.y(f + r)
                 );
             }
         }
+    }
+
+    /// The successes' line and the horizontal reference lines.
+    fn successes_and_lines(&self, p: &Plot, g: &mut String) {
         if let Some(ok) = self.successes {
             let pts: Vec<String> = ok
                 .iter()
                 .enumerate()
-                .map(|(i, v)| format!("{:.1},{:.1}", x(i as f64 + 0.5), y(f64::from(*v))))
+                .map(|(i, v)| format!("{:.1},{:.1}", p.x(i as f64 + 0.5), p.y(f64::from(*v))))
                 .collect();
             let _ = write!(
                 g,
@@ -91,60 +119,63 @@ impl Histogram<'_> {
                 r##"<line x1="{LEFT}" x2="{:.1}" y1="{yv:.1}" y2="{yv:.1}" stroke="{color}" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="{color}">{label}</text>"##,
                 W - RIGHT,
                 W - RIGHT - 2.0,
-                y(*v) - 3.0,
-                yv = y(*v)
+                p.y(*v) - 3.0,
+                yv = p.y(*v)
             );
         }
-        // Axes: seconds along the bottom, attempts per 100 ms on the left.
+    }
+}
+
+/// The axes: seconds along the bottom, attempts per 100 ms on the left.
+fn axes(p: &Plot, g: &mut String) {
+    let (n, top) = (p.n, p.top);
+    let ph = H - TOP - BOTTOM;
+    let _ = write!(
+        g,
+        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" stroke="#000"/><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#000"/>"##,
+        p.y(0.0),
+        W - RIGHT,
+        p.y(0.0),
+        p.y(0.0)
+    );
+    let secs = n / 10;
+    let step = match secs {
+        0..=15 => 1,
+        16..=40 => 5,
+        41..=400 => 10,
+        _ => 60,
+    };
+    for t in (0..=secs).step_by(step) {
+        let xt = p.x(t as f64 * 10.0);
         let _ = write!(
             g,
-            r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" stroke="#000"/><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#000"/>"##,
-            y(0.0),
-            W - RIGHT,
-            y(0.0),
-            y(0.0)
+            r##"<text x="{xt:.1}" y="{:.1}" text-anchor="middle">{t}s</text>"##,
+            p.y(0.0) + 14.0
         );
-        let secs = n / 10;
-        let step = match secs {
-            0..=15 => 1,
-            16..=40 => 5,
-            41..=400 => 10,
-            _ => 60,
-        };
-        for t in (0..=secs).step_by(step) {
-            let xt = x(t as f64 * 10.0);
-            let _ = write!(
-                g,
-                r##"<text x="{xt:.1}" y="{:.1}" text-anchor="middle">{t}s</text>"##,
-                y(0.0) + 14.0
-            );
-        }
+    }
+    let _ = write!(
+        g,
+        r##"<text transform="translate(14,{:.1}) rotate(-90)" text-anchor="middle">attempts per 100 ms</text>"##,
+        TOP + ph / 2.0
+    );
+    // Whole-number ticks a round step apart (1, 2, 5, 10, 20, …), so a
+    // low axis reads 0, 1, 2 and never 0, 0, 1, 1, 1.
+    // The top is labelled too when it stands clear of the last tick.
+    let step = tick_step(top);
+    let mut ticks: Vec<f64> = (0..)
+        .map(|k| f64::from(k) * step)
+        .take_while(|v| *v <= top + 1e-9)
+        .collect();
+    if ticks.last().is_some_and(|&l| top - l >= step / 2.0) && top.fract() == 0.0 {
+        ticks.push(top);
+    }
+    for v in ticks {
         let _ = write!(
             g,
-            r##"<text transform="translate(14,{:.1}) rotate(-90)" text-anchor="middle">attempts per 100 ms</text>"##,
-            TOP + ph / 2.0
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
+            LEFT - 4.0,
+            p.y(v) + 4.0
         );
-        // Whole-number ticks a round step apart (1, 2, 5, 10, 20, …), so a
-        // low axis reads 0, 1, 2 and never 0, 0, 1, 1, 1.
-        // The top is labelled too when it stands clear of the last tick.
-        let step = tick_step(top);
-        let mut ticks: Vec<f64> = (0..)
-            .map(|k| f64::from(k) * step)
-            .take_while(|v| *v <= top + 1e-9)
-            .collect();
-        if ticks.last().is_some_and(|&l| top - l >= step / 2.0) && top.fract() == 0.0 {
-            ticks.push(top);
-        }
-        for v in ticks {
-            let _ = write!(
-                g,
-                r##"<text x="{:.1}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
-                LEFT - 4.0,
-                y(v) + 4.0
-            );
-        }
-        g.push_str("</svg>");
-        g
     }
 }
 
