@@ -118,62 +118,68 @@ pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> Stri
     };
     h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     if !sweep.is_empty() {
-        let servers = p.capacity.unwrap_or(10);
-        let _ = write!(
-            h,
-            "<h2>Against utilisation</h2><p class=note>{servers} FIFO servers, utilisation without hedges from {} to {}. <b>queued</b>: a call's other attempts leave the queue when it ends, but those being served run to completion. <b>running</b>: they stop too, freeing their server.</p>",
-            SWEEP[0],
-            SWEEP[SWEEP.len() - 1]
-        );
-        let mut names: Vec<&str> = Vec::new();
-        for pt in sweep {
-            if !names.contains(&pt.row.strategy.as_str()) {
-                names.push(&pt.row.strategy);
-            }
-        }
-        type Pick = fn(&SweepPoint) -> f64;
-        let picks: [(&str, &str, Pick, bool); 3] = [
-            ("p99 latency", "ms (log)", |pt| pt.row.p99_ms, true),
-            ("p50 latency", "ms (log)", |pt| pt.row.p50_ms, true),
-            (
-                "extra load",
-                "attempts ÷ requests − 1",
-                |pt| pt.row.extra_load,
-                false,
-            ),
-        ];
-        for cancel in [Cancel::Queued, Cancel::Running] {
-            let _ = write!(h, "<h3>cancel {}</h3>", cancel.as_str());
-            for (what, y_desc, pick, log_y) in picks {
-                let title = format!("{what}, cancel {}", cancel.as_str());
-                let lines: Vec<Line<'_>> = names
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| Line {
-                        name: n,
-                        points: sweep
-                            .iter()
-                            .filter(|pt| pt.cancel == cancel && pt.row.strategy == *n)
-                            .map(|pt| (pt.utilisation, pick(pt)))
-                            .collect(),
-                        color: color(i),
-                    })
-                    .collect();
-                let frame = Frame {
-                    title: &title,
-                    x_desc: "utilisation without hedges",
-                    y_desc,
-                    hlines: vec![],
-                    span: None,
-                    log_y,
-                    y_range: None,
-                };
-                h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
-            }
-        }
+        utilisation_sweep(p, sweep, &mut h);
     }
     h.push_str("<h2>Files</h2><p><code>results.json</code> (the <code>--format json</code> document) sits beside this page.</p></body></html>\n");
     h
+}
+
+/// The sweep against utilisation: per way of cancelling, p99, p50 and the
+/// extra load of every strategy.
+fn utilisation_sweep(p: &HedgingParams, sweep: &[SweepPoint], h: &mut String) {
+    let servers = p.capacity.unwrap_or(10);
+    let _ = write!(
+        h,
+        "<h2>Against utilisation</h2><p class=note>{servers} FIFO servers, utilisation without hedges from {} to {}. <b>queued</b>: a call's other attempts leave the queue when it ends, but those being served run to completion. <b>running</b>: they stop too, freeing their server.</p>",
+        SWEEP[0],
+        SWEEP[SWEEP.len() - 1]
+    );
+    let mut names: Vec<&str> = Vec::new();
+    for pt in sweep {
+        if !names.contains(&pt.row.strategy.as_str()) {
+            names.push(&pt.row.strategy);
+        }
+    }
+    type Pick = fn(&SweepPoint) -> f64;
+    let picks: [(&str, &str, Pick, bool); 3] = [
+        ("p99 latency", "ms (log)", |pt| pt.row.p99_ms, true),
+        ("p50 latency", "ms (log)", |pt| pt.row.p50_ms, true),
+        (
+            "extra load",
+            "attempts ÷ requests − 1",
+            |pt| pt.row.extra_load,
+            false,
+        ),
+    ];
+    for cancel in [Cancel::Queued, Cancel::Running] {
+        let _ = write!(h, "<h3>cancel {}</h3>", cancel.as_str());
+        for (what, y_desc, pick, log_y) in picks {
+            let title = format!("{what}, cancel {}", cancel.as_str());
+            let lines: Vec<Line<'_>> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Line {
+                    name: n,
+                    points: sweep
+                        .iter()
+                        .filter(|pt| pt.cancel == cancel && pt.row.strategy == *n)
+                        .map(|pt| (pt.utilisation, pick(pt)))
+                        .collect(),
+                    color: color(i),
+                })
+                .collect();
+            let frame = Frame {
+                title: &title,
+                x_desc: "utilisation without hedges",
+                y_desc,
+                hlines: vec![],
+                span: None,
+                log_y,
+                y_range: None,
+            };
+            h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
+        }
+    }
 }
 
 #[cfg(test)]
