@@ -615,7 +615,9 @@ impl Facts {
 
 impl Settings {
     /// The engine of a call opened under these settings: the request's own
-    /// policies if it has them, the shared ones otherwise.
+    /// policies if it has them, the shared ones otherwise. Read by the
+    /// tower and reqwest layers; `http` alone builds it unused.
+    #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
     pub(crate) fn plan<'a>(&'a self, own: &'a Own, call: Call) -> Plan<'a> {
         match own.0.as_deref() {
             Some((policy, hedging)) => Plan::new(policy, hedging.as_ref(), call),

@@ -93,16 +93,6 @@ fn number<T: std::str::FromStr>(param: &str, v: &str) -> Result<T, BadParam> {
 
 pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
     let mut what = None;
-    let mut set_what = |param: &str, w: What| {
-        if what.replace(w).is_some() {
-            Err(BadParam::new(
-                param,
-                "give one failure: status, io or grpc".to_string(),
-            ))
-        } else {
-            Ok(())
-        }
-    };
     let mut question = Question {
         what: What::Status(StatusCode::SERVICE_UNAVAILABLE),
         method: Method::GET,
@@ -117,92 +107,19 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
         backoff: Backoff::new(),
         seed: 1,
     };
-    let (mut base, mut cap, mut jitter) = (None, None, None);
+    let mut shape = (None, None, None);
     for (k, v) in pairs(q)? {
         let p = k.as_str();
-        match p {
-            "status" => {
-                let code: u16 = number(p, &v)?;
-                let s = StatusCode::from_u16(code).map_err(|_| {
-                    BadParam::new(p, format!("`{v}` is not an HTTP status (100–999)"))
-                })?;
-                set_what(p, What::Status(s))?;
-            }
-            "io" => {
-                if io_error(&v).is_none() {
-                    let names: Vec<&str> = IO_ERRORS.iter().map(|(n, _)| *n).collect();
+        match failure(p, &v)? {
+            Some(w) => {
+                if what.replace(w).is_some() {
                     return Err(BadParam::new(
                         p,
-                        format!("`{v}` is not one of {}", names.join(", ")),
+                        "give one failure: status, io or grpc".to_string(),
                     ));
                 }
-                set_what(p, What::Io(v.clone()))?;
             }
-            "grpc" => {
-                let up = v.trim().to_ascii_uppercase();
-                let code = match stagger::classify::GRPC_CODE_NAMES
-                    .iter()
-                    .position(|c| *c == up)
-                {
-                    Some(i) => i as u32,
-                    None => number::<u32>(p, &v)
-                        .ok()
-                        .filter(|c| *c < 17)
-                        .ok_or_else(|| {
-                            BadParam::new(
-                                p,
-                                format!("`{v}` is not a gRPC status name or code 0–16"),
-                            )
-                        })?,
-                };
-                set_what(p, What::Grpc(code))?;
-            }
-            "method" => {
-                question.method = Method::from_bytes(v.trim().to_ascii_uppercase().as_bytes())
-                    .map_err(|_| BadParam::new(p, format!("`{v}` is not an HTTP method")))?;
-            }
-            "idempotency_key" => question.key = switch(p, &v)?,
-            "retry_500" => question.retry_500 = switch(p, &v)?,
-            "retry_after" => question.retry_after = Some(v.clone()).filter(|v| !v.is_empty()),
-            "pushback" | "pushback_ms" => {
-                question.pushback = Some(v.clone()).filter(|v| !v.is_empty())
-            }
-            "remaining" => {
-                question.remaining = match v.trim() {
-                    "" | "none" => None,
-                    t => Some(duration(t).map_err(|e| BadParam::new(p, e))?),
-                }
-            }
-            "attempt" => question.attempt = number(p, &v)?,
-            "attempts" | "max_attempts" => question.max_attempts = number(p, &v)?,
-            "budget" => {
-                question.budget = match v.as_str() {
-                    "" | "none" => BudgetState::None,
-                    "room" => BudgetState::Room,
-                    "spent" => BudgetState::Spent,
-                    _ => {
-                        return Err(BadParam::new(
-                            p,
-                            format!("`{v}` is not none, room or spent"),
-                        ))
-                    }
-                }
-            }
-            "base" => base = Some(duration(&v).map_err(|e| BadParam::new(p, e))?),
-            "cap" => cap = Some(duration(&v).map_err(|e| BadParam::new(p, e))?),
-            "jitter" => {
-                jitter = Some(
-                    v.parse::<Jitter>()
-                        .map_err(|e| BadParam::new(p, e.problem().to_string()))?,
-                )
-            }
-            "seed" => question.seed = number(p, &v)?,
-            _ => {
-                return Err(BadParam::new(
-                    p,
-                    format!("`{k}` is not a parameter of decide"),
-                ))
-            }
+            None => question.set(p, &k, &v, &mut shape)?,
         }
     }
     if question
@@ -220,6 +137,117 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
             format!("must be between 1 and attempts ({})", question.max_attempts),
         ));
     }
+    question.backoff = backoff(shape)?;
+    // Nothing is assumed: a question without a failure is not answered.
+    question.what = what.ok_or_else(|| {
+        BadParam::new(
+            "status",
+            "give the failure asked about: status (an HTTP status), io (an I/O error) or grpc \
+             (a gRPC status)",
+        )
+    })?;
+    Ok(question)
+}
+
+/// The failure asked about, when `p` names one (`status`, `io`, `grpc`).
+fn failure(p: &str, v: &str) -> Result<Option<What>, BadParam> {
+    Ok(match p {
+        "status" => {
+            let code: u16 = number(p, v)?;
+            let s = StatusCode::from_u16(code)
+                .map_err(|_| BadParam::new(p, format!("`{v}` is not an HTTP status (100–999)")))?;
+            Some(What::Status(s))
+        }
+        "io" => {
+            if io_error(v).is_none() {
+                let names: Vec<&str> = IO_ERRORS.iter().map(|(n, _)| *n).collect();
+                return Err(BadParam::new(
+                    p,
+                    format!("`{v}` is not one of {}", names.join(", ")),
+                ));
+            }
+            Some(What::Io(v.to_string()))
+        }
+        "grpc" => {
+            let up = v.trim().to_ascii_uppercase();
+            let code = match stagger::classify::GRPC_CODE_NAMES
+                .iter()
+                .position(|c| *c == up)
+            {
+                Some(i) => i as u32,
+                None => number::<u32>(p, v)
+                    .ok()
+                    .filter(|c| *c < 17)
+                    .ok_or_else(|| {
+                        BadParam::new(p, format!("`{v}` is not a gRPC status name or code 0–16"))
+                    })?,
+            };
+            Some(What::Grpc(code))
+        }
+        _ => None,
+    })
+}
+
+/// The backoff's base, cap and jitter as the query set them.
+type Shape = (Option<Duration>, Option<Duration>, Option<Jitter>);
+
+impl Question {
+    /// Sets what parameter `p` (written `k`) says, other than the failure.
+    fn set(&mut self, p: &str, k: &str, v: &str, shape: &mut Shape) -> Result<(), BadParam> {
+        match p {
+            "method" => {
+                self.method = Method::from_bytes(v.trim().to_ascii_uppercase().as_bytes())
+                    .map_err(|_| BadParam::new(p, format!("`{v}` is not an HTTP method")))?;
+            }
+            "idempotency_key" => self.key = switch(p, v)?,
+            "retry_500" => self.retry_500 = switch(p, v)?,
+            "retry_after" => self.retry_after = Some(v.to_string()).filter(|v| !v.is_empty()),
+            "pushback" | "pushback_ms" => {
+                self.pushback = Some(v.to_string()).filter(|v| !v.is_empty())
+            }
+            "remaining" => {
+                self.remaining = match v.trim() {
+                    "" | "none" => None,
+                    t => Some(duration(t).map_err(|e| BadParam::new(p, e))?),
+                }
+            }
+            "attempt" => self.attempt = number(p, v)?,
+            "attempts" | "max_attempts" => self.max_attempts = number(p, v)?,
+            "budget" => {
+                self.budget = match v {
+                    "" | "none" => BudgetState::None,
+                    "room" => BudgetState::Room,
+                    "spent" => BudgetState::Spent,
+                    _ => {
+                        return Err(BadParam::new(
+                            p,
+                            format!("`{v}` is not none, room or spent"),
+                        ))
+                    }
+                }
+            }
+            "base" => shape.0 = Some(duration(v).map_err(|e| BadParam::new(p, e))?),
+            "cap" => shape.1 = Some(duration(v).map_err(|e| BadParam::new(p, e))?),
+            "jitter" => {
+                shape.2 = Some(
+                    v.parse::<Jitter>()
+                        .map_err(|e| BadParam::new(p, e.problem().to_string()))?,
+                )
+            }
+            "seed" => self.seed = number(p, v)?,
+            _ => {
+                return Err(BadParam::new(
+                    p,
+                    format!("`{k}` is not a parameter of decide"),
+                ))
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The backoff the query shaped, checked.
+fn backoff((base, cap, jitter): Shape) -> Result<Backoff, BadParam> {
     let mut b = Backoff::new();
     if let Some(d) = base {
         b = b.base(d);
@@ -232,14 +260,5 @@ pub(super) fn parse(q: &str) -> Result<Question, BadParam> {
     }
     b.validate()
         .map_err(|e| BadParam::new(e.field(), e.problem().to_string()))?;
-    question.backoff = b;
-    // Nothing is assumed: a question without a failure is not answered.
-    question.what = what.ok_or_else(|| {
-        BadParam::new(
-            "status",
-            "give the failure asked about: status (an HTTP status), io (an I/O error) or grpc \
-             (a gRPC status)",
-        )
-    })?;
-    Ok(question)
+    Ok(b)
 }
