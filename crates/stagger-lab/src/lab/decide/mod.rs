@@ -280,64 +280,11 @@ pub(crate) fn decide(q: &str) -> Result<String, BadParam> {
         }
     };
     let (steps, decision, attempt, call) = drive(&question, f, deadline)?;
-    let mut why = Vec::new();
-    match f {
-        None => why.push("not a failure (2xx/3xx, or grpc-status 0)".to_string()),
-        Some(f) => {
-            why.push(format!("class {}", class_words(f.class)));
-            if f.not_sent {
-                why.push(
-                    "the request surely never reached the server, so repeating it is safe \
-                     whatever its method"
-                        .to_string(),
-                );
-            }
-        }
-    }
     let idem = call.get_idempotency();
-    why.push(match idem {
-        Idempotency::Idempotent => {
-            "the request is idempotent (its method, or an Idempotency-Key)".into()
-        }
-        Idempotency::NotIdempotent => {
-            "the request is not idempotent (POST/PATCH without an Idempotency-Key)".into()
-        }
-        _ => "idempotency unspecified (a gRPC call without a retry policy listing the code)".into(),
-    });
+    let mut why = fact_words(f, idem);
     let (kind, after_ms, stop_reason) = match decision {
         Decision::Retry { after } => {
-            why.push(format!(
-                "attempt {attempt} of {} failed; {}",
-                question.max_attempts,
-                match f.and_then(|f| f.hint) {
-                    Some(Hint::RetryAfter(_)) => format!(
-                        "never sooner than the server's Retry-After, plus up to one backoff step                          of {} jitter so clients told the same time do not return together",
-                        question.backoff.get_jitter()
-                    ),
-                    Some(Hint::Pushback(_)) => {
-                        "a gRPC pushback is waited exactly, and the backoff restarts".to_string()
-                    }
-                    _ => format!(
-                        "the wait is drawn by the {} jitter",
-                        question.backoff.get_jitter()
-                    ),
-                }
-            ));
-            let pushback = matches!(f.and_then(|f| f.hint), Some(Hint::Pushback(_)));
-            if question.backoff.get_jitter() != Jitter::Decorrelated && !pushback {
-                let (lo, hi) = question.backoff.range(attempt);
-                why.push(format!(
-                    "backoff before retry {attempt}: b = {}, drawn from [{}, {}){}",
-                    humantime_ms(question.backoff.backoff(attempt)),
-                    humantime_ms(lo),
-                    humantime_ms(hi),
-                    if matches!(f.and_then(|f| f.hint), Some(Hint::RetryAfter(_))) {
-                        " and added to the Retry-After"
-                    } else {
-                        ""
-                    }
-                ));
-            }
+            why.extend(retry_words(&question, f, attempt));
             ("retry", Some(ms(after)), None)
         }
         Decision::Stop(r) => {
@@ -369,6 +316,75 @@ pub(crate) fn decide(q: &str) -> Result<String, BadParam> {
     serde_json::to_string(&answer).map_err(|e| BadParam::new("", e.to_string()))
 }
 
+/// Why, as far as the facts go: the failure's class, whether it was sent,
+/// and the request's idempotency.
+fn fact_words(f: Option<Failure>, idem: Idempotency) -> Vec<String> {
+    let mut why = Vec::new();
+    match f {
+        None => why.push("not a failure (2xx/3xx, or grpc-status 0)".to_string()),
+        Some(f) => {
+            why.push(format!("class {}", class_words(f.class)));
+            if f.not_sent {
+                why.push(
+                    "the request surely never reached the server, so repeating it is safe \
+                     whatever its method"
+                        .to_string(),
+                );
+            }
+        }
+    }
+    why.push(match idem {
+        Idempotency::Idempotent => {
+            "the request is idempotent (its method, or an Idempotency-Key)".into()
+        }
+        Idempotency::NotIdempotent => {
+            "the request is not idempotent (POST/PATCH without an Idempotency-Key)".into()
+        }
+        _ => "idempotency unspecified (a gRPC call without a retry policy listing the code)".into(),
+    });
+    why
+}
+
+/// Why a retry, and the wait: the attempt, the hint or jitter that sets
+/// the wait, and the backoff's range.
+fn retry_words(question: &Question, f: Option<Failure>, attempt: u32) -> Vec<String> {
+    let mut why = Vec::new();
+    why.push(format!(
+        "attempt {attempt} of {} failed; {}",
+        question.max_attempts,
+        match f.and_then(|f| f.hint) {
+            Some(Hint::RetryAfter(_)) => format!(
+                "never sooner than the server's Retry-After, plus up to one backoff step \
+                 of {} jitter so clients told the same time do not return together",
+                question.backoff.get_jitter()
+            ),
+            Some(Hint::Pushback(_)) => {
+                "a gRPC pushback is waited exactly, and the backoff restarts".to_string()
+            }
+            _ => format!(
+                "the wait is drawn by the {} jitter",
+                question.backoff.get_jitter()
+            ),
+        }
+    ));
+    let pushback = matches!(f.and_then(|f| f.hint), Some(Hint::Pushback(_)));
+    if question.backoff.get_jitter() != Jitter::Decorrelated && !pushback {
+        let (lo, hi) = question.backoff.range(attempt);
+        why.push(format!(
+            "backoff before retry {attempt}: b = {}, drawn from [{}, {}){}",
+            humantime_ms(question.backoff.backoff(attempt)),
+            humantime_ms(lo),
+            humantime_ms(hi),
+            if matches!(f.and_then(|f| f.hint), Some(Hint::RetryAfter(_))) {
+                " and added to the Retry-After"
+            } else {
+                ""
+            }
+        ));
+    }
+    why
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,6 +400,22 @@ mod tests {
         assert_eq!(a["not_retried"], "not_idempotent");
         let a = answer("status=503&method=POST&idempotency_key=1");
         assert_eq!(a["decision"], "retry");
+    }
+
+    /// The reason under a Retry-After read "backoff step" then 26 spaces:
+    /// a line of the message had lost its continuation.
+    #[test]
+    fn every_reason_reads_as_plain_sentences() {
+        for q in [
+            "status=503&retry_after=2&attempt=2",
+            "status=503",
+            "grpc=UNAVAILABLE&pushback=50",
+        ] {
+            for line in answer(q)["why"].as_array().unwrap() {
+                let line = line.as_str().unwrap();
+                assert!(!line.contains("  "), "{q}: {line:?}");
+            }
+        }
     }
 
     #[test]
