@@ -308,7 +308,6 @@ impl Args {
 
 /// Runs `stagger http`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
-    let policy = a.policy()?;
     let request::Parts {
         url,
         method,
@@ -317,28 +316,8 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         key,
     } = request::parts(&a.flags()).map_err(usage)?;
     let shown_url = url.to_string();
-
     let logs: Arc<Mutex<Vec<AttemptLog>>> = Arc::default();
-    let sink = logs.clone();
-    let verbose = a.verbose();
-    let mut settings = Settings::new(policy)
-        .retry_500(a.retry_500)
-        .on_attempt(move |log| {
-            if verbose {
-                eprintln!("stagger: {}", request::attempt_line(log));
-            }
-            if let Ok(mut l) = sink.lock() {
-                l.push(log.clone());
-            }
-        });
-    let deadline = limit(a.deadline);
-    if let Some(d) = deadline {
-        settings = settings.timeout(d);
-    }
-    let client = reqwest_middleware::ClientBuilder::new(a.client()?)
-        .with(RetryMiddleware::new(settings))
-        .build();
-
+    let (client, deadline) = client(a, &logs)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -388,62 +367,146 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let elapsed = started.elapsed();
     let logs = logs.lock().map(|l| l.clone()).unwrap_or_default();
     let reason = info.map_or(StopReason::NotRetryable, |i| i.reason);
+    let code = exit_code(&result, &body, reason, &logs);
+    let body_error = body.as_ref().err().map(ToString::to_string);
+
+    let done = Done {
+        result: &result,
+        body_error: body_error.clone(),
+        reason,
+        code,
+        elapsed,
+        key,
+        logs: &logs,
+        url: &shown_url,
+    };
+    done.print(a)?;
+    if let Some(e) = body_error.filter(|_| a.errors_shown()) {
+        eprintln!("stagger: {e}");
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// curl's exit code for how the call ended: 28 past the deadline, 22 for
+/// an HTTP error, 1 for a body broken off, else curl's code for the error.
+fn exit_code(
+    result: &Result<reqwest::StatusCode, reqwest_middleware::Error>,
+    body: &Result<(), BodyError>,
+    reason: StopReason,
+    logs: &[AttemptLog],
+) -> u8 {
     let timed_out = logs
         .last()
         .is_some_and(|l| l.status.is_none() && l.error.as_deref() == Some("attempt timed out"));
-
-    let code = match (&result, &body) {
+    match (result, body) {
         _ if reason == StopReason::Deadline => 28,
         (_, Err(BodyError::Deadline { .. })) => 28,
         (_, Err(BodyError::Transport { .. })) => 1,
         (Ok(s), _) if status_fails(*s) => 22,
         (Ok(_), _) => 0,
         (Err(e), _) => request::curl_exit_code(e, timed_out),
-    };
-    let body_error = body.as_ref().err().map(ToString::to_string);
+    }
+}
 
-    if a.format.json() {
-        let summary = Summary {
-            final_status: result.as_ref().ok().map(|s| s.as_u16()),
-            stop_reason: reason.as_str().to_string(),
-            elapsed_ms: ms(elapsed),
-            idempotency_key: key,
-            attempts: logs
-                .iter()
-                .map(|l| AttemptJson {
-                    attempt: l.attempt,
-                    status: l.status,
-                    error: l.error.clone(),
-                    hint_ms: l.hint.map(ms),
-                    delay_ms: l.delay.map(ms),
-                })
-                .collect(),
-            body_error: body_error.clone(),
-        };
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, &summary)?;
-        writeln!(out)?;
-    } else if body_error.is_none() {
-        let n = logs.len();
-        let plural = if n == 1 { "" } else { "s" };
-        let how = format!("{reason} after {n} attempt{plural} in {} ms", ms(elapsed));
-        let what = match &result {
-            Ok(s) => format!(
-                "HTTP {} {} from {shown_url}",
-                s.as_u16(),
-                s.canonical_reason().unwrap_or("")
-            ),
-            Err(e) => certificate_problem(a, e).unwrap_or_else(|| stagger::http::error_chain(e)),
-        };
-        // One line: why it failed, or with -v how it went.
-        if (code != 0 && a.errors_shown()) || a.verbose() {
-            eprintln!("stagger: {what} ({how})");
+/// The client with the retry middleware, each attempt logged into `logs`
+/// (and shown with `-v`), and the deadline over the whole call.
+fn client(
+    a: &Args,
+    logs: &Arc<Mutex<Vec<AttemptLog>>>,
+) -> anyhow::Result<(reqwest_middleware::ClientWithMiddleware, Option<Duration>)> {
+    let policy = a.policy()?;
+    let sink = logs.clone();
+    let verbose = a.verbose();
+    let mut settings = Settings::new(policy)
+        .retry_500(a.retry_500)
+        .on_attempt(move |log| {
+            if verbose {
+                eprintln!("stagger: {}", request::attempt_line(log));
+            }
+            if let Ok(mut l) = sink.lock() {
+                l.push(log.clone());
+            }
+        });
+    let deadline = limit(a.deadline);
+    if let Some(d) = deadline {
+        settings = settings.timeout(d);
+    }
+    let client = reqwest_middleware::ClientBuilder::new(a.client()?)
+        .with(RetryMiddleware::new(settings))
+        .build();
+
+    Ok((client, deadline))
+}
+
+/// How a call ended, for the one line or the JSON summary.
+struct Done<'a> {
+    result: &'a Result<reqwest::StatusCode, reqwest_middleware::Error>,
+    body_error: Option<String>,
+    reason: StopReason,
+    code: u8,
+    elapsed: Duration,
+    key: Option<String>,
+    logs: &'a [AttemptLog],
+    url: &'a str,
+}
+
+impl Done<'_> {
+    /// The JSON summary on stdout with `--format json`; otherwise, when the
+    /// body was read whole, one line on stderr saying why it failed (or,
+    /// with `-v`, how it went).
+    fn print(self, a: &Args) -> anyhow::Result<()> {
+        let Done {
+            result,
+            body_error,
+            reason,
+            code,
+            elapsed,
+            key,
+            logs,
+            url: shown_url,
+        } = self;
+        if a.format.json() {
+            let summary = Summary {
+                final_status: result.as_ref().ok().map(|s| s.as_u16()),
+                stop_reason: reason.as_str().to_string(),
+                elapsed_ms: ms(elapsed),
+                idempotency_key: key,
+                attempts: logs
+                    .iter()
+                    .map(|l| AttemptJson {
+                        attempt: l.attempt,
+                        status: l.status,
+                        error: l.error.clone(),
+                        hint_ms: l.hint.map(ms),
+                        delay_ms: l.delay.map(ms),
+                    })
+                    .collect(),
+                body_error: body_error.clone(),
+            };
+            let mut out = std::io::stdout().lock();
+            serde_json::to_writer(&mut out, &summary)?;
+            writeln!(out)?;
+        } else if body_error.is_none() {
+            let n = logs.len();
+            let plural = if n == 1 { "" } else { "s" };
+            let how = format!("{reason} after {n} attempt{plural} in {} ms", ms(elapsed));
+            let what = match &result {
+                Ok(s) => format!(
+                    "HTTP {} {} from {shown_url}",
+                    s.as_u16(),
+                    s.canonical_reason().unwrap_or("")
+                ),
+                Err(e) => {
+                    certificate_problem(a, e).unwrap_or_else(|| stagger::http::error_chain(e))
+                }
+            };
+            // One line: why it failed, or with -v how it went.
+            if (code != 0 && a.errors_shown()) || a.verbose() {
+                eprintln!("stagger: {what} ({how})");
+            }
         }
+        Ok(())
     }
-    if let Some(e) = body_error.filter(|_| a.errors_shown()) {
-        eprintln!("stagger: {e}");
-    }
-    Ok(ExitCode::from(code))
 }
 
 /// What was wrong with the server's certificate and which flag changes
