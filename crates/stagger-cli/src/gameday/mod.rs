@@ -289,6 +289,53 @@ fn cleanup() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs each strategy of `plan` in turn, saying so unless `talk` is off;
+/// the rows.
+fn run_each(plan: &gameday::Plan, talk: bool) -> anyhow::Result<Vec<stagger_report::gameday::Row>> {
+    let total = plan.strategies().len();
+    let mut rows = Vec::with_capacity(total);
+    for (i, s) in plan.strategies().iter().enumerate() {
+        if talk {
+            eprintln!(
+                "stagger gameday: {} × {} ({}/{total}), {:.0}s of traffic…",
+                plan.params().fault,
+                s,
+                i + 1,
+                plan.params().duration_s
+            );
+        }
+        let run = plan.run_one(*s).map_err(gameday_error)?;
+        if run.cut_off > 0 {
+            eprintln!(
+                "stagger gameday: {} client tasks were still running at the hard stop",
+                run.cut_off
+            );
+        }
+        for n in &run.notes {
+            eprintln!("stagger gameday: {s}: {n}");
+        }
+        rows.push(run.row);
+    }
+    Ok(rows)
+}
+
+/// The `--format json` document: the game-day's, with a soak's samples and
+/// verdict.
+fn json(
+    results: &stagger_report::gameday::Results,
+    verdict: Option<&soak::Verdict>,
+) -> anyhow::Result<String> {
+    Ok(match verdict {
+        // A soak's JSON is the game-day's with the samples and the verdict.
+        Some(v) => {
+            let mut value = serde_json::to_value(results)?;
+            value["soak"] = serde_json::to_value(v)?;
+            serde_json::to_string_pretty(&value)?
+        }
+        None => serde_json::to_string_pretty(results)?,
+    })
+}
+
 /// Runs `stagger gameday`.
 pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.cleanup {
@@ -334,30 +381,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let sampler = a
         .soak
         .then(|| soak::Sampler::start(soak::interval(duration)));
-    let total = plan.strategies().len();
-    let mut rows = Vec::with_capacity(total);
-    for (i, s) in plan.strategies().iter().enumerate() {
-        if talk {
-            eprintln!(
-                "stagger gameday: {} × {} ({}/{total}), {:.0}s of traffic…",
-                plan.params().fault,
-                s,
-                i + 1,
-                plan.params().duration_s
-            );
-        }
-        let run = plan.run_one(*s).map_err(gameday_error)?;
-        if run.cut_off > 0 {
-            eprintln!(
-                "stagger gameday: {} client tasks were still running at the hard stop",
-                run.cut_off
-            );
-        }
-        for n in &run.notes {
-            eprintln!("stagger gameday: {s}: {n}");
-        }
-        rows.push(run.row);
-    }
+    let rows = run_each(&plan, talk)?;
     drop(exporter);
     let results = plan.results(rows);
     let verdict = match sampler {
@@ -367,15 +391,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let json = match &verdict {
-        // A soak's JSON is the game-day's with the samples and the verdict.
-        Some(v) => {
-            let mut value = serde_json::to_value(&results)?;
-            value["soak"] = serde_json::to_value(v)?;
-            serde_json::to_string_pretty(&value)?
-        }
-        None => serde_json::to_string_pretty(&results)?,
-    };
+    let json = json(&results, verdict.as_ref())?;
     if a.format.json() {
         println!("{json}");
     } else {
