@@ -144,90 +144,130 @@ pub(super) fn lines(lines: &[Line<'_>], frame: &Frame<'_>) -> Result<String, Str
             .x_label_area_size(36)
             .y_label_area_size(56);
         if frame.log_y {
-            let lo = lines
-                .iter()
-                .flat_map(|l| l.points.iter().map(|p| p.1))
-                .chain(frame.hlines.iter().map(|h| h.y))
-                .filter(|y| *y > 0.0)
-                .fold(f64::INFINITY, f64::min);
-            let lo = if lo.is_finite() { lo * 0.8 } else { 0.1 };
-            let mut chart = b
-                .build_cartesian_2d(x0..x1, (lo..y1.max(lo * 10.0)).log_scale())
-                .map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc(frame.x_desc)
-                .y_desc(frame.y_desc)
-                .draw()
-                .map_err(err)?;
-            for r in frame.hlines.iter().filter(|h| h.y > 0.0) {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        [(x0, r.y), (x1, r.y)],
-                        6,
-                        4,
-                        r.color.stroke_width(2),
-                    ))
-                    .map_err(err)?;
-            }
-            for l in lines {
-                let pts = l.points.iter().copied().filter(|p| p.1 > 0.0);
-                chart
-                    .draw_series(LineSeries::new(pts, l.color.stroke_width(2)))
-                    .map_err(err)?;
-            }
+            draw_log(&mut b, lines, frame, (x0, x1, y1))?;
         } else {
-            let mut chart = b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
-            chart
-                .configure_mesh()
-                .x_desc(frame.x_desc)
-                .y_desc(frame.y_desc)
-                .light_line_style(WHITE)
-                .draw()
-                .map_err(err)?;
-            if let Some((a, z)) = frame.span {
-                let (a, z) = (a.max(x0), z.min(x1));
-                if z > a {
-                    chart
-                        .draw_series(std::iter::once(Rectangle::new(
-                            [(a, y0), (z, y1)],
-                            OUTAGE.mix(0.5).filled(),
-                        )))
-                        .map_err(err)?;
-                }
-            }
-            if y0 < 0.0 {
-                // The zero line, so a series that stays at 0 is seen on it.
-                chart
-                    .draw_series(LineSeries::new(
-                        [(x0, 0.0), (x1, 0.0)],
-                        BLACK.mix(0.6).stroke_width(1),
-                    ))
-                    .map_err(err)?;
-            }
-            for r in &frame.hlines {
-                chart
-                    .draw_series(DashedLineSeries::new(
-                        [(x0, r.y), (x1, r.y)],
-                        6,
-                        4,
-                        r.color.stroke_width(2),
-                    ))
-                    .map_err(err)?;
-            }
-            for l in lines {
-                chart
-                    .draw_series(LineSeries::new(
-                        l.points.iter().map(|&(x, y)| (x, y.min(y1))),
-                        l.color.stroke_width(2),
-                    ))
-                    .map_err(err)?;
-            }
+            draw_linear(&mut b, lines, frame, (x0, x1, y0, y1))?;
         }
         root.present().map_err(err)?;
     }
     svg.push_str(&legend(lines, frame));
     Ok(format!("<figure class=chart>{svg}</figure>"))
+}
+
+/// The lines on a log y axis from just below the lowest positive value,
+/// with the reference lines above zero.
+fn draw_log(
+    b: &mut ChartBuilder<'_, '_, SVGBackend<'_>>,
+    lines: &[Line<'_>],
+    frame: &Frame<'_>,
+    (x0, x1, y1): (f64, f64, f64),
+) -> Result<(), String> {
+    let lo = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .chain(frame.hlines.iter().map(|h| h.y))
+        .filter(|y| *y > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let lo = if lo.is_finite() { lo * 0.8 } else { 0.1 };
+    let mut chart = b
+        .build_cartesian_2d(x0..x1, (lo..y1.max(lo * 10.0)).log_scale())
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(frame.x_desc)
+        .y_desc(frame.y_desc)
+        .draw()
+        .map_err(err)?;
+    for r in frame.hlines.iter().filter(|h| h.y > 0.0) {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x0, r.y), (x1, r.y)],
+                6,
+                4,
+                r.color.stroke_width(2),
+            ))
+            .map_err(err)?;
+    }
+    for l in lines {
+        let pts = l.points.iter().copied().filter(|p| p.1 > 0.0);
+        chart
+            .draw_series(LineSeries::new(pts, l.color.stroke_width(2)))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The lines on a linear y axis, over the shaded span, with the zero line
+/// when the axis goes below it and values past the top cut there.
+fn draw_linear(
+    b: &mut ChartBuilder<'_, '_, SVGBackend<'_>>,
+    lines: &[Line<'_>],
+    frame: &Frame<'_>,
+    (x0, x1, y0, y1): (f64, f64, f64, f64),
+) -> Result<(), String> {
+    let mut chart = b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?;
+    chart
+        .configure_mesh()
+        .x_desc(frame.x_desc)
+        .y_desc(frame.y_desc)
+        .light_line_style(WHITE)
+        .draw()
+        .map_err(err)?;
+    if let Some((a, z)) = frame.span {
+        let (a, z) = (a.max(x0), z.min(x1));
+        if z > a {
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(a, y0), (z, y1)],
+                    OUTAGE.mix(0.5).filled(),
+                )))
+                .map_err(err)?;
+        }
+    }
+    if y0 < 0.0 {
+        // The zero line, so a series that stays at 0 is seen on it.
+        chart
+            .draw_series(LineSeries::new(
+                [(x0, 0.0), (x1, 0.0)],
+                BLACK.mix(0.6).stroke_width(1),
+            ))
+            .map_err(err)?;
+    }
+    for r in &frame.hlines {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(x0, r.y), (x1, r.y)],
+                6,
+                4,
+                r.color.stroke_width(2),
+            ))
+            .map_err(err)?;
+    }
+    for l in lines {
+        chart
+            .draw_series(LineSeries::new(
+                l.points.iter().map(|&(x, y)| (x, y.min(y1))),
+                l.color.stroke_width(2),
+            ))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// `samples` delay chains drawn by the library from one seed, each delay
+/// placed at its retry number, spread a little sideways so they can be told
+/// apart.
+fn sampled(backoff: &Backoff, retries: u32, samples: usize) -> Vec<(f64, f64)> {
+    let mut root_rng = FastRng::seeded(1);
+    let mut pts = Vec::new();
+    for s in 0..samples {
+        let chain = backoff.delays(root_rng.fork());
+        for (d, n) in chain.zip(1..=retries) {
+            let jitter = (s as f64 + 0.5) / samples as f64 * 0.6 - 0.3;
+            pts.push((f64::from(n) + jitter, d.as_secs_f64()));
+        }
+    }
+    pts
 }
 
 /// The backoff schedule as tiles: per retry n, the range the jitter draws
@@ -294,16 +334,8 @@ pub(super) fn schedule_tiles(
             .map_err(err)?
             .label("b_n = min(cap, base·2^(n-1))")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], CAPACITY.stroke_width(2)));
-        let mut root_rng = FastRng::seeded(1);
         let dots = color(0);
-        let mut pts = Vec::new();
-        for s in 0..samples {
-            let chain = backoff.delays(root_rng.fork());
-            for (d, n) in chain.zip(1..=retries) {
-                let jitter = (s as f64 + 0.5) / samples as f64 * 0.6 - 0.3;
-                pts.push((f64::from(n) + jitter, d.as_secs_f64()));
-            }
-        }
+        let pts = sampled(backoff, retries, samples);
         chart
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 2, dots.filled())))
             .map_err(err)?
