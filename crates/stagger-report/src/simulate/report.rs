@@ -208,8 +208,9 @@ fn load_panels(r: &Results, sc: &Scale, h: &mut String) {
     h.push_str("<h2>Load against capacity</h2><p>Mean attempts per ");
     let _ = write!(
         h,
-        "{unit} over the runs (retries included), the successes among them, and the capacity line. \
-         Every panel has the same y scale, fitted to the load after the outage: that is where a \
+        "{unit} over the runs (retries included), the successes among them, and the capacity line; \
+         where the model counts them apart, what the clients sent too (an outage holds it before \
+         it reaches the server). Every panel has the same y scale, fitted to the load after the outage: that is where a \
          retry storm shows, as load that stays above capacity once the dependency is back."
     );
     if burst > top {
@@ -222,7 +223,7 @@ fn load_panels(r: &Results, sc: &Scale, h: &mut String) {
     h.push_str("</p><div class=grid>");
     for row in &r.strategies {
         let title = super::table::label(row);
-        let lines = [
+        let mut lines = vec![
             Line {
                 name: "load (attempts)",
                 points: clipped(&row.series.t_s, &row.series.load, top),
@@ -239,6 +240,15 @@ fn load_panels(r: &Results, sc: &Scale, h: &mut String) {
                 color: color(2),
             },
         ];
+        // Metastable: what the clients sent, which an outage holds before
+        // it reaches the server (where `load` counts it).
+        if let Some(sent) = &row.series.sent {
+            lines.push(Line {
+                name: "sent by clients",
+                points: clipped(&row.series.t_s, sent, top),
+                color: color(3),
+            });
+        }
         h.push_str(&svg_or_note(charts::lines(&lines, &sc.frame(&title))));
     }
     h.push_str("</div>");
@@ -595,6 +605,25 @@ mod tests {
         let mut p = Params::defaults(Model::Failover);
         p.runs = runs;
         p
+    }
+
+    /// The metastable report drew only what reached the server, which is
+    /// nothing while an outage holds the clients' attempts: what they sent
+    /// is a line of its own, and only there.
+    #[test]
+    fn the_metastable_report_draws_what_the_clients_sent() {
+        let mut p = Params::defaults(Model::Metastable);
+        p.runs = 1;
+        let (p, r) = failover("none,full", p);
+        assert!(r.strategies.iter().all(|row| row.series.sent.is_some()));
+        let h = html(&p, &r);
+        assert_eq!(
+            h.matches(">sent by clients<").count(),
+            2,
+            "one legend entry per panel"
+        );
+        let (p, r) = failover("none,full", defaults(1));
+        assert!(!html(&p, &r).contains(">sent by clients<"));
     }
 
     #[test]
