@@ -30,6 +30,91 @@ const DEFAULT_ROUTE_TIMEOUT: Duration = Duration::from_secs(15);
 /// One route of the file, by `VHOST/ROUTE` (names), a virtual host's name
 /// or domain, or a route's name.
 pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let (label, vh, route) = route(f, docs)?;
+    let label = &label;
+    let action = tree::get(route, "route").cloned().unwrap_or(Value::Null);
+    let bad = |k: &str, e: String| PathError::new(f.name, &format!("{label}.{k}"), e);
+    let timeout = match tree::duration(&action, "timeout").map_err(|e| bad("timeout", e))? {
+        None => Some(DEFAULT_ROUTE_TIMEOUT),
+        Some(d) if d.is_zero() => None,
+        Some(d) => Some(d),
+    };
+    let mut assumes = Vec::new();
+    if tree::get(&action, "timeout").is_none() {
+        assumes.push("route timeout unset: Envoy's 15 s".to_string());
+    }
+    let cluster = tree::string(&action, "cluster").unwrap_or("").to_string();
+    let (policy, from) = match (
+        tree::get(&action, "retryPolicy"),
+        tree::get(vh, "retryPolicy"),
+    ) {
+        (Some(p), _) => (Some(p), "route"),
+        (None, Some(p)) => (Some(p), "virtual host"),
+        (None, None) => (None, ""),
+    };
+    let mut layer = Layer::new(f.name, System::Envoy, label.clone());
+    layer.retry_on = "nothing (no retry_policy)".to_string();
+    layer.timeout = timeout;
+    layer.budget = Some(Budget::MaxConcurrent { max: 3 });
+    layer.assumes = assumes;
+    layer.pause = Pause::envoy_default();
+    layer.assumes.push(format!(
+        "{cluster:?}: Envoy's default circuit breaker, 3 retries in flight (add the clusters file after this one)"
+    ));
+    layer.cluster = cluster;
+    let Some(p) = policy else {
+        return Ok(layer);
+    };
+    let read = RetryPolicy::read(p, &bad)?;
+    let retries = read.retries.unwrap_or(1);
+    let on = read.on.unwrap_or_default();
+    let codes = read.codes;
+    let per_try = read.per_try.or(timeout);
+    if let Some((base, max)) = read.back_off {
+        let base = base.filter(|d| !d.is_zero()).ok_or_else(|| {
+            bad(
+                "retry_policy.retry_back_off.base_interval",
+                "is required and must be above 0".into(),
+            )
+        })?;
+        layer.pause = Pause::Envoy {
+            base,
+            max: max.unwrap_or(base * 10),
+        };
+    }
+    if from == "virtual host" {
+        layer
+            .assumes
+            .push("retry_policy from the virtual host (the route has none)".to_string());
+    }
+    let method_limited = tree::get(p, "retriableRequestHeaders").is_some();
+    layer.non_idempotent = if retries == 0 || method_limited {
+        None
+    } else {
+        rules::unsafe_conditions(&on, &codes)
+    };
+    layer.max_tries = Some(u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = if retries == 0 || on.is_empty() {
+        "nothing (num_retries 0 or no retry_on)".to_string()
+    } else {
+        rules::describe(&on, &codes)
+    };
+    layer.per_try_timeout = per_try;
+    layer.rule = if retries == 0 {
+        Rule::Nothing
+    } else {
+        Rule::Envoy { on, codes }
+    };
+    Ok(layer)
+}
+
+/// The route the selector names (`VHOST/ROUTE`, a virtual host's name or
+/// domain, a route's name), or the only one: its label, virtual host and
+/// route.
+fn route<'a>(
+    f: &PathInput<'_>,
+    docs: &'a [Value],
+) -> Result<(String, &'a Value, &'a Value), PathError> {
     let mut configs = Vec::new();
     for d in docs {
         tree::objects_with(d, "virtualHosts", &mut configs);
@@ -81,133 +166,93 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
             })
             .collect(),
     };
-    let (label, vh, route) = match picked.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(PathError::new(
-                f.name,
-                "virtual_hosts",
-                format!(
-                    "no route matches {:?} (routes: {})",
-                    f.selector.unwrap_or(""),
-                    labels()
-                ),
-            ))
+    match picked.as_slice() {
+        [one] => Ok((one.0.clone(), one.1, one.2)),
+        [] => Err(PathError::new(
+            f.name,
+            "virtual_hosts",
+            format!(
+                "no route matches {:?} (routes: {})",
+                f.selector.unwrap_or(""),
+                labels()
+            ),
+        )),
+        _ => Err(PathError::new(
+            f.name,
+            "virtual_hosts",
+            format!(
+                "holds {} routes ({}): name one as {}:VHOST/ROUTE",
+                picked.len(),
+                labels(),
+                f.name
+            ),
+        )
+        .with_choices(picked.iter().map(|r| r.0.clone()).collect())),
+    }
+}
+
+/// An Envoy retry policy's fields as written (`None`: left out), for the
+/// route reader here and the EnvoyFilter reader, which default them
+/// differently.
+pub(crate) struct RetryPolicy {
+    pub(crate) retries: Option<u64>,
+    pub(crate) on: Option<Vec<String>>,
+    pub(crate) codes: Vec<u16>,
+    /// `0s` reads as unset.
+    pub(crate) per_try: Option<Duration>,
+    /// `retry_back_off`'s base and max, when it is there.
+    pub(crate) back_off: Option<(Option<Duration>, Option<Duration>)>,
+}
+
+impl RetryPolicy {
+    /// Reads `p`; `bad` names a field under the policy's path.
+    pub(crate) fn read(
+        p: &Value,
+        bad: &dyn Fn(&str, String) -> PathError,
+    ) -> Result<RetryPolicy, PathError> {
+        let retries =
+            tree::uint(p, "numRetries").map_err(|e| bad("retry_policy.num_retries", e))?;
+        let on = tree::string(p, "retryOn").map(|s| {
+            s.split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()
+        });
+        let mut codes = Vec::new();
+        for c in tree::list(p, "retriableStatusCodes") {
+            let code = c
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .filter(|c| (100..=599).contains(c))
+                .ok_or_else(|| {
+                    bad(
+                        "retry_policy.retriable_status_codes",
+                        format!("{c} is not an HTTP status"),
+                    )
+                })?;
+            codes.push(code);
         }
-        _ => {
-            return Err(PathError::new(
-                f.name,
-                "virtual_hosts",
-                format!(
-                    "holds {} routes ({}): name one as {}:VHOST/ROUTE",
-                    picked.len(),
-                    labels(),
-                    f.name
-                ),
-            )
-            .with_choices(picked.iter().map(|r| r.0.clone()).collect()))
-        }
-    };
-    let action = tree::get(route, "route").cloned().unwrap_or(Value::Null);
-    let bad = |k: &str, e: String| PathError::new(f.name, &format!("{label}.{k}"), e);
-    let timeout = match tree::duration(&action, "timeout").map_err(|e| bad("timeout", e))? {
-        None => Some(DEFAULT_ROUTE_TIMEOUT),
-        Some(d) if d.is_zero() => None,
-        Some(d) => Some(d),
-    };
-    let mut assumes = Vec::new();
-    if tree::get(&action, "timeout").is_none() {
-        assumes.push("route timeout unset: Envoy's 15 s".to_string());
+        let per_try = tree::duration(p, "perTryTimeout")
+            .map_err(|e| bad("retry_policy.per_try_timeout", e))?
+            .filter(|d| !d.is_zero());
+        let back_off = match tree::get(p, "retryBackOff") {
+            None => None,
+            Some(b) => Some((
+                tree::duration(b, "baseInterval")
+                    .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?,
+                tree::duration(b, "maxInterval")
+                    .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?,
+            )),
+        };
+        Ok(RetryPolicy {
+            retries,
+            on,
+            codes,
+            per_try,
+            back_off,
+        })
     }
-    let cluster = tree::string(&action, "cluster").unwrap_or("").to_string();
-    let (policy, from) = match (
-        tree::get(&action, "retryPolicy"),
-        tree::get(vh, "retryPolicy"),
-    ) {
-        (Some(p), _) => (Some(p), "route"),
-        (None, Some(p)) => (Some(p), "virtual host"),
-        (None, None) => (None, ""),
-    };
-    let mut layer = Layer::new(f.name, System::Envoy, label.clone());
-    layer.retry_on = "nothing (no retry_policy)".to_string();
-    layer.timeout = timeout;
-    layer.budget = Some(Budget::MaxConcurrent { max: 3 });
-    layer.assumes = assumes;
-    layer.pause = Pause::envoy_default();
-    layer.assumes.push(format!(
-        "{cluster:?}: Envoy's default circuit breaker, 3 retries in flight (add the clusters file after this one)"
-    ));
-    layer.cluster = cluster;
-    let Some(p) = policy else {
-        return Ok(layer);
-    };
-    let retries = tree::uint(p, "numRetries")
-        .map_err(|e| bad("retry_policy.num_retries", e))?
-        .unwrap_or(1);
-    let on: Vec<String> = tree::string(p, "retryOn")
-        .unwrap_or("")
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
-    let mut codes = Vec::new();
-    for c in tree::list(p, "retriableStatusCodes") {
-        let code = c
-            .as_u64()
-            .and_then(|c| u16::try_from(c).ok())
-            .filter(|c| (100..=599).contains(c))
-            .ok_or_else(|| {
-                bad(
-                    "retry_policy.retriable_status_codes",
-                    format!("{c} is not an HTTP status"),
-                )
-            })?;
-        codes.push(code);
-    }
-    let per_try = tree::duration(p, "perTryTimeout")
-        .map_err(|e| bad("retry_policy.per_try_timeout", e))?
-        .filter(|d| !d.is_zero())
-        .or(timeout);
-    if let Some(b) = tree::get(p, "retryBackOff") {
-        let base = tree::duration(b, "baseInterval")
-            .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| {
-                bad(
-                    "retry_policy.retry_back_off.base_interval",
-                    "is required and must be above 0".into(),
-                )
-            })?;
-        let max = tree::duration(b, "maxInterval")
-            .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?
-            .unwrap_or(base * 10);
-        layer.pause = Pause::Envoy { base, max };
-    }
-    if from == "virtual host" {
-        layer
-            .assumes
-            .push("retry_policy from the virtual host (the route has none)".to_string());
-    }
-    let method_limited = tree::get(p, "retriableRequestHeaders").is_some();
-    layer.non_idempotent = if retries == 0 || method_limited {
-        None
-    } else {
-        rules::unsafe_conditions(&on, &codes)
-    };
-    layer.max_tries = Some(u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX));
-    layer.retry_on = if retries == 0 || on.is_empty() {
-        "nothing (num_retries 0 or no retry_on)".to_string()
-    } else {
-        rules::describe(&on, &codes)
-    };
-    layer.per_try_timeout = per_try;
-    layer.rule = if retries == 0 {
-        Rule::Nothing
-    } else {
-        Rule::Envoy { on, codes }
-    };
-    Ok(layer)
 }
 
 /// A clusters file with no route before it on the path: the cluster's

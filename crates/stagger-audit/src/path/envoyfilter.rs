@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::envoy::RetryPolicy;
 use super::istio::{DEFAULT_ON, DEFAULT_RETRIES};
 use super::rules::{self, Pause, Rule};
 use super::tree;
@@ -91,45 +92,25 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
         (1, Vec::new(), Vec::new())
     };
     layer.pause = Pause::envoy_default();
-    if let Some(n) =
-        tree::uint(policy, "numRetries").map_err(|e| bad("retry_policy.num_retries", e))?
-    {
+    let read = RetryPolicy::read(policy, &bad)?;
+    if let Some(n) = read.retries {
         retries = n;
     }
-    if let Some(s) = tree::string(policy, "retryOn") {
-        on = s
-            .split(',')
-            .map(str::trim)
-            .filter(|x| !x.is_empty())
-            .map(str::to_string)
-            .collect();
+    if let Some(written) = read.on {
+        on = written;
     }
-    for c in tree::list(policy, "retriableStatusCodes") {
-        let code = c
-            .as_u64()
-            .and_then(|c| u16::try_from(c).ok())
-            .filter(|c| (100..=599).contains(c))
-            .ok_or_else(|| {
-                bad(
-                    "retry_policy.retriable_status_codes",
-                    format!("{c} is not an HTTP status"),
-                )
-            })?;
+    for code in read.codes {
         if !codes.contains(&code) {
             codes.push(code);
         }
     }
-    layer.per_try_timeout = tree::duration(policy, "perTryTimeout")
-        .map_err(|e| bad("retry_policy.per_try_timeout", e))?
-        .filter(|d| !d.is_zero());
-    if let Some(b) = tree::get(policy, "retryBackOff") {
-        let base = tree::duration(b, "baseInterval")
-            .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?
-            .unwrap_or(Duration::from_millis(25));
-        let max = tree::duration(b, "maxInterval")
-            .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?
-            .unwrap_or(base * 10);
-        layer.pause = Pause::Envoy { base, max };
+    layer.per_try_timeout = read.per_try;
+    if let Some((base, max)) = read.back_off {
+        let base = base.unwrap_or(Duration::from_millis(25));
+        layer.pause = Pause::Envoy {
+            base,
+            max: max.unwrap_or(base * 10),
+        };
     }
     layer.assumes.push(if merge {
         format!(
