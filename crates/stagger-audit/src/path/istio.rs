@@ -100,135 +100,18 @@ pub(crate) fn layer(
         },
         None => (None, None),
     };
-    let hosts_of = |vs: &Value| -> Vec<String> {
-        tree::get(vs, "spec")
-            .map(|s| tree::list(s, "hosts"))
-            .unwrap_or(&[])
-            .iter()
-            .filter_map(|h| h.as_str().map(str::to_string))
-            .collect()
-    };
-    let all_hosts: Vec<String> = services.iter().flat_map(|vs| hosts_of(vs)).collect();
-    // A name for each VirtualService: its first host, with the namespace
-    // when another one routes the same host.
-    let label = |vs: &Value| -> String {
-        let host = hosts_of(vs).first().cloned().unwrap_or_default();
-        let shared = services
-            .iter()
-            .filter(|o| hosts_of(o).first() == Some(&host))
-            .count()
-            > 1;
-        match namespace_of(vs) {
-            Some(ns) if shared && !host.contains('.') => format!("{host}.{ns}"),
-            _ => host,
-        }
-    };
-    let vs = match host_sel {
-        None if services.len() == 1 => services[0],
-        None => {
-            return Err(PathError::new(
-                f.name,
-                "",
-                format!(
-                    "holds {} VirtualServices (hosts {}): name one as {}:HOST",
-                    services.len(),
-                    all_hosts.join(", "),
-                    f.name
-                ),
-            )
-            .with_choices(services.iter().map(|vs| label(vs)).collect()))
-        }
-        Some(h) => {
-            let found: Vec<&Value> = services
-                .iter()
-                .copied()
-                .filter(|vs| {
-                    let ns = namespace_of(vs);
-                    hosts_of(vs).iter().any(|x| vs_routes(x, ns, h))
-                })
-                .collect();
-            match found.as_slice() {
-                [one] => *one,
-                [] => services
-                    .iter()
-                    .copied()
-                    .find(|vs| {
-                        tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h)
-                    })
-                    .ok_or_else(|| {
-                        PathError::new(
-                            f.name,
-                            "spec.hosts",
-                            format!(
-                                "no VirtualService routes host {h:?} (hosts: {})",
-                                all_hosts.join(", ")
-                            ),
-                        )
-                    })?,
-                several => {
-                    let names: Vec<String> = several.iter().map(|vs| label(vs)).collect();
-                    return Err(PathError::new(
-                        f.name,
-                        "metadata.namespace",
-                        format!(
-                            "host {h:?} is routed by {} VirtualServices ({}): name one as {}:HOST.NAMESPACE",
-                            several.len(),
-                            names.join(", "),
-                            f.name
-                        ),
-                    )
-                    .with_choices(names));
-                }
-            }
-        }
-    };
+    let vs = virtual_service(f, &services, host_sel)?;
     let spec = tree::get(vs, "spec").cloned().unwrap_or(Value::Null);
     let routes = tree::list(&spec, "http");
-    let name_of =
-        |i: usize, r: &Value| tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string);
-    let (index, route) = match route_sel {
-        None if routes.len() == 1 => (0, &routes[0]),
-        None if routes.is_empty() => {
-            return Err(PathError::new(
-                f.name,
-                "spec.http",
-                "has no HTTP routes (a TCP or TLS service is not retried by Istio)",
-            ))
-        }
-        None => {
-            let names: Vec<String> = routes
-                .iter()
-                .enumerate()
-                .map(|(i, r)| name_of(i, r))
-                .collect();
-            let host = label(vs);
-            let choices = names.iter().map(|n| format!("{host}/{n}")).collect();
-            return Err(PathError::new(
-                f.name,
-                "spec.http",
-                format!(
-                    "holds {} routes ({}): name one as {}:HOST/ROUTE",
-                    routes.len(),
-                    names.join(", "),
-                    f.name
-                ),
-            )
-            .with_choices(choices));
-        }
-        Some(r) => routes
-            .iter()
-            .enumerate()
-            .find(|(i, x)| name_of(*i, x) == r)
-            .ok_or_else(|| PathError::new(f.name, "spec.http", format!("no route named {r:?}")))?,
-    };
-    let host = label(vs);
+    let (index, route) = http_route(f, &services, vs, routes, route_sel)?;
+    let host = label(&services, vs);
     let gateways: Vec<&str> = tree::list(&spec, "gateways")
         .iter()
         .filter_map(Value::as_str)
         .collect();
     let gateway_only = !gateways.is_empty() && !gateways.contains(&"mesh");
     let mut selector = if routes.len() > 1 {
-        format!("{host}/{}", name_of(index, route))
+        format!("{host}/{}", route_name(index, route))
     } else {
         host.clone()
     };
@@ -262,6 +145,149 @@ pub(crate) fn layer(
         ));
     }
     Ok(layer)
+}
+
+/// The hosts a VirtualService routes.
+fn hosts_of(vs: &Value) -> Vec<String> {
+    tree::get(vs, "spec")
+        .map(|s| tree::list(s, "hosts"))
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|h| h.as_str().map(str::to_string))
+        .collect()
+}
+
+/// A name for a VirtualService: its first host, with the namespace when
+/// another one routes the same host.
+fn label(services: &[&Value], vs: &Value) -> String {
+    let host = hosts_of(vs).first().cloned().unwrap_or_default();
+    let shared = services
+        .iter()
+        .filter(|o| hosts_of(o).first() == Some(&host))
+        .count()
+        > 1;
+    match namespace_of(vs) {
+        Some(ns) if shared && !host.contains('.') => format!("{host}.{ns}"),
+        _ => host,
+    }
+}
+
+/// A route's name, or its index in `http`.
+fn route_name(i: usize, r: &Value) -> String {
+    tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string)
+}
+
+/// The VirtualService the selector's host names, or the only one.
+fn virtual_service<'a>(
+    f: &PathInput<'_>,
+    services: &[&'a Value],
+    host_sel: Option<&str>,
+) -> Result<&'a Value, PathError> {
+    let all_hosts: Vec<String> = services.iter().flat_map(|vs| hosts_of(vs)).collect();
+    Ok(match host_sel {
+        None if services.len() == 1 => services[0],
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "",
+                format!(
+                    "holds {} VirtualServices (hosts {}): name one as {}:HOST",
+                    services.len(),
+                    all_hosts.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(services.iter().map(|vs| label(services, vs)).collect()))
+        }
+        Some(h) => {
+            let found: Vec<&Value> = services
+                .iter()
+                .copied()
+                .filter(|vs| {
+                    let ns = namespace_of(vs);
+                    hosts_of(vs).iter().any(|x| vs_routes(x, ns, h))
+                })
+                .collect();
+            match found.as_slice() {
+                [one] => *one,
+                [] => services
+                    .iter()
+                    .copied()
+                    .find(|vs| {
+                        tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h)
+                    })
+                    .ok_or_else(|| {
+                        PathError::new(
+                            f.name,
+                            "spec.hosts",
+                            format!(
+                                "no VirtualService routes host {h:?} (hosts: {})",
+                                all_hosts.join(", ")
+                            ),
+                        )
+                    })?,
+                several => {
+                    let names: Vec<String> = several.iter().map(|vs| label(services, vs)).collect();
+                    return Err(PathError::new(
+                        f.name,
+                        "metadata.namespace",
+                        format!(
+                            "host {h:?} is routed by {} VirtualServices ({}): name one as {}:HOST.NAMESPACE",
+                            several.len(),
+                            names.join(", "),
+                            f.name
+                        ),
+                    )
+                    .with_choices(names));
+                }
+            }
+        }
+    })
+}
+
+/// The HTTP route the selector names (by name or index), or the only one.
+fn http_route<'a>(
+    f: &PathInput<'_>,
+    services: &[&Value],
+    vs: &Value,
+    routes: &'a [Value],
+    route_sel: Option<&str>,
+) -> Result<(usize, &'a Value), PathError> {
+    Ok(match route_sel {
+        None if routes.len() == 1 => (0, &routes[0]),
+        None if routes.is_empty() => {
+            return Err(PathError::new(
+                f.name,
+                "spec.http",
+                "has no HTTP routes (a TCP or TLS service is not retried by Istio)",
+            ))
+        }
+        None => {
+            let names: Vec<String> = routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| route_name(i, r))
+                .collect();
+            let host = label(services, vs);
+            let choices = names.iter().map(|n| format!("{host}/{n}")).collect();
+            return Err(PathError::new(
+                f.name,
+                "spec.http",
+                format!(
+                    "holds {} routes ({}): name one as {}:HOST/ROUTE",
+                    routes.len(),
+                    names.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(choices));
+        }
+        Some(r) => routes
+            .iter()
+            .enumerate()
+            .find(|(i, x)| route_name(*i, x) == r)
+            .ok_or_else(|| PathError::new(f.name, "spec.http", format!("no route named {r:?}")))?,
+    })
 }
 
 /// The built-in layer of a sidecar no VirtualService routes: the mesh's
