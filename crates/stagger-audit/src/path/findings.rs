@@ -15,23 +15,61 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
     let retrying: Vec<usize> = (0..r.layers.len())
         .filter(|&i| r.dead.layers[i].tries > 1.0)
         .collect();
+    several_layers(r, &retrying, &mut out);
+    mesh_defaults(r, &mut out);
+    per_try_timeouts(r, &mut out);
+    for (i, l) in r.layers.iter().enumerate() {
+        if let Some(why) = &l.non_idempotent {
+            out.push(PathFinding {
+                id: "retries_non_idempotent",
+                layers: vec![i],
+                message: format!(
+                    "{} retries on {why} for every method: a POST the application already handled runs again. Retry only 'never sent' failures (connect-failure, refused-stream) in the mesh, or limit it to idempotent routes",
+                    name(r, i)
+                ),
+            });
+        }
+    }
+    for (i, l) in r.layers.iter().enumerate() {
+        for m in &l.spelling {
+            out.push(PathFinding {
+                id: "nonstandard_spelling",
+                layers: vec![i],
+                message: format!("{}: {m}", name(r, i)),
+            });
+        }
+    }
+    no_budget(r, &retrying, &mut out);
+    out.extend(sizing(r));
+    out
+}
+
+/// The client layer closest to the failure among those that retry (a
+/// client knows which methods are idempotent; a mesh does not), else the
+/// lowest retrying layer.
+fn keeper(r: &PathReport, retrying: &[usize]) -> Option<usize> {
+    retrying
+        .iter()
+        .rev()
+        .copied()
+        .find(|&i| !r.layers[i].system.is_mesh())
+        .or(retrying.last().copied())
+}
+
+/// Retries at more than one layer, and which one to keep.
+fn several_layers(r: &PathReport, retrying: &[usize], out: &mut Vec<PathFinding>) {
     let bottom = r.dead.bottom_attempts;
     if retrying.len() > 1 {
         // Keep the layer closest to the failure that knows which methods
         // are idempotent: a client, not a mesh.
-        let keep = retrying
-            .iter()
-            .rev()
-            .copied()
-            .find(|&i| !r.layers[i].system.is_mesh())
-            .unwrap_or(*retrying.last().unwrap_or(&0));
+        let keep = keeper(r, retrying).unwrap_or(0);
         let chain: Vec<String> = retrying
             .iter()
             .map(|&i| format!("{} ×{}", name(r, i), count(r.dead.layers[i].tries)))
             .collect();
         out.push(PathFinding {
             id: "retries_at_several_layers",
-            layers: retrying.clone(),
+            layers: retrying.to_vec(),
             message: format!(
                 "{} layers retry the same failure: {}; {} attempts reach the dependency for one call when it is down. Keep retries at {} — the layer closest to the failure that knows which calls are idempotent — and let the others pass the failure up",
                 retrying.len(),
@@ -41,6 +79,10 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             ),
         });
     }
+}
+
+/// Istio's retries where nobody wrote any.
+fn mesh_defaults(r: &PathReport, out: &mut Vec<PathFinding>) {
     for (i, l) in r.layers.iter().enumerate() {
         if l.implicit {
             let n = &r.dead.layers[i];
@@ -70,8 +112,11 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             });
         }
     }
-    // A per-try timeout at or past a deadline at or above the layer leaves
-    // no room for a retry.
+}
+
+/// A per-try timeout at or past a deadline at or above the layer leaves no
+/// room for a retry.
+fn per_try_timeouts(r: &PathReport, out: &mut Vec<PathFinding>) {
     for (i, l) in r.layers.iter().enumerate() {
         let Some(per_try) = l.per_try_timeout else {
             continue;
@@ -113,27 +158,11 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             });
         }
     }
-    for (i, l) in r.layers.iter().enumerate() {
-        if let Some(why) = &l.non_idempotent {
-            out.push(PathFinding {
-                id: "retries_non_idempotent",
-                layers: vec![i],
-                message: format!(
-                    "{} retries on {why} for every method: a POST the application already handled runs again. Retry only 'never sent' failures (connect-failure, refused-stream) in the mesh, or limit it to idempotent routes",
-                    name(r, i)
-                ),
-            });
-        }
-    }
-    for (i, l) in r.layers.iter().enumerate() {
-        for m in &l.spelling {
-            out.push(PathFinding {
-                id: "nonstandard_spelling",
-                layers: vec![i],
-                message: format!("{}: {m}", name(r, i)),
-            });
-        }
-    }
+}
+
+/// No budget anywhere on a path that multiplies attempts.
+fn no_budget(r: &PathReport, retrying: &[usize], out: &mut Vec<PathFinding>) {
+    let bottom = r.dead.bottom_attempts;
     let capped = r.layers.iter().any(|l| {
         matches!(
             l.budget,
@@ -145,13 +174,7 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
         )
     });
     if bottom > 1.0 && !capped {
-        let keep = retrying
-            .iter()
-            .rev()
-            .copied()
-            .find(|&i| !r.layers[i].system.is_mesh())
-            .or(retrying.last().copied());
-        if let Some(k) = keep {
+        if let Some(k) = keeper(r, retrying) {
             let mut probe = r.layers[k].clone();
             probe.budget = Some(super::Budget::Ratio {
                 ratio: 0.1,
@@ -171,8 +194,6 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
             });
         }
     }
-    out.extend(sizing(r));
-    out
 }
 
 /// A concurrency cap that, by Little's law at the stated rate and latency,
