@@ -157,45 +157,7 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
 }
 
 fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
-    let routes: Vec<&Value> = docs
-        .iter()
-        .filter(|d| {
-            matches!(
-                tree::string(d, "kind"),
-                Some("HTTPRoute" | "GRPCRoute" | "Service")
-            )
-        })
-        .collect();
-    let names = || {
-        routes
-            .iter()
-            .map(|d| name_of(d))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let doc = match f.selector {
-        None if routes.len() == 1 => routes[0],
-        None => {
-            return Err(PathError::new(
-                f.name,
-                "metadata.name",
-                format!(
-                    "holds {} routes ({}): name one as {}:NAME",
-                    routes.len(),
-                    names(),
-                    f.name
-                ),
-            )
-            .with_choices(routes.iter().map(|d| name_of(d).to_string()).collect()))
-        }
-        Some(s) => *routes.iter().find(|d| name_of(d) == s).ok_or_else(|| {
-            PathError::new(
-                f.name,
-                "metadata.name",
-                format!("nothing named {s:?} (here: {})", names()),
-            )
-        })?,
-    };
+    let doc = annotated_doc(f, docs)?;
     let grpc_route = tree::string(doc, "kind") == Some("GRPCRoute");
     let ann = tree::get(doc, "metadata")
         .and_then(|m| tree::get(m, "annotations"))
@@ -208,16 +170,7 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     };
     let bad = |k: &str, e: String| PathError::new(f.name, &format!("metadata.annotations.{k}"), e);
     let mut layer = Layer::new(f.name, System::Linkerd, name_of(doc).to_string());
-    layer.service = Some(match tree::string(doc, "kind") {
-        Some("Service") => short(name_of(doc)).to_string(),
-        _ => tree::get(doc, "spec")
-            .map(|s| tree::list(s, "parentRefs"))
-            .unwrap_or(&[])
-            .iter()
-            .find(|r| tree::string(r, "kind").is_none_or(|k| k == "Service"))
-            .and_then(|r| tree::string(r, "name"))
-            .map_or_else(|| name_of(doc).to_string(), |n| short(n).to_string()),
-    });
+    layer.service = Some(service_of(doc));
     let go = |k: &str| -> Result<Option<Duration>, PathError> {
         match get(k) {
             None => Ok(None),
@@ -265,6 +218,78 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     let retries = limit.unwrap_or(1);
     layer.max_tries = Some(retries.saturating_add(1));
     layer.per_try_timeout = per_try.or(layer.timeout);
+    layer.retry_on = conditions(&http, &grpc);
+    if !grpc_route && http.iter().any(|(_, b)| *b >= 500) {
+        layer.non_idempotent = Some(format!(
+            "retry.linkerd.io/http {}",
+            get("retry.linkerd.io/http").unwrap_or("(default 5xx)")
+        ));
+    }
+    layer.pause = Pause::None;
+    layer.rule = Rule::Linkerd { http, grpc };
+    Ok(layer)
+}
+
+/// The route or Service the selector names, or the only one.
+fn annotated_doc<'a>(f: &PathInput<'_>, docs: &'a [Value]) -> Result<&'a Value, PathError> {
+    let routes: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            matches!(
+                tree::string(d, "kind"),
+                Some("HTTPRoute" | "GRPCRoute" | "Service")
+            )
+        })
+        .collect();
+    let names = || {
+        routes
+            .iter()
+            .map(|d| name_of(d))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(match f.selector {
+        None if routes.len() == 1 => routes[0],
+        None => {
+            return Err(PathError::new(
+                f.name,
+                "metadata.name",
+                format!(
+                    "holds {} routes ({}): name one as {}:NAME",
+                    routes.len(),
+                    names(),
+                    f.name
+                ),
+            )
+            .with_choices(routes.iter().map(|d| name_of(d).to_string()).collect()))
+        }
+        Some(s) => *routes.iter().find(|d| name_of(d) == s).ok_or_else(|| {
+            PathError::new(
+                f.name,
+                "metadata.name",
+                format!("nothing named {s:?} (here: {})", names()),
+            )
+        })?,
+    })
+}
+
+/// The Service a route or Service document stands for (short name).
+fn service_of(doc: &Value) -> String {
+    match tree::string(doc, "kind") {
+        Some("Service") => short(name_of(doc)).to_string(),
+        _ => tree::get(doc, "spec")
+            .map(|s| tree::list(s, "parentRefs"))
+            .unwrap_or(&[])
+            .iter()
+            .find(|r| tree::string(r, "kind").is_none_or(|k| k == "Service"))
+            .and_then(|r| tree::string(r, "name"))
+            .map_or_else(|| name_of(doc).to_string(), |n| short(n).to_string()),
+    }
+}
+
+/// The retry conditions as the table prints them: HTTP status ranges,
+/// then gRPC status names.
+fn conditions(http: &[(u16, u16)], grpc: &[u32]) -> String {
     let mut on: Vec<String> = http
         .iter()
         .map(|(a, b)| {
@@ -276,16 +301,7 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
         })
         .collect();
     on.extend(grpc.iter().map(|c| super::Failure::Grpc(*c).to_string()));
-    layer.retry_on = on.join(",");
-    if !grpc_route && http.iter().any(|(_, b)| *b >= 500) {
-        layer.non_idempotent = Some(format!(
-            "retry.linkerd.io/http {}",
-            get("retry.linkerd.io/http").unwrap_or("(default 5xx)")
-        ));
-    }
-    layer.pause = Pause::None;
-    layer.rule = Rule::Linkerd { http, grpc };
-    Ok(layer)
+    on.join(",")
 }
 
 fn short(name: &str) -> &str {
