@@ -46,6 +46,45 @@ fn name_of(d: &Value) -> &str {
 }
 
 fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
+    let (p, route) = profile_route(f, profiles)?;
+    let label = |r: &Value| tree::string(r, "name").unwrap_or("").to_string();
+    let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
+    let name = label(route);
+    let bad = |k: &str, e: String| PathError::new(f.name, k, e);
+    let mut layer = Layer::new(f.name, System::Linkerd, format!("{} {name}", name_of(p)));
+    layer.profile = true;
+    layer.service = Some(short(name_of(p)).to_string());
+    layer.timeout = Some(
+        tree::duration(route, "timeout")
+            .map_err(|e| bad("spec.routes.timeout", e))?
+            .unwrap_or(PROFILE_TIMEOUT),
+    );
+    let budget = profile_budget(spec, &mut layer.assumes, &bad)?;
+    layer.budget = Some(budget);
+    if tree::get(route, "isRetryable").and_then(Value::as_bool) == Some(true) {
+        layer.max_tries = None;
+        layer.rule = Rule::Profile;
+        layer.retry_on =
+            "5xx (isRetryable; no count per request, the budget limits it)".to_string();
+        let method = tree::get(route, "condition").and_then(|c| tree::string(c, "method"));
+        if !matches!(method, Some("GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE")) {
+            layer.non_idempotent = Some(format!(
+                "isRetryable on a route that matches {}",
+                method.map_or("any method".to_string(), |m| m.to_string())
+            ));
+        }
+    } else {
+        layer.retry_on = "nothing (isRetryable not set)".to_string();
+    }
+    Ok(layer)
+}
+
+/// The profile route the selector names, or the only one: its profile
+/// and the route.
+fn profile_route<'a>(
+    f: &PathInput<'_>,
+    profiles: &[&'a Value],
+) -> Result<(&'a Value, &'a Value), PathError> {
     // (profile, route)
     let mut routes = Vec::new();
     for p in profiles {
@@ -69,7 +108,7 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
             "has no routes: nothing is retried",
         ));
     }
-    let (p, route) = match f.selector {
+    Ok(match f.selector {
         None if routes.len() == 1 => routes[0],
         None => {
             return Err(PathError::new(
@@ -91,21 +130,18 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
                 format!("no route named {s:?} (routes: {})", names()),
             )
         })?,
-    };
-    let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
-    let name = label(route);
-    let bad = |k: &str, e: String| PathError::new(f.name, k, e);
-    let mut layer = Layer::new(f.name, System::Linkerd, format!("{} {name}", name_of(p)));
-    layer.profile = true;
-    layer.service = Some(short(name_of(p)).to_string());
-    layer.timeout = Some(
-        tree::duration(route, "timeout")
-            .map_err(|e| bad("spec.routes.timeout", e))?
-            .unwrap_or(PROFILE_TIMEOUT),
-    );
-    let budget = match tree::get(spec, "retryBudget") {
+    })
+}
+
+/// A ServiceProfile's retry budget, Linkerd's default when there is none.
+fn profile_budget(
+    spec: &Value,
+    assumes: &mut Vec<String>,
+    bad: &dyn Fn(&str, String) -> PathError,
+) -> Result<Budget, PathError> {
+    Ok(match tree::get(spec, "retryBudget") {
         None => {
-            layer.assumes.push(
+            assumes.push(
                 "no retryBudget: Linkerd's default, ratio 0.2, 10 retries/s, ttl 10s".to_string(),
             );
             Budget::Ratio {
@@ -126,7 +162,7 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
             let floor = tree::number(b, "minRetriesPerSecond")
                 .map_err(|e| bad("spec.retryBudget.minRetriesPerSecond", e))?;
             if ratio.is_none() || floor.is_none() {
-                layer.assumes.push(
+                assumes.push(
                     "a partial retryBudget: the missing fields are 0, not Linkerd's defaults"
                         .to_string(),
                 );
@@ -136,24 +172,7 @@ fn profile(f: &PathInput<'_>, profiles: &[&Value]) -> Result<Layer, PathError> {
                 floor_per_second: floor.unwrap_or(0.0),
             }
         }
-    };
-    layer.budget = Some(budget);
-    if tree::get(route, "isRetryable").and_then(Value::as_bool) == Some(true) {
-        layer.max_tries = None;
-        layer.rule = Rule::Profile;
-        layer.retry_on =
-            "5xx (isRetryable; no count per request, the budget limits it)".to_string();
-        let method = tree::get(route, "condition").and_then(|c| tree::string(c, "method"));
-        if !matches!(method, Some("GET" | "HEAD" | "OPTIONS" | "PUT" | "DELETE")) {
-            layer.non_idempotent = Some(format!(
-                "isRetryable on a route that matches {}",
-                method.map_or("any method".to_string(), |m| m.to_string())
-            ));
-        }
-    } else {
-        layer.retry_on = "nothing (isRetryable not set)".to_string();
-    }
-    Ok(layer)
+    })
 }
 
 fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
