@@ -375,23 +375,7 @@ pub(crate) fn budget_layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, P
 /// route's.
 pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     let pols = of_kind(docs, &["BackendTrafficPolicy"]);
-    let targets = |p: &Value| -> Vec<String> {
-        tree::get(p, "spec")
-            .map(|s| tree::list(s, "targetRefs"))
-            .unwrap_or(&[])
-            .iter()
-            .filter_map(|t| tree::string(t, "name").map(str::to_string))
-            .collect()
-    };
-    let by_target = f.selector.and_then(|s| {
-        pols.iter()
-            .copied()
-            .find(|p| targets(p).iter().any(|t| t == s))
-    });
-    let p = match by_target {
-        Some(p) => p,
-        None => pick(f, &pols, f.selector, "BackendTrafficPolicy")?,
-    };
+    let p = backend_policy(f, &pols)?;
     let spec = tree::get(p, "spec").cloned().unwrap_or(Value::Null);
     let bad = |k: &str, e: String| PathError::new(f.name, &format!("spec.{k}"), e);
     let t = targets(p);
@@ -428,37 +412,8 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         "httpStatusCodes",
         "spec.retry.retryOn.httpStatusCodes",
     )?;
-    let triggers: Vec<String> = tree::list(&retry_on, "triggers")
-        .iter()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect();
-    let on = if triggers.is_empty() {
-        layer.assumes.push(format!(
-            "no retryOn.triggers: Envoy Gateway's defaults ({EG_DEFAULT_ON})"
-        ));
-        EG_DEFAULT_ON.split(',').map(str::to_string).collect()
-    } else {
-        triggers
-    };
-    let per = tree::get(&retry, "perRetry")
-        .cloned()
-        .unwrap_or(Value::Null);
-    layer.per_try_timeout = tree::duration(&per, "timeout")
-        .map_err(|e| bad("retry.perRetry.timeout", e))?
-        .filter(|d| !d.is_zero());
-    layer.pause = match tree::get(&per, "backOff") {
-        Some(b) => {
-            let base = tree::duration(b, "baseInterval")
-                .map_err(|e| bad("retry.perRetry.backOff.baseInterval", e))?
-                .unwrap_or(Duration::from_millis(25));
-            let max = tree::duration(b, "maxInterval")
-                .map_err(|e| bad("retry.perRetry.backOff.maxInterval", e))?
-                .unwrap_or(base * 10);
-            Pause::Envoy { base, max }
-        }
-        None => Pause::envoy_default(),
-    };
+    let on = triggers(&retry_on, &mut layer.assumes);
+    (layer.per_try_timeout, layer.pause) = per_retry(&retry, &bad)?;
     layer.budget = Some(eg_budget(f, &cb, &mut layer.assumes)?);
     if matches!(
         layer.budget,
@@ -488,6 +443,71 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         Rule::Envoy { on, codes: listed }
     };
     Ok(layer)
+}
+
+/// The targets a BackendTrafficPolicy names.
+fn targets(p: &Value) -> Vec<String> {
+    tree::get(p, "spec")
+        .map(|s| tree::list(s, "targetRefs"))
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(|t| tree::string(t, "name").map(str::to_string))
+        .collect()
+}
+
+/// The BackendTrafficPolicy whose target route the selector names, else
+/// the one its own name picks (or the only one).
+fn backend_policy<'a>(f: &PathInput<'_>, pols: &[&'a Value]) -> Result<&'a Value, PathError> {
+    let by_target = f.selector.and_then(|s| {
+        pols.iter()
+            .copied()
+            .find(|p| targets(p).iter().any(|t| t == s))
+    });
+    match by_target {
+        Some(p) => Ok(p),
+        None => pick(f, pols, f.selector, "BackendTrafficPolicy"),
+    }
+}
+
+/// `retryOn.triggers`, or Envoy Gateway's defaults (said in `assumes`).
+fn triggers(retry_on: &Value, assumes: &mut Vec<String>) -> Vec<String> {
+    let triggers: Vec<String> = tree::list(retry_on, "triggers")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    if triggers.is_empty() {
+        assumes.push(format!(
+            "no retryOn.triggers: Envoy Gateway's defaults ({EG_DEFAULT_ON})"
+        ));
+        EG_DEFAULT_ON.split(',').map(str::to_string).collect()
+    } else {
+        triggers
+    }
+}
+
+/// `perRetry`: the per-try timeout and the backoff.
+fn per_retry(
+    retry: &Value,
+    bad: &dyn Fn(&str, String) -> PathError,
+) -> Result<(Option<Duration>, Pause), PathError> {
+    let per = tree::get(retry, "perRetry").cloned().unwrap_or(Value::Null);
+    let per_try = tree::duration(&per, "timeout")
+        .map_err(|e| bad("retry.perRetry.timeout", e))?
+        .filter(|d| !d.is_zero());
+    let pause = match tree::get(&per, "backOff") {
+        Some(b) => {
+            let base = tree::duration(b, "baseInterval")
+                .map_err(|e| bad("retry.perRetry.backOff.baseInterval", e))?
+                .unwrap_or(Duration::from_millis(25));
+            let max = tree::duration(b, "maxInterval")
+                .map_err(|e| bad("retry.perRetry.backOff.maxInterval", e))?
+                .unwrap_or(base * 10);
+            Pause::Envoy { base, max }
+        }
+        None => Pause::envoy_default(),
+    };
+    Ok((per_try, pause))
 }
 
 /// The cap on concurrent retries: `retryBudget` (its `percent` a fraction,
