@@ -127,6 +127,13 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
             "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".into(),
         );
     }
+    set_retries(&mut layer, retries, on, codes);
+    Ok(layer)
+}
+
+/// What the layer retries: nothing with no retries or no condition, else
+/// the conditions and codes as Envoy reads them.
+fn set_retries(layer: &mut Layer, retries: u64, on: Vec<String>, codes: Vec<u16>) {
     let off = retries == 0 || on.is_empty();
     layer.max_tries = Some(if off {
         1
@@ -148,7 +155,6 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
     } else {
         Rule::Envoy { on, codes }
     };
-    Ok(layer)
 }
 
 /// The retry patch the selector names (the filter's name or
