@@ -165,37 +165,42 @@ fn java_covers(names: &[String], f: Failure) -> bool {
     })
 }
 
+/// Whether Envoy's `retry_on` conditions `on` (with the listed `codes`)
+/// retry a try that failed with `f`.
+fn envoy_retries(on: &[String], codes: &[u16], f: Failure) -> bool {
+    use Failure::*;
+    let has = |c: &str| on.iter().any(|o| o == c);
+    let any_reset = has("5xx") || has("gateway-error") || has("reset");
+    match f {
+        ConnectFailure => has("connect-failure") || any_reset,
+        Reset | Timeout => any_reset,
+        Http(s) => {
+            (has("5xx") && s >= 500)
+                || (has("gateway-error") && (502..=504).contains(&s))
+                || (has("retriable-4xx") && s == 409)
+                || (has("retriable-status-codes") && codes.contains(&s))
+        }
+        Grpc(c) => {
+            let name = match c {
+                1 => "cancelled",
+                4 => "deadline-exceeded",
+                8 => "resource-exhausted",
+                13 => "internal",
+                14 => "unavailable",
+                _ => return false,
+            };
+            has(name)
+        }
+    }
+}
+
 impl Rule {
     /// Whether a try that failed with `f` is retried under this rule.
     pub(crate) fn retries(&self, f: Failure, protocol: Protocol) -> bool {
         use Failure::*;
         match self {
             Rule::Nothing => false,
-            Rule::Envoy { on, codes } => {
-                let has = |c: &str| on.iter().any(|o| o == c);
-                let any_reset = has("5xx") || has("gateway-error") || has("reset");
-                match f {
-                    ConnectFailure => has("connect-failure") || any_reset,
-                    Reset | Timeout => any_reset,
-                    Http(s) => {
-                        (has("5xx") && s >= 500)
-                            || (has("gateway-error") && (502..=504).contains(&s))
-                            || (has("retriable-4xx") && s == 409)
-                            || (has("retriable-status-codes") && codes.contains(&s))
-                    }
-                    Grpc(c) => {
-                        let name = match c {
-                            1 => "cancelled",
-                            4 => "deadline-exceeded",
-                            8 => "resource-exhausted",
-                            13 => "internal",
-                            14 => "unavailable",
-                            _ => return false,
-                        };
-                        has(name)
-                    }
-                }
-            }
+            Rule::Envoy { on, codes } => envoy_retries(on, codes, f),
             Rule::Linkerd { http, grpc } => match f {
                 Timeout => !http.is_empty() || !grpc.is_empty(),
                 ConnectFailure | Reset => match protocol {
