@@ -177,7 +177,13 @@ pub async fn probe(target: &Target, layer: RetryLayer, uri: http::Uri) -> Ending
         let name = grpc_code_name(code).unwrap_or("UNKNOWN");
         return failed(3, reason, format!("the RPC failed: {name} ({reason})"));
     }
-    match serving_status(collected.to_bytes()) {
+    serving(collected.to_bytes(), reason)
+}
+
+/// How an OK answer ends the probe: 0 when it says SERVING, 4 for any
+/// other status, 3 when it is no HealthCheckResponse.
+fn serving(body: Bytes, reason: StopReason) -> Ending {
+    match serving_status(body) {
         Some(s) => {
             let name = SERVING_NAMES.get(s as usize).copied().unwrap_or("UNKNOWN");
             Ending {
@@ -187,7 +193,12 @@ pub async fn probe(target: &Target, layer: RetryLayer, uri: http::Uri) -> Ending
                 message: String::new(),
             }
         }
-        None => failed(3, reason, "the answer is not a HealthCheckResponse".into()),
+        None => Ending {
+            code: 3,
+            status: None,
+            reason,
+            message: "the answer is not a HealthCheckResponse".into(),
+        },
     }
 }
 
