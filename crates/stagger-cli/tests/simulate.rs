@@ -449,7 +449,7 @@ fn the_priority_model_compares_at_each_load_given() {
     assert!(mean("limit (no priorities)", 3.0, "critical_mean") < 0.5);
     assert!(mean("limit by priority", 3.0, "critical_mean") > 0.8);
     assert!(mean("limit by priority", 3.0, "sheddable_mean") < 0.2);
-    // Each mean lies within its row's range over the seeds.
+    // Each mean lies within its row's range over its seeds.
     for r in rows {
         let (lo, hi, m) = (
             r["critical_served"][0].as_f64().unwrap(),

@@ -174,7 +174,7 @@ pub fn simulate(
     simulate_counted(p, strategies, opts).map(|o| o.results)
 }
 
-/// One simulation's runs: the parameters, the strategies, the seeds (`r` of
+/// One simulation's runs: the parameters, the strategies, its seeds (`r` of
 /// them) and how to run them.
 struct Batch<'a> {
     p: &'a Params,

@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::rules::{self, Failure};
+use super::failure::Failure;
+use super::rules;
 use super::{Budget, Dead, Layer, LayerNumbers, Options, Protocol, Scenario};
 
 /// A count for reports: whole numbers as they are, others to two decimals.

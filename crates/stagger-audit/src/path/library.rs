@@ -8,7 +8,7 @@ use stagger::classify::{grpc_code, grpc_code_of_http, http_status, io_error};
 use stagger::config::{MethodConfig, PolicyFile, RetryOn, ServiceConfig};
 use stagger::{Class, Idempotency};
 
-use super::rules::Failure;
+use super::failure::Failure;
 use crate::amplify::{self, Alone, Engine};
 
 /// A layer that is the library itself.

@@ -59,6 +59,7 @@ mod destination;
 mod detect;
 mod envoy;
 mod envoyfilter;
+mod failure;
 mod file;
 mod findings;
 mod gateway;
@@ -85,7 +86,7 @@ pub use repo::{
     SPLIT_ABOVE,
 };
 
-pub use rules::Failure;
+pub use failure::Failure;
 use rules::{Pause, Rule};
 pub use sizing::Sizing;
 

@@ -45,7 +45,7 @@ fn bad(flag: &str, why: impl Into<String>) -> anyhow::Error {
     UsageError(format!("--{flag}: {}", why.into())).into()
 }
 
-/// The workload (at the first load), the loads and the seeds the flags
+/// The workload (at the first load), the loads and the random seeds the flags
 /// describe, validated.
 pub fn params(r: &Run<'_>) -> anyhow::Result<(Workload, Vec<f64>, Vec<u64>)> {
     let mut w = Workload::default();
@@ -103,7 +103,7 @@ fn mean(reports: &[Report], f: impl Fn(&Report) -> f64) -> f64 {
 }
 
 /// The JSON document: one row per load and way of shedding, each figure
-/// as `[lowest, highest]` over the seeds, and the two successes' means
+/// as `[lowest, highest]` over its seeds, and the two successes' means
 /// (what the lab draws).
 pub fn simulate(w: &Workload, loads: &[f64], seeds: &[u64]) -> String {
     let mut rows = Vec::new();

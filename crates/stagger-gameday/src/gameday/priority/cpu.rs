@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use stagger::limit::{CpuController, CpuTrigger};
 
-use super::upstream::{start, Cpu};
+use super::upstream::{own_tid, start, Cpu};
 use super::{round, shed_layer, total, unloaded, Drive, PriorityParams, ServerRun};
 use crate::Error;
 
@@ -140,13 +140,6 @@ pub const SAMPLE: Duration = Duration::from_millis(100);
 /// per unit of error, so from cold to the 60 % that twice the capacity
 /// needs takes a few seconds.
 pub const SETTLING: f64 = 0.4;
-
-/// This thread's Linux thread id, from `/proc/thread-self`
-/// (`<pid>/task/<tid>`); none where there is no such link.
-pub(super) fn own_tid() -> Option<u32> {
-    let link = std::fs::read_link("/proc/thread-self").ok()?;
-    link.file_name()?.to_str()?.parse().ok()
-}
 
 /// A thread's time running and waiting for a core, if it can be read.
 fn thread_busy(tid: u32) -> Option<Duration> {

@@ -58,7 +58,7 @@ impl Cpu {
                 let rx = rx.clone();
                 let tids = tids.clone();
                 std::thread::spawn(move || {
-                    if let (Some(tid), Ok(mut t)) = (super::cpu::own_tid(), tids.lock()) {
+                    if let (Some(tid), Ok(mut t)) = (own_tid(), tids.lock()) {
                         t.push(tid);
                     }
                     serve(&rx, iterations);
@@ -196,4 +196,11 @@ impl Service<http::Request<Incoming>> for Upstream {
             Ok(http::Response::new(String::from("ok")))
         })
     }
+}
+
+/// This thread's Linux thread id, from `/proc/thread-self`
+/// (`<pid>/task/<tid>`); none where there is no such link.
+pub(super) fn own_tid() -> Option<u32> {
+    let link = std::fs::read_link("/proc/thread-self").ok()?;
+    link.file_name()?.to_str()?.parse().ok()
 }
