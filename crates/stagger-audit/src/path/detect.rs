@@ -12,6 +12,9 @@ use super::{
 };
 use super::{Layer, Options, PathError, PathInput, System};
 
+/// How a JSON document opens: an object or an array.
+const JSON_OPENS: [char; 2] = ['{', '['];
+
 /// The name of the built-in layer for a sidecar no file configures: Istio's
 /// default policy (write `@istio-sidecar` on the path, or
 /// `@istio-sidecar:HOST`).
@@ -63,7 +66,7 @@ pub fn what_is(name: &str, text: &str) -> Reading {
         Ok((k, _)) => Reading::Path(describe(&k).to_string()),
         // Unreadable: JSON goes to the checklist (whose errors name the
         // field), anything else to the path readers' error.
-        Err(_) if matches!(text.trim_start().chars().next(), Some('{' | '[')) => Reading::Client,
+        Err(_) if text.trim_start().starts_with(JSON_OPENS) => Reading::Client,
         Err(_) => Reading::Path("a YAML file".to_string()),
     }
 }
@@ -240,7 +243,7 @@ fn kind_of(docs: &[Value], text: &str) -> Kind {
         Kind::Other(format!(
             "a Kubernetes {k}{on}, which holds no retry settings stagger reads"
         ))
-    } else if matches!(text.trim_start().chars().next(), Some('{' | '[')) {
+    } else if text.trim_start().starts_with(JSON_OPENS) {
         Kind::Own
     } else {
         Kind::Other("YAML without a retry object stagger reads".to_string())

@@ -21,6 +21,10 @@ use std::time::Duration;
 use super::rules::{Pause, Rule};
 use super::{Layer, PathError, PathInput, System};
 
+/// A brace, which opens a block in nginx's syntax and never appears in
+/// HAProxy's.
+const BLOCK_OPENS: char = '{';
+
 const SECTIONS: [&str; 5] = ["global", "defaults", "frontend", "backend", "listen"];
 
 /// Whether `text` reads as an HAProxy configuration: section keywords at
@@ -34,7 +38,7 @@ pub(crate) fn looks_like(text: &str) -> bool {
         let first = l.split_whitespace().next().unwrap_or("");
         if SECTIONS.contains(&first) {
             sections += 1;
-        } else if l.trim_end().ends_with(':') || l.contains('{') {
+        } else if l.trim_end().ends_with(':') || l.contains(BLOCK_OPENS) {
             return false;
         }
     }

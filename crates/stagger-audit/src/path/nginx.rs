@@ -30,6 +30,9 @@ use super::rules::Rule;
 use super::tree;
 use super::{Layer, Options, PathError, PathInput, System};
 
+/// What ends a line that opens a block.
+const OPENS_BLOCK: char = '{';
+
 /// One directive or block: its words and, for a block, its children.
 #[derive(Debug, Clone, Default)]
 struct Node {
@@ -44,7 +47,7 @@ pub(crate) fn looks_like(text: &str) -> bool {
     let mut proxy = false;
     for l in lines {
         let first = l.split_whitespace().next().unwrap_or("");
-        if l.ends_with('{')
+        if l.ends_with(OPENS_BLOCK)
             && matches!(
                 first,
                 "http" | "server" | "location" | "upstream" | "events"
