@@ -144,18 +144,8 @@ fn sizing(r: &PathReport, s: &mut String) {
     }
 }
 
-pub(crate) fn render(r: &PathReport) -> String {
-    let mut s = String::new();
-    let proto = match r.protocol {
-        Protocol::Grpc => "gRPC",
-        Protocol::Http => "HTTP",
-    };
-    let dead = match r.options.dead {
-        Dead::Refused => "refuses every connection",
-        Dead::Unavailable => "answers every attempt with unavailable",
-        Dead::Blackhole => "never answers",
-    };
-    let _ = writeln!(s, "Call path, edge first ({proto}); the dependency {dead}:");
+/// The table of layers, edge first, and what reaches the dependency.
+fn table(r: &PathReport, s: &mut String) {
     let _ = writeln!(
         s,
         "{:>2} {:<44} {:<38} {:>6} {:>8}  budget",
@@ -189,24 +179,11 @@ pub(crate) fn render(r: &PathReport) -> String {
         "dependency",
         format!("{} per call", attempts(r.dead.bottom_attempts))
     );
-    let _ = writeln!(
-        s,
-        "The edge waits {} before it gives up.",
-        wait(r.dead.edge_waits)
-    );
-    let _ = writeln!(
-        s,
-        "At failure rate {}: {} per call reach the dependency.",
-        r.options.failure_rate,
-        attempts(r.at_rate.bottom_attempts)
-    );
-    let _ = writeln!(
-        s,
-        "With each layer's budget drained or capping (steady state, {} requests in flight): {} per call.",
-        r.options.concurrency,
-        attempts(r.budgeted_bottom_attempts)
-    );
-    sizing(r, &mut s);
+}
+
+/// What cuts the retries at each layer, what the audit assumed, and the
+/// findings.
+fn notes(r: &PathReport, s: &mut String) {
     for (i, l) in r.layers.iter().enumerate() {
         if let Some(cut) = &l.cut_by {
             s.push_str(&wrap(
@@ -235,5 +212,39 @@ pub(crate) fn render(r: &PathReport) -> String {
             s.push_str(&wrap(&format!("{}: {}", f.id, f.message), 2));
         }
     }
+}
+
+pub(crate) fn render(r: &PathReport) -> String {
+    let mut s = String::new();
+    let proto = match r.protocol {
+        Protocol::Grpc => "gRPC",
+        Protocol::Http => "HTTP",
+    };
+    let dead = match r.options.dead {
+        Dead::Refused => "refuses every connection",
+        Dead::Unavailable => "answers every attempt with unavailable",
+        Dead::Blackhole => "never answers",
+    };
+    let _ = writeln!(s, "Call path, edge first ({proto}); the dependency {dead}:");
+    table(r, &mut s);
+    let _ = writeln!(
+        s,
+        "The edge waits {} before it gives up.",
+        wait(r.dead.edge_waits)
+    );
+    let _ = writeln!(
+        s,
+        "At failure rate {}: {} per call reach the dependency.",
+        r.options.failure_rate,
+        attempts(r.at_rate.bottom_attempts)
+    );
+    let _ = writeln!(
+        s,
+        "With each layer's budget drained or capping (steady state, {} requests in flight): {} per call.",
+        r.options.concurrency,
+        attempts(r.budgeted_bottom_attempts)
+    );
+    sizing(r, &mut s);
+    notes(r, &mut s);
     s
 }
