@@ -282,62 +282,7 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
         &mut locations,
         &mut upstreams,
     )?;
-    let target = |pass: &str| -> String {
-        let rest = pass.split_once("://").map_or(pass, |(_, r)| r);
-        rest.split(['/', ':']).next().unwrap_or(rest).to_string()
-    };
-    let labels: Vec<String> = locations.iter().map(|l| l.0.clone()).collect();
-    let picked: Vec<&(String, String, Settings)> = match f.selector {
-        None => locations.iter().collect(),
-        Some(s) => locations
-            .iter()
-            .filter(|l| l.0 == s || target(&l.1) == s)
-            .collect(),
-    };
-    let (path, pass, s) = match picked.as_slice() {
-        [] if locations.is_empty() => {
-            return Err(PathError::new(
-                f.name,
-                "location",
-                "no location proxies (no proxy_pass)",
-            ))
-        }
-        [] => {
-            return Err(PathError::new(
-                f.name,
-                "location",
-                format!(
-                    "no location or upstream {:?} (locations: {})",
-                    f.selector.unwrap_or(""),
-                    labels.join(", ")
-                ),
-            ))
-        }
-        [one] => *one,
-        several => {
-            // Locations the selector names that proxy alike are one layer.
-            let first = several[0];
-            let same = several.iter().all(|l| {
-                target(&l.1) == target(&first.1)
-                    && l.2.on == first.2.on
-                    && l.2.tries == first.2.tries
-            });
-            if f.selector.is_none() || !same {
-                return Err(PathError::new(
-                    f.name,
-                    "location",
-                    format!(
-                        "holds {} proxied locations ({}): name one as {}:PATH",
-                        several.len(),
-                        labels.join(", "),
-                        f.name
-                    ),
-                )
-                .with_choices(labels));
-            }
-            first
-        }
-    };
+    let (path, pass, s) = pick(f, &locations)?;
     let up = target(pass);
     let servers = upstreams.iter().find(|(n, _)| *n == up).map(|(_, c)| *c);
     let mut layer = Layer::new(
@@ -363,6 +308,68 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
     layer.per_try_timeout = Some(s.read);
     layer.timeout = s.timeout;
     Ok(layer)
+}
+
+/// A location: (path, proxy_pass, settings).
+type Location = (String, String, Settings);
+
+/// The upstream (or host) a `proxy_pass` sends to.
+fn target(pass: &str) -> String {
+    let rest = pass.split_once("://").map_or(pass, |(_, r)| r);
+    rest.split(['/', ':']).next().unwrap_or(rest).to_string()
+}
+
+/// The location the selector names by path or upstream, or the only one;
+/// locations the selector names that proxy alike are one layer.
+fn pick<'a>(f: &PathInput<'_>, locations: &'a [Location]) -> Result<&'a Location, PathError> {
+    let labels: Vec<String> = locations.iter().map(|l| l.0.clone()).collect();
+    let picked: Vec<&Location> = match f.selector {
+        None => locations.iter().collect(),
+        Some(s) => locations
+            .iter()
+            .filter(|l| l.0 == s || target(&l.1) == s)
+            .collect(),
+    };
+    match picked.as_slice() {
+        [] if locations.is_empty() => Err(PathError::new(
+            f.name,
+            "location",
+            "no location proxies (no proxy_pass)",
+        )),
+        [] => Err(PathError::new(
+            f.name,
+            "location",
+            format!(
+                "no location or upstream {:?} (locations: {})",
+                f.selector.unwrap_or(""),
+                labels.join(", ")
+            ),
+        )),
+        [one] => Ok(*one),
+        several => {
+            // Locations the selector names that proxy alike are one layer.
+            let first = several[0];
+            let same = several.iter().all(|l| {
+                target(&l.1) == target(&first.1)
+                    && l.2.on == first.2.on
+                    && l.2.tries == first.2.tries
+            });
+            if f.selector.is_none() || !same {
+                return Err(PathError::new(
+                    f.name,
+                    "location",
+                    format!(
+                        "holds {} proxied locations ({}): name one as {}:PATH",
+                        several.len(),
+                        labels.join(", "),
+                        f.name
+                    ),
+                )
+                .with_choices(labels));
+            }
+            Ok(first)
+        }
+    }
 }
 
 /// `proxy_next_upstream` and its tries onto `layer`; `servers` bounds the
