@@ -68,30 +68,33 @@ fn profile(text: &str, name: &str) -> Option<Vec<(String, String)>> {
     found.then_some(keys)
 }
 
+/// The error for a profile the file does not hold, listing those it does.
+fn no_profile(f: &PathInput<'_>, name: &str) -> PathError {
+    let mut names: Vec<&str> = f.text.lines().filter_map(|l| section(l.trim())).collect();
+    names.dedup();
+    let shown = if names.len() > 12 {
+        format!("{}, … ({} in all)", names[..12].join(", "), names.len())
+    } else {
+        names.join(", ")
+    };
+    let err = PathError::new(
+        f.name,
+        "",
+        format!(
+            "no profile {name:?} (profiles: {shown}); name one as {}:PROFILE",
+            f.name
+        ),
+    );
+    if f.selector.is_none() {
+        err.with_choices(names.iter().map(|n| n.to_string()).collect())
+    } else {
+        err
+    }
+}
+
 pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> {
     let name = f.selector.unwrap_or("default");
-    let keys = profile(f.text, name).ok_or_else(|| {
-        let mut names: Vec<&str> = f.text.lines().filter_map(|l| section(l.trim())).collect();
-        names.dedup();
-        let shown = if names.len() > 12 {
-            format!("{}, … ({} in all)", names[..12].join(", "), names.len())
-        } else {
-            names.join(", ")
-        };
-        let err = PathError::new(
-            f.name,
-            "",
-            format!(
-                "no profile {name:?} (profiles: {shown}); name one as {}:PROFILE",
-                f.name
-            ),
-        );
-        if f.selector.is_none() {
-            err.with_choices(names.iter().map(|n| n.to_string()).collect())
-        } else {
-            err
-        }
-    })?;
+    let keys = profile(f.text, name).ok_or_else(|| no_profile(f, name))?;
     let get = |k: &str| keys.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
     let field = |k: &str| format!("[{name}].{k}");
     let mut layer = Layer::new(f.name, System::AwsSdk, name.to_string());

@@ -132,8 +132,9 @@ fn read(s: &mut Settings, sec: &Section, f: &PathInput<'_>) -> Result<u32, PathE
     Ok(servers)
 }
 
-/// One backend (or `listen` section), by name.
-pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
+/// Every backend and `listen` section: (name, settings over the
+/// `defaults` above it, servers).
+fn backends(f: &PathInput<'_>) -> Result<Vec<(String, Settings, u32)>, PathError> {
     let secs = sections(f.text);
     let mut defaults = Settings {
         retries: 3,
@@ -156,6 +157,12 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
             _ => {}
         }
     }
+    Ok(backends)
+}
+
+/// One backend (or `listen` section), by name.
+pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    let mut backends = backends(f)?;
     let names: Vec<String> = backends.iter().map(|b| b.0.clone()).collect();
     let (name, s, servers) = match f.selector {
         None if backends.len() == 1 => backends.swap_remove(0),
