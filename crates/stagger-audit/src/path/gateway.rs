@@ -118,37 +118,7 @@ pub(crate) fn route(
     let name = name_of(route);
     let spec = tree::get(route, "spec").cloned().unwrap_or(Value::Null);
     let rules_ = tree::list(&spec, "rules");
-    let label =
-        |i: usize, r: &Value| tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string);
-    let (index, rule) = match rule_sel {
-        None if rules_.len() == 1 => (0, &rules_[0]),
-        None if rules_.is_empty() => {
-            return Err(PathError::new(f.name, "spec.rules", "has no rules"));
-        }
-        None => {
-            let labels: Vec<String> = rules_
-                .iter()
-                .enumerate()
-                .map(|(i, r)| label(i, r))
-                .collect();
-            return Err(PathError::new(
-                f.name,
-                "spec.rules",
-                format!(
-                    "holds {} rules ({}): name one as {}:ROUTE/RULE",
-                    rules_.len(),
-                    labels.join(", "),
-                    f.name
-                ),
-            )
-            .with_choices(labels.iter().map(|l| format!("{name}/{l}")).collect()));
-        }
-        Some(x) => rules_
-            .iter()
-            .enumerate()
-            .find(|(i, r)| label(*i, r) == x)
-            .ok_or_else(|| PathError::new(f.name, "spec.rules", format!("no rule {x:?}")))?,
-    };
+    let (index, rule) = pick_rule(f, rules_, rule_sel, name)?;
     let field = |k: &str| format!("spec.rules[{index}].{k}");
     let bad = |k: &str, e: String| PathError::new(f.name, &field(k), e);
     let timeouts = tree::get(rule, "timeouts").cloned().unwrap_or(Value::Null);
@@ -159,12 +129,71 @@ pub(crate) fn route(
         .map_err(|e| bad("timeouts.backendRequest", e))?
         .filter(|d| !d.is_zero());
     let selector = if rules_.len() > 1 {
-        format!("{name}/{}", label(index, rule))
+        format!("{name}/{}", rule_label(index, rule))
     } else {
         name.to_string()
     };
     let mut layer = Layer::new(f.name, System::GatewayApi, selector);
     layer.timeout = timeout;
+    let r = rule_retry(f, rule, &field)?;
+    if o.gateway == GatewayImpl::Istio {
+        on_istio(&mut layer, r, mesh, o, &field("retry"))?;
+    } else if !elsewhere(&mut layer, r, o.gateway) {
+        return Ok(layer);
+    }
+    layer.per_try_timeout = per_try.or(layer.per_try_timeout).or(timeout);
+    Ok(layer)
+}
+
+/// A rule's label: its `name`, or its index.
+fn rule_label(i: usize, r: &Value) -> String {
+    tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string)
+}
+
+/// The rule `rule_sel` names, or the only one (`name`, the route's, labels
+/// the choices).
+fn pick_rule<'a>(
+    f: &PathInput<'_>,
+    rules_: &'a [Value],
+    rule_sel: Option<&str>,
+    name: &str,
+) -> Result<(usize, &'a Value), PathError> {
+    match rule_sel {
+        None if rules_.len() == 1 => Ok((0, &rules_[0])),
+        None if rules_.is_empty() => Err(PathError::new(f.name, "spec.rules", "has no rules")),
+        None => {
+            let labels: Vec<String> = rules_
+                .iter()
+                .enumerate()
+                .map(|(i, r)| rule_label(i, r))
+                .collect();
+            Err(PathError::new(
+                f.name,
+                "spec.rules",
+                format!(
+                    "holds {} rules ({}): name one as {}:ROUTE/RULE",
+                    rules_.len(),
+                    labels.join(", "),
+                    f.name
+                ),
+            )
+            .with_choices(labels.iter().map(|l| format!("{name}/{l}")).collect()))
+        }
+        Some(x) => rules_
+            .iter()
+            .enumerate()
+            .find(|(i, r)| rule_label(*i, r) == x)
+            .ok_or_else(|| PathError::new(f.name, "spec.rules", format!("no rule {x:?}"))),
+    }
+}
+
+/// A rule's `retry` stanza (`field` names a key of the rule in errors).
+fn rule_retry(
+    f: &PathInput<'_>,
+    rule: &Value,
+    field: &dyn Fn(&str) -> String,
+) -> Result<RuleRetry, PathError> {
+    let bad = |k: &str, e: String| PathError::new(f.name, &field(k), e);
     let retry = tree::get(rule, "retry");
     let listed = match retry {
         Some(r) => codes(f, r, "codes", &field("retry.codes"))?,
@@ -178,19 +207,12 @@ pub(crate) fn route(
         Some(r) => tree::duration(r, "backoff").map_err(|e| bad("retry.backoff", e))?,
         None => None,
     };
-    let r = RuleRetry {
+    Ok(RuleRetry {
         present: retry.is_some(),
         listed,
         attempts,
         backoff,
-    };
-    if o.gateway == GatewayImpl::Istio {
-        on_istio(&mut layer, r, mesh, o, &field("retry"))?;
-    } else if !elsewhere(&mut layer, r, o.gateway) {
-        return Ok(layer);
-    }
-    layer.per_try_timeout = per_try.or(layer.per_try_timeout).or(timeout);
-    Ok(layer)
+    })
 }
 
 /// A rule's `retry` stanza as read.
