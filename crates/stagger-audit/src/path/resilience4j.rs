@@ -165,30 +165,7 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
         .unwrap_or(Value::Null);
     let retry = section(&doc, "retry").unwrap_or(Value::Null);
     let all = names(&retry);
-    let name = match f.selector {
-        Some(s) => s.to_string(),
-        None if all.len() == 1 => all[0].clone(),
-        None if all.is_empty() => {
-            return Err(PathError::new(
-                f.name,
-                "resilience4j.retry.instances",
-                "has no instances",
-            ))
-        }
-        None => {
-            return Err(PathError::new(
-                f.name,
-                "resilience4j.retry.instances",
-                format!(
-                    "holds {} instances ({}): name one as {}:NAME",
-                    all.len(),
-                    all.join(", "),
-                    f.name
-                ),
-            )
-            .with_choices(all))
-        }
-    };
+    let name = instance_name(f, &all)?;
     let at = format!("resilience4j.retry.instances.{name}");
     let s = settings(&retry, &name).ok_or_else(|| {
         PathError::new(
@@ -256,6 +233,30 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     }
     breaker(&mut layer, f, &doc, &retry, &name)?;
     Ok(layer)
+}
+
+/// The instance the selector names, or the only one of `all`.
+fn instance_name(f: &PathInput<'_>, all: &[String]) -> Result<String, PathError> {
+    match f.selector {
+        Some(s) => Ok(s.to_string()),
+        None if all.len() == 1 => Ok(all[0].clone()),
+        None if all.is_empty() => Err(PathError::new(
+            f.name,
+            "resilience4j.retry.instances",
+            "has no instances",
+        )),
+        None => Err(PathError::new(
+            f.name,
+            "resilience4j.retry.instances",
+            format!(
+                "holds {} instances ({}): name one as {}:NAME",
+                all.len(),
+                all.join(", "),
+                f.name
+            ),
+        )
+        .with_choices(all.to_vec())),
+    }
 }
 
 /// The circuit breaker of the same name, as what cuts the retries.
