@@ -75,6 +75,11 @@ pub(super) struct Frame<'a> {
     pub(super) y_range: Option<(f64, f64)>,
 }
 
+/// A chart, or the note a page shows in its place when it cannot be drawn.
+pub(super) fn svg_or_note(svg: Result<String, String>) -> String {
+    svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", crate::escape(&e)))
+}
+
 fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }

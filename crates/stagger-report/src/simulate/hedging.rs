@@ -8,7 +8,7 @@ use std::path::Path;
 
 use stagger_sim::hedging::{Cancel, HedgingParams, HedgingResults, SweepPoint, SWEEP};
 
-use super::charts::{self, color, Frame, Line};
+use super::charts::{self, color, svg_or_note, Frame, Line};
 use crate::WriteError;
 
 const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}\
@@ -65,10 +65,6 @@ pub fn write_report(
         dir,
         &[("report.html", &html(p, r, sweep)), ("results.json", json)],
     )
-}
-
-fn svg_or_note(svg: Result<String, String>) -> String {
-    svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", crate::escape(&e)))
 }
 
 /// The self-contained page.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use stagger_sim::{Model, Params, Results, RetryKind, Row, Schedule, Strategy};
 
-use super::charts::{self, color, Frame, HLine, Line};
+use super::charts::{self, color, svg_or_note, Frame, HLine, Line};
 use super::table;
 use crate::escape;
 use crate::WriteError;
@@ -78,10 +78,6 @@ pub(super) fn csv(r: &Results) -> String {
         }
     }
     s
-}
-
-fn svg_or_note(svg: Result<String, String>) -> String {
-    svg.unwrap_or_else(|e| format!("<p class=note>chart unavailable: {}</p>", escape(&e)))
 }
 
 /// Points with y clipped at `clip` (the metastable release spike would
