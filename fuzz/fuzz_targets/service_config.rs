@@ -39,8 +39,8 @@ fn check(c: &ServiceConfig) {
             let codes = p.retryable_codes().unwrap_or(&[]);
             assert!(!codes.is_empty() && codes.iter().all(|c| *c <= 16));
             let b = p.backoff();
-            assert!(!b.get_base().is_zero() && !b.get_cap().is_zero());
-            assert!(b.get_multiplier() > 0.0);
+            assert!(!b.base.is_zero() && !b.cap.is_zero());
+            assert!(b.multiplier > 0.0);
         }
         for (service, method) in &m.names {
             let _ = c.policy(service, method);

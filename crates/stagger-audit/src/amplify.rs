@@ -343,7 +343,7 @@ fn hedge<R: RandomSource>(
 mod tests {
     use super::*;
     use stagger::budget::TokenBucket;
-    use stagger::{Class, HedgeDelay, Jitter};
+    use stagger::{Backoff, Class, HedgeDelay, Jitter};
 
     fn retrying(n: u32) -> impl Fn() -> Result<Engine, Fault> {
         move || Ok(Engine::Retry(Policy::builder().max_attempts(n).build()?))
@@ -409,8 +409,11 @@ mod tests {
             Ok(Engine::Retry(
                 Policy::builder()
                     .max_attempts(5)
-                    .base(Duration::from_secs(1))
-                    .jitter(Jitter::None)
+                    .backoff(Backoff {
+                        base: Duration::from_secs(1),
+                        jitter: Jitter::None,
+                        ..Backoff::new()
+                    })
                     .build()?,
             ))
         };
@@ -429,8 +432,11 @@ mod tests {
             Ok(Engine::Retry(
                 Policy::builder()
                     .max_attempts(5)
-                    .base(Duration::from_secs(1))
-                    .jitter(Jitter::Full)
+                    .backoff(Backoff {
+                        base: Duration::from_secs(1),
+                        jitter: Jitter::Full,
+                        ..Backoff::new()
+                    })
                     .build()?,
             ))
         };
@@ -445,8 +451,11 @@ mod tests {
         move || {
             let engine = Policy::builder()
                 .max_attempts(3)
-                .base(Duration::ZERO)
-                .jitter(Jitter::None)
+                .backoff(Backoff {
+                    base: Duration::ZERO,
+                    jitter: Jitter::None,
+                    ..Backoff::new()
+                })
                 .build()?;
             Ok(Engine::Hedge(
                 HedgePolicy::builder()

@@ -293,7 +293,7 @@ fn method(e: &Entry<'_>, throttled: bool, throttling: Option<Throttling>, layer:
             let codes = r.retryable_codes().unwrap_or(&[]);
             codes_finding(&mut push, "retryableStatusCodes", codes, "not a passing fault; retry only UNAVAILABLE (and RESOURCE_EXHAUSTED where the server sends pushback: a listed code is retried with or without it)");
             let b = r.backoff();
-            backoff_findings(&mut push, b.get_multiplier(), b.get_base(), b.get_cap());
+            backoff_findings(&mut push, b.multiplier, b.base, b.cap);
             let make = move || -> Result<Engine, Fault> {
                 let b = bucket()?;
                 let p = alone.policy_with("", "", b.as_ref())?;
@@ -528,13 +528,13 @@ fn common(push: &mut impl FnMut(&'static str, String), throttled: bool, timeout:
 /// driven once, so the count is exact.
 pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64, Fault> {
     let policy = Policy::builder()
-        .backoff(
-            Backoff::new()
-                .base(u.initial_backoff)
-                .cap(u.max_backoff)
-                .multiplier(u.multiplier)
-                .jitter(Jitter::None),
-        )
+        .backoff(Backoff {
+            base: u.initial_backoff,
+            cap: u.max_backoff,
+            multiplier: u.multiplier,
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .max_attempts(u32::MAX)
         .build()
         .map_err(|e| {

@@ -113,11 +113,13 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// The schedule these flags describe, validated.
     pub fn backoff(&self) -> anyhow::Result<Backoff> {
-        let b = Backoff::new()
-            .base(self.schedule.base())
-            .multiplier(self.multiplier)
-            .cap(self.schedule.cap())
-            .jitter(self.jitter);
+        let b = Backoff {
+            base: self.schedule.base(),
+            multiplier: self.multiplier,
+            cap: self.schedule.cap(),
+            jitter: self.jitter,
+            ..Backoff::new()
+        };
         b.validate().map_err(flag_error)?;
         self.schedule.limit()?;
         Ok(b)

@@ -226,11 +226,13 @@ impl Strategy {
             RetryKind::Immediate => Duration::ZERO,
             _ => s.base,
         };
-        Backoff::new()
-            .base(base)
-            .multiplier(2.0)
-            .cap(s.cap)
-            .jitter(self.retry.jitter())
+        Backoff {
+            base,
+            multiplier: 2.0,
+            cap: s.cap,
+            jitter: self.retry.jitter(),
+            ..Backoff::new()
+        }
     }
 
     /// Max attempts under `s` (1 for `none`; `u32::MAX` for unlimited).

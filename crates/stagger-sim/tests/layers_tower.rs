@@ -8,6 +8,7 @@
 //! neither — with per-layer token buckets too, whose counts are where a
 //! model that decides the rule itself goes wrong.
 
+use stagger::Backoff;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,10 +30,11 @@ type Bottom = Request<ReplayBody<ReplayBody<ReplayBody<Full<Bytes>>>>>;
 /// Each layer's client: 4 attempts, millisecond backoff, and a token
 /// bucket of its own when `bucket`.
 fn policy(bucket: bool) -> Policy {
-    let b = Policy::builder()
-        .max_attempts(4)
-        .base(Duration::from_millis(1))
-        .cap(Duration::from_millis(4));
+    let b = Policy::builder().max_attempts(4).backoff(Backoff {
+        base: Duration::from_millis(1),
+        cap: Duration::from_millis(4),
+        ..Backoff::new()
+    });
     match bucket {
         true => b.budget(TokenBucket::default()).build().unwrap(),
         false => b.build().unwrap(),

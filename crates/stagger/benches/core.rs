@@ -106,7 +106,10 @@ fn retries(c: &mut Criterion, fails: u32) {
     let mut g = c.benchmark_group(format!("retries_no_sleep_x{fails}"));
     let policy = Policy::builder()
         .max_attempts(fails + 1)
-        .base(Duration::ZERO)
+        .backoff(Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     g.bench_function("stagger", |b| {

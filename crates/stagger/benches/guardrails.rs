@@ -13,8 +13,9 @@
 //! instant here, and the `+ Instant::now()` rows show the cost with a clock
 //! read added. Peers read the clock themselves where they need it.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -73,13 +74,42 @@ fn contended<T: Sync>(
     g.finish();
 }
 
+/// The system allocator, counting the bytes allocated while [`heap_bytes`]
+/// measures (off otherwise, so the timed loops pay one relaxed load).
+struct Measuring;
+
+static MEASURING: AtomicBool = AtomicBool::new(false);
+static BYTES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Measuring {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if MEASURING.load(Ordering::Relaxed) {
+            BYTES.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Measuring = Measuring;
+
+/// Builds a value and says how many heap bytes it holds: what the shared
+/// state behind a handle costs, whoever wrote the type (no `footprint`
+/// method of our own to trust).
+fn heap_bytes<T>(make: impl FnOnce() -> T) -> (T, usize) {
+    BYTES.store(0, Ordering::SeqCst);
+    MEASURING.store(true, Ordering::SeqCst);
+    let v = make();
+    MEASURING.store(false, Ordering::SeqCst);
+    (v, BYTES.load(Ordering::SeqCst))
+}
+
 fn sizes() {
-    let ratio = RatioBudget::default();
-    let bucket = TokenBucket::default();
-    let refill = RefillBudget::default();
-    let quota = QuotaBudget::default();
-    let breaker = Breaker::default();
-    let counted = Breaker::builder().count_window(100).build().unwrap();
     println!("size_of handles: RatioBudget {} B, TokenBucket {} B, RefillBudget {} B, QuotaBudget {} B, Breaker {} B",
         std::mem::size_of::<RatioBudget>(),
         std::mem::size_of::<TokenBucket>(),
@@ -88,19 +118,22 @@ fn sizes() {
         std::mem::size_of::<Breaker>(),
     );
     println!(
-        "shared state: ratio {} B, token_bucket {} B, refill {} B, quota {} B, breaker {} B (count window 100: {} B)",
-        ratio.footprint(),
-        bucket.footprint(),
-        refill.footprint(),
-        quota.footprint(),
-        breaker.footprint(),
-        counted.footprint(),
+        "heap behind them: ratio {} B, token_bucket {} B, refill {} B, quota {} B, breaker {} B (count window 100: {} B)",
+        heap_bytes(RatioBudget::default).1,
+        heap_bytes(TokenBucket::default).1,
+        heap_bytes(RefillBudget::default).1,
+        heap_bytes(QuotaBudget::default).1,
+        heap_bytes(Breaker::default).1,
+        heap_bytes(|| Breaker::builder().count_window(100).build().unwrap()).1,
     );
     println!(
-        "peers: tower TpsBudget {} B (+ its boxed slots), failsafe StateMachine {} B, recloser Recloser {} B",
+        "peers: tower TpsBudget {} B + {} B heap, failsafe StateMachine {} B + {} B heap, recloser Recloser {} B + {} B heap",
         std::mem::size_of::<TpsBudget>(),
+        heap_bytes(TpsBudget::default).1,
         std::mem::size_of_val(&failsafe::Config::new().build()),
+        heap_bytes(|| failsafe::Config::new().build()).1,
         std::mem::size_of::<recloser::Recloser>(),
+        heap_bytes(|| recloser::Recloser::custom().build()).1,
     );
 }
 

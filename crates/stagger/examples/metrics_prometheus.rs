@@ -7,6 +7,7 @@
 //!
 //! Run: `cargo run -p stagger --example metrics_prometheus --features metrics`
 
+use stagger::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +30,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .observer(observer.clone());
     let policy = Policy::builder()
         .max_attempts(4)
-        .base(Duration::from_millis(1))
+        .backoff(Backoff {
+            base: Duration::from_millis(1),
+            ..Backoff::new()
+        })
         .guardrail(Arc::new(guardrails))
         .observer(observer)
         .build()?;

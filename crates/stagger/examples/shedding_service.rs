@@ -10,6 +10,7 @@
 //!
 //! Run: `cargo run -p stagger --example shedding_service --features tower,reqwest`
 
+use stagger::Backoff;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,7 +73,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with(RetryMiddleware::new(
             Policy::builder()
                 .max_attempts(3)
-                .base(Duration::from_millis(20))
+                .backoff(Backoff {
+                    base: Duration::from_millis(20),
+                    ..Backoff::new()
+                })
                 .build()?,
         ))
         .build();

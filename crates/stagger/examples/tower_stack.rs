@@ -7,6 +7,7 @@
 //!
 //! Run: `cargo run -p stagger --example tower_stack --features tower`
 
+use stagger::Backoff;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -50,7 +51,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // clone of the stack.
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(20))
+        .backoff(Backoff {
+            base: Duration::from_millis(20),
+            ..Backoff::new()
+        })
         .attempt_timeout(Duration::from_millis(500))
         .budget(RatioBudget::builder().ratio(0.2).build()?)
         .breaker(Breaker::default())

@@ -7,6 +7,7 @@
 //!
 //! Run: `cargo run -p stagger --example tracing_events --features tracing`
 
+use stagger::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +22,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(20))
+        .backoff(Backoff {
+            base: Duration::from_millis(20),
+            ..Backoff::new()
+        })
         .observer(Arc::new(TracingObserver))
         .build()?;
 

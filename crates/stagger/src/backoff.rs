@@ -113,7 +113,7 @@ impl Jitter {
 /// use stagger::random::FastRng;
 /// use std::time::Duration;
 ///
-/// let backoff = Backoff::new().jitter(Jitter::Full);
+/// let backoff = Backoff { jitter: Jitter::Full, ..Backoff::new() };
 /// assert_eq!(backoff.backoff(1), Duration::from_millis(100));
 /// assert_eq!(backoff.backoff(4), Duration::from_millis(800));
 /// assert_eq!(backoff.backoff(u32::MAX), Duration::from_secs(10));
@@ -123,16 +123,20 @@ impl Jitter {
 /// assert!(delays.iter().zip(1..).all(|(d, n)| *d < backoff.backoff(n)));
 /// ```
 ///
-/// The backoff schedule: base, multiplier, cap and jitter.
-///
-/// `Copy`, with `const fn` setters, so a schedule can be a `static`.
-/// Defaults (docs/behaviour.md §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
+/// A plain `Copy` value with public fields, so a schedule can be a `static`
+/// (`Backoff { base: …, ..Backoff::new() }` works in a `const`); a
+/// [`Policy`](crate::Policy) checks it with [`validate`](Backoff::validate)
+/// when it is built. Defaults (docs/behaviour.md §1): base 100 ms, multiplier 2, cap 10 s, full jitter.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
-    base_ns: u64,
-    cap_ns: u64,
-    multiplier: f64,
-    jitter: Jitter,
+    /// The first backoff `b_1`. Zero is allowed (immediate retries).
+    pub base: Duration,
+    /// The growth factor between steps (at least 1).
+    pub multiplier: f64,
+    /// The largest backoff (at least `base`).
+    pub cap: Duration,
+    /// How the delay slept is drawn from the capped backoff.
+    pub jitter: Jitter,
 }
 
 impl Default for Backoff {
@@ -141,6 +145,7 @@ impl Default for Backoff {
     }
 }
 
+#[inline(always)]
 const fn nanos(d: Duration) -> u64 {
     let n = d.as_nanos();
     if n > u64::MAX as u128 {
@@ -154,55 +159,11 @@ impl Backoff {
     /// The default schedule: 100 ms, ×2, capped at 10 s, full jitter.
     pub const fn new() -> Self {
         Backoff {
-            base_ns: 100_000_000,
-            cap_ns: 10_000_000_000,
+            base: Duration::from_millis(100),
             multiplier: 2.0,
+            cap: Duration::from_secs(10),
             jitter: Jitter::Full,
         }
-    }
-
-    /// Sets the first backoff `b_1`. Zero is allowed (immediate retries).
-    pub const fn base(mut self, base: Duration) -> Self {
-        self.base_ns = nanos(base);
-        self
-    }
-
-    /// Sets the growth factor between steps (at least 1).
-    pub const fn multiplier(mut self, multiplier: f64) -> Self {
-        self.multiplier = multiplier;
-        self
-    }
-
-    /// Sets the largest backoff (at least `base`).
-    pub const fn cap(mut self, cap: Duration) -> Self {
-        self.cap_ns = nanos(cap);
-        self
-    }
-
-    /// Sets the jitter.
-    pub const fn jitter(mut self, jitter: Jitter) -> Self {
-        self.jitter = jitter;
-        self
-    }
-
-    /// The configured base.
-    pub const fn get_base(&self) -> Duration {
-        Duration::from_nanos(self.base_ns)
-    }
-
-    /// The configured cap.
-    pub const fn get_cap(&self) -> Duration {
-        Duration::from_nanos(self.cap_ns)
-    }
-
-    /// The configured multiplier.
-    pub const fn get_multiplier(&self) -> f64 {
-        self.multiplier
-    }
-
-    /// The configured jitter.
-    pub const fn get_jitter(&self) -> Jitter {
-        self.jitter
     }
 
     /// Checks the schedule, naming the first bad field.
@@ -214,14 +175,10 @@ impl Backoff {
                 format!("{m} must be a finite number of at least 1"),
             ));
         }
-        if self.cap_ns < self.base_ns {
+        if self.cap < self.base {
             return Err(ConfigError::new(
                 "cap",
-                format!(
-                    "cap {:?} is smaller than base {:?}",
-                    self.get_cap(),
-                    self.get_base()
-                ),
+                format!("cap {:?} is smaller than base {:?}", self.cap, self.base),
             ));
         }
         self.jitter.validate()
@@ -251,33 +208,34 @@ impl Backoff {
 
     #[inline(always)]
     pub(crate) fn backoff_ns(&self, retry: u32) -> u64 {
+        let (base_ns, cap_ns) = (nanos(self.base), nanos(self.cap));
         let shrinking = self.multiplier < 1.0;
-        if self.base_ns >= self.cap_ns && !shrinking {
-            return self.cap_ns;
+        if base_ns >= cap_ns && !shrinking {
+            return cap_ns;
         }
         let exp = retry.saturating_sub(1);
-        if exp == 0 || self.base_ns == 0 {
-            return self.base_ns.min(self.cap_ns);
+        if exp == 0 || base_ns == 0 {
+            return base_ns.min(cap_ns);
         }
         if self.multiplier == 2.0 {
             // The common case, exactly and without a float power.
-            return match self.base_ns.checked_shl(exp) {
-                Some(b) if exp < 64 && b >> exp == self.base_ns => b.min(self.cap_ns),
-                _ => self.cap_ns,
+            return match base_ns.checked_shl(exp) {
+                Some(b) if exp < 64 && b >> exp == base_ns => b.min(cap_ns),
+                _ => cap_ns,
             };
         }
         let exp = i32::try_from(exp).unwrap_or(i32::MAX);
-        let b = self.base_ns as f64 * self.multiplier.powi(exp);
+        let b = base_ns as f64 * self.multiplier.powi(exp);
         // NaN (a bad multiplier) or beyond the cap both land on the cap.
-        if b < self.cap_ns as f64 {
+        if b < cap_ns as f64 {
             if shrinking {
                 // A6 allows a multiplier below 1: a shrinking schedule.
                 return b as u64;
             }
             // Float rounding of a huge base must not dip below it.
-            (b as u64).clamp(self.base_ns, self.cap_ns)
+            (b as u64).clamp(base_ns, cap_ns)
         } else {
-            self.cap_ns
+            cap_ns
         }
     }
 
@@ -324,12 +282,13 @@ impl Backoff {
                 }
             }
             Jitter::Decorrelated => {
-                let prev = previous.unwrap_or(self.base_ns).max(self.base_ns);
+                let (base_ns, cap_ns) = (nanos(self.base), nanos(self.cap));
+                let prev = previous.unwrap_or(base_ns).max(base_ns);
                 let hi = (prev as f64 * 3.0).min(u64::MAX as f64);
-                let span = (hi - self.base_ns as f64).max(0.0);
-                let d = self.base_ns as f64 + span * rng.next_f64();
+                let span = (hi - base_ns as f64).max(0.0);
+                let d = base_ns as f64 + span * rng.next_f64();
                 let d = if d.is_nan() { 0 } else { d as u64 };
-                d.min(self.cap_ns)
+                d.min(cap_ns)
             }
             Jitter::Proportional(f) => {
                 let b = self.backoff_ns(retry) as f64;
@@ -351,13 +310,14 @@ impl Backoff {
             Jitter::Full => (0, b),
             Jitter::Equal => (b / 2, b),
             Jitter::Decorrelated => {
-                let hi = self.base_ns as f64 * 3f64.powi(i32::try_from(retry).unwrap_or(i32::MAX));
-                let hi = if hi < self.cap_ns as f64 {
+                let (base_ns, cap_ns) = (nanos(self.base), nanos(self.cap));
+                let hi = base_ns as f64 * 3f64.powi(i32::try_from(retry).unwrap_or(i32::MAX));
+                let hi = if hi < cap_ns as f64 {
                     hi as u64
                 } else {
-                    self.cap_ns
+                    cap_ns
                 };
-                (self.base_ns.min(self.cap_ns), hi)
+                (base_ns.min(cap_ns), hi)
             }
             Jitter::Proportional(f) => {
                 let f = if (0.0..=1.0).contains(&f) { f } else { 0.0 };
@@ -369,13 +329,16 @@ impl Backoff {
 
     /// An endless iterator of delays for retries 1, 2, 3, … drawn from `rng`
     /// (bound it with `take`, or let a [`Policy`](crate::Policy) bound it).
-    pub fn delays<R: RandomSource>(&self, rng: R) -> Delays<R> {
-        Delays {
-            backoff: *self,
-            retry: 0,
-            previous: None,
-            rng,
-        }
+    pub fn delays<R: RandomSource>(&self, mut rng: R) -> impl Iterator<Item = Duration> {
+        let backoff = *self;
+        let mut previous = None;
+        (1..=u32::MAX)
+            .chain(std::iter::repeat(u32::MAX))
+            .map(move |retry| {
+                let d = backoff.delay_ns(retry, previous, &mut rng);
+                previous = Some(d);
+                Duration::from_nanos(d)
+            })
     }
 }
 
@@ -391,28 +354,6 @@ fn scale(b: u64, u: f64) -> u64 {
     }
 }
 
-/// Iterator of successive delays; see [`Backoff::delays`].
-#[derive(Debug)]
-pub struct Delays<R> {
-    backoff: Backoff,
-    retry: u32,
-    previous: Option<u64>,
-    rng: R,
-}
-
-impl<R: RandomSource> Iterator for Delays<R> {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        self.retry = self.retry.saturating_add(1);
-        let d = self
-            .backoff
-            .delay_ns(self.retry, self.previous, &mut self.rng);
-        self.previous = Some(d);
-        Some(Duration::from_nanos(d))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,14 +363,20 @@ mod tests {
 
     #[test]
     fn default_schedule_doubles_from_100ms_to_10s() {
-        let b = Backoff::new().jitter(Jitter::None);
+        let b = Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        };
         let got: Vec<u128> = (1..=9).map(|n| b.backoff(n).as_millis()).collect();
         assert_eq!(got, [100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000]);
     }
 
     #[test]
     fn zero_base_means_immediate() {
-        let b = Backoff::new().base(Duration::ZERO);
+        let b = Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        };
         assert!(b.validate().is_ok());
         let mut rng = FastRng::seeded(3);
         for n in [1, 2, 50, u32::MAX] {
@@ -441,17 +388,62 @@ mod tests {
     #[test]
     fn validation_names_the_field() {
         let cases = [
-            (Backoff::new().multiplier(0.99), "multiplier"),
-            (Backoff::new().multiplier(f64::NAN), "multiplier"),
-            (Backoff::new().multiplier(-2.0), "multiplier"),
-            (Backoff::new().multiplier(f64::INFINITY), "multiplier"),
-            (Backoff::new().cap(50 * MS), "cap"),
-            (Backoff::new().jitter(Jitter::Proportional(1.5)), "jitter"),
             (
-                Backoff::new().jitter(Jitter::Proportional(f64::NAN)),
+                Backoff {
+                    multiplier: 0.99,
+                    ..Backoff::new()
+                },
+                "multiplier",
+            ),
+            (
+                Backoff {
+                    multiplier: f64::NAN,
+                    ..Backoff::new()
+                },
+                "multiplier",
+            ),
+            (
+                Backoff {
+                    multiplier: -2.0,
+                    ..Backoff::new()
+                },
+                "multiplier",
+            ),
+            (
+                Backoff {
+                    multiplier: f64::INFINITY,
+                    ..Backoff::new()
+                },
+                "multiplier",
+            ),
+            (
+                Backoff {
+                    cap: 50 * MS,
+                    ..Backoff::new()
+                },
+                "cap",
+            ),
+            (
+                Backoff {
+                    jitter: Jitter::Proportional(1.5),
+                    ..Backoff::new()
+                },
                 "jitter",
             ),
-            (Backoff::new().jitter(Jitter::Proportional(-0.1)), "jitter"),
+            (
+                Backoff {
+                    jitter: Jitter::Proportional(f64::NAN),
+                    ..Backoff::new()
+                },
+                "jitter",
+            ),
+            (
+                Backoff {
+                    jitter: Jitter::Proportional(-0.1),
+                    ..Backoff::new()
+                },
+                "jitter",
+            ),
         ];
         for (b, field) in cases {
             assert_eq!(b.validate().unwrap_err().field(), field, "{b:?}");
@@ -462,11 +454,27 @@ mod tests {
     fn bad_configs_do_not_panic() {
         let mut rng = FastRng::seeded(9);
         for b in [
-            Backoff::new().multiplier(f64::NAN),
-            Backoff::new().multiplier(-3.0),
-            Backoff::new().cap(Duration::ZERO),
-            Backoff::new().jitter(Jitter::Proportional(f64::NAN)),
-            Backoff::new().base(Duration::MAX).cap(Duration::MAX),
+            Backoff {
+                multiplier: f64::NAN,
+                ..Backoff::new()
+            },
+            Backoff {
+                multiplier: -3.0,
+                ..Backoff::new()
+            },
+            Backoff {
+                cap: Duration::ZERO,
+                ..Backoff::new()
+            },
+            Backoff {
+                jitter: Jitter::Proportional(f64::NAN),
+                ..Backoff::new()
+            },
+            Backoff {
+                base: Duration::MAX,
+                cap: Duration::MAX,
+                ..Backoff::new()
+            },
         ] {
             for n in [0, 1, 2, 64, 1_000_000, u32::MAX] {
                 let _ = b.delay(n, Some(Duration::MAX), &mut rng);
@@ -505,7 +513,11 @@ mod tests {
             Jitter::Equal,
             Jitter::Decorrelated,
         ] {
-            let b = Backoff::new().cap(cap).jitter(j);
+            let b = Backoff {
+                cap,
+                jitter: j,
+                ..Backoff::new()
+            };
             let mut rng = FastRng::seeded(5);
             for d in b.delays(&mut rng).take(10_000) {
                 assert!(d <= cap, "{j}: {d:?}");

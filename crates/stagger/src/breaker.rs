@@ -368,12 +368,6 @@ impl Breaker {
         }
     }
 
-    /// Bytes of shared state behind the handle (the count ring's bits
-    /// included), fixed at construction whatever the traffic.
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Inner>() + self.inner.ring.as_ref().map_or(0, CountRing::heap_bytes)
-    }
-
     /// Half-open probes currently admitted and not yet reported.
     pub fn probes_in_flight(&self) -> u32 {
         let w = self.inner.state.load(Acquire);

@@ -209,7 +209,7 @@ impl<R> Call<R> {
     }
 
     /// The declared idempotency.
-    pub const fn get_idempotency(&self) -> Idempotency {
+    pub(crate) const fn declared_idempotency(&self) -> Idempotency {
         self.idempotency
     }
 

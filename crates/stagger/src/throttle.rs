@@ -142,11 +142,6 @@ impl Throttle {
         ThrottleBuilder::new()
     }
 
-    /// Bytes of shared state behind the handle, fixed at construction.
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Inner>()
-    }
-
     /// `(requests, accepts)` in the window ending at `now`.
     pub fn counts(&self, now: Instant) -> (u64, u64) {
         let i = &*self.inner;

@@ -31,7 +31,10 @@ fn block_on<F: Future>(f: F) -> F::Output {
 fn success_paths_and_blocking_retries_do_not_allocate() {
     let policy = Policy::default();
     let quick = Policy::builder()
-        .base(Duration::ZERO)
+        .backoff(Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        })
         .max_attempts(5)
         .build()
         .unwrap();

@@ -27,18 +27,20 @@ fn backoff() -> impl Strategy<Value = Backoff> {
     )
         .prop_map(|(base, mult, cap_extra, j)| {
             let cap = base.saturating_add(cap_extra % (u64::MAX / 2));
-            Backoff::new()
-                .base(Duration::from_nanos(base))
-                .multiplier(mult)
-                .cap(Duration::from_nanos(cap))
-                .jitter(j)
+            Backoff {
+                base: Duration::from_nanos(base),
+                multiplier: mult,
+                cap: Duration::from_nanos(cap),
+                jitter: j,
+                ..Backoff::new()
+            }
         })
 }
 
 fn upper_bound(b: &Backoff) -> Duration {
-    match b.get_jitter() {
-        Jitter::Proportional(f) => b.get_cap().mul_f64(1.0 + f),
-        _ => b.get_cap(),
+    match b.jitter {
+        Jitter::Proportional(f) => b.cap.mul_f64(1.0 + f),
+        _ => b.cap,
     }
 }
 
@@ -54,14 +56,14 @@ proptest! {
         let mut prev = None;
         for n in [1, 2, 3, 10, 63, 64, 65, 1000, start, u32::MAX] {
             let d = b.delay(n, prev, &mut rng);
-            prop_assert!(d <= upper_bound(&b), "retry {} delay {:?} over cap {:?}", n, d, b.get_cap());
-            if b.get_jitter() != Jitter::Decorrelated {
+            prop_assert!(d <= upper_bound(&b), "retry {} delay {:?} over cap {:?}", n, d, b.cap);
+            if b.jitter != Jitter::Decorrelated {
                 let (lo, hi) = b.range(n);
                 // Allow one nanosecond of float rounding at the edges.
                 prop_assert!(d + Duration::from_nanos(1) >= lo, "{:?} below {:?}", d, lo);
                 prop_assert!(d <= hi + Duration::from_nanos(1), "{:?} above {:?}", d, hi);
             } else {
-                prop_assert!(d >= b.get_base().min(b.get_cap()));
+                prop_assert!(d >= b.base.min(b.cap));
             }
             prev = Some(d);
         }
@@ -74,11 +76,11 @@ proptest! {
         for n in (1..200).chain([1 << 20, u32::MAX - 1, u32::MAX]) {
             let bn = b.backoff(n);
             prop_assert!(bn >= last);
-            prop_assert!(bn <= b.get_cap());
+            prop_assert!(bn <= b.cap);
             last = bn;
         }
-        if b.get_multiplier() > 1.0001 && b.get_base() > Duration::ZERO {
-            prop_assert_eq!(b.backoff(u32::MAX), b.get_cap());
+        if b.multiplier > 1.0001 && b.base > Duration::ZERO {
+            prop_assert_eq!(b.backoff(u32::MAX), b.cap);
         }
     }
 
@@ -94,7 +96,7 @@ proptest! {
     /// The same through the decision engine, seeded per call.
     #[test]
     fn seeded_calls_replay_exactly(seed in any::<u64>(), j in jitter()) {
-        let policy = Policy::builder().jitter(j).max_attempts(8).build().unwrap();
+        let policy = Policy::builder().backoff(Backoff { jitter: j, ..Backoff::new() }).max_attempts(8).build().unwrap();
         let run = || {
             let mut call = Call::seeded(seed);
             let now = std::time::Instant::now();
@@ -113,11 +115,7 @@ proptest! {
     /// Any multiplier, cap or jitter factor, valid or not, never panics.
     #[test]
     fn bad_configs_never_panic(base in any::<u64>(), cap in any::<u64>(), mult in any::<f64>(), f in any::<f64>(), n in any::<u32>()) {
-        let b = Backoff::new()
-            .base(Duration::from_nanos(base))
-            .cap(Duration::from_nanos(cap))
-            .multiplier(mult)
-            .jitter(Jitter::Proportional(f));
+        let b = Backoff { base: Duration::from_nanos(base), cap: Duration::from_nanos(cap), multiplier: mult, jitter: Jitter::Proportional(f), ..Backoff::new() };
         let _ = b.validate();
         let mut rng = FastRng::seeded(n as u64);
         let _ = b.delay(n, Some(Duration::from_nanos(base)), &mut rng);
@@ -191,7 +189,10 @@ fn full_jitter_mean_is_half_the_backoff() {
 /// Equal jitter never waits less than half the backoff.
 #[test]
 fn equal_jitter_waits_at_least_half() {
-    let b = Backoff::new().jitter(Jitter::Equal);
+    let b = Backoff {
+        jitter: Jitter::Equal,
+        ..Backoff::new()
+    };
     let mut rng = FastRng::seeded(12);
     for n in 1..12 {
         for _ in 0..1000 {

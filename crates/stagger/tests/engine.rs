@@ -1,5 +1,6 @@
 //! The decision engine's rules (docs/behaviour.md §2–4, §9–10), pinned at their edges.
 
+use stagger::Backoff;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -112,7 +113,10 @@ fn hint_wait_is_h_plus_up_to_one_backoff_step() {
 fn pushback_waits_exactly_and_restarts_the_backoff() {
     let policy = Policy::builder()
         .max_attempts(10)
-        .jitter(Jitter::None)
+        .backoff(Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let now = Instant::now();
@@ -155,7 +159,10 @@ fn invalid_hint_falls_back_to_the_backoff_and_is_reported() {
     let events = Arc::new(Mutex::new(vec![]));
     let sink = events.clone();
     let policy = Policy::builder()
-        .jitter(Jitter::None)
+        .backoff(Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .observer(Arc::new(move |e: &Event| sink.lock().unwrap().push(*e)))
         .build()
         .unwrap();
@@ -236,7 +243,10 @@ fn classes_decide_what_is_retried() {
 #[test]
 fn deadline_rule_accounts_for_one_typical_attempt() {
     let policy = Policy::builder()
-        .jitter(Jitter::None)
+        .backoff(Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .typical_attempt(50 * MS)
         .measure_latency(false)
         .build()
@@ -258,7 +268,13 @@ fn deadline_rule_accounts_for_one_typical_attempt() {
 
 #[test]
 fn measured_latency_raises_the_typical_attempt() {
-    let policy = Policy::builder().jitter(Jitter::None).build().unwrap();
+    let policy = Policy::builder()
+        .backoff(Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
+        .build()
+        .unwrap();
     let clock = ManualClock::new();
     for _ in 0..20 {
         let mut call = Call::seeded(1).deadline(clock.now() + 10 * S);
@@ -301,7 +317,10 @@ fn events_follow_the_call() {
     let events = Arc::new(Mutex::new(vec![]));
     let sink = events.clone();
     let policy = Policy::builder()
-        .jitter(Jitter::None)
+        .backoff(Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .observer(Arc::new(move |e: &Event| sink.lock().unwrap().push(*e)))
         .build()
         .unwrap();

@@ -1,5 +1,6 @@
 //! The blocking and async executors, with sleepers that never sleep.
 
+use stagger::Backoff;
 use std::cell::RefCell;
 use std::future::Future;
 use std::io;
@@ -28,7 +29,10 @@ fn block_on<F: Future>(f: F) -> F::Output {
 fn fixed(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
-        .jitter(Jitter::None)
+        .backoff(Backoff {
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }
@@ -208,7 +212,10 @@ fn async_retries_until_success() {
 fn async_attempt_timeout_cuts_a_hung_attempt() {
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::ZERO)
+        .backoff(Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        })
         .attempt_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
@@ -255,7 +262,10 @@ fn async_attempt_timeout_cuts_a_hung_attempt() {
 #[tokio::test(flavor = "current_thread")]
 async fn tokio_sleeper_is_the_default_with_the_feature() {
     let policy = Policy::builder()
-        .base(Duration::from_millis(1))
+        .backoff(Backoff {
+            base: Duration::from_millis(1),
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let mut n = 0;
@@ -357,8 +367,11 @@ fn an_async_retry_waits_as_its_sleeper_says_not_as_the_clock_reads() {
     // rather than spinning until the monotonic clock agrees.
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_secs(5))
-        .jitter(Jitter::None)
+        .backoff(Backoff {
+            base: Duration::from_secs(5),
+            jitter: Jitter::None,
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let slept = RefCell::new(vec![]);

@@ -1,5 +1,6 @@
 //! `Policy::decide` with guardrails, end to end on a manual clock.
 
+use stagger::Backoff;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,7 +52,10 @@ fn a_budget_stop_is_never_a_retry_and_never_sleeps() {
     let stats = Arc::new(Stats::new());
     let policy = Policy::builder()
         .max_attempts(10)
-        .base(Duration::from_millis(10))
+        .backoff(Backoff {
+            base: Duration::from_millis(10),
+            ..Backoff::new()
+        })
         .budget(
             RatioBudget::builder()
                 .ratio(0.1)
@@ -162,7 +166,10 @@ fn quota_refunds_through_the_engine() {
     let quota = QuotaBudget::default();
     let policy = Policy::builder()
         .max_attempts(5)
-        .base(Duration::ZERO)
+        .backoff(Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        })
         .budget(quota.clone())
         .build()
         .unwrap();
@@ -296,8 +303,8 @@ fn guarded_preset_schedule_and_guardrails() {
     let clock = ManualClock::new();
     let policy = Policy::guarded();
     assert_eq!(policy.max_attempts(), 5);
-    assert_eq!(policy.backoff().get_base(), Duration::from_millis(100));
-    assert_eq!(policy.backoff().get_cap(), Duration::from_secs(10));
+    assert_eq!(policy.backoff().base, Duration::from_millis(100));
+    assert_eq!(policy.backoff().cap, Duration::from_secs(10));
     // After 30 good calls, call k that fails once may retry while
     // k ≤ clamp(0.1·(30 + k), 1, 10) + 0.1·(30 + k), that is for k ≤ 7;
     // call 8 is refused. Every failure is followed by a success, so the

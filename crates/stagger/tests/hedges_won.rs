@@ -2,6 +2,7 @@
 //! as a hedge; an answer from the first attempt, or from a follow-up sent
 //! after a failure (a retry, not a hedge), is not a hedge's win.
 
+use stagger::Backoff;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,10 @@ use stagger::{Call, Class, HedgeDelay, HedgePolicy, Outcome, Policy};
 fn hedging(stats: &Arc<Stats>) -> HedgePolicy {
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::ZERO)
+        .backoff(Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        })
         .observer(stats.clone())
         .build()
         .unwrap();

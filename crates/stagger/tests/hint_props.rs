@@ -102,7 +102,7 @@ proptest! {
             match policy.decide(&mut call, Failure::transient().with_hint(hint), now) {
                 Decision::Retry { after } => {
                     prop_assert!(now + after < deadline, "waits {:?} past a {}ms deadline", after, deadline_ms);
-                    prop_assert!(after <= policy.max_retry_after() + policy.backoff().get_cap());
+                    prop_assert!(after <= policy.max_retry_after() + policy.backoff().cap);
                     prop_assert!(attempts < policy.max_attempts());
                     if let Hint::RetryAfter(h) | Hint::Pushback(h) = hint {
                         prop_assert!(h <= policy.max_retry_after());

@@ -3,6 +3,7 @@
 //! longer than `max_retry_after` (plus one backoff step of spread), and
 //! never exceeds max attempts.
 
+use stagger::Backoff;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -24,8 +25,11 @@ const ATTEMPTS: u32 = 5;
 fn policy() -> Policy {
     Policy::builder()
         .max_attempts(ATTEMPTS)
-        .base(Duration::from_millis(50))
-        .cap(CAP)
+        .backoff(Backoff {
+            base: Duration::from_millis(50),
+            cap: CAP,
+            ..Backoff::new()
+        })
         .max_retry_after(MAX_RETRY_AFTER)
         .build()
         .unwrap()

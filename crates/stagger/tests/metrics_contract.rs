@@ -3,6 +3,7 @@
 //! with the documented labels, so the shipped rules and dashboard query
 //! names that exist.
 
+use stagger::Backoff;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,7 +94,10 @@ fn drive(observer: Arc<MetricsObserver>) {
     );
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(10))
+        .backoff(Backoff {
+            base: Duration::from_millis(10),
+            ..Backoff::new()
+        })
         .observer(observer.clone() as Arc<dyn Observer>)
         .guardrail(guard)
         .build()
@@ -195,7 +199,10 @@ fn counters_add_up_to_the_amplification() {
         let o = Arc::new(MetricsObserver::for_dependency("db"));
         let policy = Policy::builder()
             .max_attempts(4)
-            .base(Duration::ZERO)
+            .backoff(Backoff {
+                base: Duration::ZERO,
+                ..Backoff::new()
+            })
             .observer(o as Arc<dyn Observer>)
             .build()
             .unwrap();

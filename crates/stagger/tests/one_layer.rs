@@ -4,6 +4,7 @@
 
 mod common;
 
+use stagger::Backoff;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -23,8 +24,11 @@ const LIMIT: Duration = Duration::from_secs(30);
 fn policy() -> Policy {
     Policy::builder()
         .max_attempts(4)
-        .base(Duration::from_millis(1))
-        .cap(Duration::from_millis(4))
+        .backoff(Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(4),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }

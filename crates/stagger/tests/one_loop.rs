@@ -6,6 +6,7 @@
 
 mod grpc_scripted;
 
+use stagger::Backoff;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -104,7 +105,10 @@ fn get() -> Request<Full<Bytes>> {
 fn retries(n: u32) -> Policy {
     Policy::builder()
         .max_attempts(n)
-        .base(ms(10))
+        .backoff(Backoff {
+            base: ms(10),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }
@@ -194,7 +198,10 @@ async fn a_hedgers_report_counts_the_retry_after_it_waited() {
 fn a_call_that_can_never_hedge_waits_its_backoff() {
     let retry = Policy::builder()
         .max_attempts(3)
-        .base(ms(100))
+        .backoff(Backoff {
+            base: ms(100),
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let hedging = HedgePolicy::builder()

@@ -15,6 +15,7 @@
 
 #![cfg(feature = "http")]
 
+use stagger::Backoff;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -138,7 +139,10 @@ const B1: Duration = Duration::from_millis(100);
 /// or no retry.
 fn stagger(row: &Row, seed: u64) -> Option<Duration> {
     let policy = Policy::builder()
-        .base(B1)
+        .backoff(Backoff {
+            base: B1,
+            ..Backoff::new()
+        })
         .max_retry_after(Duration::from_secs(120))
         .build()
         .unwrap();

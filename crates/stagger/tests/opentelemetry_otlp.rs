@@ -8,6 +8,7 @@
 mod common;
 mod interop;
 
+use stagger::Backoff;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -93,7 +94,10 @@ async fn an_otlp_receiver_sees_one_span_per_attempt_with_its_resend_count() {
     let server = Scripted::new(vec![status(503), status(503)]);
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(5))
+        .backoff(Backoff {
+            base: Duration::from_millis(5),
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let mut svc = RetryLayer::new(Settings::new(policy).trace_attempts(true)).layer(server.clone());

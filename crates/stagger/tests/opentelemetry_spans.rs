@@ -10,6 +10,7 @@
 
 mod common;
 
+use stagger::Backoff;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,7 +46,10 @@ async fn a_retried_call_has_one_client_span_per_attempt_with_its_resend_count() 
     let server = Scripted::new(vec![status(503), status(502)]);
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(10))
+        .backoff(Backoff {
+            base: Duration::from_millis(10),
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let settings = Settings::new(policy).trace_attempts(true);

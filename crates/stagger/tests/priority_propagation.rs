@@ -6,6 +6,7 @@
 mod common;
 mod grpc_support;
 
+use stagger::Backoff;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,8 +34,11 @@ const LIMIT: Duration = Duration::from_secs(30);
 fn policy() -> Policy {
     Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(1))
-        .cap(Duration::from_millis(2))
+        .backoff(Backoff {
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use stagger::Backoff;
 use std::time::{Duration, Instant};
 
 use common::{bounded, status, with_header, Server};
@@ -17,8 +18,11 @@ const LIMIT: Duration = Duration::from_secs(20);
 fn policy(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
-        .base(Duration::from_millis(10))
-        .cap(Duration::from_millis(50))
+        .backoff(Backoff {
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(50),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }
@@ -102,7 +106,10 @@ async fn per_request_options_and_attempt_timeouts() {
         ])
         .await;
         let p = Policy::builder()
-            .base(Duration::from_millis(5))
+            .backoff(Backoff {
+                base: Duration::from_millis(5),
+                ..Backoff::new()
+            })
             .attempt_timeout(Duration::from_millis(150))
             .build()
             .unwrap();

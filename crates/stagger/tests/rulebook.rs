@@ -3,6 +3,7 @@
 //! its own copy of the rules; all of them run in one process under paused
 //! tokio time, so every wait is exact and nothing sleeps for real.
 
+use stagger::Backoff;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
@@ -28,8 +29,11 @@ type Body = ReplayBody<Full<Bytes>>;
 fn policy(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
-        .base(Duration::from_millis(10))
-        .cap(Duration::from_millis(40))
+        .backoff(Backoff {
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(40),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }
@@ -311,7 +315,10 @@ fn the_token_bucket_charges_a_pushback_that_says_do_not_retry() {
 fn the_blocking_executor_hands_over_the_attempt_timeout_or_refuses_it() {
     let policy = Policy::builder()
         .attempt_timeout(Duration::from_millis(300))
-        .base(Duration::ZERO)
+        .backoff(Backoff {
+            base: Duration::ZERO,
+            ..Backoff::new()
+        })
         .build()
         .unwrap();
     let mut seen = Vec::new();

@@ -7,6 +7,7 @@
 //! The client tests run under paused tokio time against a `service_fn` stub
 //! that answers from a script, so every wait is virtual and exact.
 
+use stagger::Backoff;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -30,8 +31,11 @@ const STEP: Duration = Duration::from_millis(20);
 fn policy(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
-        .base(STEP)
-        .cap(Duration::from_millis(100))
+        .backoff(Backoff {
+            base: STEP,
+            cap: Duration::from_millis(100),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }
@@ -146,7 +150,10 @@ async fn retry_after_ms_comes_before_azures_header_and_retry_after() {
 async fn a_malformed_retry_after_ms_gives_way_to_retry_after_and_is_counted() {
     let stats = Arc::new(Stats::new());
     let p = Policy::builder()
-        .base(STEP)
+        .backoff(Backoff {
+            base: STEP,
+            ..Backoff::new()
+        })
         .observer(stats.clone())
         .build()
         .unwrap();

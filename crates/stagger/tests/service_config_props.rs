@@ -61,9 +61,9 @@ proptest! {
                 let r = &c.methods[0].policy;
                 prop_assert!(r.has_retry_policy());
                 prop_assert!((2..=5).contains(&r.max_attempts()), "{}", r.max_attempts());
-                prop_assert!(r.backoff().get_base() > Duration::ZERO);
-                prop_assert!(r.backoff().get_cap() > Duration::ZERO);
-                let m = r.backoff().get_multiplier();
+                prop_assert!(r.backoff().base > Duration::ZERO);
+                prop_assert!(r.backoff().cap > Duration::ZERO);
+                let m = r.backoff().multiplier;
                 prop_assert!(m > 0.0 && m.is_finite());
                 prop_assert!(!r.retryable_codes().unwrap_or(&[]).is_empty());
                 prop_assert!(c.policy("s", "m").is_ok());

@@ -1,5 +1,6 @@
 //! The retry-amplification SLI on a manual clock.
 
+use stagger::Backoff;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -178,7 +179,10 @@ fn breaker_open_on_a_dead_dependency_counts_every_call_and_only_sent_retries() {
     let breaker = stagger::Breaker::default();
     let policy = Policy::builder()
         .max_attempts(3)
-        .base(Duration::from_millis(100))
+        .backoff(Backoff {
+            base: Duration::from_millis(100),
+            ..Backoff::new()
+        })
         .breaker(breaker)
         .observer(Arc::new(observers))
         .build()

@@ -20,6 +20,7 @@
 
 mod common;
 
+use stagger::Backoff;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -55,8 +56,11 @@ const STEP: Duration = Duration::from_millis(20);
 fn fast_policy(attempts: u32) -> Policy {
     Policy::builder()
         .max_attempts(attempts)
-        .base(STEP)
-        .cap(Duration::from_millis(100))
+        .backoff(Backoff {
+            base: STEP,
+            cap: Duration::from_millis(100),
+            ..Backoff::new()
+        })
         .build()
         .unwrap()
 }
@@ -180,9 +184,12 @@ async fn a_refused_connection_is_retried_until_the_server_is_up() {
         let server = Scripted::new(vec![]).down_for(up_after);
         let policy = Policy::builder()
             .max_attempts(8)
-            .base(Duration::from_millis(50))
-            .cap(Duration::from_millis(200))
-            .jitter(stagger::Jitter::Equal)
+            .backoff(Backoff {
+                base: Duration::from_millis(50),
+                cap: Duration::from_millis(200),
+                jitter: stagger::Jitter::Equal,
+                ..Backoff::new()
+            })
             .build()
             .unwrap();
         let mut svc = scripted(RetryLayer::new(policy), &server);
@@ -224,7 +231,10 @@ async fn a_slow_reply_is_cut_off_and_retried_when_idempotent() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![Fault::Slow(Duration::from_secs(2), 200)]);
         let policy = Policy::builder()
-            .base(Duration::from_millis(10))
+            .backoff(Backoff {
+                base: Duration::from_millis(10),
+                ..Backoff::new()
+            })
             .attempt_timeout(Duration::from_millis(200))
             .build()
             .unwrap();
@@ -253,7 +263,10 @@ async fn a_slow_post_is_not_retried_result_unknown() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![Fault::Slow(Duration::from_secs(2), 200)]);
         let policy = Policy::builder()
-            .base(Duration::from_millis(10))
+            .backoff(Backoff {
+                base: Duration::from_millis(10),
+                ..Backoff::new()
+            })
             .attempt_timeout(Duration::from_millis(200))
             .build()
             .unwrap();
@@ -484,7 +497,10 @@ async fn per_request_policy_and_shared_observer_across_clones() {
         let server = Scripted::new(vec![status(503), status(503), status(503)]);
         let stats = Arc::new(Stats::new());
         let policy = Policy::builder()
-            .base(Duration::from_millis(5))
+            .backoff(Backoff {
+                base: Duration::from_millis(5),
+                ..Backoff::new()
+            })
             .observer(stats.clone())
             .build()
             .unwrap();
@@ -537,7 +553,10 @@ async fn clones_share_the_budget() {
             .unwrap();
         let policy = Policy::builder()
             .max_attempts(5)
-            .base(Duration::from_millis(5))
+            .backoff(Backoff {
+                base: Duration::from_millis(5),
+                ..Backoff::new()
+            })
             .budget(bucket.clone())
             .build()
             .unwrap();
@@ -567,7 +586,10 @@ async fn clones_share_the_breaker() {
             .unwrap();
         let policy = Policy::builder()
             .max_attempts(3)
-            .base(Duration::from_millis(5))
+            .backoff(Backoff {
+                base: Duration::from_millis(5),
+                ..Backoff::new()
+            })
             .breaker(breaker.clone())
             .build()
             .unwrap();
@@ -889,7 +911,10 @@ async fn a_malformed_retry_after_is_counted_as_an_invalid_hint() {
         let server = Scripted::new(vec![with_header(503, "retry-after", "soon")]);
         let stats = Arc::new(Stats::new());
         let policy = Policy::builder()
-            .base(Duration::from_millis(5))
+            .backoff(Backoff {
+                base: Duration::from_millis(5),
+                ..Backoff::new()
+            })
             .observer(stats.clone())
             .build()
             .unwrap();
@@ -938,7 +963,10 @@ async fn an_invalid_hint_reaches_the_engine_when_the_front_end_holds_back() {
         ]);
         let witness = Arc::new(Witness::default());
         let policy = Policy::builder()
-            .base(Duration::from_millis(5))
+            .backoff(Backoff {
+                base: Duration::from_millis(5),
+                ..Backoff::new()
+            })
             .guardrail(witness.clone())
             .build()
             .unwrap();

@@ -148,13 +148,13 @@ pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> 
             what: "the SDK's retry quota",
         });
     }
-    layer.pause = Pause::Library(
-        Backoff::new()
-            .base(Duration::from_secs(1))
-            .multiplier(2.0)
-            .cap(Duration::from_secs(20))
-            .jitter(Jitter::Full),
-    );
+    layer.pause = Pause::Library(Backoff {
+        base: Duration::from_secs(1),
+        multiplier: 2.0,
+        cap: Duration::from_secs(20),
+        jitter: Jitter::Full,
+        ..Backoff::new()
+    });
     Ok(layer)
 }
 

@@ -99,11 +99,7 @@ fn print_table(
     writeln!(
         out,
         "base {:?}, ×{}, cap {:?}, jitter {}, {} attempts ({retries})",
-        b.get_base(),
-        b.get_multiplier(),
-        b.get_cap(),
-        b.get_jitter(),
-        attempts,
+        b.base, b.multiplier, b.cap, b.jitter, attempts,
     )?;
     writeln!(
         out,

@@ -60,7 +60,7 @@ pub fn schedule(backoff: &Backoff, retries: u32, samples: usize, seed: u64) -> S
         .zip(1..)
         .map(|(samples_ms, n)| {
             let (lo, hi) = backoff.range(n);
-            let (min_ms, max_ms) = if backoff.get_jitter() == Jitter::Decorrelated {
+            let (min_ms, max_ms) = if backoff.jitter == Jitter::Decorrelated {
                 if samples_ms.is_empty() {
                     (ms(lo), ms(hi))
                 } else {
@@ -101,7 +101,10 @@ mod tests {
 
     #[test]
     fn same_seed_same_samples() {
-        let b = Backoff::new().jitter(Jitter::Decorrelated);
+        let b = Backoff {
+            jitter: Jitter::Decorrelated,
+            ..Backoff::new()
+        };
         let a = serde_json::to_string(&schedule(&b, 4, 50, 9)).unwrap();
         let c = serde_json::to_string(&schedule(&b, 4, 50, 9)).unwrap();
         let d = serde_json::to_string(&schedule(&b, 4, 50, 10)).unwrap();
@@ -111,7 +114,10 @@ mod tests {
 
     #[test]
     fn decorrelated_range_is_the_samples_range() {
-        let b = Backoff::new().jitter(Jitter::Decorrelated);
+        let b = Backoff {
+            jitter: Jitter::Decorrelated,
+            ..Backoff::new()
+        };
         let s = schedule(&b, 3, 500, 1);
         for r in &s.retries {
             let lo = r.samples_ms.iter().copied().fold(f64::INFINITY, f64::min);

@@ -28,11 +28,6 @@ impl CountRing {
         }
     }
 
-    /// Bytes of the bit ring.
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.bits.len() * std::mem::size_of::<AtomicU64>()
-    }
-
     /// Records one outcome, overwriting the one N calls ago.
     #[inline]
     pub(crate) fn push(&self, failed: bool) {

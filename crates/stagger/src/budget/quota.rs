@@ -72,11 +72,6 @@ impl QuotaBudget {
         QuotaBudgetBuilder::new()
     }
 
-    /// Bytes of shared state behind the handle, fixed at construction.
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Inner>()
-    }
-
     /// Units left.
     pub fn available(&self) -> u64 {
         self.inner.left.load(Acquire)

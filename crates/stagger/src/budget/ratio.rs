@@ -186,12 +186,6 @@ impl RatioBudget {
         self.inner.window
     }
 
-    /// Bytes of shared state behind the handle, fixed at construction
-    /// whatever the traffic.
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Inner>()
-    }
-
     /// `(requests, retries)` in the window ending at `now`.
     pub fn counts(&self, now: Instant) -> (u64, u64) {
         let e = self.inner.time.epoch(now);

@@ -79,11 +79,6 @@ impl RefillBudget {
         }
     }
 
-    /// Bytes of shared state behind the handle, fixed at construction.
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Inner>()
-    }
-
     /// The tokens left, in thousandths.
     pub fn tokens_milli(&self) -> u64 {
         self.inner.tokens.load(Acquire)

@@ -81,11 +81,6 @@ impl TokenBucket {
         }
     }
 
-    /// Bytes of shared state behind the handle, fixed at construction.
-    pub fn footprint(&self) -> usize {
-        std::mem::size_of::<Inner>()
-    }
-
     /// The current tokens, in thousandths.
     pub fn tokens_milli(&self) -> u64 {
         self.inner.tokens.load(Acquire)

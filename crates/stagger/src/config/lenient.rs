@@ -357,9 +357,9 @@ pub fn take_retry_without_max_attempts(
             .ok_or_else(|| ConfigError::new("retryPolicy", "could not be read"))?;
         let b = r.backoff();
         Ok(UnboundedRetry {
-            initial_backoff: b.get_base(),
-            max_backoff: b.get_cap(),
-            multiplier: b.get_multiplier(),
+            initial_backoff: b.base,
+            max_backoff: b.cap,
+            multiplier: b.multiplier,
             retryable: r.retryable_codes().unwrap_or(&[]).to_vec(),
         })
     }))

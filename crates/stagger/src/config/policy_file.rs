@@ -369,10 +369,13 @@ impl PolicyFile {
     pub fn policy_builder(&self) -> Result<PolicyBuilder, ConfigError> {
         let mut b = Policy::builder()
             .max_attempts(self.attempts)
-            .base(self.base)
-            .cap(self.cap)
-            .multiplier(self.multiplier)
-            .jitter(self.jitter)
+            .backoff(Backoff {
+                base: self.base,
+                cap: self.cap,
+                multiplier: self.multiplier,
+                jitter: self.jitter,
+                ..Backoff::new()
+            })
             .max_retry_after(self.max_retry_after);
         if let Some(t) = self.attempt_timeout {
             b = b.attempt_timeout(t);
@@ -405,17 +408,17 @@ fn schedule(
     root: &Map<String, Value>,
     defaults: Backoff,
 ) -> Result<(Duration, Duration, f64, Jitter), ConfigError> {
-    let base = opt_duration(root, "base")?.unwrap_or(defaults.get_base());
-    let cap = opt_duration(root, "cap")?.unwrap_or(defaults.get_cap());
+    let base = opt_duration(root, "base")?.unwrap_or(defaults.base);
+    let cap = opt_duration(root, "cap")?.unwrap_or(defaults.cap);
     let multiplier = match get(root, "multiplier") {
-        None => defaults.get_multiplier(),
+        None => defaults.multiplier,
         Some(v) => v
             .as_f64()
             .filter(|x| x.is_finite())
             .ok_or_else(|| ConfigError::new("multiplier", format!("must be a number, got {v}")))?,
     };
     let jitter = match get(root, "jitter") {
-        None => defaults.get_jitter(),
+        None => defaults.jitter,
         Some(Value::String(s)) => s.parse::<Jitter>()?,
         Some(other) => {
             return Err(ConfigError::new(

@@ -5,10 +5,11 @@
 //! methods on closures, in the spirit of backon's `.retry()`:
 //!
 //! ```
+//! use stagger::Backoff;
 //! use stagger::{Class, Policy, RetryExt, StopReason};
 //! use std::time::Duration;
 //!
-//! let policy = Policy::builder().base(Duration::ZERO).build().unwrap();
+//! let policy = Policy::builder().backoff(Backoff { base: Duration::ZERO, ..Backoff::new() }).build().unwrap();
 //! let mut failures = 2;
 //! let report = (|| if failures > 0 { failures -= 1; Err("busy") } else { Ok(7) })
 //!     .retry(&policy)

@@ -120,6 +120,7 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
 /// of starting its next attempt.
 ///
 /// ```
+/// use stagger::Backoff;
 /// use stagger::exec::BlockingSleeper;
 /// use stagger::{Policy, RetryExt, StopReason};
 /// use std::time::Duration;
@@ -135,7 +136,7 @@ impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Operation for WithAttempt<F> {
 ///     }
 /// }
 ///
-/// let policy = Policy::builder().base(Duration::ZERO).build().unwrap();
+/// let policy = Policy::builder().backoff(Backoff { base: Duration::ZERO, ..Backoff::new() }).build().unwrap();
 /// let report = (|| Err::<(), _>("busy")).retry(&policy).sleep(Shutdown(false)).report();
 /// assert_eq!(report.reason, StopReason::Cancelled);
 /// assert_eq!(report.attempts, 1);

@@ -89,7 +89,11 @@ impl MethodPolicy {
             ));
         }
         Ok(MethodPolicy {
-            backoff: Backoff::new().base(Duration::ZERO).jitter(Jitter::None),
+            backoff: Backoff {
+                base: Duration::ZERO,
+                jitter: Jitter::None,
+                ..Backoff::new()
+            },
             max_attempts: crate::a6::effective_attempts(u64::from(max_attempts)),
             retryable: Some(codes.into()),
             timeout: None,
@@ -108,11 +112,13 @@ impl MethodPolicy {
     pub fn builder() -> MethodPolicyBuilder {
         MethodPolicyBuilder {
             policy: MethodPolicy {
-                backoff: Backoff::new()
-                    .base(Duration::from_millis(100))
-                    .multiplier(2.0)
-                    .cap(Duration::from_secs(1))
-                    .jitter(crate::a6::JITTER),
+                backoff: Backoff {
+                    base: Duration::from_millis(100),
+                    multiplier: 2.0,
+                    cap: Duration::from_secs(1),
+                    jitter: crate::a6::JITTER,
+                    ..Backoff::new()
+                },
                 max_attempts: MAX_ATTEMPTS,
                 retryable: Some(Arc::from([14u32].as_slice())),
                 timeout: None,
@@ -126,10 +132,12 @@ impl MethodPolicy {
     /// policy of a method a service config gives no `retryPolicy`.
     pub(crate) fn no_retries() -> Self {
         MethodPolicy {
-            backoff: Backoff::new()
-                .base(Duration::from_millis(100))
-                .cap(Duration::from_secs(1))
-                .jitter(crate::a6::JITTER),
+            backoff: Backoff {
+                base: Duration::from_millis(100),
+                cap: Duration::from_secs(1),
+                jitter: crate::a6::JITTER,
+                ..Backoff::new()
+            },
             max_attempts: 1,
             retryable: None,
             timeout: None,
@@ -256,25 +264,25 @@ impl MethodPolicyBuilder {
 
     /// `initialBackoff`: the first retry's backoff step.
     pub fn initial_backoff(mut self, d: Duration) -> Self {
-        self.policy.backoff = self.policy.backoff.base(d);
+        self.policy.backoff.base = d;
         self
     }
 
     /// `maxBackoff`: the cap of the backoff steps.
     pub fn max_backoff(mut self, d: Duration) -> Self {
-        self.policy.backoff = self.policy.backoff.cap(d);
+        self.policy.backoff.cap = d;
         self
     }
 
     /// `backoffMultiplier`: positive; below 1 the schedule shrinks.
     pub fn multiplier(mut self, m: f64) -> Self {
-        self.policy.backoff = self.policy.backoff.multiplier(m);
+        self.policy.backoff.multiplier = m;
         self
     }
 
     /// Draws delays as `U(0, b_n)` (full jitter) instead of [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s ±20 %.
     pub fn full_jitter(mut self) -> Self {
-        self.policy.backoff = self.policy.backoff.jitter(Jitter::Full);
+        self.policy.backoff.jitter = Jitter::Full;
         self
     }
 
@@ -310,7 +318,7 @@ impl MethodPolicyBuilder {
         }
         p.max_attempts = crate::a6::effective_attempts(u64::from(p.max_attempts));
         p.backoff.validate_a6()?;
-        if p.backoff.get_base().is_zero() {
+        if p.backoff.base.is_zero() {
             return Err(ConfigError::new(
                 "initial_backoff",
                 "must be greater than zero",

@@ -90,30 +90,6 @@ impl PolicyBuilder {
         self
     }
 
-    /// Sets the backoff base.
-    pub fn base(mut self, base: Duration) -> Self {
-        self.backoff = self.backoff.base(base);
-        self
-    }
-
-    /// Sets the backoff multiplier.
-    pub fn multiplier(mut self, m: f64) -> Self {
-        self.backoff = self.backoff.multiplier(m);
-        self
-    }
-
-    /// Sets the backoff cap.
-    pub fn cap(mut self, cap: Duration) -> Self {
-        self.backoff = self.backoff.cap(cap);
-        self
-    }
-
-    /// Sets the jitter.
-    pub fn jitter(mut self, jitter: Jitter) -> Self {
-        self.backoff = self.backoff.jitter(jitter);
-        self
-    }
-
     /// Max attempts, the first included (at least 1).
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = n;
@@ -272,9 +248,12 @@ impl Policy {
     pub fn guarded() -> Policy {
         Policy::builder()
             .max_attempts(5)
-            .jitter(Jitter::Full)
-            .base(Duration::from_millis(100))
-            .cap(Duration::from_secs(10))
+            .backoff(Backoff {
+                jitter: Jitter::Full,
+                base: Duration::from_millis(100),
+                cap: Duration::from_secs(10),
+                ..Backoff::new()
+            })
             .budget(RatioBudget::default())
             .breaker(Breaker::default())
             .build_unchecked()

@@ -32,7 +32,7 @@ use crate::rng::{FastRng, RandomSource};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
-/// let backoff = Backoff::new().base(Duration::from_millis(500)).cap(Duration::from_secs(30));
+/// let backoff = Backoff { base: Duration::from_millis(500), cap: Duration::from_secs(30), ..Backoff::new() };
 /// let mut link = Reconnect::new(backoff, Duration::from_secs(60))?;
 ///
 /// // The server flaps: each connection dies after 2 s, so the waits grow.
@@ -134,7 +134,11 @@ mod tests {
     const MS: fn(u64) -> Duration = Duration::from_millis;
 
     fn backoff() -> Backoff {
-        Backoff::new().base(MS(1000)).cap(MS(60_000))
+        Backoff {
+            base: MS(1000),
+            cap: MS(60_000),
+            ..Backoff::new()
+        }
     }
 
     /// The storm it prevents: 10 000 clients, each up for an hour, lose the
@@ -172,7 +176,10 @@ mod tests {
     #[test]
     fn a_flapping_server_is_not_hammered() {
         let clock = ManualClock::new();
-        let b = backoff().jitter(Jitter::None);
+        let b = Backoff {
+            jitter: Jitter::None,
+            ..backoff()
+        };
         let mut c = Reconnect::with_rng(b, MS(30_000), FastRng::seeded(1)).unwrap();
         let mut waits = Vec::new();
         for _ in 0..10 {
@@ -192,7 +199,10 @@ mod tests {
     #[test]
     fn only_a_stable_connection_resets() {
         let clock = ManualClock::new();
-        let b = backoff().jitter(Jitter::None);
+        let b = Backoff {
+            jitter: Jitter::None,
+            ..backoff()
+        };
         let mut c = Reconnect::with_rng(b, MS(10_000), FastRng::seeded(1)).unwrap();
         // Failed connection attempts (never up) grow the backoff.
         assert_eq!(c.disconnected(&clock), MS(1000));
@@ -220,7 +230,14 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(a.disconnected(&clock), b.disconnected(&clock));
         }
-        let err = Reconnect::new(Backoff::new().multiplier(0.5), MS(1)).unwrap_err();
+        let err = Reconnect::new(
+            Backoff {
+                multiplier: 0.5,
+                ..Backoff::new()
+            },
+            MS(1),
+        )
+        .unwrap_err();
         assert_eq!(err.field(), "multiplier");
         let mut c = Reconnect::new(backoff(), MS(1)).unwrap();
         for _ in 0..100_000 {

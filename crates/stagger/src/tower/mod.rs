@@ -49,6 +49,7 @@
 //! and with [`cpu`](ShedBuilder::cpu), when the CPU runs hot as well).
 //!
 //! ```
+//! use stagger::Backoff;
 //! use http::{Request, Response, StatusCode};
 //! use http_body_util::Full;
 //! use bytes::Bytes;
@@ -74,7 +75,7 @@
 //!         Ok::<_, std::convert::Infallible>(resp)
 //!     }
 //! });
-//! let policy = Policy::builder().base(Duration::from_millis(1)).build().unwrap();
+//! let policy = Policy::builder().backoff(Backoff { base: Duration::from_millis(1), ..Backoff::new() }).build().unwrap();
 //! let mut client = RetryLayer::new(policy).layer(flaky);
 //! let req = Request::get("http://example.invalid/").body(Full::<Bytes>::default()).unwrap();
 //! let resp = client.ready().await.unwrap().call(req).await.unwrap();

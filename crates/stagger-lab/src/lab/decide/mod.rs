@@ -280,7 +280,7 @@ pub(crate) fn decide(q: &str) -> Result<String, BadParam> {
         }
     };
     let (steps, decision, attempt, call) = drive(&question, f, deadline)?;
-    let idem = call.get_idempotency();
+    let idem = idempotency(&question);
     let mut why = fact_words(f, idem);
     let (kind, after_ms, stop_reason) = match decision {
         Decision::Retry { after } => {
@@ -356,19 +356,19 @@ fn retry_words(question: &Question, f: Option<Failure>, attempt: u32) -> Vec<Str
             Some(Hint::RetryAfter(_)) => format!(
                 "never sooner than the server's Retry-After, plus up to one backoff step \
                  of {} jitter so clients told the same time do not return together",
-                question.backoff.get_jitter()
+                question.backoff.jitter
             ),
             Some(Hint::Pushback(_)) => {
                 "a gRPC pushback is waited exactly, and the backoff restarts".to_string()
             }
             _ => format!(
                 "the wait is drawn by the {} jitter",
-                question.backoff.get_jitter()
+                question.backoff.jitter
             ),
         }
     ));
     let pushback = matches!(f.and_then(|f| f.hint), Some(Hint::Pushback(_)));
-    if question.backoff.get_jitter() != Jitter::Decorrelated && !pushback {
+    if question.backoff.jitter != Jitter::Decorrelated && !pushback {
         let (lo, hi) = question.backoff.range(attempt);
         why.push(format!(
             "backoff before retry {attempt}: b = {}, drawn from [{}, {}){}",

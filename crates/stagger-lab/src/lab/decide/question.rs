@@ -248,16 +248,13 @@ impl Question {
 
 /// The backoff the query shaped, checked.
 fn backoff((base, cap, jitter): Shape) -> Result<Backoff, BadParam> {
-    let mut b = Backoff::new();
-    if let Some(d) = base {
-        b = b.base(d);
-    }
-    if let Some(d) = cap {
-        b = b.cap(d);
-    }
-    if let Some(j) = jitter {
-        b = b.jitter(j);
-    }
+    let d = Backoff::new();
+    let b = Backoff {
+        base: base.unwrap_or(d.base),
+        cap: cap.unwrap_or(d.cap),
+        jitter: jitter.unwrap_or(d.jitter),
+        ..d
+    };
     b.validate()
         .map_err(|e| BadParam::new(e.field(), e.problem().to_string()))?;
     Ok(b)
