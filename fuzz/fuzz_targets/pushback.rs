@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use stagger::deadline::{format_grpc_timeout, parse_grpc_timeout, parse_timeout_ms};
-use stagger::hint::parse_pushback;
+use stagger::deadline::format_grpc_timeout;
+use stagger::fuzzing::{parse_grpc_timeout, parse_pushback, parse_timeout_ms};
 use stagger::Hint;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use stagger::hint::{parse_retry_after, retry_after_hint, RetryAfter};
+use stagger::fuzzing::{parse_retry_after, retry_after_hint};
+use stagger::hint::RetryAfter;
 use stagger::Hint;
 
 fuzz_target!(|data: &[u8]| {

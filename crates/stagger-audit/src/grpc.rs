@@ -1,5 +1,5 @@
 //! A gRPC service config, read by the library's import: the lenient front
-//! ([`stagger::config::lenient`]) puts published spellings into [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s, then
+//! ([`crate::lenient`]) puts published spellings into [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s, then
 //! each `methodConfig` entry goes through [`ServiceConfig::from_json`] on
 //! its own, so one bad entry is a finding and the others are still audited.
 //! Only `maxAttempts` is looked up in the file as written, for the message
@@ -8,11 +8,12 @@
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use stagger::config::lenient::{self, Leniency, UnboundedRetry};
-use stagger::config::{MethodConfig, ServiceConfig, Throttling, GRPC_CODES};
+use stagger::classify::GRPC_CODE_NAMES as GRPC_CODES;
+use stagger::config::{MethodConfig, ServiceConfig, Throttling};
 use stagger::{Backoff, Class, Jitter, Policy};
 
 use super::amplify::{self, Engine, Subject};
+use super::lenient::{self, Leniency, UnboundedRetry};
 use super::{numbers, transient_grpc, AuditError, Fault, Finding, Input, Layer};
 
 const UNAVAILABLE: u32 = 14;
@@ -33,7 +34,7 @@ pub(crate) fn file(f: &Input<'_>) -> Result<Layer, AuditError> {
     } else {
         f.text
     };
-    if let Some(list) = lenient::choices(text).map_err(|e| bad(e.into()))? {
+    if let Some(list) = lenient::choices(text).map_err(bad)? {
         let mut layer = Layer::default();
         for (i, c) in list.into_iter().enumerate() {
             let who = if c.client_language.is_empty() {
@@ -124,14 +125,15 @@ fn config(f: &Input<'_>, mut root: Value, prefix: &str) -> Result<Layer, AuditEr
         })?;
         let mut e = raw.clone();
         let unbounded = lenient::take_retry_without_max_attempts(&mut e);
-        let parsed = ServiceConfig::from_json(&json!({ "methodConfig": [e] }).to_string());
+        let parsed = ServiceConfig::from_json(&json!({ "methodConfig": [e] }).to_string())
+            .map_err(Fault::from);
         let (label, names) = match &parsed {
             Ok(c) => label(prefix, &c.methods[0].names),
             Err(_) => label(prefix, &raw_names(raw)),
         };
         let parsed = match (parsed, unbounded) {
             (Err(err), _) | (Ok(_), Some(Err(err))) => {
-                layer.findings.push(invalid(&label, &err.into()));
+                layer.findings.push(invalid(&label, &err));
                 continue;
             }
             (Ok(c), u) => (c, u.and_then(Result::ok)),
@@ -176,7 +178,6 @@ fn spelling(seen: &[Leniency], prefix: &str, out: &mut Vec<Finding>) {
                 "durations without a digit before the point",
                 format!("{key} \"{written}\""),
             ),
-            _ => ("a spelling A6 does not use", format!("{l:?}")),
         };
         match groups.iter_mut().find(|g| g.0 == kind) {
             Some(g) => g.1.push(what),

@@ -57,7 +57,7 @@
 //!
 //! A service config is read by the library's import
 //! ([`stagger::config::ServiceConfig`], after
-//! [`stagger::config::lenient::normalize`]); gRPC's DNS TXT form (a list of
+//! [`lenient::normalize`]); gRPC's DNS TXT form (a list of
 //! choices) is audited choice by choice, and `{}` is an empty service config.
 //!
 //! # Amplification
@@ -84,6 +84,7 @@ use serde::Serialize;
 pub mod amplify;
 pub mod checks;
 mod grpc;
+pub mod lenient;
 pub mod path;
 mod policy;
 
@@ -185,10 +186,20 @@ impl std::error::Error for AuditError {}
 /// A field at fault and what is wrong with it: the library's
 /// [`stagger::ConfigError`], or the audit's own for the file's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Fault {
+pub struct Fault {
+    /// The field at fault.
     pub field: String,
+    /// What is wrong with it, in one line.
     pub problem: String,
 }
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid `{}`: {}", self.field, self.problem)
+    }
+}
+
+impl std::error::Error for Fault {}
 
 impl Fault {
     pub(crate) fn new(field: &str, problem: impl Into<String>) -> Self {

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use stagger::config::{PolicyFile, RetryOn, GRPC_CODES};
+use stagger::classify::GRPC_CODE_NAMES as GRPC_CODES;
+use stagger::config::{PolicyFile, RetryOn};
 use stagger::{Breaker, Class, Jitter};
 
 use super::amplify::{Engine, Subject};

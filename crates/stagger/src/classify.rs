@@ -122,16 +122,7 @@ pub fn grpc_code(code: u32) -> Class {
 /// or without pushback, since an operator who lists a code means it — and an
 /// unlisted one never. The "only with pushback" and "only if idempotent"
 /// rules of [`grpc_code`] are for calls without such a list.
-///
-/// ```
-/// use stagger::classify::grpc_code_listed;
-/// use stagger::Class;
-/// assert_eq!(grpc_code_listed(13, &[13, 14]), Class::Transient);
-/// assert_eq!(grpc_code_listed(14, &[13]), Class::Permanent);
-/// assert_eq!(grpc_code_listed(8, &[8]), Class::Transient);
-/// assert_eq!(grpc_code_listed(4, &[4]), Class::Transient);
-/// ```
-pub fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
+pub(crate) fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
     if retryable.contains(&code) {
         Class::Transient
     } else {
@@ -196,6 +187,14 @@ pub fn grpc_code_of_http(status: u16) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn example_grpc_code_listed() {
+        assert_eq!(grpc_code_listed(13, &[13, 14]), Class::Transient);
+        assert_eq!(grpc_code_listed(14, &[13]), Class::Permanent);
+        assert_eq!(grpc_code_listed(8, &[8]), Class::Transient);
+        assert_eq!(grpc_code_listed(4, &[4]), Class::Transient);
+    }
 
     #[test]
     fn http_table_of_spec_section_2() {

@@ -68,14 +68,10 @@ use crate::grpc::MethodPolicy;
 use crate::policy::Policy;
 
 mod duration;
-pub mod lenient;
 mod policy_file;
 
 pub use duration::{parse_duration, Bare, DurationError};
 pub use policy_file::{BudgetSpec, PolicyFile, RetryOn};
-
-/// gRPC status code names, by number.
-pub const GRPC_CODES: [&str; 17] = crate::classify::GRPC_CODE_NAMES;
 
 /// A parsed gRPC service config: its method configs and channel throttling.
 ///
@@ -489,9 +485,8 @@ fn required<'a>(
     let folded = |k: &str| k.replace('_', "").to_ascii_lowercase();
     let problem = match obj.keys().find(|k| folded(k) == folded(key)) {
         Some(written) => format!(
-            "is required (the config spells it `{written}`, which grpc-go also reads: \
-             `ServiceConfig::from_json_lenient` accepts that spelling and names it, \
-             as does `stagger audit`)"
+            "is required (the config spells it `{written}`, which grpc-go also reads \
+             and `stagger audit` accepts and names)"
         ),
         None => "is required".to_string(),
     };
@@ -542,7 +537,7 @@ fn status_code(field: &'static str, c: &Value) -> Result<u32, ConfigError> {
         )
     };
     match c {
-        Value::String(s) => GRPC_CODES
+        Value::String(s) => crate::classify::GRPC_CODE_NAMES
             .iter()
             .position(|n| n.eq_ignore_ascii_case(s.trim()))
             .map(|i| i as u32)

@@ -122,7 +122,8 @@ pub(crate) const REQUEST_TIMEOUT_HEADER: &str = "x-request-timeout-ms";
 
 /// Formats a remaining time for `x-request-timeout-ms` (whole milliseconds,
 /// rounded down).
-pub fn format_timeout_ms(remaining: Duration) -> String {
+#[cfg(any(test, fuzzing))]
+pub(crate) fn format_timeout_ms(remaining: Duration) -> String {
     remaining.as_millis().to_string()
 }
 
@@ -130,7 +131,7 @@ pub fn format_timeout_ms(remaining: Duration) -> String {
 /// zeros are allowed whatever their number; a value of more than 12
 /// significant digits (over 31 years) is refused as nonsense rather than
 /// taken as "no deadline".
-pub fn parse_timeout_ms(value: &str) -> Option<Duration> {
+pub(crate) fn parse_timeout_ms(value: &str) -> Option<Duration> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -166,7 +167,7 @@ pub fn format_grpc_timeout(remaining: Duration) -> String {
 
 /// Parses `grpc-timeout` (1 to 8 ASCII digits then one of `H M S m u n`),
 /// else `None`.
-pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+pub(crate) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     let unit_at = v.len().checked_sub(1)?;
     if !v.is_char_boundary(unit_at) {

@@ -9,14 +9,19 @@
 //! it past its deadline, beyond `max_retry_after`, or beyond max attempts —
 //! is the decision engine's job ([`Policy::decide`](crate::Policy::decide)).
 //!
+//! The transports read every hint of a response at once
+//! (`http::response_failure`, the gRPC layer's trailers reader); what a
+//! caller handles is the result, a [`Hint`] on the [`Failure`](crate::Failure):
+//!
 //! ```
-//! use stagger::hint::{parse_retry_after, RetryAfter};
+//! use stagger::hint::RetryAfter;
 //! use std::time::{Duration, UNIX_EPOCH};
 //!
-//! assert_eq!(parse_retry_after("120"), Ok(RetryAfter::Delay(Duration::from_secs(120))));
-//! let at = UNIX_EPOCH + Duration::from_secs(784_111_777);
-//! assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"), Ok(RetryAfter::At(at)));
-//! assert!(parse_retry_after("soon").is_err());
+//! // `Retry-After: Sun, 06 Nov 1994 08:49:37 GMT`, read 37 s before that.
+//! let at = RetryAfter::At(UNIX_EPOCH + Duration::from_secs(784_111_777));
+//! assert_eq!(at.wait(UNIX_EPOCH + Duration::from_secs(784_111_740)), Duration::from_secs(37));
+//! // A date in the past asks for no wait at all.
+//! assert_eq!(at.wait(UNIX_EPOCH + Duration::from_secs(784_111_800)), Duration::ZERO);
 //! ```
 
 use std::fmt;
@@ -24,12 +29,14 @@ use std::time::{Duration, SystemTime};
 
 use crate::outcome::Hint;
 
+#[cfg(test)]
+mod props;
 #[cfg(feature = "grpc")]
 mod status_details;
 #[cfg(all(feature = "grpc", test))]
 pub(crate) use status_details::encode_for_test;
 #[cfg(feature = "grpc")]
-pub use status_details::parse_status_details;
+pub(crate) use status_details::parse_status_details;
 
 /// A parsed `Retry-After` value (RFC 9110 §10.2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +105,7 @@ impl std::error::Error for InvalidHint {}
 /// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
 /// (`Sun Nov  6 08:49:37 1994`). Surrounding whitespace is allowed; signs,
 /// fractions, units and anything else are rejected.
-pub fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
+pub(crate) fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.is_empty() {
         return Err(InvalidHint::new("Retry-After", value));
@@ -126,7 +133,7 @@ fn digits_u64(digits: &str) -> Option<u64> {
 /// Parses `grpc-retry-pushback-ms`: a non-negative integer is a pushback of
 /// that many milliseconds; a negative or unparseable value means the server
 /// asks not to be retried (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)).
-pub fn parse_pushback(value: &str) -> Hint {
+pub(crate) fn parse_pushback(value: &str) -> Hint {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
         Hint::Pushback(digits_u64(v).map_or(Duration::MAX, Duration::from_millis))
@@ -142,16 +149,10 @@ pub fn parse_pushback(value: &str) -> Hint {
 /// dropped). Surrounding whitespace is allowed; a sign, an exponent, a unit
 /// or anything else is rejected. Values too large for a `Duration`
 /// saturate.
-///
-/// ```
-/// use stagger::hint::parse_retry_after_ms;
-/// use std::time::Duration;
-///
-/// assert_eq!(parse_retry_after_ms("retry-after-ms", "1500"), Ok(Duration::from_millis(1500)));
-/// assert_eq!(parse_retry_after_ms("retry-after-ms", "0.25"), Ok(Duration::from_micros(250)));
-/// assert!(parse_retry_after_ms("x-ms-retry-after-ms", "-5").is_err());
-/// ```
-pub fn parse_retry_after_ms(header: &'static str, value: &str) -> Result<Duration, InvalidHint> {
+pub(crate) fn parse_retry_after_ms(
+    header: &'static str,
+    value: &str,
+) -> Result<Duration, InvalidHint> {
     let bad = || InvalidHint::expecting(header, value, "a non-negative number of milliseconds");
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     let (whole, frac) = match v.split_once('.') {
@@ -177,14 +178,7 @@ pub fn parse_retry_after_ms(header: &'static str, value: &str) -> Result<Duratio
 
 /// Parses `x-should-retry`: `true` or `false` (any case, surrounding
 /// whitespace allowed); anything else is malformed.
-///
-/// ```
-/// use stagger::hint::parse_should_retry;
-/// assert_eq!(parse_should_retry("true"), Ok(true));
-/// assert_eq!(parse_should_retry(" FALSE "), Ok(false));
-/// assert!(parse_should_retry("1").is_err());
-/// ```
-pub fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
+pub(crate) fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.eq_ignore_ascii_case("true") {
         Ok(true)
@@ -201,7 +195,7 @@ pub fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
 
 /// Turns a `Retry-After` header value into a [`Hint`] for the decision
 /// engine: the wait it asks for, or [`Hint::Invalid`] when it is malformed.
-pub fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
+pub(crate) fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
     match parse_retry_after(value) {
         Ok(r) => Hint::RetryAfter(r.wait(now)),
         Err(_) => Hint::Invalid,
@@ -212,6 +206,28 @@ pub fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
 mod tests {
     use super::*;
     use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn example_parse_retry_after_ms() {
+        use std::time::Duration;
+
+        assert_eq!(
+            parse_retry_after_ms("retry-after-ms", "1500"),
+            Ok(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse_retry_after_ms("retry-after-ms", "0.25"),
+            Ok(Duration::from_micros(250))
+        );
+        assert!(parse_retry_after_ms("x-ms-retry-after-ms", "-5").is_err());
+    }
+
+    #[test]
+    fn example_parse_should_retry() {
+        assert_eq!(parse_should_retry("true"), Ok(true));
+        assert_eq!(parse_should_retry(" FALSE "), Ok(false));
+        assert!(parse_should_retry("1").is_err());
+    }
 
     #[test]
     fn three_date_forms_parse_to_the_same_instant() {

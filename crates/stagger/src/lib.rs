@@ -165,6 +165,37 @@ pub mod random {
     pub use crate::rng::{FastRng, RandomSource};
 }
 
+/// The header parsers one by one, for the fuzz targets (`cargo fuzz` builds
+/// with `--cfg fuzzing`); not part of the API, which reads them through the
+/// transports' fact readers.
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub mod fuzzing {
+    use std::time::{Duration, SystemTime};
+
+    use crate::hint::{InvalidHint, RetryAfter};
+    use crate::Hint;
+
+    pub fn format_timeout_ms(remaining: Duration) -> String {
+        crate::deadline::format_timeout_ms(remaining)
+    }
+    pub fn parse_timeout_ms(value: &str) -> Option<Duration> {
+        crate::deadline::parse_timeout_ms(value)
+    }
+    pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+        crate::deadline::parse_grpc_timeout(value)
+    }
+    pub fn parse_pushback(value: &str) -> Hint {
+        crate::hint::parse_pushback(value)
+    }
+    pub fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
+        crate::hint::parse_retry_after(value)
+    }
+    pub fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
+        crate::hint::retry_after_hint(value, now)
+    }
+}
+
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]

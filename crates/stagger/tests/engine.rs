@@ -1,10 +1,10 @@
 //! The decision engine's rules (docs/behaviour.md §2–4, §9–10), pinned at their edges.
 
+use stagger::hint::RetryAfter;
 use stagger::Backoff;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use stagger::hint::retry_after_hint;
 use stagger::time::{Clock, ManualClock};
 use stagger::{Call, Class, Decision, Event, Failure, Hint, Jitter, Outcome, Policy, StopReason};
 
@@ -147,7 +147,8 @@ fn pushback_waits_exactly_and_restarts_the_backoff() {
 fn negative_or_malformed_pushback_stops_the_call() {
     let policy = Policy::default();
     let now = Instant::now();
-    let f = Failure::transient().with_hint(stagger::hint::parse_pushback("-1"));
+    // `grpc-retry-pushback-ms: -1`, as the transports read it.
+    let f = Failure::transient().with_hint(Hint::DoNotRetry);
     assert_eq!(
         fail_once(&policy, &mut Call::seeded(1), f, now),
         Decision::Stop(StopReason::NotRetryable)
@@ -167,8 +168,8 @@ fn invalid_hint_falls_back_to_the_backoff_and_is_reported() {
         .build()
         .unwrap();
     let now = Instant::now();
-    let hint = retry_after_hint("soon", SystemTime::now());
-    assert_eq!(hint, Hint::Invalid);
+    // `Retry-After: soon`, as the transports read it.
+    let hint = Hint::Invalid;
     let f = Failure::transient().with_hint(hint);
     assert_eq!(
         fail_once(&policy, &mut Call::seeded(1), f, now),
@@ -183,8 +184,9 @@ fn invalid_hint_falls_back_to_the_backoff_and_is_reported() {
 fn http_dates_in_the_past_mean_no_wait_beyond_the_spread() {
     let policy = Policy::default();
     let now = Instant::now();
-    let wall = UNIX_EPOCH + Duration::from_secs(784_111_777 + 10);
-    let hint = retry_after_hint("Sun, 06 Nov 1994 08:49:37 GMT", wall);
+    // `Retry-After: Sun, 06 Nov 1994 08:49:37 GMT`, read 10 s later.
+    let at = RetryAfter::At(UNIX_EPOCH + Duration::from_secs(784_111_777));
+    let hint = Hint::RetryAfter(at.wait(UNIX_EPOCH + Duration::from_secs(784_111_777 + 10)));
     assert_eq!(hint, Hint::RetryAfter(Duration::ZERO));
     let Decision::Retry { after } = fail_once(
         &policy,

@@ -695,7 +695,7 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
             let t = t.as_deref().expect("grpc-timeout");
             assert!(t.ends_with('u') || t.ends_with('m'), "{t}");
             // Exactly what is left of the 2 s deadline when the attempt left.
-            let left = stagger::deadline::parse_grpc_timeout(t).unwrap();
+            let left = grpc_timeout(t);
             assert_eq!(
                 left,
                 Duration::from_secs(2) - (*at - started),
@@ -993,4 +993,21 @@ async fn an_invalid_hint_reaches_the_engine_when_the_front_end_holds_back() {
         assert_eq!(server.hits().len(), 2);
     })
     .await;
+}
+
+/// A `grpc-timeout` value as gRPC's HTTP/2 protocol spells it: at most 8
+/// digits and one unit (`H`, `M`, `S`, `m`, `u`, `n`).
+fn grpc_timeout(t: &str) -> Duration {
+    let (n, unit) = t.split_at(t.len() - 1);
+    assert!(n.len() <= 8 && n.bytes().all(|b| b.is_ascii_digit()), "{t}");
+    let n: u64 = n.parse().unwrap();
+    match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => panic!("unit of {t}"),
+    }
 }

@@ -28,7 +28,7 @@ impl fmt::Display for Failure {
             Failure::Reset => f.write_str("reset"),
             Failure::Http(s) => write!(f, "{s}"),
             Failure::Grpc(c) => {
-                let name = stagger::config::GRPC_CODES
+                let name = stagger::classify::GRPC_CODE_NAMES
                     .get(*c as usize)
                     .copied()
                     .unwrap_or("?");

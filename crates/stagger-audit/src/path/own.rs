@@ -5,7 +5,9 @@ use super::library::Library;
 use super::rules::Rule;
 use super::{Budget, Layer, PathError, PathInput, System};
 use crate::Input;
-use stagger::config::{lenient, BudgetSpec, MethodConfig, PolicyFile, ServiceConfig};
+use stagger::config::{BudgetSpec, MethodConfig, PolicyFile, ServiceConfig};
+
+use crate::lenient;
 
 /// The library's ratio budget default (10 % of requests).
 const RATIO_DEFAULT: f64 = 0.1;
@@ -19,7 +21,7 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
 }
 
 fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
-    let err = |e: stagger::ConfigError| PathError::new(f.name, e.field(), e.problem());
+    let err = |e: crate::Fault| PathError::new(f.name, &e.field, &e.problem);
     if lenient::choices(f.text).map_err(err)?.is_some() {
         return Err(PathError::new(
             f.name,
@@ -40,7 +42,7 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     } else {
         f.text
     };
-    let (config, seen) = ServiceConfig::from_json_lenient(text).map_err(err)?;
+    let (config, seen) = lenient::read(text).map_err(err)?;
     let (method, selector) = pick(f, &config)?;
     let p = &method.policy;
     let mut layer = Layer::new(f.name, System::Grpc, selector);

@@ -19,7 +19,8 @@ use crate::budget::{QuotaBudget, RatioBudget, RefillBudget, TokenBucket};
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyBuilder};
 
-use super::{parse_duration, Bare, GRPC_CODES};
+use super::{parse_duration, Bare};
+use crate::classify::GRPC_CODE_NAMES as GRPC_CODES;
 
 /// The most attempts a policy file may ask for.
 pub(crate) const MAX_FILE_ATTEMPTS: u32 = 100;

@@ -54,14 +54,7 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 /// `None` when it carries none. A value that is not base64 of a
 /// `google.rpc.Status`, or a `RetryInfo` without a delay or with a negative
 /// one, is malformed.
-///
-/// ```
-/// use stagger::hint::parse_status_details;
-/// // `google.rpc.Status { code: 8 }`, no details: no wait asked for.
-/// assert_eq!(parse_status_details(b"CAg"), Ok(None));
-/// assert!(parse_status_details(b"not base64!").is_err());
-/// ```
-pub fn parse_status_details(value: &[u8]) -> Result<Option<Duration>, InvalidHint> {
+pub(crate) fn parse_status_details(value: &[u8]) -> Result<Option<Duration>, InvalidHint> {
     let bad = || {
         InvalidHint::expecting(
             "grpc-status-details-bin",
@@ -112,6 +105,13 @@ pub(crate) fn encode_for_test(code: i32, retry_delay: Option<(i64, i32)>, other:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn example_parse_status_details() {
+        // `google.rpc.Status { code: 8 }`, no details: no wait asked for.
+        assert_eq!(parse_status_details(b"CAg"), Ok(None));
+        assert!(parse_status_details(b"not base64!").is_err());
+    }
 
     #[test]
     fn retry_info_gives_its_delay() {

@@ -177,23 +177,7 @@ pub fn parse_attempt(value: &HeaderValue) -> Option<u32> {
 /// tell retries from first attempts, whichever protocol the caller speaks
 /// and whichever hop retried: a first attempt of ours that a mesh proxy
 /// retried is a retry all the same.
-///
-/// ```
-/// use http::{HeaderMap, HeaderValue};
-/// use stagger::http::inbound_attempt;
-///
-/// let mut h = HeaderMap::new();
-/// assert_eq!(inbound_attempt(&h), 1);
-/// h.insert("grpc-previous-rpc-attempts", HeaderValue::from_static("1"));
-/// assert_eq!(inbound_attempt(&h), 2);
-/// h.insert("x-retry-attempt", HeaderValue::from_static("4"));
-/// assert_eq!(inbound_attempt(&h), 4);
-/// let mut mesh = HeaderMap::new();
-/// mesh.insert("x-retry-attempt", HeaderValue::from_static("1"));
-/// mesh.insert("x-envoy-attempt-count", HeaderValue::from_static("2"));
-/// assert_eq!(inbound_attempt(&mesh), 2);
-/// ```
-pub fn inbound_attempt(headers: &HeaderMap) -> u32 {
+pub(crate) fn inbound_attempt(headers: &HeaderMap) -> u32 {
     let ours = headers.get(RETRY_ATTEMPT).and_then(parse_attempt);
     let envoy = headers.get(ENVOY_ATTEMPT_COUNT).and_then(parse_attempt);
     let grpc = (|| {
@@ -494,6 +478,22 @@ pub(crate) fn rebuild<B>(parts: &http::request::Parts, body: B) -> http::Request
 mod tests {
     use super::*;
     use crate::outcome::Hint;
+
+    #[test]
+    fn example_inbound_attempt() {
+        use http::{HeaderMap, HeaderValue};
+
+        let mut h = HeaderMap::new();
+        assert_eq!(inbound_attempt(&h), 1);
+        h.insert("grpc-previous-rpc-attempts", HeaderValue::from_static("1"));
+        assert_eq!(inbound_attempt(&h), 2);
+        h.insert("x-retry-attempt", HeaderValue::from_static("4"));
+        assert_eq!(inbound_attempt(&h), 4);
+        let mut mesh = HeaderMap::new();
+        mesh.insert("x-retry-attempt", HeaderValue::from_static("1"));
+        mesh.insert("x-envoy-attempt-count", HeaderValue::from_static("2"));
+        assert_eq!(inbound_attempt(&mesh), 2);
+    }
 
     fn h(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut m = HeaderMap::new();

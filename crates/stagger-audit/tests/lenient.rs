@@ -1,13 +1,13 @@
-//! Published service configs read through the lenient front of the import:
+//! Published service configs read through the audit's lenient front to the import:
 //! the forms real files use are read and named, never silently accepted.
 
 mod support;
 
 use serde_json::{json, Value};
-use stagger::config::lenient::{
-    choices, duplicate_names, normalize, take_retry_without_max_attempts, Leniency,
-};
 use stagger::config::ServiceConfig;
+use stagger_audit::lenient::{
+    choices, duplicate_names, normalize, read, take_retry_without_max_attempts, Leniency,
+};
 
 /// The folder of published configs beside the repository, or `None` (with a
 /// note) where it is absent; under CI its absence fails.
@@ -64,7 +64,7 @@ fn keys_in_another_case_are_read_and_named() {
 
 #[test]
 fn snake_case_keys_are_read_and_named_apart_from_case() {
-    let (c, seen) = ServiceConfig::from_json_lenient(
+    let (c, seen) = read(
         r#"{"method_config":[{"name":[{"service":"a.A"}],"retry_policy":{"max_attempts":3,
         "initial_backoff":"0.1s","max_backoff":"1s","backoff_multiplier":2,
         "retryable_status_codes":[14]}}],"retry_throttling":{"max_tokens":10,"token_ratio":0.1}}"#,
@@ -78,9 +78,7 @@ fn snake_case_keys_are_read_and_named_apart_from_case() {
 
 #[test]
 fn a_duration_without_a_leading_digit_is_read_and_named() {
-    let (c, seen) =
-        ServiceConfig::from_json_lenient(r#"{"methodConfig":[{"name":[{}],"timeout":".25s"}]}"#)
-            .unwrap();
+    let (c, seen) = read(r#"{"methodConfig":[{"name":[{}],"timeout":".25s"}]}"#).unwrap();
     assert_eq!(
         c.methods[0].policy.timeout(),
         Some(std::time::Duration::from_millis(250))
@@ -117,7 +115,7 @@ fn a_retry_policy_without_max_attempts_is_set_aside_and_validated() {
     let err = take_retry_without_max_attempts(bad.as_object_mut().unwrap())
         .unwrap()
         .unwrap_err();
-    assert_eq!(err.field(), "retryPolicy.initialBackoff");
+    assert_eq!(err.field, "retryPolicy.initialBackoff");
     // With maxAttempts there is nothing to set aside.
     let mut ok = json!({"retryPolicy":{"maxAttempts":2}});
     assert!(take_retry_without_max_attempts(ok.as_object_mut().unwrap()).is_none());
@@ -134,9 +132,9 @@ fn the_dns_txt_choice_list_is_read_choice_by_choice() {
     assert_eq!(list[1].service_config, json!({}));
     assert!(choices("{}").unwrap().is_none());
     let err = choices(r#"[{"percentage":50}]"#).unwrap_err();
-    assert_eq!(err.field(), "serviceConfig");
+    assert_eq!(err.field, "serviceConfig");
     let err = choices(r#"[{"percentage":500,"serviceConfig":{}}]"#).unwrap_err();
-    assert_eq!(err.field(), "percentage");
+    assert_eq!(err.field, "percentage");
 }
 
 #[test]
@@ -154,7 +152,7 @@ fn duplicate_names_across_entries_are_listed() {
 
 #[test]
 fn an_empty_object_is_an_empty_service_config() {
-    let (c, seen) = ServiceConfig::from_json_lenient("{}").unwrap();
+    let (c, seen) = read("{}").unwrap();
     assert!(c.methods.is_empty() && c.throttling.is_none() && seen.is_empty());
 }
 
@@ -173,13 +171,13 @@ fn grpc_go_example_refused_by_the_strict_reader_names_the_lenient_one() {
     assert_eq!(e.field(), "retryPolicy.maxAttempts");
     let said = e.to_string();
     assert!(said.contains("`MaxAttempts`"), "{said}");
-    assert!(said.contains("ServiceConfig::from_json_lenient"), "{said}");
-    let (c, _) = ServiceConfig::from_json_lenient(&text).unwrap();
+    assert!(said.contains("`stagger audit`"), "{said}");
+    let (c, _) = read(&text).unwrap();
     assert_eq!(c.methods[0].policy.max_attempts(), 4);
     // A field that is missing in every spelling keeps the short message.
     let e = ServiceConfig::from_json(
         r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"initialBackoff":"1s"}}]}"#,
     )
     .unwrap_err();
-    assert!(!e.to_string().contains("lenient"), "{e}");
+    assert!(!e.to_string().contains("stagger audit"), "{e}");
 }

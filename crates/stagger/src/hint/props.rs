@@ -1,11 +1,12 @@
 //! Server hints are untrusted input: property tests of the parsers and of
-//! what any header value can do to a call.
+//! what any header value can do to a call (unit tests: the parsers are the
+//! crate's own, read through the transports' fact readers).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::{parse_pushback, parse_retry_after, retry_after_hint, RetryAfter};
+use crate::{Call, Decision, Failure, Hint, Policy, StopReason};
 use proptest::prelude::*;
-use stagger::hint::{parse_pushback, parse_retry_after, retry_after_hint, RetryAfter};
-use stagger::{Call, Decision, Failure, Hint, Policy, StopReason};
 
 const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
 const LONG_DAYS: [&str; 7] = [

@@ -14,7 +14,7 @@
 //! can report them instead of calling the file invalid or passing it.
 //!
 //! ```
-//! use stagger::config::lenient::{normalize, Leniency};
+//! use stagger_audit::lenient::{normalize, Leniency};
 //! use stagger::config::ServiceConfig;
 //!
 //! let mut v: serde_json::Value = serde_json::from_str(
@@ -35,9 +35,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::ServiceConfig;
-use crate::error::ConfigError;
-use crate::grpc::MethodPolicy;
+use stagger::config::ServiceConfig;
+use stagger::grpc::MethodPolicy;
+
+use crate::Fault;
 
 /// One way a service config departs from [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s spelling, and who reads it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -214,46 +215,42 @@ pub struct Choice {
 /// "serviceConfig": {…}}, …]`, optionally after a `grpc_config=` prefix.
 /// `Ok(None)` when `text` is not a list (an ordinary service config);
 /// errors name the field at fault.
-pub fn choices(text: &str) -> Result<Option<Vec<Choice>>, ConfigError> {
+pub fn choices(text: &str) -> Result<Option<Vec<Choice>>, Fault> {
     let body = text.trim_start();
     let body = body.strip_prefix("grpc_config=").unwrap_or(body);
     if !body.starts_with('[') {
         return Ok(None);
     }
     let v: Value = serde_json::from_str(body)
-        .map_err(|e| ConfigError::new("serviceConfig", format!("not valid JSON: {e}")))?;
+        .map_err(|e| Fault::new("serviceConfig", format!("not valid JSON: {e}")))?;
     let Value::Array(list) = v else {
         return Ok(None);
     };
     let mut out = Vec::with_capacity(list.len());
     for (i, c) in list.into_iter().enumerate() {
         let Value::Object(mut c) = c else {
-            return Err(ConfigError::new(
+            return Err(Fault::new(
                 "serviceConfigChoice",
                 format!("choice {} must be an object", i + 1),
             ));
         };
-        let strings =
-            |c: &Map<String, Value>, key: &'static str| -> Result<Vec<String>, ConfigError> {
-                match c.get(key) {
-                    None | Some(Value::Null) => Ok(Vec::new()),
-                    Some(Value::Array(l)) => l
-                        .iter()
-                        .map(|s| {
-                            s.as_str().map(str::to_string).ok_or_else(|| {
-                                ConfigError::new(
-                                    key,
-                                    format!("choice {}: entries must be strings", i + 1),
-                                )
-                            })
+        let strings = |c: &Map<String, Value>, key: &'static str| -> Result<Vec<String>, Fault> {
+            match c.get(key) {
+                None | Some(Value::Null) => Ok(Vec::new()),
+                Some(Value::Array(l)) => l
+                    .iter()
+                    .map(|s| {
+                        s.as_str().map(str::to_string).ok_or_else(|| {
+                            Fault::new(key, format!("choice {}: entries must be strings", i + 1))
                         })
-                        .collect(),
-                    Some(_) => Err(ConfigError::new(
-                        key,
-                        format!("choice {}: must be a list of strings", i + 1),
-                    )),
-                }
-            };
+                    })
+                    .collect(),
+                Some(_) => Err(Fault::new(
+                    key,
+                    format!("choice {}: must be a list of strings", i + 1),
+                )),
+            }
+        };
         let client_language = strings(&c, "clientLanguage")?;
         let client_hostname = strings(&c, "clientHostname")?;
         let percentage = match c.get("percentage") {
@@ -263,7 +260,7 @@ pub fn choices(text: &str) -> Result<Option<Vec<Choice>>, ConfigError> {
                     .filter(|p| *p <= 100)
                     .map(|p| p as u32)
                     .ok_or_else(|| {
-                        ConfigError::new(
+                        Fault::new(
                             "percentage",
                             format!("choice {}: must be an integer in [0, 100], got {p}", i + 1),
                         )
@@ -273,13 +270,13 @@ pub fn choices(text: &str) -> Result<Option<Vec<Choice>>, ConfigError> {
         let service_config = match c.remove("serviceConfig") {
             Some(v @ Value::Object(_)) => v,
             None | Some(Value::Null) => {
-                return Err(ConfigError::new(
+                return Err(Fault::new(
                     "serviceConfig",
                     format!("choice {}: is required", i + 1),
                 ))
             }
             Some(_) => {
-                return Err(ConfigError::new(
+                return Err(Fault::new(
                     "serviceConfig",
                     format!("choice {}: must be an object", i + 1),
                 ))
@@ -336,7 +333,7 @@ pub struct UnboundedRetry {
 /// the field). `None` when the entry has no such policy.
 pub fn take_retry_without_max_attempts(
     entry: &mut Map<String, Value>,
-) -> Option<Result<UnboundedRetry, ConfigError>> {
+) -> Option<Result<UnboundedRetry, Fault>> {
     let p = entry.get("retryPolicy")?.as_object()?;
     if p.get("maxAttempts").is_some_and(|v| !v.is_null()) {
         return None;
@@ -347,41 +344,42 @@ pub fn take_retry_without_max_attempts(
     // dropped with the parsed policy's attempt count.
     p.insert("maxAttempts".into(), Value::from(2));
     let doc = serde_json::json!({ "methodConfig": [{ "retryPolicy": p }] });
-    Some(ServiceConfig::from_json(&doc.to_string()).and_then(|c| {
-        let r = c
-            .methods
-            .into_iter()
-            .next()
-            .map(|m| m.policy)
-            .filter(MethodPolicy::has_retry_policy)
-            .ok_or_else(|| ConfigError::new("retryPolicy", "could not be read"))?;
-        let b = r.backoff();
-        Ok(UnboundedRetry {
-            initial_backoff: b.base,
-            max_backoff: b.cap,
-            multiplier: b.multiplier,
-            retryable: r.retryable_codes().unwrap_or(&[]).to_vec(),
-        })
-    }))
+    Some(
+        ServiceConfig::from_json(&doc.to_string())
+            .map_err(Fault::from)
+            .and_then(|c| {
+                let r = c
+                    .methods
+                    .into_iter()
+                    .next()
+                    .map(|m| m.policy)
+                    .filter(MethodPolicy::has_retry_policy)
+                    .ok_or_else(|| Fault::new("retryPolicy", "could not be read"))?;
+                let b = r.backoff();
+                Ok(UnboundedRetry {
+                    initial_backoff: b.base,
+                    max_backoff: b.cap,
+                    multiplier: b.multiplier,
+                    retryable: r.retryable_codes().unwrap_or(&[]).to_vec(),
+                })
+            }),
+    )
 }
 
-impl ServiceConfig {
-    /// [`normalize`], then the strict parse: the config and the forms it
-    /// needed.
-    ///
-    /// ```
-    /// use stagger::config::ServiceConfig;
-    /// let (c, seen) = ServiceConfig::from_json_lenient(
-    ///     r#"{"method_config":[{"name":[{"service":"a.A"}],"timeout":".5s"}]}"#,
-    /// )?;
-    /// assert_eq!(c.methods[0].policy.timeout(), Some(std::time::Duration::from_millis(500)));
-    /// assert_eq!(seen.len(), 2);
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    pub fn from_json_lenient(json: &str) -> Result<(ServiceConfig, Vec<Leniency>), ConfigError> {
-        let mut v: Value = serde_json::from_str(json)
-            .map_err(|e| ConfigError::new("serviceConfig", format!("not valid JSON: {e}")))?;
-        let seen = normalize(&mut v);
-        Ok((ServiceConfig::from_json(&v.to_string())?, seen))
-    }
+/// [`normalize`], then the library's strict parse
+/// ([`ServiceConfig::from_json`]): the config and the forms it needed.
+///
+/// ```
+/// let (c, seen) = stagger_audit::lenient::read(
+///     r#"{"method_config":[{"name":[{"service":"a.A"}],"timeout":".5s"}]}"#,
+/// )?;
+/// assert_eq!(c.methods[0].policy.timeout(), Some(std::time::Duration::from_millis(500)));
+/// assert_eq!(seen.len(), 2);
+/// # Ok::<(), stagger_audit::Fault>(())
+/// ```
+pub fn read(json: &str) -> Result<(ServiceConfig, Vec<Leniency>), Fault> {
+    let mut v: Value = serde_json::from_str(json)
+        .map_err(|e| Fault::new("serviceConfig", format!("not valid JSON: {e}")))?;
+    let seen = normalize(&mut v);
+    Ok((ServiceConfig::from_json(&v.to_string())?, seen))
 }
