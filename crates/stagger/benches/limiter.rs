@@ -52,9 +52,19 @@ fn ours(c: &mut Criterion, name: &str, limiter: Limiter) {
 
 fn core(c: &mut Criterion) {
     ours(c, "static", Limiter::fixed(1000));
-    let aimd = Limiter::builder(Aimd::new().initial(1000)).build().unwrap();
+    let aimd = Limiter::builder(Aimd {
+        initial: 1000,
+        ..Aimd::new()
+    })
+    .build()
+    .unwrap();
     ours(c, "aimd", aimd);
-    let aimd = Limiter::builder(Aimd::new().initial(1000)).build().unwrap();
+    let aimd = Limiter::builder(Aimd {
+        initial: 1000,
+        ..Aimd::new()
+    })
+    .build()
+    .unwrap();
     let ceilings = Ceilings::default();
     let class = Class::new(Priority::SHEDDABLE, true);
     c.bench_function("core/stagger_priority_aimd", |b| {
@@ -68,10 +78,13 @@ fn core(c: &mut Criterion) {
     c.bench_function("core/priority_cap", |b| {
         b.iter(|| ceilings.cap(black_box(1000), black_box(class), black_box(0.2)))
     });
-    let gradient = Limiter::builder(Gradient::new().initial(1000))
-        .seed(1)
-        .build()
-        .unwrap();
+    let gradient = Limiter::builder(Gradient {
+        initial: 1000,
+        ..Gradient::new()
+    })
+    .seed(1)
+    .build()
+    .unwrap();
     ours(c, "gradient", gradient);
 
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -111,7 +124,12 @@ fn layer_priorities(
     cpu: Option<CpuTrigger>,
 ) {
     let answer = |_req| std::future::ready(Ok::<_, Infallible>(http::Response::new(())));
-    let limiter = Limiter::builder(Aimd::new().initial(1000)).build().unwrap();
+    let limiter = Limiter::builder(Aimd {
+        initial: 1000,
+        ..Aimd::new()
+    })
+    .build()
+    .unwrap();
     let mut b = ShedLayer::limited(limiter);
     if priorities {
         b = b.priorities(Ceilings::default());
@@ -146,10 +164,19 @@ fn layer(c: &mut Criterion) {
         .unwrap();
     let answer = |_req| std::future::ready(Ok::<_, Infallible>(http::Response::new(())));
     for (name, algorithm) in [
-        ("aimd", Algorithm::Aimd(Aimd::new().initial(1000))),
+        (
+            "aimd",
+            Algorithm::Aimd(Aimd {
+                initial: 1000,
+                ..Aimd::new()
+            }),
+        ),
         (
             "gradient",
-            Algorithm::Gradient(Gradient::new().initial(1000)),
+            Algorithm::Gradient(Gradient {
+                initial: 1000,
+                ..Gradient::new()
+            }),
         ),
     ] {
         let limiter = Limiter::builder(algorithm).seed(1).build().unwrap();

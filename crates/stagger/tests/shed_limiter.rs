@@ -166,9 +166,13 @@ async fn work_whose_caller_gave_up_is_dropped_before_it_starts() {
 
 #[tokio::test(start_paused = true)]
 async fn the_limiter_learns_late_work_as_overload_and_a_hang_up_as_nothing() {
-    let limiter = Limiter::builder(Aimd::new().initial(10).backoff(0.5))
-        .build()
-        .unwrap();
+    let limiter = Limiter::builder(Aimd {
+        initial: 10,
+        backoff: 0.5,
+        ..Aimd::new()
+    })
+    .build()
+    .unwrap();
     let shed = ShedLayer::limited(limiter.clone()).build();
     let svc = shed.layer(handler(Duration::from_millis(200), Arc::default()));
     // The caller hangs up before its deadline: only the place comes back.

@@ -12,19 +12,20 @@ use crate::sync::{AtomicU64, Ordering};
 /// about one place), and is multiplied by [`backoff`](Self::backoff) on a
 /// sign of overload — an answer after the caller's deadline, work dropped
 /// because the deadline passed, or (with a
-/// [`threshold`](Self::latency_threshold)) an answer slower than it. Only
+/// [`latency_threshold`](Self::latency_threshold)) an answer slower than it. Only
 /// work admitted after the last decrease can cause the next one, so a
 /// burst of late answers from one overload cuts the limit once, not once
 /// per answer.
 ///
-/// Defaults: start at 20, between 1 and 1000, backoff 0.9, no latency
-/// threshold.
+/// A plain value: set its public fields over [`Aimd::new`]'s defaults (start
+/// at 20, between 1 and 1000, backoff 0.9, no latency threshold); the
+/// [`Limiter`](super::Limiter) checks them when it is built.
 ///
 /// ```
 /// use stagger::limit::{Aimd, Completion, Limiter};
 /// use std::time::{Duration, Instant};
 ///
-/// let limiter = Limiter::builder(Aimd::new().initial(10).backoff(0.5)).build()?;
+/// let limiter = Limiter::builder(Aimd { initial: 10, backoff: 0.5, ..Aimd::new() }).build()?;
 /// let now = Instant::now();
 /// let t = limiter.try_acquire(false, now).unwrap();
 /// limiter.release(t, Completion::Overloaded, now + Duration::from_secs(2));
@@ -33,11 +34,18 @@ use crate::sync::{AtomicU64, Ordering};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Aimd {
-    pub(super) initial: u32,
-    min: u32,
-    max: u32,
-    backoff: f64,
-    threshold: Option<Duration>,
+    /// The limit to start from (default 20).
+    pub initial: u32,
+    /// The smallest the limit gets (default 1).
+    pub min: u32,
+    /// The largest the limit gets (default 1000).
+    pub max: u32,
+    /// The factor a sign of overload multiplies the limit by, in (0, 1)
+    /// (default 0.9).
+    pub backoff: f64,
+    /// Also count an answer slower than this as a sign of overload
+    /// (default `None`: only late and dropped work counts).
+    pub latency_threshold: Option<Duration>,
 }
 
 impl Default for Aimd {
@@ -54,35 +62,8 @@ impl Aimd {
             min: 1,
             max: 1000,
             backoff: 0.9,
-            threshold: None,
+            latency_threshold: None,
         }
-    }
-
-    /// The limit to start from (default 20).
-    pub const fn initial(mut self, n: u32) -> Self {
-        self.initial = n;
-        self
-    }
-
-    /// The range the limit stays in (default 1 to 1000).
-    pub const fn limits(mut self, min: u32, max: u32) -> Self {
-        self.min = min;
-        self.max = max;
-        self
-    }
-
-    /// The factor a sign of overload multiplies the limit by, in (0, 1)
-    /// (default 0.9).
-    pub const fn backoff(mut self, factor: f64) -> Self {
-        self.backoff = factor;
-        self
-    }
-
-    /// Also count an answer slower than `d` as a sign of overload (default:
-    /// only late and dropped work counts).
-    pub const fn latency_threshold(mut self, d: Duration) -> Self {
-        self.threshold = Some(d);
-        self
     }
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -113,8 +94,8 @@ impl State {
 
     pub(super) fn on_sample(&self, limit: &AtomicU64, s: &Sample) {
         let Aimd { min, max, .. } = self.cfg;
-        let overloaded =
-            s.how == Completion::Overloaded || self.cfg.threshold.is_some_and(|t| s.rtt > t);
+        let overloaded = s.how == Completion::Overloaded
+            || self.cfg.latency_threshold.is_some_and(|t| s.rtt > t);
         if overloaded {
             if self.cuts.claim(s.admitted, s.now) {
                 let b = self.cfg.backoff;
@@ -138,7 +119,12 @@ mod tests {
 
     #[test]
     fn answers_in_time_grow_the_limit_by_about_one_per_round_trip() {
-        let l = Limiter::builder(Aimd::new().initial(10)).build().unwrap();
+        let l = Limiter::builder(Aimd {
+            initial: 10,
+            ..Aimd::new()
+        })
+        .build()
+        .unwrap();
         let t0 = Instant::now();
         // Ten rounds of as many concurrent requests as admitted, all in time.
         for round in 0..10u64 {
@@ -156,7 +142,12 @@ mod tests {
 
     #[test]
     fn an_idle_server_does_not_grow_its_limit() {
-        let l = Limiter::builder(Aimd::new().initial(10)).build().unwrap();
+        let l = Limiter::builder(Aimd {
+            initial: 10,
+            ..Aimd::new()
+        })
+        .build()
+        .unwrap();
         let t0 = Instant::now();
         for i in 0..1000 {
             let t = l.try_acquire(false, t0 + ms(i)).unwrap();
@@ -167,9 +158,13 @@ mod tests {
 
     #[test]
     fn a_burst_of_late_answers_cuts_once_per_round_trip() {
-        let l = Limiter::builder(Aimd::new().initial(100).backoff(0.5))
-            .build()
-            .unwrap();
+        let l = Limiter::builder(Aimd {
+            initial: 100,
+            backoff: 0.5,
+            ..Aimd::new()
+        })
+        .build()
+        .unwrap();
         let t0 = Instant::now();
         let held: Vec<_> = (0..50).map(|_| l.try_acquire(false, t0).unwrap()).collect();
         for t in held {
@@ -184,13 +179,14 @@ mod tests {
 
     #[test]
     fn the_latency_threshold_counts_slow_answers_as_overload_and_the_floor_holds() {
-        let l = Limiter::builder(
-            Aimd::new()
-                .initial(4)
-                .limits(2, 8)
-                .backoff(0.5)
-                .latency_threshold(ms(100)),
-        )
+        let l = Limiter::builder(Aimd {
+            initial: 4,
+            min: 2,
+            max: 8,
+            backoff: 0.5,
+            latency_threshold: Some(ms(100)),
+            ..Aimd::new()
+        })
         .build()
         .unwrap();
         let t0 = Instant::now();

@@ -30,14 +30,16 @@ use crate::sync::{AtomicU64, Ordering, Origin};
 /// 1.5), default 5 s), it is reset to the no-load latency as last seen:
 /// the lowest short-term average since the previous reset.
 ///
-/// Defaults: start at 20, between 4 and 1000, tolerance 2, windows 10 and
-/// 500 samples, smoothing 0.2, probe every 5 s (jittered).
+/// A plain value: set its public fields over [`Gradient::new`]'s defaults
+/// (start at 20, between 4 and 1000, tolerance 2, windows 10 and 500
+/// samples, smoothing 0.2, probe every 5 s, jittered); the
+/// [`Limiter`](super::Limiter) checks them when it is built.
 ///
 /// ```
 /// use stagger::limit::{Completion, Gradient, Limiter};
 /// use std::time::{Duration, Instant};
 ///
-/// let limiter = Limiter::builder(Gradient::new().initial(40)).seed(1).build()?;
+/// let limiter = Limiter::builder(Gradient { initial: 40, ..Gradient::new() }).seed(1).build()?;
 /// let t0 = Instant::now();
 /// let ms = Duration::from_millis;
 /// // Steady 10 ms answers with the server busy: the limit grows.
@@ -61,14 +63,26 @@ use crate::sync::{AtomicU64, Ordering, Origin};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Gradient {
-    pub(super) initial: u32,
-    min: u32,
-    max: u32,
-    tolerance: f64,
-    smoothing: f64,
-    short: u32,
-    long: u32,
-    probe: Duration,
+    /// The limit to start from (default 20).
+    pub initial: u32,
+    /// The smallest the limit gets (default 4).
+    pub min: u32,
+    /// The largest the limit gets (default 1000).
+    pub max: u32,
+    /// How much slower than the long-term average recent work may be before
+    /// the limit falls, at least 1 (default 2).
+    pub tolerance: f64,
+    /// The share of the way to its target the limit moves per sample, in
+    /// (0, 1] (default 0.2).
+    pub smoothing: f64,
+    /// The samples the short-term average spans, at least 1 and below
+    /// `long` (default 10).
+    pub short: u32,
+    /// The samples the long-term average spans (default 500).
+    pub long: u32,
+    /// The mean interval between re-probes of the no-load latency (each
+    /// drawn from 0.5 to 1.5 times it; default 5 s).
+    pub probe: Duration,
 }
 
 impl Default for Gradient {
@@ -90,48 +104,6 @@ impl Gradient {
             long: 500,
             probe: Duration::from_secs(5),
         }
-    }
-
-    /// The limit to start from (default 20).
-    pub const fn initial(mut self, n: u32) -> Self {
-        self.initial = n;
-        self
-    }
-
-    /// The range the limit stays in (default 4 to 1000).
-    pub const fn limits(mut self, min: u32, max: u32) -> Self {
-        self.min = min;
-        self.max = max;
-        self
-    }
-
-    /// How much slower than the long-term average recent work may be before
-    /// the limit falls, at least 1 (default 2).
-    pub const fn tolerance(mut self, t: f64) -> Self {
-        self.tolerance = t;
-        self
-    }
-
-    /// The share of the way to its target the limit moves per sample, in
-    /// (0, 1] (default 0.2).
-    pub const fn smoothing(mut self, s: f64) -> Self {
-        self.smoothing = s;
-        self
-    }
-
-    /// The samples the short-term and the long-term averages span, short
-    /// below long, both at least 1 (default 10 and 500).
-    pub const fn windows(mut self, short: u32, long: u32) -> Self {
-        self.short = short;
-        self.long = long;
-        self
-    }
-
-    /// The mean interval between re-probes of the no-load latency (each
-    /// drawn from 0.5 to 1.5 times it; default 5 s).
-    pub const fn probe(mut self, every: Duration) -> Self {
-        self.probe = every;
-        self
     }
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
@@ -295,20 +267,29 @@ mod tests {
 
     #[test]
     fn steady_latency_grows_a_used_limit_to_its_ceiling() {
-        let l = Limiter::builder(Gradient::new().limits(4, 100))
-            .seed(3)
-            .build()
-            .unwrap();
+        let l = Limiter::builder(Gradient {
+            min: 4,
+            max: 100,
+            ..Gradient::new()
+        })
+        .seed(3)
+        .build()
+        .unwrap();
         rounds(&l, Instant::now(), 100, 100, ms(10));
         assert_eq!(l.limit(), 100);
     }
 
     #[test]
     fn a_queue_building_up_halves_the_limit_towards_its_floor() {
-        let l = Limiter::builder(Gradient::new().initial(100).limits(4, 100))
-            .seed(3)
-            .build()
-            .unwrap();
+        let l = Limiter::builder(Gradient {
+            initial: 100,
+            min: 4,
+            max: 100,
+            ..Gradient::new()
+        })
+        .seed(3)
+        .build()
+        .unwrap();
         let t = rounds(&l, Instant::now(), 50, 100, ms(10));
         assert_eq!(l.limit(), 100);
         // Latency ×10: g = 0.5 until the long average catches up.
@@ -318,10 +299,15 @@ mod tests {
 
     #[test]
     fn work_for_nobody_cuts_the_limit_whatever_the_latency() {
-        let l = Limiter::builder(Gradient::new().initial(100).limits(4, 100))
-            .seed(3)
-            .build()
-            .unwrap();
+        let l = Limiter::builder(Gradient {
+            initial: 100,
+            min: 4,
+            max: 100,
+            ..Gradient::new()
+        })
+        .seed(3)
+        .build()
+        .unwrap();
         let t0 = Instant::now();
         // One after the other: each admitted after the last cut.
         for i in 0..40 {
@@ -352,10 +338,16 @@ mod tests {
         // After a lasting overload the long-term average stays high, and a
         // new queue goes unnoticed; a probe re-learns the usual latency.
         let run = |probe: Duration| {
-            let l = Limiter::builder(Gradient::new().initial(20).limits(4, 20).probe(probe))
-                .seed(9)
-                .build()
-                .unwrap();
+            let l = Limiter::builder(Gradient {
+                initial: 20,
+                min: 4,
+                max: 20,
+                probe,
+                ..Gradient::new()
+            })
+            .seed(9)
+            .build()
+            .unwrap();
             let t = rounds(&l, Instant::now(), 100, 20, ms(10));
             // 60 s of 300 ms answers, then 10 s back at 10 ms (10 per round).
             let t = rounds(&l, t, 200, 20, ms(300));
@@ -403,7 +395,10 @@ mod tests {
 
     #[test]
     fn probe_times_replay_for_a_seed() {
-        let every = Gradient::new().probe(Duration::from_secs(30));
+        let every = Gradient {
+            probe: Duration::from_secs(30),
+            ..Gradient::new()
+        };
         let a = State::new(every, 5);
         let b = State::new(every, 5);
         let c = State::new(every, 6);

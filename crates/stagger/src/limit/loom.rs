@@ -76,7 +76,12 @@ fn loom_release_and_admission_lose_no_update() {
 fn loom_aimd_concurrent_increases_both_land() {
     let t0 = Instant::now();
     model(move || {
-        let l = Limiter::builder(Aimd::new().initial(3)).build().unwrap();
+        let l = Limiter::builder(Aimd {
+            initial: 3,
+            ..Aimd::new()
+        })
+        .build()
+        .unwrap();
         let a = l.try_acquire(false, t0).unwrap();
         let b = l.try_acquire(false, t0).unwrap();
         let kept = l.try_acquire(false, t0).unwrap();
@@ -97,9 +102,13 @@ fn loom_aimd_concurrent_increases_both_land() {
 fn loom_aimd_one_cut_per_round_trip() {
     let t0 = Instant::now();
     model(move || {
-        let l = Limiter::builder(Aimd::new().initial(100).backoff(0.5))
-            .build()
-            .unwrap();
+        let l = Limiter::builder(Aimd {
+            initial: 100,
+            backoff: 0.5,
+            ..Aimd::new()
+        })
+        .build()
+        .unwrap();
         let a = l.try_acquire(false, t0).unwrap();
         let b = l.try_acquire(false, t0).unwrap();
         let late = t0 + Duration::from_secs(2);
@@ -117,10 +126,15 @@ fn loom_aimd_one_cut_per_round_trip() {
 fn loom_gradient_concurrent_samples_stay_in_bounds() {
     let t0 = Instant::now();
     model(move || {
-        let l = Limiter::builder(Gradient::new().initial(4).limits(4, 6))
-            .seed(1)
-            .build()
-            .unwrap();
+        let l = Limiter::builder(Gradient {
+            initial: 4,
+            min: 4,
+            max: 6,
+            ..Gradient::new()
+        })
+        .seed(1)
+        .build()
+        .unwrap();
         let a = l.try_acquire(false, t0).unwrap();
         let b = l.try_acquire(false, t0).unwrap();
         let l2 = l.clone();

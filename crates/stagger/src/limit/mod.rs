@@ -534,17 +534,24 @@ mod tests {
             "limit"
         );
         assert_eq!(
-            Limiter::builder(Aimd::new().backoff(1.5))
-                .build()
-                .unwrap_err()
-                .field(),
+            Limiter::builder(Aimd {
+                backoff: 1.5,
+                ..Aimd::new()
+            })
+            .build()
+            .unwrap_err()
+            .field(),
             "backoff"
         );
         assert_eq!(
-            Limiter::builder(Gradient::new().limits(10, 5))
-                .build()
-                .unwrap_err()
-                .field(),
+            Limiter::builder(Gradient {
+                min: 10,
+                max: 5,
+                ..Gradient::new()
+            })
+            .build()
+            .unwrap_err()
+            .field(),
             "max"
         );
         for bad in ["static:", "static:x", "static:0", "fifo", ""] {
