@@ -9,7 +9,7 @@
 //! gRPC and `x-request-timeout-ms` for HTTP.
 //!
 //! ```
-//! use stagger::deadline::{format_grpc_timeout, parse_grpc_timeout, parse_timeout_ms};
+//! use stagger::deadline::format_grpc_timeout;
 //! use stagger::{Call, Policy};
 //! use std::time::{Duration, Instant};
 //!
@@ -19,11 +19,9 @@
 //! let mut call = Call::new().deadline(now + Duration::from_millis(700));
 //! assert_eq!(policy.start_attempt(&mut call, now), Ok(Some(Duration::from_millis(700))));
 //!
-//! assert_eq!(parse_timeout_ms("0250"), Some(Duration::from_millis(250)));
 //! // The finest unit that fits in 8 digits.
 //! assert_eq!(format_grpc_timeout(Duration::from_millis(1500)), "1500000u");
 //! assert_eq!(format_grpc_timeout(Duration::from_secs(200)), "200000m");
-//! assert_eq!(parse_grpc_timeout("1500m"), Some(Duration::from_millis(1500)));
 //! ```
 
 use std::sync::atomic::{AtomicU64, Ordering};

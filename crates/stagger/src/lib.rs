@@ -11,14 +11,17 @@
 //! ## A 30-second tour
 //!
 //! ```
-//! use stagger::{Policy, RetryExt, StopReason};
+//! use stagger::{Backoff, Policy, RetryExt, StopReason};
 //! use std::time::Duration;
 //!
 //! // 4 attempts, 50 ms × 2 up to 1 s, full jitter (the default jitter).
 //! let policy = Policy::builder()
 //!     .max_attempts(4)
-//!     .base(Duration::from_millis(50))
-//!     .cap(Duration::from_secs(1))
+//!     .backoff(Backoff {
+//!         base: Duration::from_millis(50),
+//!         cap: Duration::from_secs(1),
+//!         ..Backoff::new()
+//!     })
 //!     .build()?;
 //!
 //! let mut calls = 0;

@@ -32,15 +32,12 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
-use crate::classify::Classify;
 use crate::clock::{Clock, MonotonicClock};
 use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Plan, Verdict};
 use crate::error::RetryError;
 use crate::exec::settings::{DefaultSettings, Settings};
-use crate::exec::sync::{judge, Kept};
-use crate::exec::{
-    AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
-};
+use crate::exec::sync::{judge, Answers, Kept, Retry};
+use crate::exec::{AcceptAll, AllTransient, Classifier, Notice, Notify, OkCheck, Report, Silent};
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
 use crate::policy::Policy;
@@ -84,7 +81,7 @@ impl Sleeper for TokioSleep {
 }
 
 /// Placeholder sleeper when no runtime feature is on: set one with
-/// [`AsyncRetry::sleep`] (it does not implement [`Sleeper`], so forgetting
+/// [`Retry::sleep`] (it does not implement [`Sleeper`], so forgetting
 /// is a compile error, not a busy loop).
 #[cfg(not(feature = "tokio"))]
 #[derive(Debug, Clone, Copy, Default)]
@@ -99,11 +96,14 @@ pub type DefaultSleeper = NoSleeper;
 
 /// Adds `.retry(&policy)` to every `FnMut() -> impl Future<Output = Result<T, E>>`.
 pub trait AsyncRetryExt<Fut>: FnMut() -> Fut + Sized {
-    /// Runs this closure's futures under `policy`; finish with
-    /// [`AsyncRetry::call`] or [`AsyncRetry::report`].
-    fn retry(self, policy: &Policy) -> AsyncRetry<'_, Self> {
-        AsyncRetry {
-            op: self,
+    /// Runs this closure's futures under `policy`; finish with `call` or
+    /// `report` (see [`Retry`]), which return futures.
+    fn retry(
+        self,
+        policy: &Policy,
+    ) -> Retry<'_, Async<Self>, AllTransient, AcceptAll, Silent, DefaultSleeper> {
+        Retry {
+            op: Async(self),
             policy,
             when: AllTransient,
             ok: AcceptAll,
@@ -122,41 +122,20 @@ where
 {
 }
 
-/// An asynchronous retried call being configured; see [`AsyncRetryExt::retry`].
-pub struct AsyncRetry<
-    'p,
-    F,
-    W = AllTransient,
-    K = AcceptAll,
-    N = Silent,
-    S = DefaultSleeper,
-    C = MonotonicClock,
-    P = DefaultSettings,
-> {
-    op: F,
-    policy: &'p Policy,
-    when: W,
-    ok: K,
-    notify: N,
-    sleep: S,
-    clock: C,
-    settings: P,
+/// A closure `FnMut() -> impl Future<Output = Result<T, E>>` (see
+/// [`AsyncRetryExt::retry`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Async<F>(F);
+
+impl<F, Fut, T, E> Answers for Async<F>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Error = E;
 }
 
-crate::exec::builder_methods!(AsyncRetry);
-
-impl<'p, F, W, K, N, S, C, P> AsyncRetry<'p, F, W, K, N, S, C, P> {
-    /// Classifies errors by their [`Classify`] implementation.
-    pub fn when_classified<Fut, T, E: Classify>(self) -> AsyncRetry<'p, F, ByClass, K, N, S, C, P>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.when(ByClass)
-    }
-}
-
-impl<'p, F, Fut, T, E, W, K, N, S, C, P> AsyncRetry<'p, F, W, K, N, S, C, P>
+impl<'p, F, Fut, T, E, W, K, N, S, C, P> Retry<'p, Async<F>, W, K, N, S, C, P>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
@@ -174,7 +153,7 @@ where
         // The fast path again rather than `self.report().await.result`: one
         // state machine instead of two nested ones on the success path.
         let first = if self.is_plain() {
-            match judge((self.op)().await, &mut self.when, &mut self.ok) {
+            match judge((self.op.0)().await, &mut self.when, &mut self.ok) {
                 Ok(v) => return Ok(v),
                 Err(failed) => Some(failed),
             }
@@ -202,7 +181,7 @@ where
         // Fast path, as in the blocking executor: no per-call state and no
         // timer until the first attempt has failed.
         let first = if self.is_plain() {
-            match judge((self.op)().await, &mut self.when, &mut self.ok) {
+            match judge((self.op.0)().await, &mut self.when, &mut self.ok) {
                 Ok(v) => return Report::success(v, 1),
                 Err(failed) => Some(failed),
             }
@@ -238,8 +217,8 @@ where
     where
         S: Sleeper,
     {
-        let AsyncRetry {
-            op,
+        let Retry {
+            op: Async(op),
             policy,
             when,
             ok,

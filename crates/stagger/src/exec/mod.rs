@@ -40,13 +40,12 @@ pub(crate) mod sync;
 // executors' type parameters (the default classifier, check, hook, sleeper
 // and the closure wrappers) and the traits closures already implement are
 // not named here: a user passes a closure and never writes their names.
-pub use future::AsyncRetry;
 pub use hedge::Hedged;
 pub(crate) use hooks::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Silent};
 pub use sync::{Attempt, BlockingSleeper, Retry};
 
-/// The builder methods both executors share: each one replaces one part of
-/// the configured call and keeps the rest.
+/// The builder methods of a retried call: each one replaces one part of the
+/// configured call and keeps the rest.
 macro_rules! builder_methods {
     ($ty:ident) => {
         impl<'p, F, W, K, N, S, C, P> $ty<'p, F, W, K, N, S, C, P> {

@@ -80,6 +80,21 @@ pub trait Operation {
     fn run(&mut self, attempt: &Attempt) -> Result<Self::Value, Self::Error>;
 }
 
+/// The error type of a retried call's attempts, whichever executor runs
+/// them (what [`Retry::when_classified`] classifies).
+pub trait Answers {
+    /// The error of a failed attempt.
+    type Error;
+}
+
+impl<T, E, F: FnMut() -> Result<T, E>> Answers for Plain<F> {
+    type Error = E;
+}
+
+impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> Answers for WithAttempt<F> {
+    type Error = E;
+}
+
 /// A closure `FnMut() -> Result<T, E>` (see [`RetryExt::retry`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Plain<F>(F);
@@ -229,10 +244,12 @@ pub trait RetryAttemptExt<T, E>: FnMut(&Attempt) -> Result<T, E> + Sized {
 
 impl<T, E, F: FnMut(&Attempt) -> Result<T, E>> RetryAttemptExt<T, E> for F {}
 
-/// A blocking retried call being configured; see [`RetryExt::retry`]. The
+/// A retried call being configured, blocking ([`RetryExt::retry`]) or
+/// asynchronous ([`AsyncRetryExt::retry`](crate::AsyncRetryExt::retry)):
+/// finish it with `call` or `report`, which block or return a future. The
 /// type parameters (the operation, classifier, success check, notify hook,
-/// sleeper, clock and per-call settings) default to what `.retry()` starts
-/// with; each builder method replaces one.
+/// sleeper, clock and per-call settings) default to what the blocking
+/// `.retry()` starts with; each builder method replaces one.
 pub struct Retry<
     'p,
     F,
@@ -243,14 +260,14 @@ pub struct Retry<
     C = MonotonicClock,
     P = DefaultSettings,
 > {
-    op: F,
-    policy: &'p Policy,
-    when: W,
-    ok: K,
-    notify: N,
-    sleep: S,
-    clock: C,
-    settings: P,
+    pub(super) op: F,
+    pub(super) policy: &'p Policy,
+    pub(super) when: W,
+    pub(super) ok: K,
+    pub(super) notify: N,
+    pub(super) sleep: S,
+    pub(super) clock: C,
+    pub(super) settings: P,
 }
 
 crate::exec::builder_methods!(Retry);
@@ -271,13 +288,13 @@ impl<'p, F> Retry<'p, F> {
     }
 }
 
-impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
+impl<'p, F: Answers, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
     /// Classifies errors by their [`Classify`] implementation (for example
     /// `std::io::Error`: refused and reset connections are transient, a
     /// timeout is unknown, not-found is permanent).
-    pub fn when_classified<T, E: Classify>(self) -> Retry<'p, F, ByClass, K, N, S, C, P>
+    pub fn when_classified(self) -> Retry<'p, F, ByClass, K, N, S, C, P>
     where
-        F: Operation<Value = T, Error = E>,
+        F::Error: Classify,
     {
         self.when(ByClass)
     }

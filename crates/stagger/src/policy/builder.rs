@@ -18,14 +18,17 @@ use crate::throttle::Throttle;
 /// and names the first bad one.
 ///
 /// ```
-/// use stagger::{Jitter, Policy};
+/// use stagger::{Backoff, Jitter, Policy};
 /// use std::time::Duration;
 ///
 /// let policy = Policy::builder()
 ///     .max_attempts(4)
-///     .base(Duration::from_millis(50))
-///     .cap(Duration::from_secs(2))
-///     .jitter(Jitter::Equal)
+///     .backoff(Backoff {
+///         base: Duration::from_millis(50),
+///         cap: Duration::from_secs(2),
+///         jitter: Jitter::Equal,
+///         ..Backoff::new()
+///     })
 ///     .attempt_timeout(Duration::from_millis(800))
 ///     .build()
 ///     .unwrap();
