@@ -120,9 +120,7 @@ fn serve(ctx: &mut Ctx<'_, '_>, layer: usize, inbound: u32) -> (bool, bool) {
             return (true, false);
         }
         let mut failure = Failure::transient();
-        if marked && ctx.mode == RetryAt::OneLayer {
-            failure = failure.gave_up_below();
-        }
+        failure.gave_up_below = marked && ctx.mode == RetryAt::OneLayer;
         if let Decision::Stop(_) = policy.decide(&mut call, failure, ctx.now) {
             let held_back = matches!(
                 call.not_retried(),

@@ -190,7 +190,7 @@ impl fmt::Debug for HedgePolicy {
 ///
 /// // Hedges and retries share one 10 % budget (Finagle's rule): the retry
 /// // policy counts the requests, both spend from it.
-/// let shared = RatioBudget::new(0.1)?;
+/// let shared = RatioBudget::builder().ratio(0.1).build()?;
 /// let retries = Policy::builder().max_attempts(3).budget(shared.clone()).build()?;
 /// let hedging = HedgePolicy::builder()
 ///     .max_attempts(3)

@@ -148,63 +148,10 @@ impl Failure {
         self
     }
 
-    /// Attaches a server hint if there is one.
-    pub const fn with_hint_opt(mut self, hint: Option<Hint>) -> Self {
-        if hint.is_some() {
-            self.hint = hint;
-        }
-        self
-    }
-
     /// States that the attempt never left the client (see
     /// [`not_sent`](Failure::not_sent)).
     pub const fn not_sent(mut self) -> Self {
         self.not_sent = true;
-        self
-    }
-
-    /// States that a layer below retried and gave up (see
-    /// [`gave_up_below`](Failure::gave_up_below)).
-    pub const fn gave_up_below(mut self) -> Self {
-        self.gave_up_below = true;
-        self
-    }
-
-    /// States the server's verdict on retrying (see
-    /// [`should_retry`](Failure::should_retry)).
-    ///
-    /// ```
-    /// use stagger::{Call, Decision, Failure, Policy, StopReason};
-    /// use std::time::Instant;
-    ///
-    /// let policy = Policy::default();
-    /// let now = Instant::now();
-    /// // A 409 is never retried on its own…
-    /// let mut call = Call::seeded(1).idempotent(true);
-    /// policy.start_attempt(&mut call, now).unwrap();
-    /// assert_eq!(policy.decide(&mut call, Failure::permanent(), now), Decision::Stop(StopReason::NotRetryable));
-    /// // …unless the server says it is worth it.
-    /// let mut call = Call::seeded(1).idempotent(true);
-    /// policy.start_attempt(&mut call, now).unwrap();
-    /// let said_yes = Failure::permanent().server_says_retry(true);
-    /// assert!(matches!(policy.decide(&mut call, said_yes, now), Decision::Retry { .. }));
-    /// ```
-    pub const fn server_says_retry(mut self, retry: bool) -> Self {
-        self.should_retry = Some(retry);
-        self
-    }
-
-    /// States that a proxy shed the request itself (see
-    /// [`overloaded`](Failure::overloaded)).
-    pub const fn overloaded(mut self) -> Self {
-        self.overloaded = true;
-        self
-    }
-
-    /// States that a hint header was malformed and ignored (see
-    /// [`invalid_hint`](Failure::invalid_hint)).
-    pub const fn invalid_hint(mut self) -> Self {
-        self.invalid_hint = true;
         self
     }
 

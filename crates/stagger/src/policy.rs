@@ -126,17 +126,6 @@ impl Policy {
         PolicyBuilder::new()
     }
 
-    /// The `aggressive` preset (gRPC's knobs): 5 attempts, 100 ms ×2 up to
-    /// 10 s, full jitter, no guardrails. [`Policy::guarded`] is the same
-    /// schedule with a budget and a breaker.
-    ///
-    /// ```
-    /// assert_eq!(stagger::Policy::aggressive().max_attempts(), 5);
-    /// ```
-    pub fn aggressive() -> Self {
-        PolicyBuilder::new().max_attempts(5).build_unchecked()
-    }
-
     /// The backoff schedule.
     pub fn backoff(&self) -> &Backoff {
         &self.backoff

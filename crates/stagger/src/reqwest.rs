@@ -85,11 +85,6 @@ impl RetryMiddleware {
             settings: Arc::new(settings.into()),
         }
     }
-
-    /// The settings.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
 }
 
 /// Classifies a reqwest-middleware error: a connect error is transient and

@@ -226,7 +226,8 @@ fn classes_decide_what_is_retried() {
     ];
     for (class, idempotent, hint, want) in cases {
         let mut call = Call::seeded(1).idempotent(idempotent);
-        let f = Failure::new(class).with_hint_opt(hint);
+        let mut f = Failure::new(class);
+        f.hint = hint;
         let got = fail_once(&policy, &mut call, f, now);
         match want {
             Some(r) => assert_eq!(

@@ -379,11 +379,9 @@ fn every_load_mechanism_is_counted_from_zero() {
         let p = policy(Some(Breaker::builder().min_calls(1).build().unwrap()));
         let mut call = Call::seeded(3);
         p.start_attempt(&mut call, now).unwrap();
-        let _ = p.decide(
-            &mut call,
-            Failure::permanent().server_says_retry(false),
-            now,
-        );
+        let mut said_no = Failure::permanent();
+        said_no.should_retry = Some(false);
+        let _ = p.decide(&mut call, said_no, now);
         let mut call = Call::seeded(4);
         p.start_attempt(&mut call, now).unwrap();
         let _ = p.decide(&mut call, Class::Transient, now);

@@ -263,7 +263,8 @@ fn the_engine_retries_a_permanent_failure_only_when_the_server_says_so() {
     let now = Instant::now();
     let mut call = Call::seeded(1).idempotent(true);
     p.start_attempt(&mut call, now).unwrap();
-    let yes = Failure::permanent().server_says_retry(true);
+    let mut yes = Failure::permanent();
+    yes.should_retry = Some(true);
     assert!(matches!(
         p.decide(&mut call, yes, now),
         Decision::Retry { .. }
@@ -271,9 +272,8 @@ fn the_engine_retries_a_permanent_failure_only_when_the_server_says_so() {
     // A "no" stops even a transient failure with a usable hint.
     let mut call = Call::seeded(1).idempotent(true);
     p.start_attempt(&mut call, now).unwrap();
-    let no = Failure::transient()
-        .with_hint(Hint::RetryAfter(MS))
-        .server_says_retry(false);
+    let mut no = Failure::transient().with_hint(Hint::RetryAfter(MS));
+    no.should_retry = Some(false);
     assert_eq!(
         p.decide(&mut call, no, now),
         Decision::Stop(StopReason::NotRetryable)
@@ -281,10 +281,11 @@ fn the_engine_retries_a_permanent_failure_only_when_the_server_says_so() {
     assert_eq!(call.not_retried(), Some(NotRetried::ServerSaidNo));
     // A "yes" does not make an unknown result of an undeclared call safe
     // to repeat, nor a cancellation retryable.
-    for f in [Failure::timeout(), Failure::new(Class::Cancelled)] {
+    for mut f in [Failure::timeout(), Failure::new(Class::Cancelled)] {
         let mut call = Call::seeded(1);
         p.start_attempt(&mut call, now).unwrap();
-        let d = p.decide(&mut call, f.server_says_retry(true), now);
+        f.should_retry = Some(true);
+        let d = p.decide(&mut call, f, now);
         assert!(matches!(d, Decision::Stop(_)), "{f:?}: {d:?}");
     }
 }
@@ -295,7 +296,9 @@ fn the_engine_never_retries_an_overloaded_proxys_answer() {
     let now = Instant::now();
     let mut call = Call::seeded(1).idempotent(true);
     p.start_attempt(&mut call, now).unwrap();
-    let shed = Failure::transient().overloaded().server_says_retry(true);
+    let mut shed = Failure::transient();
+    shed.overloaded = true;
+    shed.should_retry = Some(true);
     assert_eq!(
         p.decide(&mut call, shed, now),
         Decision::Stop(StopReason::NotRetryable)
@@ -310,9 +313,8 @@ fn the_engine_counts_an_invalid_hint_that_another_replaced() {
     let now = Instant::now();
     let mut call = Call::seeded(1);
     p.start_attempt(&mut call, now).unwrap();
-    let f = Failure::transient()
-        .with_hint(Hint::RetryAfter(MS))
-        .invalid_hint();
+    let mut f = Failure::transient().with_hint(Hint::RetryAfter(MS));
+    f.invalid_hint = true;
     assert!(matches!(
         p.decide(&mut call, f, now),
         Decision::Retry { .. }

@@ -158,31 +158,25 @@ impl RatioBudget {
         RatioBudgetBuilder::new()
     }
 
-    /// A budget of `ratio` (for example 0.1 for 10 %) with the default
-    /// window and floor.
-    pub fn new(ratio: f64) -> Result<Self, ConfigError> {
-        RatioBudgetBuilder::new().ratio(ratio).build()
-    }
-
     /// The ratio in parts per million.
-    pub fn ratio_ppm(&self) -> u64 {
+    pub(crate) fn ratio_ppm(&self) -> u64 {
         self.inner.ratio_ppm
     }
 
     /// The most retries the floor grants per window (all of them with a
     /// [fixed floor](RatioBudgetBuilder::fixed_floor)).
-    pub fn floor(&self) -> u64 {
+    pub(crate) fn floor(&self) -> u64 {
         self.inner.floor
     }
 
     /// Floor retries granted per request in the window, in millionths, or
     /// `None` for a fixed floor.
-    pub fn floor_per_request_ppm(&self) -> Option<u64> {
+    pub(crate) fn floor_per_request_ppm(&self) -> Option<u64> {
         (self.inner.floor_ppr != FIXED).then_some(self.inner.floor_ppr)
     }
 
     /// The window's length.
-    pub fn window(&self) -> Duration {
+    pub(crate) fn window(&self) -> Duration {
         self.inner.window
     }
 
@@ -361,10 +355,9 @@ impl Budget for RatioBudget {
 /// use std::time::Duration;
 ///
 /// let b = RatioBudget::builder().ratio(0.2).floor(5).window(Duration::from_secs(30)).build()?;
-/// assert_eq!(b.ratio_ppm(), 200_000);
-/// assert_eq!(b.floor_per_request_ppm(), Some(100_000));
+/// assert_eq!(b.to_string(), "retries up to 20 % of requests over 30 s, plus a floor of 0.1 per request (1 to 5)");
 /// let fixed = RatioBudget::builder().floor(5).fixed_floor().build()?;
-/// assert_eq!(fixed.floor_per_request_ppm(), None);
+/// assert_eq!(fixed.to_string(), "retries up to 10 % of requests over 10 s, plus a floor of 5 per window");
 /// assert_eq!(RatioBudget::builder().ratio(f64::NAN).build().unwrap_err().field(), "ratio");
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```

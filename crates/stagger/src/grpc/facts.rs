@@ -64,7 +64,9 @@ pub(crate) fn status_failure(
     // to hold back, nor a token to pay for it.
     let hint = raw.filter(|_| listed.is_some()).map(parse_pushback);
     let shown = raw.and_then(|s| s.trim().parse::<i64>().ok());
-    (Failure::new(class).with_hint_opt(hint), shown)
+    let mut failure = Failure::new(class);
+    failure.hint = hint;
+    (failure, shown)
 }
 
 pub(crate) use crate::http::never_sent;

@@ -253,12 +253,9 @@ pub fn response_failure(
 /// The one reading of [`NO_RETRY`]: a failure answered with it is one a
 /// layer below already retried and gave up on.
 #[inline]
-pub(crate) fn no_retry(failure: Failure, headers: &HeaderMap) -> Failure {
-    if headers.contains_key(NO_RETRY) {
-        failure.gave_up_below()
-    } else {
-        failure
-    }
+pub(crate) fn no_retry(mut failure: Failure, headers: &HeaderMap) -> Failure {
+    failure.gave_up_below |= headers.contains_key(NO_RETRY);
+    failure
 }
 
 /// [`response_failure`] without the [`NO_RETRY`] rule: the class and the

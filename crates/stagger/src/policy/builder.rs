@@ -233,7 +233,7 @@ impl PolicyBuilder {
 }
 
 impl Policy {
-    /// The guarded preset: [`Policy::aggressive`]'s schedule (5 attempts,
+    /// The guarded preset: the default schedule (5 attempts,
     /// full jitter, base 100 ms ×2, cap 10 s) with the default
     /// [`RatioBudget`] (10 % over 10 s, plus a floor of 0.1 retries per
     /// request, between 1 and 10) and the default [`Breaker`] (opens at

@@ -58,11 +58,6 @@ impl Error {
     pub fn is_timeout(&self) -> bool {
         self.kind == ErrorKind::Timeout
     }
-
-    /// Takes the underlying error.
-    pub fn into_source(self) -> Option<BoxError> {
-        self.source
-    }
 }
 
 impl fmt::Display for Error {

@@ -40,11 +40,6 @@ impl RetryLayer {
             settings: Arc::new(settings.into()),
         }
     }
-
-    /// The settings.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
 }
 
 impl<S> Layer<S> for RetryLayer {
