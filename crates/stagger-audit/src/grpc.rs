@@ -534,7 +534,6 @@ pub(crate) fn until_timeout(u: &UnboundedRetry, timeout: Duration) -> Result<u64
             cap: u.max_backoff,
             multiplier: u.multiplier,
             jitter: Jitter::None,
-            ..Backoff::new()
         })
         .max_attempts(u32::MAX)
         .build()

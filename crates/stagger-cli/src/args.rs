@@ -118,7 +118,6 @@ impl PolicyArgs {
             multiplier: self.multiplier,
             cap: self.schedule.cap(),
             jitter: self.jitter,
-            ..Backoff::new()
         };
         b.validate().map_err(flag_error)?;
         self.schedule.limit()?;

@@ -231,7 +231,6 @@ impl Strategy {
             multiplier: 2.0,
             cap: s.cap,
             jitter: self.retry.jitter(),
-            ..Backoff::new()
         }
     }
 

@@ -32,7 +32,6 @@ fn backoff() -> impl Strategy<Value = Backoff> {
                 multiplier: mult,
                 cap: Duration::from_nanos(cap),
                 jitter: j,
-                ..Backoff::new()
             }
         })
 }
@@ -115,7 +114,7 @@ proptest! {
     /// Any multiplier, cap or jitter factor, valid or not, never panics.
     #[test]
     fn bad_configs_never_panic(base in any::<u64>(), cap in any::<u64>(), mult in any::<f64>(), f in any::<f64>(), n in any::<u32>()) {
-        let b = Backoff { base: Duration::from_nanos(base), cap: Duration::from_nanos(cap), multiplier: mult, jitter: Jitter::Proportional(f), ..Backoff::new() };
+        let b = Backoff { base: Duration::from_nanos(base), cap: Duration::from_nanos(cap), multiplier: mult, jitter: Jitter::Proportional(f) };
         let _ = b.validate();
         let mut rng = FastRng::seeded(n as u64);
         let _ = b.delay(n, Some(Duration::from_nanos(base)), &mut rng);

@@ -21,7 +21,9 @@ use http_body_util::{BodyExt, Empty};
 use stagger::config::ServiceConfig;
 use stagger::grpc::CallReport;
 use stagger::grpc::{MethodPolicy, RetryLayer};
-use stagger::tower::{BoxError, ReplayBody};
+use stagger::tower::ReplayBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 use stagger::{NotRetried, StopReason};
 use tower::{Layer, Service, ServiceExt};
 

@@ -25,7 +25,9 @@ use http::Response;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use stagger::config::ServiceConfig;
-use stagger::tower::{BoxError, ReplayBody};
+use stagger::tower::ReplayBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 #[tokio::test(start_paused = true)]
 async fn max_attempts_above_five_count_as_five() {

@@ -153,7 +153,6 @@ pub(crate) fn layer(f: &PathInput<'_>, o: &Options) -> Result<Layer, PathError> 
         multiplier: 2.0,
         cap: Duration::from_secs(20),
         jitter: Jitter::Full,
-        ..Backoff::new()
     });
     Ok(layer)
 }

@@ -375,7 +375,6 @@ impl PolicyFile {
                 cap: self.cap,
                 multiplier: self.multiplier,
                 jitter: self.jitter,
-                ..Backoff::new()
             })
             .max_retry_after(self.max_retry_after);
         if let Some(t) = self.attempt_timeout {

@@ -117,7 +117,6 @@ impl MethodPolicy {
                     multiplier: 2.0,
                     cap: Duration::from_secs(1),
                     jitter: crate::a6::JITTER,
-                    ..Backoff::new()
                 },
                 max_attempts: MAX_ATTEMPTS,
                 retryable: Some(Arc::from([14u32].as_slice())),

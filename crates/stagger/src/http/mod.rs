@@ -76,9 +76,9 @@ pub const REQUEST_TIMEOUT: HeaderName =
 /// `grpc-timeout`: the caller's remaining time, gRPC's encoding.
 pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// `grpc-status`: a gRPC call's status code.
-pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+pub(crate) const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// `grpc-retry-pushback-ms`: a gRPC server's retry hint.
-pub const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
+pub(crate) const GRPC_PUSHBACK: HeaderName = HeaderName::from_static("grpc-retry-pushback-ms");
 /// `grpc-previous-rpc-attempts`: gRPC's count of attempts before this one.
 pub(crate) const GRPC_PREVIOUS_ATTEMPTS: HeaderName =
     HeaderName::from_static("grpc-previous-rpc-attempts");

@@ -185,7 +185,6 @@ mod tests {
             max: 8,
             backoff: 0.5,
             latency_threshold: Some(ms(100)),
-            ..Aimd::new()
         })
         .build()
         .unwrap();

@@ -7,7 +7,7 @@ use crate::http::RetryInfo;
 use crate::outcome::StopReason;
 
 /// A boxed error, as tower passes them around.
-pub type BoxError = Box<dyn StdError + Send + Sync>;
+pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// What went wrong, coarsely.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -101,7 +101,8 @@ mod shed;
 pub(crate) use body::Replay;
 pub use body::ReplayBody;
 pub use deadline::{DeadlineLayer, DeadlineService};
-pub use error::{BoxError, Error, ErrorKind};
+pub(crate) use error::BoxError;
+pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
 #[cfg(feature = "grpc")]
 pub(crate) use future::Sending;

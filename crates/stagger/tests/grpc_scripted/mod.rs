@@ -16,7 +16,9 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, Full, StreamBody};
 use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
-use stagger::tower::{BoxError, ReplayBody};
+use stagger::tower::ReplayBody;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
 use stagger::budget::{Budget, RatioBudget};
-use stagger::http::{error_failure, is_idempotent, response_failure, GRPC_PUSHBACK, GRPC_STATUS};
+use stagger::http::{error_failure, is_idempotent, response_failure};
 use stagger::random::FastRng;
 use stagger::{
     Call, Class, Decision, Failure, Hint, Idempotency, Jitter, NotRetried, Policy, StopReason,
@@ -113,11 +113,11 @@ fn failure(q: &Question) -> Result<Option<Failure>, BadParam> {
             response_failure(*s, &headers, q.retry_500, now)
         }
         What::Grpc(code) => {
-            headers.insert(GRPC_STATUS, HeaderValue::from(*code));
+            headers.insert("grpc-status", HeaderValue::from(*code));
             if let Some(v) = &q.pushback {
                 let v = HeaderValue::from_str(v)
                     .map_err(|_| BadParam::new("pushback", "is not a header value"))?;
-                headers.insert(GRPC_PUSHBACK, v);
+                headers.insert("grpc-retry-pushback-ms", v);
             }
             response_failure(StatusCode::OK, &headers, q.retry_500, now)
         }
