@@ -274,11 +274,6 @@ impl<C: Clock> SliWindow<C> {
         self.snapshot().state
     }
 
-    /// Retries ÷ logical requests over the last minute.
-    pub fn ratio(&self) -> f64 {
-        self.snapshot().ratio
-    }
-
     fn ppm(requests: u64, retries: u64) -> u128 {
         if requests == 0 {
             0

@@ -36,7 +36,7 @@
 //! let inbound = Inbound::new(2, Some(Instant::now() + Duration::from_secs(1)));
 //! inbound.scope(async {
 //!     let now = Inbound::current().unwrap();
-//!     assert!(now.is_retry());
+//!     assert!(now.attempt() > 1);
 //!     assert_eq!(now.attempt(), 2);
 //! }).await;
 //! # });
@@ -137,8 +137,9 @@ impl Inbound {
         self.attempt
     }
 
-    /// Whether the request being served is a retry (attempt 2 or later).
-    pub fn is_retry(&self) -> bool {
+    /// Whether the request being served is a retry (attempt 2 or later): the
+    /// one-layer rule's fact, read the same by every transport.
+    pub(crate) fn is_retry(&self) -> bool {
         self.attempt > 1
     }
 

@@ -10,8 +10,8 @@ use crate::sync::{AtomicU64, Ordering, Origin};
 
 /// The `gradient` limit (after Netflix's Gradient2). Two running averages
 /// of the latency of finished work: a short-term one over about
-/// [`windows`](Self::windows)`.0` samples and a long-term one over about
-/// `windows.1`. Their ratio is the gradient
+/// [`short`](Self::short) samples and a long-term one over about
+/// [`long`](Self::long). Their ratio is the gradient
 /// `g = clamp(tolerance · long ÷ short, 0.5, 1)`: 1 while recent work is no
 /// slower than `tolerance` times the usual, down to 0.5 as a queue builds.
 /// Each sample moves the limit a [`smoothing`](Self::smoothing) share of
