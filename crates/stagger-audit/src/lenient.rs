@@ -292,7 +292,7 @@ pub fn choices(text: &str) -> Result<Option<Vec<Choice>>, Fault> {
     Ok(Some(out))
 }
 
-/// The names (`(service, method)`, as in [`super::MethodConfig::names`])
+/// The names (`(service, method)`, as in [`MethodConfig::names`](stagger::config::MethodConfig::names))
 /// that more than one `methodConfig` entry lists, each once, sorted. gRPC
 /// rejects a service config with any.
 pub fn duplicate_names(config: &ServiceConfig) -> Vec<(String, String)> {
