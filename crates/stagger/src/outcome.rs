@@ -91,11 +91,17 @@ pub enum Hint {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+// `repr(C)` with the hint first keeps the class and the flags in one word
+// after it. Left to the compiler, the retry loop copied a `Failure` with
+// overlapping loads across the flags' byte-wide stores, and the stalled
+// store forwarding doubled the cost of a retry (16 ns against 8 ns per
+// retry, `cargo bench -p stagger --bench core -- retries_no_sleep`).
+#[repr(C)]
 pub struct Failure {
-    /// Its class.
-    pub class: Class,
     /// What the server said, if anything.
     pub hint: Option<Hint>,
+    /// Its class.
+    pub class: Class,
     /// The request provably never reached the server (connection refused,
     /// a failed name lookup, HTTP/2 REFUSED_STREAM, a GOAWAY for a stream the
     /// server never processed): it cannot have had an effect, so it may be
