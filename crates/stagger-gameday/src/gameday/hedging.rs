@@ -229,7 +229,11 @@ mod tests {
     fn a_short_run_cuts_the_tail_on_real_sockets() {
         let p = HedgingParams {
             requests: 20_000,
-            stall_prob: 0.1,
+            // One stall in twenty: within the default hedge budget (10 %
+            // extra load). At one in ten the budget cannot cover every
+            // stall and the simulator's own p99 is a stall (204 ms), so a
+            // 300-request run's p99 fell either side of the bound by timing.
+            stall_prob: 0.05,
             ..HedgingParams::default()
         };
         let s = HedgeStrategy::parse_list("none,20ms").unwrap();
@@ -239,11 +243,13 @@ mod tests {
         };
         assert_eq!(none.errors + hedged.errors, 0);
         assert_eq!(none.measured.extra_load, 0.0);
-        // One stall in ten: none's p99 is a stall, the hedged one's is not.
+        // One stall in twenty: none's p99 is a stall, the hedged one's is
+        // not, as the simulator predicts for the same service times.
         assert!(none.measured.p99_ms > 200.0, "{none:?}");
         assert!(hedged.measured.p99_ms < 150.0, "{hedged:?}");
+        assert!(hedged.predicted.p99_ms < 150.0, "{hedged:?}");
         assert!(
-            hedged.measured.extra_load > 0.05 && hedged.measured.extra_load < 0.4,
+            hedged.measured.extra_load > 0.02 && hedged.measured.extra_load < 0.4,
             "{hedged:?}"
         );
         let t = table(&p, &runs, 300, 300.0);
