@@ -44,157 +44,149 @@ pub use hedge::Hedged;
 pub(crate) use hooks::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Silent};
 pub use sync::{Attempt, BlockingSleeper, Retry};
 
-/// The builder methods of a retried call: each one replaces one part of the
-/// configured call and keeps the rest.
-macro_rules! builder_methods {
-    ($ty:ident) => {
-        impl<'p, F, W, K, N, S, C, P> $ty<'p, F, W, K, N, S, C, P> {
-            /// Classifies errors with a closure returning a
-            /// [`Class`](crate::Class) or a [`Failure`](crate::Failure).
-            pub fn when<W2>(self, when: W2) -> $ty<'p, F, W2, K, N, S, C, P> {
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings: self.settings,
-                }
-            }
-
-            /// Retries some successful values too: the closure returns
-            /// `Some(class)` for a value that means "try again".
-            pub fn retry_ok_if<K2>(self, ok: K2) -> $ty<'p, F, W, K2, N, S, C, P> {
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings: self.settings,
-                }
-            }
-
-            /// Calls `notify` before every wait with the attempt number, the
-            /// error, the delay and the elapsed time.
-            pub fn notify<N2>(self, notify: N2) -> $ty<'p, F, W, K, N2, S, C, P> {
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings: self.settings,
-                }
-            }
-
-            /// Waits with `sleep` instead of the default sleeper.
-            pub fn sleep<S2>(self, sleep: S2) -> $ty<'p, F, W, K, N, S2, C, P> {
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep,
-                    clock: self.clock,
-                    settings: self.settings,
-                }
-            }
-
-            /// Reads time from `clock` instead of the monotonic clock.
-            pub fn clock<C2>(self, clock: C2) -> $ty<'p, F, W, K, N, S, C2, P> {
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock,
-                    settings: self.settings,
-                }
-            }
-
-            /// An absolute deadline over every attempt and wait.
-            pub fn deadline(
-                self,
-                deadline: std::time::Instant,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
-            where
-                P: $crate::exec::settings::Settings,
-            {
-                let mut settings = self.settings.get();
-                settings.deadline = Some(deadline);
-                self.with_settings(settings)
-            }
-
-            /// A deadline `timeout` after the call starts.
-            pub fn timeout(
-                self,
-                timeout: std::time::Duration,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
-            where
-                P: $crate::exec::settings::Settings,
-            {
-                let mut settings = self.settings.get();
-                settings.timeout = Some(timeout);
-                self.with_settings(settings)
-            }
-
-            /// Declares the call idempotent, so timeouts (unknown results)
-            /// are retried.
-            pub fn idempotent(
-                self,
-                idempotent: bool,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
-            where
-                P: $crate::exec::settings::Settings,
-            {
-                let mut settings = self.settings.get();
-                settings.idempotent = idempotent;
-                self.with_settings(settings)
-            }
-
-            /// Seeds the call's jitter so its delays replay exactly.
-            pub fn seed(
-                self,
-                seed: u64,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings>
-            where
-                P: $crate::exec::settings::Settings,
-            {
-                let mut settings = self.settings.get();
-                settings.seed = Some(seed);
-                self.with_settings(settings)
-            }
-
-            /// The same call with explicit per-call settings.
-            fn with_settings(
-                self,
-                settings: $crate::exec::settings::CallSettings,
-            ) -> $ty<'p, F, W, K, N, S, C, $crate::exec::settings::CallSettings> {
-                $ty {
-                    op: self.op,
-                    policy: self.policy,
-                    when: self.when,
-                    ok: self.ok,
-                    notify: self.notify,
-                    sleep: self.sleep,
-                    clock: self.clock,
-                    settings,
-                }
-            }
+// The builder methods of a retried call, blocking or async: each one
+// replaces one part of the configured call and keeps the rest.
+impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
+    /// Classifies errors with a closure returning a
+    /// [`Class`](crate::Class) or a [`Failure`](crate::Failure).
+    pub fn when<W2>(self, when: W2) -> Retry<'p, F, W2, K, N, S, C, P> {
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
         }
-    };
+    }
+
+    /// Retries some successful values too: the closure returns
+    /// `Some(class)` for a value that means "try again".
+    pub fn retry_ok_if<K2>(self, ok: K2) -> Retry<'p, F, W, K2, N, S, C, P> {
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
+    }
+
+    /// Calls `notify` before every wait with the attempt number, the
+    /// error, the delay and the elapsed time.
+    pub fn notify<N2>(self, notify: N2) -> Retry<'p, F, W, K, N2, S, C, P> {
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
+    }
+
+    /// Waits with `sleep` instead of the default sleeper.
+    pub fn sleep<S2>(self, sleep: S2) -> Retry<'p, F, W, K, N, S2, C, P> {
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep,
+            clock: self.clock,
+            settings: self.settings,
+        }
+    }
+
+    /// Reads time from `clock` instead of the monotonic clock.
+    pub fn clock<C2>(self, clock: C2) -> Retry<'p, F, W, K, N, S, C2, P> {
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock,
+            settings: self.settings,
+        }
+    }
+
+    /// An absolute deadline over every attempt and wait.
+    pub fn deadline(
+        self,
+        deadline: std::time::Instant,
+    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    where
+        P: crate::exec::settings::Settings,
+    {
+        let mut settings = self.settings.get();
+        settings.deadline = Some(deadline);
+        self.with_settings(settings)
+    }
+
+    /// A deadline `timeout` after the call starts.
+    pub fn timeout(
+        self,
+        timeout: std::time::Duration,
+    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    where
+        P: crate::exec::settings::Settings,
+    {
+        let mut settings = self.settings.get();
+        settings.timeout = Some(timeout);
+        self.with_settings(settings)
+    }
+
+    /// Declares the call idempotent, so timeouts (unknown results)
+    /// are retried.
+    pub fn idempotent(
+        self,
+        idempotent: bool,
+    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    where
+        P: crate::exec::settings::Settings,
+    {
+        let mut settings = self.settings.get();
+        settings.idempotent = idempotent;
+        self.with_settings(settings)
+    }
+
+    /// Seeds the call's jitter so its delays replay exactly.
+    pub fn seed(self, seed: u64) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    where
+        P: crate::exec::settings::Settings,
+    {
+        let mut settings = self.settings.get();
+        settings.seed = Some(seed);
+        self.with_settings(settings)
+    }
+
+    /// The same call with explicit per-call settings.
+    fn with_settings(
+        self,
+        settings: crate::exec::settings::CallSettings,
+    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings> {
+        Retry {
+            op: self.op,
+            policy: self.policy,
+            when: self.when,
+            ok: self.ok,
+            notify: self.notify,
+            sleep: self.sleep,
+            clock: self.clock,
+            settings,
+        }
+    }
 }
-pub(crate) use builder_methods;
 
 /// What a notify hook is shown before each wait.
 #[derive(Debug)]

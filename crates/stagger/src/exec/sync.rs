@@ -270,8 +270,6 @@ pub struct Retry<
     pub(super) settings: P,
 }
 
-crate::exec::builder_methods!(Retry);
-
 impl<'p, F> Retry<'p, F> {
     /// `op` under `policy` with every other part at its default.
     const fn start(op: F, policy: &'p Policy) -> Self {
