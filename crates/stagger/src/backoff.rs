@@ -166,6 +166,12 @@ impl Backoff {
         }
     }
 
+    /// The base and the cap in nanoseconds, as the schedule computes.
+    #[inline(always)]
+    const fn bounds_ns(&self) -> (u64, u64) {
+        (nanos(self.base), nanos(self.cap))
+    }
+
     /// Checks the schedule, naming the first bad field.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let m = self.multiplier;
@@ -208,7 +214,7 @@ impl Backoff {
 
     #[inline(always)]
     pub(crate) fn backoff_ns(&self, retry: u32) -> u64 {
-        let (base_ns, cap_ns) = (nanos(self.base), nanos(self.cap));
+        let (base_ns, cap_ns) = self.bounds_ns();
         let shrinking = self.multiplier < 1.0;
         if base_ns >= cap_ns && !shrinking {
             return cap_ns;
@@ -282,7 +288,7 @@ impl Backoff {
                 }
             }
             Jitter::Decorrelated => {
-                let (base_ns, cap_ns) = (nanos(self.base), nanos(self.cap));
+                let (base_ns, cap_ns) = self.bounds_ns();
                 let prev = previous.unwrap_or(base_ns).max(base_ns);
                 let hi = (prev as f64 * 3.0).min(u64::MAX as f64);
                 let span = (hi - base_ns as f64).max(0.0);
@@ -310,7 +316,7 @@ impl Backoff {
             Jitter::Full => (0, b),
             Jitter::Equal => (b / 2, b),
             Jitter::Decorrelated => {
-                let (base_ns, cap_ns) = (nanos(self.base), nanos(self.cap));
+                let (base_ns, cap_ns) = self.bounds_ns();
                 let hi = base_ns as f64 * 3f64.powi(i32::try_from(retry).unwrap_or(i32::MAX));
                 let hi = if hi < cap_ns as f64 {
                     hi as u64

@@ -22,7 +22,7 @@
 //!
 //! [`Policy`]: crate::Policy
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::call::Call;
 use crate::clock::Clock;
@@ -35,6 +35,8 @@ pub(crate) mod hedge;
 mod hooks;
 pub(crate) mod settings;
 pub(crate) mod sync;
+
+use settings::{CallSettings, Settings};
 
 // The extension traits are at the crate root only (one path each). The
 // executors' type parameters (the default classifier, check, hook, sleeper
@@ -121,60 +123,48 @@ impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
     }
 
     /// An absolute deadline over every attempt and wait.
-    pub fn deadline(
-        self,
-        deadline: std::time::Instant,
-    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    pub fn deadline(self, deadline: Instant) -> Retry<'p, F, W, K, N, S, C, CallSettings>
     where
-        P: crate::exec::settings::Settings,
+        P: Settings,
     {
-        let mut settings = self.settings.get();
-        settings.deadline = Some(deadline);
-        self.with_settings(settings)
+        self.with_settings(|s| s.deadline = Some(deadline))
     }
 
     /// A deadline `timeout` after the call starts.
-    pub fn timeout(
-        self,
-        timeout: std::time::Duration,
-    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    pub fn timeout(self, timeout: Duration) -> Retry<'p, F, W, K, N, S, C, CallSettings>
     where
-        P: crate::exec::settings::Settings,
+        P: Settings,
     {
-        let mut settings = self.settings.get();
-        settings.timeout = Some(timeout);
-        self.with_settings(settings)
+        self.with_settings(|s| s.timeout = Some(timeout))
     }
 
     /// Declares the call idempotent, so timeouts (unknown results)
     /// are retried.
-    pub fn idempotent(
-        self,
-        idempotent: bool,
-    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    pub fn idempotent(self, idempotent: bool) -> Retry<'p, F, W, K, N, S, C, CallSettings>
     where
-        P: crate::exec::settings::Settings,
+        P: Settings,
     {
-        let mut settings = self.settings.get();
-        settings.idempotent = idempotent;
-        self.with_settings(settings)
+        self.with_settings(|s| s.idempotent = idempotent)
     }
 
     /// Seeds the call's jitter so its delays replay exactly.
-    pub fn seed(self, seed: u64) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings>
+    pub fn seed(self, seed: u64) -> Retry<'p, F, W, K, N, S, C, CallSettings>
     where
-        P: crate::exec::settings::Settings,
+        P: Settings,
     {
-        let mut settings = self.settings.get();
-        settings.seed = Some(seed);
-        self.with_settings(settings)
+        self.with_settings(|s| s.seed = Some(seed))
     }
 
-    /// The same call with explicit per-call settings.
+    /// The same call with its per-call settings changed by `set`.
     fn with_settings(
         self,
-        settings: crate::exec::settings::CallSettings,
-    ) -> Retry<'p, F, W, K, N, S, C, crate::exec::settings::CallSettings> {
+        set: impl FnOnce(&mut CallSettings),
+    ) -> Retry<'p, F, W, K, N, S, C, CallSettings>
+    where
+        P: Settings,
+    {
+        let mut settings = self.settings.get();
+        set(&mut settings);
         Retry {
             op: self.op,
             policy: self.policy,
