@@ -343,6 +343,7 @@ fn hedge<R: RandomSource>(
 mod tests {
     use super::*;
     use stagger::budget::TokenBucket;
+    use stagger::hedging::HedgePolicyConfig;
     use stagger::{Backoff, Class, HedgeDelay, Jitter};
 
     fn retrying(n: u32) -> impl Fn() -> Result<Engine, Fault> {
@@ -457,14 +458,13 @@ mod tests {
                     ..Backoff::new()
                 })
                 .build()?;
-            Ok(Engine::Hedge(
-                HedgePolicy::builder()
-                    .max_attempts(3)
-                    .delay(HedgeDelay::Fixed(delay))
-                    .policy(engine)
-                    .unbudgeted()
-                    .build()?,
-            ))
+            Ok(Engine::Hedge(HedgePolicy::new(HedgePolicyConfig {
+                max_attempts: 3,
+                delay: HedgeDelay::Fixed(delay),
+                policy: Some(engine),
+                max_extra_load: None,
+                ..Default::default()
+            })?))
         }
     }
 

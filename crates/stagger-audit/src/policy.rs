@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use stagger::classify::GRPC_CODE_NAMES as GRPC_CODES;
 use stagger::config::{PolicyFile, RetryOn};
+use stagger::guardrails::BreakerConfig;
 use stagger::{Breaker, Class, Jitter};
 
 use super::amplify::{Engine, Subject};
@@ -46,7 +47,10 @@ pub(crate) fn layer(f: &Input<'_>) -> Result<Layer, AuditError> {
     let make = || -> Result<Engine, super::Fault> {
         let mut b = file.policy_builder()?;
         if file.breaker {
-            b = b.breaker(Breaker::builder().seed(SEED).build()?);
+            b = b.breaker(Breaker::new(BreakerConfig {
+                seed: Some(SEED),
+                ..Default::default()
+            })?);
         }
         Ok(Engine::Retry(b.build()?))
     };

@@ -35,7 +35,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stagger::hedging::{HedgeStep, HedgedCall};
+use stagger::hedging::{HedgePolicyConfig, HedgeStep, HedgedCall};
 use stagger::random::{FastRng, RandomSource};
 use stagger::{Call, HedgeDelay, HedgePolicy, Outcome};
 
@@ -222,18 +222,18 @@ impl HedgeStrategy {
 
     /// The library policy this strategy is, for `p`.
     pub fn policy(&self, p: &HedgingParams) -> Result<HedgePolicy, SimError> {
-        let b = HedgePolicy::builder();
-        let b = match self.delay {
-            None => b.max_attempts(1),
-            Some(d) => b.max_attempts(p.hedge_attempts).delay(d),
+        let d = HedgePolicyConfig::default();
+        let (max_attempts, delay) = match self.delay {
+            None => (1, d.delay),
+            Some(delay) => (p.hedge_attempts, delay),
         };
-        let b = if self.budget {
-            b.max_extra_load(0.05)
-        } else {
-            b.unbudgeted()
-        };
-        b.build()
-            .map_err(|e| SimError::new("strategy", format!("{self}: {e}")))
+        HedgePolicy::new(HedgePolicyConfig {
+            max_attempts,
+            delay,
+            max_extra_load: self.budget.then_some(0.05),
+            ..d
+        })
+        .map_err(|e| SimError::new("strategy", format!("{self}: {e}")))
     }
 }
 

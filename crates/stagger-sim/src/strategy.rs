@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use stagger::budget::RatioBudget;
+use stagger::guardrails::BreakerConfig;
 use stagger::guardrails::Guardrails;
 use stagger::{Backoff, Breaker, Jitter, Observer, Policy, Throttle};
 
@@ -363,18 +364,14 @@ fn budget() -> RatioBudget {
     RatioBudget::default()
 }
 
-/// The breaker every `+breaker` strategy gets (before its seed).
-fn breaker() -> stagger::guardrails::BreakerBuilder {
-    Breaker::builder()
-}
-
 /// Client process `process`'s breaker in the run seeded `seed`: its open
 /// periods replay with the run and differ between processes.
 fn seeded_breaker(seed: u64, process: u64) -> Result<Breaker, SimError> {
-    breaker()
-        .seed(mix(seed, 0xB4EA_0000 + process))
-        .build()
-        .map_err(|e| SimError::new("strategy", e.to_string()))
+    Breaker::new(BreakerConfig {
+        seed: Some(mix(seed, 0xB4EA_0000 + process)),
+        ..Default::default()
+    })
+    .map_err(|e| SimError::new("strategy", e.to_string()))
 }
 
 /// The throttle every `+throttle` strategy gets.
@@ -391,12 +388,9 @@ fn throttle() -> Throttle {
 /// assert!(s[0].1.contains("10 % of requests"));
 /// ```
 pub fn guardrail_settings() -> [(&'static str, String); 3] {
-    let b = breaker()
-        .build()
-        .map_or_else(|e| e.to_string(), |b| b.to_string());
     [
         ("+budget", budget().to_string()),
-        ("+breaker", b),
+        ("+breaker", Breaker::default().to_string()),
         ("+throttle", throttle().to_string()),
     ]
 }

@@ -20,7 +20,11 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use stagger::budget::{Budget, QuotaBudget, RatioBudget, RefillBudget, TokenBucket};
+use stagger::budget::{
+    Budget, QuotaBudget, QuotaBudgetConfig, RatioBudget, RatioBudgetConfig, RefillBudget,
+    RefillBudgetConfig, TokenBucket,
+};
+use stagger::guardrails::BreakerConfig;
 use stagger::{Breaker, Failure, Outcome};
 use tower::retry::budget::{Budget as _, TpsBudget};
 
@@ -124,7 +128,7 @@ fn sizes() {
         heap_bytes(RefillBudget::default).1,
         heap_bytes(QuotaBudget::default).1,
         heap_bytes(Breaker::default).1,
-        heap_bytes(|| Breaker::builder().count_window(100).build().unwrap()).1,
+        heap_bytes(|| Breaker::new(BreakerConfig { count_window: Some(100), ..Default::default() }).unwrap()).1,
     );
     println!(
         "peers: tower TpsBudget {} B + {} B heap, failsafe StateMachine {} B + {} B heap, recloser Recloser {} B + {} B heap",
@@ -174,11 +178,12 @@ fn budgets(c: &mut Criterion) {
         "withdraw",
         "ratio",
         || {
-            RatioBudget::builder()
-                .floor(1_000_000_000)
-                .fixed_floor()
-                .build()
-                .unwrap()
+            RatioBudget::new(RatioBudgetConfig {
+                floor: 1_000_000_000,
+                floor_per_request: None,
+                ..Default::default()
+            })
+            .unwrap()
         },
         |b| {
             black_box(b.try_withdraw(&failure, black_box(now)));
@@ -191,7 +196,13 @@ fn budgets(c: &mut Criterion) {
         c,
         "withdraw",
         "refill",
-        || RefillBudget::builder().capacity(1e12).build().unwrap(),
+        || {
+            RefillBudget::new(RefillBudgetConfig {
+                capacity: 1e12,
+                ..Default::default()
+            })
+            .unwrap()
+        },
         |b| {
             black_box(b.try_withdraw(&failure, black_box(now)));
         },
@@ -201,11 +212,12 @@ fn budgets(c: &mut Criterion) {
         "withdraw",
         "quota",
         || {
-            QuotaBudget::builder()
-                .capacity(u32::MAX)
-                .retry_cost(1)
-                .build()
-                .unwrap()
+            QuotaBudget::new(QuotaBudgetConfig {
+                capacity: u32::MAX,
+                retry_cost: 1,
+                ..Default::default()
+            })
+            .unwrap()
         },
         |b| {
             black_box(b.try_withdraw(&failure, black_box(now)));
@@ -226,7 +238,13 @@ fn budgets(c: &mut Criterion) {
         c,
         "withdraw refused",
         "ratio",
-        || RatioBudget::builder().floor(0).build().unwrap(),
+        || {
+            RatioBudget::new(RatioBudgetConfig {
+                floor: 0,
+                ..Default::default()
+            })
+            .unwrap()
+        },
         |b| {
             black_box(b.try_withdraw(&failure, black_box(now)));
         },
@@ -271,7 +289,13 @@ fn breakers(c: &mut Criterion) {
         c,
         "breaker closed call",
         "stagger Breaker (count window)",
-        || Breaker::builder().count_window(100).build().unwrap(),
+        || {
+            Breaker::new(BreakerConfig {
+                count_window: Some(100),
+                ..Default::default()
+            })
+            .unwrap()
+        },
         |b| {
             if let Ok(p) = b.acquire(black_box(now)) {
                 b.record(p, &Outcome::Success, None, black_box(now));

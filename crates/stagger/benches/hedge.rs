@@ -12,6 +12,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::Request;
 use http_body_util::Full;
+use stagger::hedging::HedgePolicyConfig;
 use stagger::tower::RetryLayer;
 use stagger::{HedgeDelay, HedgeExt, HedgePolicy};
 use tower::hedge::Hedge;
@@ -50,17 +51,18 @@ fn bench(c: &mut Criterion) {
         b.iter(|| rt.block_on(once(&mut tower_hedge)))
     });
 
-    let p95 = HedgePolicy::builder().build().expect("valid policy"); // p95, 5 % budget
+    let p95 = HedgePolicy::new(HedgePolicyConfig::default()).expect("valid policy"); // p95, 5 % budget
     let mut layer = RetryLayer::new(p95.clone()).layer(Ok200);
     g.bench_function("stagger RetryLayer hedging, p95 + 5 % budget", |b| {
         b.iter(|| rt.block_on(once(&mut layer)))
     });
 
-    let fixed = HedgePolicy::builder()
-        .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-        .unbudgeted()
-        .build()
-        .expect("valid policy");
+    let fixed = HedgePolicy::new(HedgePolicyConfig {
+        delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .expect("valid policy");
     let mut fixed_layer = RetryLayer::new(fixed).layer(Ok200);
     g.bench_function("stagger RetryLayer hedging, fixed 20 ms", |b| {
         b.iter(|| rt.block_on(once(&mut fixed_layer)))

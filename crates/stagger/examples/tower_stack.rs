@@ -21,7 +21,7 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use stagger::budget::RatioBudget;
+use stagger::budget::{RatioBudget, RatioBudgetConfig};
 use stagger::http::RetryInfo;
 use stagger::tower::RetryLayer;
 use stagger::{Breaker, Policy};
@@ -56,7 +56,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Backoff::new()
         })
         .attempt_timeout(Duration::from_millis(500))
-        .budget(RatioBudget::builder().ratio(0.2).build()?)
+        .budget(RatioBudget::new(RatioBudgetConfig {
+            ratio: 0.2,
+            ..Default::default()
+        })?)
         .breaker(Breaker::default())
         .build()?;
     let client = ServiceBuilder::new()

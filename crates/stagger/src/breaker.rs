@@ -4,18 +4,19 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::error::ConfigError;
 use crate::event::{BreakerState, Event, Observer};
 use crate::outcome::{Class, Outcome};
 use crate::rng::splitmix64;
 use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::window::{Timebase, Window};
 
-mod builder;
+mod config;
 #[cfg(all(test, loom))]
 mod loom;
 mod ring;
 
-pub use builder::BreakerBuilder;
+pub use config::BreakerConfig;
 use ring::CountRing;
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 10 };
@@ -99,9 +100,10 @@ impl Permit {
 ///
 /// ```
 /// use stagger::{Breaker, Class, Outcome};
+/// use stagger::guardrails::BreakerConfig;
 /// use std::time::{Duration, Instant};
 ///
-/// let breaker = Breaker::builder().min_calls(1).open_jitter(0.0).build()?;
+/// let breaker = Breaker::new(BreakerConfig { min_calls: 1, open_jitter: 0.0, ..Default::default() })?;
 /// let now = Instant::now();
 /// let p = breaker.acquire(now).unwrap();
 /// breaker.record(p, &Outcome::from(Class::Transient), None, now);
@@ -131,7 +133,7 @@ enum Verdict {
     Neutral,
 }
 
-/// Everything [`BreakerBuilder`] validated.
+/// Everything [`BreakerConfig`] holds, validated.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) failure_rate_ppm: u64,
@@ -181,7 +183,7 @@ pub(crate) struct Config {
 /// about 5 calls per 10 s window, so a minimum of 20 calls would never be
 /// reached and the breaker would never open, however dead the dependency.
 /// Below the minimum the breaker judges on a run of failures instead
-/// ([`sparse_failures`](BreakerBuilder::sparse_failures), default 5 in a
+/// ([`sparse_failures`](BreakerConfig::sparse_failures), default 5 in a
 /// row, no success between them). One failure, or a retried blip, never
 /// opens it; a dependency that failed every one of the last five attempts
 /// is treated as down. A busy client, whose window is full, is judged by
@@ -203,10 +205,11 @@ pub(crate) struct Config {
 ///
 /// ```
 /// use stagger::{Breaker, Class, Outcome};
+/// use stagger::guardrails::BreakerConfig;
 /// use stagger::guardrails::BreakerState;
 /// use std::time::{Duration, Instant};
 ///
-/// let breaker = Breaker::builder().min_calls(4).build()?;
+/// let breaker = Breaker::new(BreakerConfig { min_calls: 4, ..Default::default() })?;
 /// let t0 = Instant::now();
 /// for _ in 0..4 {
 ///     let permit = breaker.acquire(t0).unwrap();
@@ -309,14 +312,15 @@ impl Default for Breaker {
     /// 50 % over 10 s with at least 20 calls (below that, 5 failures in a
     /// row), open 5 s (+ up to 20 %), one probe.
     fn default() -> Self {
-        BreakerBuilder::new().build_unchecked()
+        BreakerConfig::default().build_unchecked()
     }
 }
 
 impl Breaker {
-    /// A builder starting from the defaults.
-    pub fn builder() -> BreakerBuilder {
-        BreakerBuilder::new()
+    /// Validates `config` and builds the breaker; the error names the first
+    /// bad field (see [`BreakerConfig`] for an example).
+    pub fn new(config: BreakerConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     pub(crate) fn from_config(cfg: Config, observer: Option<Arc<dyn Observer>>) -> Self {
@@ -348,9 +352,14 @@ impl Breaker {
     /// ```
     /// use stagger::guardrails::BreakerState;
     /// use stagger::{Breaker, Failure, Outcome};
+    /// use stagger::guardrails::BreakerConfig;
     /// use std::time::{Duration, Instant};
     ///
-    /// let b = Breaker::builder().consecutive_failures(1).open_jitter(0.0).build()?;
+    /// let b = Breaker::new(BreakerConfig {
+    ///     consecutive_failures: Some(1),
+    ///     open_jitter: 0.0,
+    ///     ..Default::default()
+    /// })?;
     /// let t0 = Instant::now();
     /// let permit = b.acquire(t0).unwrap();
     /// b.record(permit, &Outcome::Failure(Failure::transient()), None, t0);

@@ -62,7 +62,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::budget::TokenBucket;
+use crate::budget::{TokenBucket, TokenBucketConfig};
 use crate::error::ConfigError;
 use crate::grpc::MethodPolicy;
 use crate::policy::Policy;
@@ -124,17 +124,18 @@ pub struct Throttling {
 impl Throttling {
     /// The shared `token_bucket` budget this describes (docs/behaviour.md §5).
     pub fn token_bucket(&self) -> Result<TokenBucket, ConfigError> {
-        TokenBucket::builder()
-            .max_tokens(self.max_tokens)
-            .token_ratio(self.token_ratio)
-            .build()
-            .map_err(|e| {
-                let field = match e.field() {
-                    "max_tokens" => "retryThrottling.maxTokens",
-                    _ => "retryThrottling.tokenRatio",
-                };
-                ConfigError::new(field, e.problem().to_string())
-            })
+        TokenBucket::new(TokenBucketConfig {
+            max_tokens: self.max_tokens,
+            token_ratio: self.token_ratio,
+            ..Default::default()
+        })
+        .map_err(|e| {
+            let field = match e.field() {
+                "max_tokens" => "retryThrottling.maxTokens",
+                _ => "retryThrottling.tokenRatio",
+            };
+            ConfigError::new(field, e.problem().to_string())
+        })
     }
 }
 

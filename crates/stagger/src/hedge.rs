@@ -35,13 +35,15 @@
 //!
 //! ```
 //! use stagger::{Call, HedgeDelay, HedgePolicy, StopReason};
+//! use stagger::hedging::HedgePolicyConfig;
 //! use stagger::hedging::HedgeStep;
 //! use std::time::{Duration, Instant};
 //!
-//! let hedging = HedgePolicy::builder()
-//!     .max_attempts(2)
-//!     .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-//!     .build()?;
+//! let hedging = HedgePolicy::new(HedgePolicyConfig {
+//!     max_attempts: 2,
+//!     delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+//!     ..Default::default()
+//! })?;
 //! let t0 = Instant::now();
 //! let mut call = hedging.call(Call::seeded(7).idempotent(true));
 //!
@@ -63,7 +65,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
-use crate::budget::{Budget, RatioBudget};
+use crate::budget::{Budget, RatioBudget, RatioBudgetConfig};
 use crate::call::{Call, LazyRng};
 use crate::error::ConfigError;
 use crate::latency::LatencyWindow;
@@ -180,133 +182,100 @@ impl fmt::Debug for HedgePolicy {
     }
 }
 
-/// Configures a [`HedgePolicy`]; [`build`](HedgePolicyBuilder::build)
-/// names the first bad field.
+/// The settings of a [`HedgePolicy`], checked by [`HedgePolicy::new`],
+/// which names the first bad field. [`Default`] gives 2 attempts, the 95th
+/// percentile over 10 s with at least 20 samples and a floor of 1 ms, extra
+/// load at most 5 %.
 ///
 /// ```
-/// use stagger::budget::RatioBudget;
+/// use stagger::budget::{RatioBudget, RatioBudgetConfig};
+/// use stagger::hedging::HedgePolicyConfig;
 /// use stagger::{HedgeDelay, HedgePolicy, Policy};
+/// use std::sync::Arc;
 /// use std::time::Duration;
 ///
 /// // Hedges and retries share one 10 % budget (Finagle's rule): the retry
 /// // policy counts the requests, both spend from it.
-/// let shared = RatioBudget::builder().ratio(0.1).build()?;
+/// let shared = RatioBudget::new(RatioBudgetConfig { ratio: 0.1, ..Default::default() })?;
 /// let retries = Policy::builder().max_attempts(3).budget(shared.clone()).build()?;
-/// let hedging = HedgePolicy::builder()
-///     .max_attempts(3)
-///     .delay(HedgeDelay::Percentile(99.0))
-///     .min_samples(50)
-///     .floor(Duration::from_millis(2))
-///     .shared_budget(shared)
-///     .policy(retries)
-///     .build()?;
+/// let hedging = HedgePolicy::new(HedgePolicyConfig {
+///     max_attempts: 3,
+///     delay: HedgeDelay::Percentile(99.0),
+///     min_samples: 50,
+///     floor: Duration::from_millis(2),
+///     shared_budget: Some(Arc::new(shared)),
+///     policy: Some(retries),
+///     ..Default::default()
+/// })?;
 /// assert_eq!(hedging.max_attempts(), 3);
 ///
-/// let err = HedgePolicy::builder().max_extra_load(-0.5).build().unwrap_err();
-/// assert_eq!(err.field(), "max_extra_load");
+/// let bad = HedgePolicyConfig { max_extra_load: Some(-0.5), ..Default::default() };
+/// assert_eq!(HedgePolicy::new(bad).unwrap_err().field(), "max_extra_load");
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 #[derive(Clone)]
-pub struct HedgePolicyBuilder {
-    policy: Option<Policy>,
-    max_attempts: u32,
-    delay: HedgeDelay,
-    min_samples: u32,
-    floor: Duration,
-    window: Duration,
-    max_extra_load: Option<f64>,
-    shared: Option<Arc<dyn Budget>>,
+pub struct HedgePolicyConfig {
+    /// Attempts per call, the first included (`1..=8`; 1 never hedges).
+    pub max_attempts: u32,
+    /// When each hedge goes out.
+    pub delay: HedgeDelay,
+    /// Successful latencies the window must hold before an adaptive delay
+    /// sends any hedge (default 20).
+    pub min_samples: u32,
+    /// The shortest adaptive delay (default 1 ms).
+    pub floor: Duration,
+    /// The sliding window of latencies and of the own budget (1 s to 1 hour,
+    /// default 10 s).
+    pub window: Duration,
+    /// Hedges may be at most this share of the requests in the window (plus
+    /// one per window, so a quiet client can hedge); `[0, 10]`, default
+    /// 0.05. `None`, with no [`shared_budget`](Self::shared_budget), puts no
+    /// cap on extra load (as tower's `hedge`): every slow call hedges.
+    pub max_extra_load: Option<f64>,
+    /// Hedges spend from this budget instead of their own, the budget the
+    /// retry [`policy`](Self::policy) also holds: the policy counts the
+    /// requests, and hedges and retries share one cap. When set,
+    /// [`max_extra_load`](Self::max_extra_load) is not used.
+    pub shared_budget: Option<Arc<dyn Budget>>,
+    /// The retry policy that admits every attempt and judges every failure
+    /// (fatal or not), with its deadline, guardrails and observers. `None`:
+    /// the default policy with `max_attempts` set to this one's. Both
+    /// attempt limits apply.
+    pub policy: Option<Policy>,
 }
 
-impl Default for HedgePolicyBuilder {
-    fn default() -> Self {
-        Self::new()
+impl fmt::Debug for HedgePolicyConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HedgePolicyConfig")
+            .field("max_attempts", &self.max_attempts)
+            .field("delay", &self.delay)
+            .field("min_samples", &self.min_samples)
+            .field("floor", &self.floor)
+            .field("window", &self.window)
+            .field("max_extra_load", &self.max_extra_load)
+            .field("shared_budget", &self.shared_budget)
+            .field("policy", &self.policy)
+            .finish()
     }
 }
 
-impl HedgePolicyBuilder {
-    /// The defaults: 2 attempts, the 95th percentile over 10 s with at least
-    /// 20 samples and a floor of 1 ms, extra load at most 5 %.
-    pub(crate) fn new() -> Self {
-        HedgePolicyBuilder {
-            policy: None,
+impl Default for HedgePolicyConfig {
+    fn default() -> Self {
+        HedgePolicyConfig {
             max_attempts: 2,
             delay: HedgeDelay::default(),
             min_samples: 20,
             floor: Duration::from_millis(1),
             window: Duration::from_secs(10),
             max_extra_load: Some(0.05),
-            shared: None,
+            shared_budget: None,
+            policy: None,
         }
     }
+}
 
-    /// Attempts per call, the first included (`1..=8`; 1 never hedges).
-    pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n;
-        self
-    }
-
-    /// When each hedge goes out.
-    pub fn delay(mut self, delay: HedgeDelay) -> Self {
-        self.delay = delay;
-        self
-    }
-
-    /// Successful latencies the window must hold before an adaptive delay
-    /// sends any hedge (default 20).
-    pub fn min_samples(mut self, n: u32) -> Self {
-        self.min_samples = n;
-        self
-    }
-
-    /// The shortest adaptive delay (default 1 ms).
-    pub fn floor(mut self, floor: Duration) -> Self {
-        self.floor = floor;
-        self
-    }
-
-    /// The sliding window of latencies and of the own budget (1 s to 1 hour,
-    /// default 10 s).
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// Hedges may be at most this share of the requests in the window (plus
-    /// one per window, so a quiet client can hedge); `[0, 10]`, default 0.05.
-    pub fn max_extra_load(mut self, share: f64) -> Self {
-        self.max_extra_load = Some(share);
-        self.shared = None;
-        self
-    }
-
-    /// No cap on extra load (as tower's `hedge`): every slow call hedges.
-    pub fn unbudgeted(mut self) -> Self {
-        self.max_extra_load = None;
-        self.shared = None;
-        self
-    }
-
-    /// Hedges spend from `budget`, the budget the retry [`policy`](Self::policy)
-    /// also holds: the policy counts the requests, and hedges and retries
-    /// share one cap.
-    pub fn shared_budget(mut self, budget: impl Budget + 'static) -> Self {
-        self.shared = Some(Arc::new(budget));
-        self.max_extra_load = None;
-        self
-    }
-
-    /// The retry policy that admits every attempt and judges every failure
-    /// (fatal or not), with its deadline, guardrails and observers. Default:
-    /// the default policy with `max_attempts` set to this builder's. Both
-    /// attempt limits apply.
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = Some(policy);
-        self
-    }
-
-    /// Validates and builds.
-    pub fn build(self) -> Result<HedgePolicy, ConfigError> {
+impl HedgePolicyConfig {
+    fn build(self) -> Result<HedgePolicy, ConfigError> {
         if self.max_attempts == 0 || self.max_attempts > MAX_HEDGE_ATTEMPTS {
             return Err(ConfigError::new(
                 "max_attempts",
@@ -332,7 +301,7 @@ impl HedgePolicyBuilder {
             return Err(ConfigError::new("window", "must be between 1 s and 1 hour"));
         }
         let (budget, counts_requests): (Option<Arc<dyn Budget>>, bool) =
-            match (self.shared, self.max_extra_load) {
+            match (self.shared_budget, self.max_extra_load) {
                 (Some(b), _) => (Some(b), false),
                 (None, Some(share)) => {
                     if !(share.is_finite() && (0.0..=10.0).contains(&share)) {
@@ -341,12 +310,13 @@ impl HedgePolicyBuilder {
                             format!("must be between 0 and 10, got {share}"),
                         ));
                     }
-                    let b = RatioBudget::builder()
-                        .ratio(share)
-                        .floor(1)
-                        .floor_per_request(0.0)
-                        .window(self.window)
-                        .build()?;
+                    let b = RatioBudget::new(RatioBudgetConfig {
+                        ratio: share,
+                        floor: 1,
+                        floor_per_request: Some(0.0),
+                        window: self.window,
+                        ..Default::default()
+                    })?;
                     (Some(Arc::new(b)), true)
                 }
                 (None, None) => (None, false),
@@ -469,9 +439,10 @@ impl<R> HedgedCall<R> {
 }
 
 impl HedgePolicy {
-    /// A builder starting from the defaults.
-    pub fn builder() -> HedgePolicyBuilder {
-        HedgePolicyBuilder::new()
+    /// Validates `config` and builds the policy; the error names the first
+    /// bad field (see [`HedgePolicyConfig`] for an example).
+    pub fn new(config: HedgePolicyConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     /// Attempts per call, the first included.

@@ -142,17 +142,17 @@ pub use throttle::Throttle;
 /// the guardrails themselves; [`Guardrails`](guardrails::Guardrails)
 /// combines them.
 pub mod guardrails {
-    pub use crate::breaker::{BreakerBuilder, BreakerOpen, Permit};
+    pub use crate::breaker::{BreakerConfig, BreakerOpen, Permit};
     pub use crate::event::BreakerState;
     pub use crate::guard::{Guardrail, Guardrails, Refusal, Ticket};
-    pub use crate::throttle::ThrottleBuilder;
+    pub use crate::throttle::ThrottleConfig;
 }
 
 /// Hedged requests' secondary types: the builder, and the sans-IO protocol
 /// ([`HedgedCall`](hedging::HedgedCall) driven by
 /// [`HedgePolicy::poll`] and [`HedgePolicy::report`]) a front-end speaks.
 pub mod hedging {
-    pub use crate::hedge::{HedgePolicyBuilder, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS};
+    pub use crate::hedge::{HedgePolicyConfig, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS};
 }
 
 /// Time as the engine reads it: the [`Clock`](time::Clock) seam, the real

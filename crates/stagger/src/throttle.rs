@@ -119,7 +119,7 @@ impl fmt::Display for Throttle {
 impl Default for Throttle {
     /// K = 2 over a 2-minute window.
     fn default() -> Self {
-        ThrottleBuilder::new().build_unchecked()
+        ThrottleConfig::default().build_unchecked()
     }
 }
 
@@ -137,9 +137,21 @@ pub(crate) fn rejects(requests: u64, accepts: u64, k_milli: u64, draw: u64) -> b
 }
 
 impl Throttle {
-    /// A builder starting from the defaults.
-    pub const fn builder() -> ThrottleBuilder {
-        ThrottleBuilder::new()
+    /// Validates `config` and builds the throttle; the error names the
+    /// first bad field.
+    ///
+    /// ```
+    /// use stagger::guardrails::ThrottleConfig;
+    /// use stagger::Throttle;
+    /// use std::time::Duration;
+    /// let t = Throttle::new(ThrottleConfig { k: 1.5, window: Duration::from_secs(60) })?;
+    /// # let _ = t;
+    /// let bad = ThrottleConfig { k: 0.5, ..Default::default() };
+    /// assert_eq!(Throttle::new(bad).unwrap_err().field(), "k");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn new(config: ThrottleConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     /// `(requests, accepts)` in the window ending at `now`.
@@ -193,52 +205,28 @@ impl Throttle {
     }
 }
 
-/// Configures a [`Throttle`].
-///
-/// ```
-/// use stagger::Throttle;
-/// use std::time::Duration;
-/// let t = Throttle::builder().k(1.5).window(Duration::from_secs(60)).build()?;
-/// # let _ = t;
-/// assert_eq!(Throttle::builder().k(0.5).build().unwrap_err().field(), "k");
-/// # Ok::<(), stagger::ConfigError>(())
-/// ```
+/// The settings of a [`Throttle`], checked by [`Throttle::new`].
+/// [`Default`] gives K = 2 over a 2-minute window.
 #[derive(Debug, Clone, Copy)]
-pub struct ThrottleBuilder {
-    k: f64,
-    window: Duration,
+pub struct ThrottleConfig {
+    /// The multiplier K, in `[1, 100]` (kept in thousandths): lower sheds
+    /// earlier, higher wastes more backend work on rejections.
+    pub k: f64,
+    /// The sliding window, between 1 s and 1 hour; it moves in twelfths.
+    pub window: Duration,
 }
 
-impl Default for ThrottleBuilder {
+impl Default for ThrottleConfig {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ThrottleBuilder {
-    /// K = 2, a 2-minute window.
-    pub(crate) const fn new() -> Self {
-        ThrottleBuilder {
+        ThrottleConfig {
             k: 2.0,
             window: Duration::from_secs(120),
         }
     }
+}
 
-    /// The multiplier K, in `[1, 100]` (kept in thousandths): lower sheds
-    /// earlier, higher wastes more backend work on rejections.
-    pub const fn k(mut self, k: f64) -> Self {
-        self.k = k;
-        self
-    }
-
-    /// The sliding window, between 1 s and 1 hour; it moves in twelfths.
-    pub const fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
-    /// Validates and builds.
-    pub fn build(self) -> Result<Throttle, ConfigError> {
+impl ThrottleConfig {
+    fn build(self) -> Result<Throttle, ConfigError> {
         thousandths("k", self.k, 1.0, 100.0)?;
         if self.window < Duration::from_secs(1) || self.window > Duration::from_secs(3600) {
             return Err(ConfigError::new("window", "must be between 1 s and 1 hour"));

@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use stagger::guardrails::BreakerConfig;
 use stagger::guardrails::BreakerState;
 use stagger::time::{Clock, ManualClock};
 use stagger::{Breaker, Class, Event, Failure, Outcome};
@@ -25,26 +26,35 @@ fn call(b: &Breaker, clock: &ManualClock, outcome: Outcome) -> bool {
 /// The rate rule alone (no run-of-failures trip below the minimum), to pin
 /// the rate's boundaries.
 fn rate_only() -> Breaker {
-    Breaker::builder().no_sparse_failures().build().unwrap()
+    Breaker::new(BreakerConfig {
+        sparse_failures: None,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
-fn no_jitter() -> stagger::guardrails::BreakerBuilder {
-    Breaker::builder().open_jitter(0.0).seed(7)
+fn no_jitter() -> BreakerConfig {
+    BreakerConfig {
+        open_jitter: 0.0,
+        seed: Some(7),
+        ..Default::default()
+    }
 }
 
 type Log = Arc<Mutex<Vec<(BreakerState, BreakerState)>>>;
 
-fn logged(builder: stagger::guardrails::BreakerBuilder) -> (Breaker, Log) {
+fn logged(config: BreakerConfig) -> (Breaker, Log) {
     let log: Log = Arc::default();
     let sink = log.clone();
-    let b = builder
-        .observer(Arc::new(move |e: &Event| {
+    let b = Breaker::new(BreakerConfig {
+        observer: Some(Arc::new(move |e: &Event| {
             if let Event::BreakerStateChanged { from, to } = *e {
                 sink.lock().unwrap().push((from, to));
             }
-        }))
-        .build()
-        .unwrap();
+        })),
+        ..config
+    })
+    .unwrap();
     (b, log)
 }
 
@@ -128,7 +138,11 @@ fn a_success_ends_the_run_of_failures() {
         clock.advance(Duration::from_secs(10));
     }
     assert_eq!(b.state(), BreakerState::Closed);
-    let b = Breaker::builder().sparse_failures(2).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        sparse_failures: Some(2),
+        ..Default::default()
+    })
+    .unwrap();
     call(&b, &clock, fail());
     call(&b, &clock, Outcome::Success);
     call(&b, &clock, fail());
@@ -181,7 +195,10 @@ fn the_time_window_forgets_failures_older_than_10_s() {
 #[test]
 fn open_fails_fast_with_retry_in_then_half_opens_after_5_s() {
     let clock = ManualClock::new();
-    let (b, log) = logged(no_jitter().min_calls(1));
+    let (b, log) = logged(BreakerConfig {
+        min_calls: 1,
+        ..no_jitter()
+    });
     call(&b, &clock, fail());
     assert_eq!(b.state(), BreakerState::Open);
     let refused = b.acquire(clock.now()).unwrap_err();
@@ -208,7 +225,10 @@ fn open_fails_fast_with_retry_in_then_half_opens_after_5_s() {
 #[test]
 fn a_failed_probe_reopens_for_another_period() {
     let clock = ManualClock::new();
-    let (b, log) = logged(no_jitter().min_calls(1));
+    let (b, log) = logged(BreakerConfig {
+        min_calls: 1,
+        ..no_jitter()
+    });
     call(&b, &clock, fail());
     clock.advance(Duration::from_secs(5));
     assert!(call(&b, &clock, fail()));
@@ -227,7 +247,12 @@ fn a_failed_probe_reopens_for_another_period() {
 fn half_open_admits_exactly_probes_concurrent_calls() {
     for probes in [1u32, 2, 3, 5] {
         let clock = ManualClock::new();
-        let b = no_jitter().min_calls(1).probes(probes).build().unwrap();
+        let b = Breaker::new(BreakerConfig {
+            min_calls: 1,
+            probes,
+            ..no_jitter()
+        })
+        .unwrap();
         call(&b, &clock, fail());
         clock.advance(Duration::from_secs(5));
         let admitted: Vec<_> = (0..probes + 3)
@@ -254,7 +279,12 @@ fn half_open_admits_exactly_probes_concurrent_calls() {
 #[test]
 fn probes_admitted_from_many_threads_never_exceed_the_limit() {
     let clock = ManualClock::new();
-    let b = no_jitter().min_calls(1).probes(3).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        probes: 3,
+        ..no_jitter()
+    })
+    .unwrap();
     call(&b, &clock, fail());
     clock.advance(Duration::from_secs(5));
     let now = clock.now();
@@ -271,11 +301,12 @@ fn probes_admitted_from_many_threads_never_exceed_the_limit() {
 #[test]
 fn lost_probes_are_reclaimed_after_the_probe_timeout() {
     let clock = ManualClock::new();
-    let b = no_jitter()
-        .min_calls(1)
-        .probe_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let b = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        probe_timeout: Duration::from_secs(2),
+        ..no_jitter()
+    })
+    .unwrap();
     call(&b, &clock, fail());
     clock.advance(Duration::from_secs(5));
     let lost = b.acquire(clock.now()).unwrap(); // its caller is dropped
@@ -299,11 +330,12 @@ fn lost_probes_are_reclaimed_after_the_probe_timeout() {
 #[test]
 fn a_reclaimed_probe_slot_cannot_be_freed_by_the_lost_probe() {
     let clock = ManualClock::new();
-    let b = no_jitter()
-        .min_calls(1)
-        .probe_timeout(Duration::from_secs(2))
-        .build()
-        .unwrap();
+    let b = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        probe_timeout: Duration::from_secs(2),
+        ..no_jitter()
+    })
+    .unwrap();
     call(&b, &clock, fail());
     clock.advance(Duration::from_secs(5));
     let lost = b.acquire(clock.now()).unwrap();
@@ -333,7 +365,11 @@ fn a_reclaimed_probe_slot_cannot_be_freed_by_the_lost_probe() {
 #[test]
 fn outcomes_from_an_earlier_period_are_ignored() {
     let clock = ManualClock::new();
-    let b = no_jitter().min_calls(1).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        ..no_jitter()
+    })
+    .unwrap();
     let slow = b.acquire(clock.now()).unwrap(); // admitted while closed
     call(&b, &clock, fail());
     clock.advance(Duration::from_secs(5));
@@ -351,11 +387,12 @@ fn outcomes_from_an_earlier_period_are_ignored() {
 #[test]
 fn a_count_window_forgets_outcomes_older_than_its_last_n() {
     let clock = ManualClock::new();
-    let b = Breaker::builder()
-        .count_window(10)
-        .min_calls(10)
-        .build()
-        .unwrap();
+    let b = Breaker::new(BreakerConfig {
+        count_window: Some(10),
+        min_calls: 10,
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..4 {
         call(&b, &clock, fail());
     }
@@ -382,7 +419,11 @@ fn a_count_window_forgets_outcomes_older_than_its_last_n() {
 #[test]
 fn tower_resilience_cumulative_window_50_failures_after_1000_successes_trip() {
     let clock = ManualClock::new();
-    let b = Breaker::builder().count_window(100).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        count_window: Some(100),
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..1_000 {
         call(&b, &clock, Outcome::Success);
     }
@@ -397,7 +438,11 @@ fn tower_resilience_cumulative_window_50_failures_after_1000_successes_trip() {
 #[test]
 fn consecutive_failures_trip_whatever_the_rate() {
     let clock = ManualClock::new();
-    let b = Breaker::builder().consecutive_failures(5).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        consecutive_failures: Some(5),
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..100 {
         call(&b, &clock, Outcome::Success);
     }
@@ -416,11 +461,12 @@ fn consecutive_failures_trip_whatever_the_rate() {
 #[test]
 fn slow_calls_count_as_failures() {
     let clock = ManualClock::new();
-    let b = Breaker::builder()
-        .slow_call(Duration::from_millis(500))
-        .no_sparse_failures()
-        .build()
-        .unwrap();
+    let b = Breaker::new(BreakerConfig {
+        slow_call: Some(Duration::from_millis(500)),
+        sparse_failures: None,
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..10 {
         let p = b.acquire(clock.now()).unwrap();
         b.record(
@@ -463,7 +509,12 @@ fn open_periods_are_jittered_by_up_to_20_percent() {
     let mut lengths = Vec::new();
     for seed in 0..40 {
         let clock = ManualClock::new();
-        let b = Breaker::builder().min_calls(1).seed(seed).build().unwrap();
+        let b = Breaker::new(BreakerConfig {
+            min_calls: 1,
+            seed: Some(seed),
+            ..Default::default()
+        })
+        .unwrap();
         call(&b, &clock, fail());
         let open = b.acquire(clock.now()).unwrap_err().retry_in;
         assert!(
@@ -480,7 +531,12 @@ fn open_periods_are_jittered_by_up_to_20_percent() {
     );
     // One breaker draws a new length for each period.
     let clock = ManualClock::new();
-    let b = Breaker::builder().min_calls(1).seed(3).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        seed: Some(3),
+        ..Default::default()
+    })
+    .unwrap();
     let mut periods = Vec::new();
     for _ in 0..5 {
         call(&b, &clock, fail());
@@ -501,69 +557,99 @@ fn the_breaker_is_a_fixed_size_handle() {
 fn bad_configs_name_their_field() {
     let cases = [
         (
-            Breaker::builder().failure_rate(0.0).build().unwrap_err(),
+            Breaker::new(BreakerConfig {
+                failure_rate: 0.0,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "failure_rate",
         ),
         (
-            Breaker::builder()
-                .failure_rate(f64::NAN)
-                .build()
-                .unwrap_err(),
+            Breaker::new(BreakerConfig {
+                failure_rate: f64::NAN,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "failure_rate",
         ),
         (
-            Breaker::builder().min_calls(0).build().unwrap_err(),
+            Breaker::new(BreakerConfig {
+                min_calls: 0,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "min_calls",
         ),
         (
-            Breaker::builder()
-                .window(Duration::ZERO)
-                .build()
-                .unwrap_err(),
+            Breaker::new(BreakerConfig {
+                window: Duration::ZERO,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "window",
         ),
         (
-            Breaker::builder().count_window(0).build().unwrap_err(),
+            Breaker::new(BreakerConfig {
+                count_window: Some(0),
+                ..Default::default()
+            })
+            .unwrap_err(),
             "count_window",
         ),
         (
-            Breaker::builder().count_window(10).build().unwrap_err(),
+            Breaker::new(BreakerConfig {
+                count_window: Some(10),
+                ..Default::default()
+            })
+            .unwrap_err(),
             "min_calls",
         ),
         (
-            Breaker::builder()
-                .consecutive_failures(0)
-                .build()
-                .unwrap_err(),
+            Breaker::new(BreakerConfig {
+                consecutive_failures: Some(0),
+                ..Default::default()
+            })
+            .unwrap_err(),
             "consecutive_failures",
         ),
         (
-            Breaker::builder()
-                .slow_call(Duration::ZERO)
-                .build()
-                .unwrap_err(),
+            Breaker::new(BreakerConfig {
+                slow_call: Some(Duration::ZERO),
+                ..Default::default()
+            })
+            .unwrap_err(),
             "slow_call",
         ),
         (
-            Breaker::builder()
-                .open_for(Duration::ZERO)
-                .build()
-                .unwrap_err(),
+            Breaker::new(BreakerConfig {
+                open_for: Duration::ZERO,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "open_for",
         ),
         (
-            Breaker::builder().open_jitter(1.5).build().unwrap_err(),
+            Breaker::new(BreakerConfig {
+                open_jitter: 1.5,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "open_jitter",
         ),
         (
-            Breaker::builder().probes(256).build().unwrap_err(),
+            Breaker::new(BreakerConfig {
+                probes: 256,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "probes",
         ),
         (
-            Breaker::builder()
-                .probe_timeout(Duration::ZERO)
-                .build()
-                .unwrap_err(),
+            Breaker::new(BreakerConfig {
+                probe_timeout: Duration::ZERO,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "probe_timeout",
         ),
     ];
@@ -577,7 +663,11 @@ fn bad_configs_name_their_field() {
 #[test]
 fn an_idle_breaker_reads_half_open_once_its_open_period_ends() {
     let clock = ManualClock::new();
-    let b = no_jitter().consecutive_failures(1).build().unwrap();
+    let b = Breaker::new(BreakerConfig {
+        consecutive_failures: Some(1),
+        ..no_jitter()
+    })
+    .unwrap();
     call(&b, &clock, fail());
     assert_eq!(b.state_at(clock.now()), BreakerState::Open);
     clock.advance(Duration::from_millis(4_999));
@@ -594,7 +684,11 @@ fn an_idle_breaker_reads_half_open_once_its_open_period_ends() {
     b.record(p, &Outcome::Success, None, clock.now());
     assert_eq!(b.state_at(clock.now()), BreakerState::Closed);
     // On the real clock, a breaker that just opened reads open.
-    let live = no_jitter().consecutive_failures(1).build().unwrap();
+    let live = Breaker::new(BreakerConfig {
+        consecutive_failures: Some(1),
+        ..no_jitter()
+    })
+    .unwrap();
     let now = std::time::Instant::now();
     let p = live.acquire(now).unwrap();
     live.record(p, &fail(), None, now);

@@ -5,7 +5,10 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stagger::budget::{Budget, QuotaBudget, RatioBudget, RefillBudget, TokenBucket, Withdrawal};
+use stagger::budget::{
+    Budget, QuotaBudget, QuotaBudgetConfig, RatioBudget, RatioBudgetConfig, RefillBudget,
+    RefillBudgetConfig, TokenBucket, TokenBucketConfig, Withdrawal,
+};
 use stagger::time::{Clock, ManualClock};
 use stagger::Failure;
 
@@ -74,11 +77,12 @@ fn token_bucket_ignores_failures_no_policy_would_retry() {
 fn token_bucket_with_an_odd_max_compares_exactly() {
     let clock = ManualClock::new();
     // max 3: the threshold is 1.5 tokens, which integer halving would make 1.
-    let b = TokenBucket::builder()
-        .max_tokens(3.0)
-        .token_ratio(0.5)
-        .build()
-        .unwrap();
+    let b = TokenBucket::new(TokenBucketConfig {
+        max_tokens: 3.0,
+        token_ratio: 0.5,
+        ..Default::default()
+    })
+    .unwrap();
     b.on_failure(&Failure::transient(), clock.now()); // 2
     assert!(retry(&b, &clock));
     b.on_success(None, clock.now()); // 2.5
@@ -106,7 +110,12 @@ fn tower_tps_budget_truncation_ratio_0_6_allows_at_most_6_of_10() {
     );
 
     let clock = ManualClock::new();
-    let ours = RatioBudget::builder().ratio(0.6).floor(0).build().unwrap();
+    let ours = RatioBudget::new(RatioBudgetConfig {
+        ratio: 0.6,
+        floor: 0,
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..10 {
         ours.on_request(clock.now());
     }
@@ -118,12 +127,13 @@ fn tower_tps_budget_truncation_ratio_0_6_allows_at_most_6_of_10() {
 fn ratio_boundary_is_exact_for_every_count() {
     let clock = ManualClock::new();
     for requests in 0..40u64 {
-        let b = RatioBudget::builder()
-            .ratio(0.1)
-            .floor(2)
-            .fixed_floor()
-            .build()
-            .unwrap();
+        let b = RatioBudget::new(RatioBudgetConfig {
+            ratio: 0.1,
+            floor: 2,
+            floor_per_request: None,
+            ..Default::default()
+        })
+        .unwrap();
         for _ in 0..requests {
             b.on_request(clock.now());
         }
@@ -162,7 +172,11 @@ fn ratio_traffic_floor_is_exact_for_every_count() {
     }
     assert_eq!(grants(&b, &clock, 100), 20);
     // A floor of 0 stays 0.
-    let b = RatioBudget::builder().floor(0).build().unwrap();
+    let b = RatioBudget::new(RatioBudgetConfig {
+        floor: 0,
+        ..Default::default()
+    })
+    .unwrap();
     b.on_request(clock.now());
     assert_eq!(grants(&b, &clock, 10), 0);
 }
@@ -170,7 +184,11 @@ fn ratio_traffic_floor_is_exact_for_every_count() {
 #[test]
 fn ratio_fixed_floor_allows_a_quiet_client_its_retries_per_window() {
     let clock = ManualClock::new();
-    let b = RatioBudget::builder().fixed_floor().build().unwrap(); // 10 %, floor 10, 10 s
+    let b = RatioBudget::new(RatioBudgetConfig {
+        floor_per_request: None,
+        ..Default::default()
+    })
+    .unwrap(); // 10 %, floor 10, 10 s
     assert_eq!(grants(&b, &clock, 20), 10);
     clock.advance(Duration::from_millis(9_999));
     assert!(
@@ -188,7 +206,12 @@ fn ratio_fixed_floor_allows_a_quiet_client_its_retries_per_window() {
 #[test]
 fn ratio_window_slides_bucket_by_bucket() {
     let clock = ManualClock::new();
-    let b = RatioBudget::builder().ratio(1.0).floor(0).build().unwrap();
+    let b = RatioBudget::new(RatioBudgetConfig {
+        ratio: 1.0,
+        floor: 0,
+        ..Default::default()
+    })
+    .unwrap();
     for second in 0..10 {
         clock.set(Duration::from_secs(second));
         b.on_request(clock.now());
@@ -202,12 +225,13 @@ fn ratio_window_slides_bucket_by_bucket() {
 #[test]
 fn ratio_available_reports_what_try_withdraw_grants() {
     let clock = ManualClock::new();
-    let b = RatioBudget::builder()
-        .ratio(0.25)
-        .floor(3)
-        .fixed_floor()
-        .build()
-        .unwrap();
+    let b = RatioBudget::new(RatioBudgetConfig {
+        ratio: 0.25,
+        floor: 3,
+        floor_per_request: None,
+        ..Default::default()
+    })
+    .unwrap();
     for _ in 0..17 {
         b.on_request(clock.now());
     }
@@ -263,7 +287,11 @@ fn quota_goes_500_495_485_and_refunds_as_aws_does() {
 #[test]
 fn quota_refuses_a_retry_it_cannot_pay_for() {
     let clock = ManualClock::new();
-    let q = QuotaBudget::builder().capacity(14).build().unwrap();
+    let q = QuotaBudget::new(QuotaBudgetConfig {
+        capacity: 14,
+        ..Default::default()
+    })
+    .unwrap();
     assert!(q.try_withdraw(&Failure::timeout(), clock.now()).is_some()); // 4 left
     assert!(
         q.try_withdraw(&Failure::transient(), clock.now()).is_none(),
@@ -284,18 +312,24 @@ fn quota_refuses_a_retry_it_cannot_pay_for() {
 #[test]
 fn check_then_withdraw_race_grants_exactly_the_allowance() {
     let clock = ManualClock::new();
-    let ratio = RatioBudget::builder()
-        .ratio(0.0)
-        .floor(100)
-        .fixed_floor()
-        .build()
-        .unwrap();
-    let quota = QuotaBudget::builder().capacity(500).build().unwrap();
-    let refill = RefillBudget::builder()
-        .capacity(100.0)
-        .ratio(0.0)
-        .build()
-        .unwrap();
+    let ratio = RatioBudget::new(RatioBudgetConfig {
+        ratio: 0.0,
+        floor: 100,
+        floor_per_request: None,
+        ..Default::default()
+    })
+    .unwrap();
+    let quota = QuotaBudget::new(QuotaBudgetConfig {
+        capacity: 500,
+        ..Default::default()
+    })
+    .unwrap();
+    let refill = RefillBudget::new(RefillBudgetConfig {
+        capacity: 100.0,
+        ratio: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
     let budgets: Vec<Arc<dyn Budget>> = vec![Arc::new(ratio), Arc::new(quota), Arc::new(refill)];
     for budget in budgets {
         let granted = Arc::new(AtomicU64::new(0));
@@ -323,7 +357,12 @@ fn check_then_withdraw_race_grants_exactly_the_allowance() {
 #[test]
 fn concurrent_deposits_are_all_counted() {
     let clock = ManualClock::new();
-    let b = RatioBudget::builder().ratio(1.0).floor(0).build().unwrap();
+    let b = RatioBudget::new(RatioBudgetConfig {
+        ratio: 1.0,
+        floor: 0,
+        ..Default::default()
+    })
+    .unwrap();
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let (b, now) = (b.clone(), clock.now());
@@ -346,7 +385,12 @@ fn concurrent_deposits_are_all_counted() {
 #[test]
 fn deposits_from_many_short_and_long_lived_threads_are_all_counted() {
     let clock = ManualClock::new();
-    let b = RatioBudget::builder().ratio(1.0).floor(0).build().unwrap();
+    let b = RatioBudget::new(RatioBudgetConfig {
+        ratio: 1.0,
+        floor: 0,
+        ..Default::default()
+    })
+    .unwrap();
     let start = Arc::new(Barrier::new(20));
     let handles: Vec<_> = (0..20)
         .map(|_| {
@@ -397,54 +441,75 @@ fn budgets_are_fixed_size_handles() {
 fn bad_configs_name_their_field() {
     let cases = [
         (
-            RatioBudget::builder().ratio(-0.1).build().unwrap_err(),
+            RatioBudget::new(RatioBudgetConfig {
+                ratio: -0.1,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "ratio",
         ),
         (
-            RatioBudget::builder()
-                .ratio(f64::INFINITY)
-                .build()
-                .unwrap_err(),
+            RatioBudget::new(RatioBudgetConfig {
+                ratio: f64::INFINITY,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "ratio",
         ),
         (
-            RatioBudget::builder()
-                .window(Duration::from_millis(5))
-                .build()
-                .unwrap_err(),
+            RatioBudget::new(RatioBudgetConfig {
+                window: Duration::from_millis(5),
+                ..Default::default()
+            })
+            .unwrap_err(),
             "window",
         ),
         (
-            TokenBucket::builder()
-                .max_tokens(1001.0)
-                .build()
-                .unwrap_err(),
+            TokenBucket::new(TokenBucketConfig {
+                max_tokens: 1001.0,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "max_tokens",
         ),
         (
-            TokenBucket::builder().token_ratio(0.0).build().unwrap_err(),
+            TokenBucket::new(TokenBucketConfig {
+                token_ratio: 0.0,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "token_ratio",
         ),
         (
-            RefillBudget::builder().capacity(0.5).build().unwrap_err(),
+            RefillBudget::new(RefillBudgetConfig {
+                capacity: 0.5,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "capacity",
         ),
         (
-            QuotaBudget::builder().capacity(0).build().unwrap_err(),
+            QuotaBudget::new(QuotaBudgetConfig {
+                capacity: 0,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "capacity",
         ),
         (
-            QuotaBudget::builder()
-                .timeout_cost(600)
-                .build()
-                .unwrap_err(),
+            QuotaBudget::new(QuotaBudgetConfig {
+                timeout_cost: 600,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "timeout_cost",
         ),
         (
-            QuotaBudget::builder()
-                .success_refund(501)
-                .build()
-                .unwrap_err(),
+            QuotaBudget::new(QuotaBudgetConfig {
+                success_refund: 501,
+                ..Default::default()
+            })
+            .unwrap_err(),
             "success_refund",
         ),
     ];
@@ -456,9 +521,23 @@ fn bad_configs_name_their_field() {
 proptest! {
     #[test]
     fn no_config_panics(ratio in any::<f64>(), floor in any::<u32>(), ms in any::<u64>(), max in any::<f64>(), tr in any::<f64>()) {
-        let _ = RatioBudget::builder().ratio(ratio).floor(floor).window(Duration::from_millis(ms)).build();
-        let _ = TokenBucket::builder().max_tokens(max).token_ratio(tr).build();
-        let _ = RefillBudget::builder().capacity(max).ratio(tr).build();
-        let _ = QuotaBudget::builder().capacity(floor).retry_cost(floor / 3).timeout_cost(floor / 2).build();
+        let _ = RatioBudget::new(RatioBudgetConfig {
+            ratio: ratio,
+            floor: floor,
+            window: Duration::from_millis(ms),
+            ..Default::default()
+        });
+        let _ = TokenBucket::new(TokenBucketConfig {
+            max_tokens: max,
+            token_ratio: tr,
+            ..Default::default()
+        });
+        let _ = RefillBudget::new(RefillBudgetConfig { capacity: max, ratio: tr, ..Default::default() });
+        let _ = QuotaBudget::new(QuotaBudgetConfig {
+            capacity: floor,
+            retry_cost: floor / 3,
+            timeout_cost: floor / 2,
+            ..Default::default()
+        });
     }
 }

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, Instant};
 
+use stagger::guardrails::{BreakerConfig, ThrottleConfig};
 use stagger::{Breaker, Class, Failure, Hint, Outcome, Throttle};
 
 fn kinds() -> Vec<(&'static str, Failure)> {
@@ -36,7 +37,7 @@ fn budgets_breaker_and_throttle_count_the_same_failures_against_the_dependency()
     for (name, failure) in kinds() {
         let counts = failure.counts_against_dependency();
 
-        let breaker = Breaker::builder().build().unwrap();
+        let breaker = Breaker::new(BreakerConfig::default()).unwrap();
         let permit = breaker.acquire(now).unwrap();
         breaker.record(permit, &Outcome::Failure(failure), None, now);
         let (calls, failures) = breaker.counts(now);
@@ -50,10 +51,11 @@ fn budgets_breaker_and_throttle_count_the_same_failures_against_the_dependency()
             assert_eq!(failures == 1, counts, "{name}: breaker disagrees");
         }
 
-        let throttle = Throttle::builder()
-            .window(Duration::from_secs(60))
-            .build()
-            .unwrap();
+        let throttle = Throttle::new(ThrottleConfig {
+            window: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .unwrap();
         throttle.record(&Outcome::Failure(failure), now);
         let (_, accepts) = throttle.counts(now);
         assert_eq!(accepts == 0, counts, "{name}: throttle disagrees");

@@ -291,9 +291,14 @@ async fn tokio_sleeper_is_the_default_with_the_feature() {
 /// half-open probe slot at once (not after the probe timeout).
 #[test]
 fn dropping_an_async_call_mid_attempt_frees_the_probe_slot() {
+    use stagger::guardrails::BreakerConfig;
     use stagger::Breaker;
     let clock = ManualClock::new();
-    let breaker = Breaker::builder().min_calls(1).build().unwrap();
+    let breaker = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder()
         .max_attempts(1)
         .breaker(breaker.clone())
@@ -333,13 +338,15 @@ fn dropping_an_async_call_mid_attempt_frees_the_probe_slot() {
 /// Review regression: an open breaker's `retry_in` reaches the caller.
 #[test]
 fn breaker_open_error_says_when_to_come_back() {
+    use stagger::guardrails::BreakerConfig;
     use stagger::Breaker;
     let clock = ManualClock::new();
-    let breaker = Breaker::builder()
-        .min_calls(1)
-        .open_jitter(0.0)
-        .build()
-        .unwrap();
+    let breaker = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        open_jitter: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder()
         .max_attempts(1)
         .breaker(breaker)

@@ -5,9 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stagger::budget::{QuotaBudget, RatioBudget, RefillBudget};
+use stagger::budget::{
+    QuotaBudget, RatioBudget, RatioBudgetConfig, RefillBudget, RefillBudgetConfig,
+};
 use stagger::export::Stats;
-use stagger::guardrails::{BreakerState, Guardrails};
+use stagger::guardrails::{BreakerConfig, BreakerState, Guardrails};
 use stagger::random::FastRng;
 use stagger::time::{Clock, ManualClock};
 use stagger::{
@@ -57,12 +59,13 @@ fn a_budget_stop_is_never_a_retry_and_never_sleeps() {
             ..Backoff::new()
         })
         .budget(
-            RatioBudget::builder()
-                .ratio(0.1)
-                .floor(3)
-                .fixed_floor()
-                .build()
-                .unwrap(),
+            RatioBudget::new(RatioBudgetConfig {
+                ratio: 0.1,
+                floor: 3,
+                floor_per_request: None,
+                ..Default::default()
+            })
+            .unwrap(),
         )
         .observer(stats.clone())
         .build()
@@ -81,11 +84,12 @@ fn the_first_attempt_is_never_blocked_by_a_budget() {
     let clock = ManualClock::new();
     let policy = Policy::builder()
         .budget(
-            RefillBudget::builder()
-                .capacity(1.0)
-                .ratio(0.0)
-                .build()
-                .unwrap(),
+            RefillBudget::new(RefillBudgetConfig {
+                capacity: 1.0,
+                ratio: 0.0,
+                ..Default::default()
+            })
+            .unwrap(),
         )
         .build()
         .unwrap();
@@ -107,11 +111,12 @@ fn the_first_attempt_is_never_blocked_by_a_budget() {
 fn an_open_breaker_stops_calls_before_their_first_attempt() {
     let clock = ManualClock::new();
     let stats = Arc::new(Stats::new());
-    let breaker = Breaker::builder()
-        .min_calls(4)
-        .open_jitter(0.0)
-        .build()
-        .unwrap();
+    let breaker = Breaker::new(BreakerConfig {
+        min_calls: 4,
+        open_jitter: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder()
         .max_attempts(1)
         .breaker(breaker.clone())
@@ -145,7 +150,11 @@ fn an_open_breaker_stops_calls_before_their_first_attempt() {
 #[test]
 fn a_dependency_that_is_down_gets_zero_retries() {
     let clock = ManualClock::new();
-    let breaker = Breaker::builder().min_calls(1).build().unwrap();
+    let breaker = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder()
         .max_attempts(5)
         .breaker(breaker)
@@ -214,11 +223,12 @@ fn throttling_rejects_first_attempts_locally() {
 #[test]
 fn throttling_frees_the_breaker_probe_it_refused() {
     let clock = ManualClock::new();
-    let breaker = Breaker::builder()
-        .min_calls(1)
-        .open_jitter(0.0)
-        .build()
-        .unwrap();
+    let breaker = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        open_jitter: 0.0,
+        ..Default::default()
+    })
+    .unwrap();
     let throttle = Throttle::default();
     let guards = Guardrails::new()
         .breaker(breaker.clone())
@@ -254,7 +264,11 @@ fn throttling_frees_the_breaker_probe_it_refused() {
 #[test]
 fn abandoning_an_attempt_frees_its_probe_slot() {
     let clock = ManualClock::new();
-    let breaker = Breaker::builder().min_calls(1).build().unwrap();
+    let breaker = Breaker::new(BreakerConfig {
+        min_calls: 1,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder()
         .max_attempts(1)
         .breaker(breaker.clone())
@@ -280,7 +294,13 @@ fn breaker_events_reach_the_policy_observer_in_order() {
     let sink = log.clone();
     let policy = Policy::builder()
         .max_attempts(1)
-        .breaker(Breaker::builder().min_calls(1).build().unwrap())
+        .breaker(
+            Breaker::new(BreakerConfig {
+                min_calls: 1,
+                ..Default::default()
+            })
+            .unwrap(),
+        )
         .observer(Arc::new(move |e: &Event| {
             if let Event::BreakerStateChanged { from, to } = *e {
                 sink.lock().unwrap().push((from, to));
@@ -397,7 +417,12 @@ proptest! {
     #[test]
     fn budget_stops_follow_the_budget(classes in proptest::collection::vec(0u8..4, 0..12), seed in any::<u64>()) {
         let clock = ManualClock::new();
-        let budget = RatioBudget::builder().ratio(0.0).floor(2).fixed_floor().build().unwrap();
+        let budget = RatioBudget::new(RatioBudgetConfig {
+            ratio: 0.0,
+            floor: 2,
+            floor_per_request: None,
+            ..Default::default()
+        }).unwrap();
         let policy = Policy::builder().max_attempts(8).budget(budget.clone()).build().unwrap();
         let mut failures = classes.iter().map(|c| match c {
             0 => Class::Transient,
@@ -418,7 +443,12 @@ proptest! {
 #[test]
 fn failures_without_retries_do_not_touch_the_budget() {
     let clock = ManualClock::new();
-    let budget = RatioBudget::builder().ratio(0.0).floor(1).build().unwrap();
+    let budget = RatioBudget::new(RatioBudgetConfig {
+        ratio: 0.0,
+        floor: 1,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder().budget(budget.clone()).build().unwrap();
     let (reason, ..) = run(&policy, &clock, 1, &mut [Class::Permanent].into_iter());
     assert_eq!(reason, StopReason::NotRetryable);

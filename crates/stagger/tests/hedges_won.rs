@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use stagger::export::Stats;
+use stagger::hedging::HedgePolicyConfig;
 use stagger::hedging::{HedgeStep, HedgedCall};
 use stagger::{Call, Class, HedgeDelay, HedgePolicy, Outcome, Policy};
 
@@ -20,13 +21,14 @@ fn hedging(stats: &Arc<Stats>) -> HedgePolicy {
         .observer(stats.clone())
         .build()
         .unwrap();
-    HedgePolicy::builder()
-        .max_attempts(3)
-        .delay(HedgeDelay::Fixed(Duration::from_millis(10)))
-        .unbudgeted()
-        .policy(policy)
-        .build()
-        .unwrap()
+    HedgePolicy::new(HedgePolicyConfig {
+        max_attempts: 3,
+        delay: HedgeDelay::Fixed(Duration::from_millis(10)),
+        max_extra_load: None,
+        policy: Some(policy),
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 fn send<R: stagger::random::RandomSource>(

@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use http_body_util::Full;
+use stagger::hedging::HedgePolicyConfig;
 use stagger::tower::RetryLayer;
 use stagger::{HedgeDelay, HedgePolicy, Policy};
 use tower::retry::Retry;
@@ -61,10 +62,11 @@ fn a_successful_request_allocates_no_more_than_its_tower_peer() {
     let tower_retry = per_request(&rt, Retry::new(CloneAndBackoff { attempt: 0 }, Ok200));
     let retry = per_request(&rt, RetryLayer::new(Policy::default()).layer(Ok200));
     let fixed = || {
-        HedgePolicy::builder()
-            .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-            .build()
-            .unwrap()
+        HedgePolicy::new(HedgePolicyConfig {
+            delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+            ..Default::default()
+        })
+        .unwrap()
     };
     let tower_hedge = per_request(
         &rt,

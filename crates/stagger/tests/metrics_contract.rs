@@ -9,9 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use stagger::budget::RatioBudget;
+use stagger::budget::{RatioBudget, RatioBudgetConfig};
 use stagger::export::MetricsObserver;
 use stagger::export::SliWindow;
+use stagger::guardrails::BreakerConfig;
 use stagger::guardrails::Guardrails;
 use stagger::time::ManualClock;
 use stagger::{Breaker, Call, Class, Decision, Failure, Hint, Observer, Outcome, Policy};
@@ -88,7 +89,14 @@ fn drive(observer: Arc<MetricsObserver>) {
     let clock = ManualClock::new();
     let guard = Arc::new(
         Guardrails::new()
-            .budget(RatioBudget::builder().ratio(0.0).floor(3).build().unwrap())
+            .budget(
+                RatioBudget::new(RatioBudgetConfig {
+                    ratio: 0.0,
+                    floor: 3,
+                    ..Default::default()
+                })
+                .unwrap(),
+            )
             .breaker(Breaker::default())
             .observer(observer.clone()),
     );
@@ -327,6 +335,7 @@ fn attaching_again_keeps_the_counts_and_the_breaker_state() {
 #[test]
 fn every_load_mechanism_is_counted_from_zero() {
     use stagger::export::ShedReason;
+    use stagger::hedging::HedgePolicyConfig;
     use stagger::hedging::HedgeStep;
     use stagger::{HedgeDelay, HedgePolicy};
     use std::time::Instant;
@@ -346,13 +355,14 @@ fn every_load_mechanism_is_counted_from_zero() {
         };
         let now = Instant::now();
         // A hedge: attempt 2 goes out 10 ms after attempt 1 and wins.
-        let hedging = HedgePolicy::builder()
-            .max_attempts(2)
-            .delay(HedgeDelay::Fixed(Duration::from_millis(10)))
-            .unbudgeted()
-            .policy(policy(None))
-            .build()
-            .unwrap();
+        let hedging = HedgePolicy::new(HedgePolicyConfig {
+            max_attempts: 2,
+            delay: HedgeDelay::Fixed(Duration::from_millis(10)),
+            max_extra_load: None,
+            policy: Some(policy(None)),
+            ..Default::default()
+        })
+        .unwrap();
         let mut h = hedging.call(Call::seeded(1).idempotent(true));
         assert!(matches!(
             hedging.poll(&mut h, now),
@@ -376,7 +386,13 @@ fn every_load_mechanism_is_counted_from_zero() {
         p.start_attempt(&mut call, now).unwrap();
         let _ = p.decide(&mut call, Outcome::Success, now);
         // One failure opens this breaker; the next two calls are refused.
-        let p = policy(Some(Breaker::builder().min_calls(1).build().unwrap()));
+        let p = policy(Some(
+            Breaker::new(BreakerConfig {
+                min_calls: 1,
+                ..Default::default()
+            })
+            .unwrap(),
+        ));
         let mut call = Call::seeded(3);
         p.start_attempt(&mut call, now).unwrap();
         let mut said_no = Failure::permanent();

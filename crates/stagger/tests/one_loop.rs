@@ -19,6 +19,7 @@ use grpc_scripted::{request, Scripted, Step};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use stagger::grpc::{CallReport, MethodPolicy};
+use stagger::hedging::HedgePolicyConfig;
 use stagger::hedging::HedgeStep;
 use stagger::http::{Inbound, RetryInfo};
 use stagger::tower::{Error, RetryLayer};
@@ -114,12 +115,13 @@ fn retries(n: u32) -> Policy {
 }
 
 fn hedging(k: u32, delay: u64) -> HedgePolicy {
-    HedgePolicy::builder()
-        .max_attempts(k)
-        .delay(HedgeDelay::Fixed(ms(delay)))
-        .unbudgeted()
-        .build()
-        .unwrap()
+    HedgePolicy::new(HedgePolicyConfig {
+        max_attempts: k,
+        delay: HedgeDelay::Fixed(ms(delay)),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 async fn send<S>(client: &mut S, req: Request<Full<Bytes>>) -> Result<Response<String>, Error>
@@ -204,13 +206,14 @@ fn a_call_that_can_never_hedge_waits_its_backoff() {
         })
         .build()
         .unwrap();
-    let hedging = HedgePolicy::builder()
-        .max_attempts(3)
-        .delay(HedgeDelay::Fixed(ms(10)))
-        .policy(retry)
-        .unbudgeted()
-        .build()
-        .unwrap();
+    let hedging = HedgePolicy::new(HedgePolicyConfig {
+        max_attempts: 3,
+        delay: HedgeDelay::Fixed(ms(10)),
+        policy: Some(retry),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap();
     let t0 = Instant::now();
     for call in [
         Call::seeded(3).idempotency(Idempotency::Unspecified),

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::HeaderMap;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use stagger::hedging::HedgePolicyConfig;
 use stagger::http::Settings;
 use stagger::http::{CallOptions, RetryInfo};
 use stagger::reqwest::RetryMiddleware;
@@ -39,11 +40,12 @@ async fn server() -> (String, Seen) {
 }
 
 fn client(keys: bool) -> ClientWithMiddleware {
-    let policy = HedgePolicy::builder()
-        .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-        .unbudgeted()
-        .build()
-        .unwrap();
+    let policy = HedgePolicy::new(HedgePolicyConfig {
+        delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap();
     ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(
             Settings::from(policy).idempotency_keys(keys),
@@ -107,11 +109,12 @@ async fn two_stacked_middlewares_number_every_attempt_once() {
     // The hedging middleware first, a retrying one after it in the chain:
     // before, the inner one ran its own attempts inside each hedge.
     let (url, seen) = server().await;
-    let hedging = HedgePolicy::builder()
-        .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-        .unbudgeted()
-        .build()
-        .unwrap();
+    let hedging = HedgePolicy::new(HedgePolicyConfig {
+        delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap();
     let retries = stagger::Policy::builder().max_attempts(3).build().unwrap();
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(hedging))

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use stagger::budget::RatioBudget;
+use stagger::budget::{RatioBudget, RatioBudgetConfig};
 use stagger::export::Stats;
 use stagger::http::{Inbound, RetryInfo};
 use stagger::limit::{Algorithm, Limiter};
@@ -232,7 +232,12 @@ async fn x_should_retry_true_does_not_lift_max_attempts() {
 
 #[tokio::test(start_paused = true)]
 async fn x_should_retry_true_does_not_lift_the_budget() {
-    let empty = RatioBudget::builder().ratio(0.0).floor(0).build().unwrap();
+    let empty = RatioBudget::new(RatioBudgetConfig {
+        ratio: 0.0,
+        floor: 0,
+        ..Default::default()
+    })
+    .unwrap();
     let p = Policy::builder().budget(empty).build().unwrap();
     let script = vec![(409, vec![("x-should-retry", "true")])];
     let (i, seen) = call(RetryLayer::new(p), script, get()).await;

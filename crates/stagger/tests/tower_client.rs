@@ -38,7 +38,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stagger::export::Stats;
-use stagger::guardrails::{Guardrail, Ticket};
+use stagger::guardrails::{BreakerConfig, Guardrail, Ticket};
 use stagger::http::{CallOptions, RetryInfo};
 use stagger::tower::{ErrorKind, ReplayBody, RetryLayer, RetryService};
 use stagger::{Class, Failure, Hint, NotRetried, Outcome, Policy, StopReason};
@@ -546,11 +546,12 @@ async fn methods_other_than_post_and_patch_are_retried() {
 async fn clones_share_the_budget() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![status(503); 20]);
-        let bucket = stagger::budget::TokenBucket::builder()
-            .max_tokens(4.0)
-            .token_ratio(0.1)
-            .build()
-            .unwrap();
+        let bucket = stagger::budget::TokenBucket::new(stagger::budget::TokenBucketConfig {
+            max_tokens: 4.0,
+            token_ratio: 0.1,
+            ..Default::default()
+        })
+        .unwrap();
         let policy = Policy::builder()
             .max_attempts(5)
             .backoff(Backoff {
@@ -579,11 +580,12 @@ async fn clones_share_the_budget() {
 async fn clones_share_the_breaker() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![status(503); 20]);
-        let breaker = stagger::Breaker::builder()
-            .consecutive_failures(3)
-            .open_for(Duration::from_secs(30))
-            .build()
-            .unwrap();
+        let breaker = stagger::Breaker::new(BreakerConfig {
+            consecutive_failures: Some(3),
+            open_for: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .unwrap();
         let policy = Policy::builder()
             .max_attempts(3)
             .backoff(Backoff {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
+use stagger::hedging::HedgePolicyConfig;
 use stagger::http::{CallOptions, Inbound, RetryInfo, Settings};
 use stagger::tower::RetryLayer;
 use stagger::{HedgeDelay, HedgePolicy, NotRetried, StopReason};
@@ -60,12 +61,13 @@ fn server(
 }
 
 fn hedging(k: u32, ms: u64) -> HedgePolicy {
-    HedgePolicy::builder()
-        .max_attempts(k)
-        .delay(HedgeDelay::Fixed(Duration::from_millis(ms)))
-        .unbudgeted()
-        .build()
-        .unwrap()
+    HedgePolicy::new(HedgePolicyConfig {
+        max_attempts: k,
+        delay: HedgeDelay::Fixed(Duration::from_millis(ms)),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 fn req(method: Method) -> Request<Full<Bytes>> {
@@ -154,11 +156,12 @@ fn a_503_sends_the_next_attempt_at_once_and_a_404_ends_the_call() {
 #[test]
 fn the_budget_limits_hedges_across_calls() {
     rt().block_on(async {
-        let policy = HedgePolicy::builder()
-            .delay(HedgeDelay::Fixed(Duration::from_millis(10)))
-            .max_extra_load(0.05)
-            .build()
-            .unwrap();
+        let policy = HedgePolicy::new(HedgePolicyConfig {
+            delay: HedgeDelay::Fixed(Duration::from_millis(10)),
+            max_extra_load: Some(0.05),
+            ..Default::default()
+        })
+        .unwrap();
         // Every first attempt is slow, every hedge fast.
         let (svc, seen) = server(&[(50, 200)]);
         let mut client = RetryLayer::new(policy).layer(svc);

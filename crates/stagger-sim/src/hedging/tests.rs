@@ -19,12 +19,13 @@ fn check_closed_form(k: u32, delay_ms: u64, seed: u64) {
         ..HedgingParams::default()
     };
     let delay = Duration::from_millis(delay_ms);
-    let policy = HedgePolicy::builder()
-        .max_attempts(k)
-        .delay(HedgeDelay::Fixed(delay))
-        .unbudgeted()
-        .build()
-        .unwrap();
+    let policy = HedgePolicy::new(HedgePolicyConfig {
+        max_attempts: k,
+        delay: HedgeDelay::Fixed(delay),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap();
     let out = run(&p, &policy, seed);
     let n = out.latencies.len() as f64;
     assert_eq!(n, p.requests as f64);

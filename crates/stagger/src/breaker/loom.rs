@@ -22,35 +22,40 @@ fn fail() -> Outcome {
 }
 
 /// `builder` built with a seed and an observer counting its transitions.
-fn counting(builder: BreakerBuilder) -> (Breaker, std::sync::Arc<AtomicUsize>) {
+fn counting(config: BreakerConfig) -> (Breaker, std::sync::Arc<AtomicUsize>) {
     let events = std::sync::Arc::new(AtomicUsize::new(0));
     let seen = events.clone();
-    let b = builder
-        .seed(1)
-        .observer(Arc::new(move |_: &Event| {
+    let b = Breaker::new(BreakerConfig {
+        seed: Some(1),
+        observer: Some(Arc::new(move |_: &Event| {
             seen.fetch_add(1, StdOrdering::Relaxed);
-        }))
-        .build()
-        .unwrap();
+        })),
+        ..config
+    })
+    .unwrap();
     (b, events)
 }
 
 /// A breaker that opens on one failure, for one second, without jitter,
 /// counting its transitions.
 fn touchy(probes: u32) -> (Breaker, std::sync::Arc<AtomicUsize>) {
-    counting(
-        Breaker::builder()
-            .min_calls(1)
-            .open_for(Duration::from_secs(1))
-            .open_jitter(0.0)
-            .probes(probes),
-    )
+    counting(BreakerConfig {
+        min_calls: 1,
+        open_for: Duration::from_secs(1),
+        open_jitter: 0.0,
+        probes,
+        ..Default::default()
+    })
 }
 
 /// A thin client's breaker: the rate never judges (100 calls needed), two
 /// failures in a row open it.
 fn sparse() -> (Breaker, std::sync::Arc<AtomicUsize>) {
-    counting(Breaker::builder().min_calls(100).sparse_failures(2))
+    counting(BreakerConfig {
+        min_calls: 100,
+        sparse_failures: Some(2),
+        ..Default::default()
+    })
 }
 
 fn trip(b: &Breaker, t: Instant) {
@@ -84,7 +89,12 @@ fn loom_half_open_admits_exactly_one_probe() {
 fn loom_closed_counts_are_not_lost() {
     let t0 = Instant::now();
     model(move || {
-        let b = Breaker::builder().min_calls(100).seed(1).build().unwrap();
+        let b = Breaker::new(BreakerConfig {
+            min_calls: 100,
+            seed: Some(1),
+            ..Default::default()
+        })
+        .unwrap();
         let p = b.acquire(t0).unwrap();
         b.record(p, &Outcome::Success, None, t0);
         let (b1, b2) = (b.clone(), b.clone());

@@ -25,7 +25,12 @@ fn granted(b: &dyn Budget, now: Instant) -> u64 {
 fn loom_ratio_last_retry_goes_to_one_thread() {
     let t0 = Instant::now();
     model(move || {
-        let b = RatioBudget::builder().ratio(0.0).floor(1).build().unwrap();
+        let b = RatioBudget::new(RatioBudgetConfig {
+            ratio: 0.0,
+            floor: 1,
+            ..Default::default()
+        })
+        .unwrap();
         let b2 = b.clone();
         let h = thread::spawn(move || granted(&b2, t0));
         let mine = granted(&b, t0);
@@ -41,7 +46,12 @@ fn loom_ratio_last_retry_goes_to_one_thread() {
 fn loom_ratio_deposit_and_withdraw() {
     let t0 = Instant::now();
     model(move || {
-        let b = RatioBudget::builder().ratio(1.0).floor(0).build().unwrap();
+        let b = RatioBudget::new(RatioBudgetConfig {
+            ratio: 1.0,
+            floor: 0,
+            ..Default::default()
+        })
+        .unwrap();
         b.on_request(t0);
         let (b1, b2) = (b.clone(), b.clone());
         let d = thread::spawn(move || b1.on_request(t0));
@@ -60,12 +70,13 @@ fn loom_ratio_deposit_and_withdraw() {
 fn loom_ratio_window_move_is_atomic() {
     let t0 = Instant::now();
     model(move || {
-        let b = RatioBudget::builder()
-            .ratio(0.0)
-            .floor(1)
-            .window(Duration::from_secs(10))
-            .build()
-            .unwrap();
+        let b = RatioBudget::new(RatioBudgetConfig {
+            ratio: 0.0,
+            floor: 1,
+            window: Duration::from_secs(10),
+            ..Default::default()
+        })
+        .unwrap();
         b.on_request(t0); // fixes the origin at t0
         let b2 = b.clone();
         let later = t0 + Duration::from_secs(5); // the next bucket (two under loom)
@@ -123,11 +134,12 @@ fn loom_token_bucket_loses_no_update() {
 fn loom_refill_spends_each_token_once() {
     let t0 = Instant::now();
     model(move || {
-        let b = RefillBudget::builder()
-            .capacity(2.0)
-            .ratio(1.0)
-            .build()
-            .unwrap();
+        let b = RefillBudget::new(RefillBudgetConfig {
+            capacity: 2.0,
+            ratio: 1.0,
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(granted(&b, t0), 1); // 1 token left
         let (b1, b2) = (b.clone(), b.clone());
         let d = thread::spawn(move || b1.on_success(None, t0));
@@ -144,11 +156,12 @@ fn loom_refill_spends_each_token_once() {
 fn loom_quota_withdraw_and_refund() {
     let t0 = Instant::now();
     model(move || {
-        let q = QuotaBudget::builder()
-            .capacity(10)
-            .retry_cost(5)
-            .build()
-            .unwrap();
+        let q = QuotaBudget::new(QuotaBudgetConfig {
+            capacity: 10,
+            retry_cost: 5,
+            ..Default::default()
+        })
+        .unwrap();
         assert_eq!(granted(&q, t0), 1); // 5 left
         let (q1, q2) = (q.clone(), q.clone());
         let refund = thread::spawn(move || q1.on_success(Some(Withdrawal::new(5)), t0));

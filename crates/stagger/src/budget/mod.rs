@@ -25,11 +25,11 @@
 //! can never both take the last token.
 //!
 //! ```
-//! use stagger::budget::{Budget, RatioBudget};
+//! use stagger::budget::{Budget, RatioBudget, RatioBudgetConfig};
 //! use stagger::Failure;
 //! use std::time::Instant;
 //!
-//! let budget = RatioBudget::builder().ratio(0.5).floor(0).build()?;
+//! let budget = RatioBudget::new(RatioBudgetConfig { ratio: 0.5, floor: 0, ..Default::default() })?;
 //! let now = Instant::now();
 //! for _ in 0..4 {
 //!     budget.on_request(now);
@@ -55,10 +55,10 @@ mod token_bucket;
 #[cfg(all(test, loom))]
 mod loom;
 
-pub use quota::{QuotaBudget, QuotaBudgetBuilder};
-pub use ratio::{RatioBudget, RatioBudgetBuilder};
-pub use refill::{RefillBudget, RefillBudgetBuilder};
-pub use token_bucket::{TokenBucket, TokenBucketBuilder};
+pub use quota::{QuotaBudget, QuotaBudgetConfig};
+pub use ratio::{RatioBudget, RatioBudgetConfig};
+pub use refill::{RefillBudget, RefillBudgetConfig};
+pub use token_bucket::{TokenBucket, TokenBucketConfig};
 
 /// What one retry took from a budget, in the budget's own unit (one retry
 /// for [`RatioBudget`], thousandths of a token for [`TokenBucket`] and

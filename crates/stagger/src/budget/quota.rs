@@ -62,14 +62,24 @@ impl fmt::Debug for QuotaBudget {
 impl Default for QuotaBudget {
     /// Capacity 500, retry 5, timeout retry 10, first-attempt success +1.
     fn default() -> Self {
-        QuotaBudgetBuilder::new().build_unchecked()
+        QuotaBudgetConfig::default().build_unchecked()
     }
 }
 
 impl QuotaBudget {
-    /// A builder starting from the AWS defaults.
-    pub const fn builder() -> QuotaBudgetBuilder {
-        QuotaBudgetBuilder::new()
+    /// Validates `config` and builds the quota; the error names the first
+    /// bad field.
+    ///
+    /// ```
+    /// use stagger::budget::{QuotaBudget, QuotaBudgetConfig};
+    /// let q = QuotaBudget::new(QuotaBudgetConfig { capacity: 100, retry_cost: 2, ..Default::default() })?;
+    /// assert_eq!(q.available(), 100);
+    /// let bad = QuotaBudgetConfig { retry_cost: 0, ..Default::default() };
+    /// assert_eq!(QuotaBudget::new(bad).unwrap_err().field(), "retry_cost");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn new(config: QuotaBudgetConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     /// Units left.
@@ -105,67 +115,34 @@ impl Budget for QuotaBudget {
     }
 }
 
-/// Configures a [`QuotaBudget`]: a capacity of at least 1, costs in
-/// `[1, capacity]`, a first-attempt refund in `[0, capacity]`.
-///
-/// ```
-/// use stagger::budget::QuotaBudget;
-/// let q = QuotaBudget::builder().capacity(100).retry_cost(2).build()?;
-/// assert_eq!(q.available(), 100);
-/// assert_eq!(QuotaBudget::builder().retry_cost(0).build().unwrap_err().field(), "retry_cost");
-/// # Ok::<(), stagger::ConfigError>(())
-/// ```
+/// The settings of a [`QuotaBudget`], checked by [`QuotaBudget::new`]: a
+/// capacity of at least 1, costs in `[1, capacity]`, a first-attempt refund
+/// in `[0, capacity]`. [`Default`] gives the AWS defaults: 500, 5, 10, 1.
 #[derive(Debug, Clone, Copy)]
-pub struct QuotaBudgetBuilder {
-    capacity: u32,
-    retry_cost: u32,
-    timeout_cost: u32,
-    success_refund: u32,
+pub struct QuotaBudgetConfig {
+    /// The quota's size and starting amount.
+    pub capacity: u32,
+    /// What a retry costs.
+    pub retry_cost: u32,
+    /// What a retry after a timeout (an unknown result) costs.
+    pub timeout_cost: u32,
+    /// What a call that succeeds at its first attempt pays back.
+    pub success_refund: u32,
 }
 
-impl Default for QuotaBudgetBuilder {
+impl Default for QuotaBudgetConfig {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl QuotaBudgetBuilder {
-    /// The AWS defaults: 500, 5, 10, 1.
-    pub(crate) const fn new() -> Self {
-        QuotaBudgetBuilder {
+        QuotaBudgetConfig {
             capacity: 500,
             retry_cost: 5,
             timeout_cost: 10,
             success_refund: 1,
         }
     }
+}
 
-    /// The quota's size and starting amount.
-    pub const fn capacity(mut self, capacity: u32) -> Self {
-        self.capacity = capacity;
-        self
-    }
-
-    /// What a retry costs.
-    pub const fn retry_cost(mut self, cost: u32) -> Self {
-        self.retry_cost = cost;
-        self
-    }
-
-    /// What a retry after a timeout (an unknown result) costs.
-    pub const fn timeout_cost(mut self, cost: u32) -> Self {
-        self.timeout_cost = cost;
-        self
-    }
-
-    /// What a call that succeeds at its first attempt pays back.
-    pub const fn success_refund(mut self, refund: u32) -> Self {
-        self.success_refund = refund;
-        self
-    }
-
-    /// Validates and builds.
-    pub fn build(self) -> Result<QuotaBudget, ConfigError> {
+impl QuotaBudgetConfig {
+    fn build(self) -> Result<QuotaBudget, ConfigError> {
         if self.capacity == 0 {
             return Err(ConfigError::new("capacity", "must be at least 1"));
         }

@@ -62,16 +62,16 @@ const FIXED: u64 = u64::MAX;
 /// window. That is the trade-off: a client that sees one failure cannot tell
 /// a blip from a fleet-wide stall, so it spends its one retry on the blip
 /// and treats the next failure in the same window as the stall.
-/// [`fixed_floor`](RatioBudgetBuilder::fixed_floor) restores a floor that
-/// ignores traffic.
+/// A [`floor_per_request`](RatioBudgetConfig::floor_per_request) of `None`
+/// restores a floor that ignores traffic.
 ///
 /// ```
-/// use stagger::budget::{Budget, RatioBudget};
+/// use stagger::budget::{Budget, RatioBudget, RatioBudgetConfig};
 /// use stagger::Failure;
 /// use std::time::Instant;
 ///
 /// // 60 %, no floor: 10 requests allow 6 retries, not 10.
-/// let budget = RatioBudget::builder().ratio(0.6).floor(0).build()?;
+/// let budget = RatioBudget::new(RatioBudgetConfig { ratio: 0.6, floor: 0, ..Default::default() })?;
 /// let now = Instant::now();
 /// for _ in 0..10 {
 ///     budget.on_request(now);
@@ -147,15 +147,33 @@ impl Default for RatioBudget {
     /// 10 % over 10 s; a floor of 0.1 retries per request in the window,
     /// at least 1 and at most 10.
     fn default() -> Self {
-        RatioBudgetBuilder::new().build_unchecked()
+        RatioBudgetConfig::default().build_unchecked()
     }
 }
 
 impl RatioBudget {
-    /// A builder starting from the defaults (10 %, 10 s, a floor of 0.1
-    /// per request between 1 and 10).
-    pub const fn builder() -> RatioBudgetBuilder {
-        RatioBudgetBuilder::new()
+    /// Validates `config` and builds the budget; the error names the first
+    /// bad field.
+    ///
+    /// ```
+    /// use stagger::budget::{RatioBudget, RatioBudgetConfig};
+    /// use std::time::Duration;
+    ///
+    /// let b = RatioBudget::new(RatioBudgetConfig {
+    ///     ratio: 0.2,
+    ///     floor: 5,
+    ///     window: Duration::from_secs(30),
+    ///     ..Default::default()
+    /// })?;
+    /// assert_eq!(b.to_string(), "retries up to 20 % of requests over 30 s, plus a floor of 0.1 per request (1 to 5)");
+    /// let fixed = RatioBudget::new(RatioBudgetConfig { floor: 5, floor_per_request: None, ..Default::default() })?;
+    /// assert_eq!(fixed.to_string(), "retries up to 10 % of requests over 10 s, plus a floor of 5 per window");
+    /// let bad = RatioBudgetConfig { ratio: f64::NAN, ..Default::default() };
+    /// assert_eq!(RatioBudget::new(bad).unwrap_err().field(), "ratio");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn new(config: RatioBudgetConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     /// The ratio in parts per million.
@@ -164,7 +182,7 @@ impl RatioBudget {
     }
 
     /// The most retries the floor grants per window (all of them with a
-    /// [fixed floor](RatioBudgetBuilder::fixed_floor)).
+    /// fixed floor, [`floor_per_request`](RatioBudgetConfig::floor_per_request) `None`).
     pub(crate) fn floor(&self) -> u64 {
         self.inner.floor
     }
@@ -347,67 +365,26 @@ impl Budget for RatioBudget {
     }
 }
 
-/// Configures a [`RatioBudget`]; [`build`](RatioBudgetBuilder::build)
-/// names the first bad field.
-///
-/// ```
-/// use stagger::budget::RatioBudget;
-/// use std::time::Duration;
-///
-/// let b = RatioBudget::builder().ratio(0.2).floor(5).window(Duration::from_secs(30)).build()?;
-/// assert_eq!(b.to_string(), "retries up to 20 % of requests over 30 s, plus a floor of 0.1 per request (1 to 5)");
-/// let fixed = RatioBudget::builder().floor(5).fixed_floor().build()?;
-/// assert_eq!(fixed.to_string(), "retries up to 10 % of requests over 10 s, plus a floor of 5 per window");
-/// assert_eq!(RatioBudget::builder().ratio(f64::NAN).build().unwrap_err().field(), "ratio");
-/// # Ok::<(), stagger::ConfigError>(())
-/// ```
+/// The settings of a [`RatioBudget`], checked by [`RatioBudget::new`].
+/// [`Default`] gives 10 %, a floor of 0.1 per request between 1 and 10,
+/// and a 10 s window.
 #[derive(Debug, Clone, Copy)]
-pub struct RatioBudgetBuilder {
-    ratio: f64,
-    floor: u32,
-    floor_per_request: Option<f64>,
-    window: Duration,
-}
-
-impl Default for RatioBudgetBuilder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl RatioBudgetBuilder {
-    /// The defaults: 10 %, a floor of 0.1 per request between 1 and 10,
-    /// window 10 s.
-    pub(crate) const fn new() -> Self {
-        RatioBudgetBuilder {
-            ratio: 0.1,
-            floor: 10,
-            floor_per_request: Some(0.1),
-            window: Duration::from_secs(10),
-        }
-    }
-
+pub struct RatioBudgetConfig {
     /// Retries allowed per request in the window, in `[0, 1000]`; kept to
     /// the nearest part per million.
-    pub const fn ratio(mut self, ratio: f64) -> Self {
-        self.ratio = ratio;
-        self
-    }
-
+    pub ratio: f64,
     /// The most retries the floor grants per window (at most 10⁹; default
-    /// 10). With a [fixed floor](Self::fixed_floor) it grants all of them
-    /// whatever the traffic; otherwise see
-    /// [`floor_per_request`](Self::floor_per_request).
-    pub const fn floor(mut self, floor: u32) -> Self {
-        self.floor = floor;
-        self
-    }
-
+    /// 10): all of them whatever the traffic with a fixed floor, otherwise
+    /// see [`floor_per_request`](Self::floor_per_request).
+    pub floor: u32,
     /// The floor grants this many retries per request in the window
     /// (`[0, 1000]`, default 0.1), but never fewer than one retry per window
     /// (unless `floor` is 0) nor more than `floor`. So a client sending 100
     /// requests per window or more has the whole floor, and a thin one has
-    /// one retry per window to spend on a blip.
+    /// one retry per window to spend on a blip. `None` is a fixed floor of
+    /// `floor` retries per window whatever the traffic (the classic rule;
+    /// inert for a client sending fewer than `floor / ratio` requests per
+    /// window).
     ///
     /// ```
     /// use stagger::budget::{Budget, RatioBudget};
@@ -421,27 +398,24 @@ impl RatioBudgetBuilder {
     /// assert!(budget.try_withdraw(&f, now).is_some(), "…gets its retry");
     /// assert!(budget.try_withdraw(&f, now).is_none(), "but only one per window");
     /// ```
-    pub const fn floor_per_request(mut self, retries: f64) -> Self {
-        self.floor_per_request = Some(retries);
-        self
-    }
-
-    /// A floor of `floor` retries per window whatever the traffic (the
-    /// classic rule; inert for a client sending fewer than `floor / ratio`
-    /// requests per window).
-    pub const fn fixed_floor(mut self) -> Self {
-        self.floor_per_request = None;
-        self
-    }
-
+    pub floor_per_request: Option<f64>,
     /// The sliding window, between 1 s and 1 hour; it moves in tenths.
-    pub const fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
+    pub window: Duration,
+}
 
-    /// Validates and builds.
-    pub fn build(self) -> Result<RatioBudget, ConfigError> {
+impl Default for RatioBudgetConfig {
+    fn default() -> Self {
+        RatioBudgetConfig {
+            ratio: 0.1,
+            floor: 10,
+            floor_per_request: Some(0.1),
+            window: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RatioBudgetConfig {
+    fn build(self) -> Result<RatioBudget, ConfigError> {
         scaled("ratio", self.ratio, 0.0, 1000.0, 1e6)?;
         if let Some(f) = self.floor_per_request {
             scaled("floor_per_request", f, 0.0, 1000.0, 1e6)?;

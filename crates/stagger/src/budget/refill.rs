@@ -21,11 +21,11 @@ use crate::sync::{AtomicU64, Ordering::*, Padded};
 /// `refill`). Cheap to clone; clones share the bucket.
 ///
 /// ```
-/// use stagger::budget::{Budget, RefillBudget};
+/// use stagger::budget::{Budget, RefillBudget, RefillBudgetConfig};
 /// use stagger::Failure;
 /// use std::time::Instant;
 ///
-/// let b = RefillBudget::builder().capacity(2.0).ratio(0.5).build()?;
+/// let b = RefillBudget::new(RefillBudgetConfig { capacity: 2.0, ratio: 0.5 })?;
 /// let (now, f) = (Instant::now(), Failure::transient());
 /// assert!(b.try_withdraw(&f, now).is_some());
 /// assert!(b.try_withdraw(&f, now).is_some());
@@ -64,9 +64,16 @@ impl Default for RefillBudget {
 }
 
 impl RefillBudget {
-    /// A builder starting from the defaults.
-    pub const fn builder() -> RefillBudgetBuilder {
-        RefillBudgetBuilder::new()
+    /// Validates `config` and builds the bucket; the error names the first
+    /// bad field.
+    ///
+    /// ```
+    /// use stagger::budget::{RefillBudget, RefillBudgetConfig};
+    /// let bad = RefillBudgetConfig { ratio: -1.0, ..Default::default() };
+    /// assert_eq!(RefillBudget::new(bad).unwrap_err().field(), "ratio");
+    /// ```
+    pub fn new(config: RefillBudgetConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     fn with_milli(capacity: u64, ratio: u64) -> Self {
@@ -101,48 +108,28 @@ impl Budget for RefillBudget {
     }
 }
 
-/// Configures a [`RefillBudget`]: `capacity` in `[1, 10¹²]` tokens, `ratio`
-/// in `[0, capacity]` tokens per success (kept in thousandths).
-///
-/// ```
-/// use stagger::budget::RefillBudget;
-/// assert_eq!(RefillBudget::builder().ratio(-1.0).build().unwrap_err().field(), "ratio");
-/// ```
+/// The settings of a [`RefillBudget`], checked by [`RefillBudget::new`]:
+/// `capacity` in `[1, 10¹²]` tokens, `ratio` in `[0, capacity]` tokens per
+/// success (kept in thousandths). [`Default`] gives capacity 10, ratio 0.1.
 #[derive(Debug, Clone, Copy)]
-pub struct RefillBudgetBuilder {
-    capacity: f64,
-    ratio: f64,
+pub struct RefillBudgetConfig {
+    /// The bucket's size and starting count, in tokens (one per retry).
+    pub capacity: f64,
+    /// Tokens added per success.
+    pub ratio: f64,
 }
 
-impl Default for RefillBudgetBuilder {
+impl Default for RefillBudgetConfig {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl RefillBudgetBuilder {
-    /// Capacity 10, ratio 0.1.
-    pub(crate) const fn new() -> Self {
-        RefillBudgetBuilder {
+        RefillBudgetConfig {
             capacity: 10.0,
             ratio: 0.1,
         }
     }
+}
 
-    /// The bucket's size and starting count, in tokens (one per retry).
-    pub const fn capacity(mut self, capacity: f64) -> Self {
-        self.capacity = capacity;
-        self
-    }
-
-    /// Tokens added per success.
-    pub const fn ratio(mut self, ratio: f64) -> Self {
-        self.ratio = ratio;
-        self
-    }
-
-    /// Validates and builds.
-    pub fn build(self) -> Result<RefillBudget, ConfigError> {
+impl RefillBudgetConfig {
+    fn build(self) -> Result<RefillBudget, ConfigError> {
         let capacity = thousandths("capacity", self.capacity, 1.0, 1e12)?;
         let ratio = thousandths("ratio", self.ratio, 0.0, self.capacity)?;
         Ok(RefillBudget::with_milli(capacity, ratio))

@@ -66,9 +66,21 @@ impl Default for TokenBucket {
 }
 
 impl TokenBucket {
-    /// A builder starting from the defaults.
-    pub const fn builder() -> TokenBucketBuilder {
-        TokenBucketBuilder::new()
+    /// Validates `config` and builds the bucket; the error names the first
+    /// bad field. Both numbers keep three decimals, further digits dropped
+    /// (A6: a `token_ratio` of 0.5466 is 0.546); the ratio may exceed
+    /// `max_tokens` (one success then refills the bucket).
+    ///
+    /// ```
+    /// use stagger::budget::{TokenBucket, TokenBucketConfig};
+    /// let b = TokenBucket::new(TokenBucketConfig { max_tokens: 100.0, token_ratio: 0.5 })?;
+    /// assert_eq!(b.tokens_milli(), 100_000);
+    /// let bad = TokenBucketConfig { max_tokens: 0.0, ..Default::default() };
+    /// assert_eq!(TokenBucket::new(bad).unwrap_err().field(), "max_tokens");
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub fn new(config: TokenBucketConfig) -> Result<Self, ConfigError> {
+        config.build()
     }
 
     fn with_milli(max: u64, ratio: u64) -> Self {
@@ -131,54 +143,30 @@ impl Budget for TokenBucket {
     }
 }
 
-/// Configures a [`TokenBucket`] with [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s limits: `max_tokens` in
-/// `(0, 1000]`, `token_ratio` positive (it may exceed `max_tokens`), each
-/// kept to three decimals with further digits dropped.
-///
-/// ```
-/// use stagger::budget::TokenBucket;
-/// let b = TokenBucket::builder().max_tokens(100.0).token_ratio(0.5).build()?;
-/// assert_eq!(b.tokens_milli(), 100_000);
-/// assert_eq!(TokenBucket::builder().max_tokens(0.0).build().unwrap_err().field(), "max_tokens");
-/// # Ok::<(), stagger::ConfigError>(())
-/// ```
+/// The settings of a [`TokenBucket`], checked by [`TokenBucket::new`] with
+/// [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s
+/// limits: `max_tokens` in `(0, 1000]`, `token_ratio` positive (it may
+/// exceed `max_tokens`), each kept to three decimals with further digits
+/// dropped. [`Default`] gives `max_tokens` 10, `token_ratio` 0.1.
 #[derive(Debug, Clone, Copy)]
-pub struct TokenBucketBuilder {
-    max_tokens: f64,
-    token_ratio: f64,
+pub struct TokenBucketConfig {
+    /// The bucket's size and starting count.
+    pub max_tokens: f64,
+    /// Tokens given back per success.
+    pub token_ratio: f64,
 }
 
-impl Default for TokenBucketBuilder {
+impl Default for TokenBucketConfig {
     fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl TokenBucketBuilder {
-    /// `max_tokens` 10, `token_ratio` 0.1.
-    pub(crate) const fn new() -> Self {
-        TokenBucketBuilder {
+        TokenBucketConfig {
             max_tokens: 10.0,
             token_ratio: 0.1,
         }
     }
+}
 
-    /// The bucket's size and starting count.
-    pub const fn max_tokens(mut self, max_tokens: f64) -> Self {
-        self.max_tokens = max_tokens;
-        self
-    }
-
-    /// Tokens given back per success.
-    pub const fn token_ratio(mut self, token_ratio: f64) -> Self {
-        self.token_ratio = token_ratio;
-        self
-    }
-
-    /// Validates and builds. Both numbers keep three decimals, further
-    /// digits dropped (A6: a `token_ratio` of 0.5466 is 0.546); the ratio may
-    /// exceed `max_tokens` (one success then refills the bucket).
-    pub fn build(self) -> Result<TokenBucket, ConfigError> {
+impl TokenBucketConfig {
+    fn build(self) -> Result<TokenBucket, ConfigError> {
         let milli = |field: &'static str, x: f64, max: f64| {
             if !(x.is_finite() && x > 0.0 && x <= max) {
                 return Err(ConfigError::new(

@@ -15,7 +15,10 @@ use serde_json::{Map, Value};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::breaker::Breaker;
-use crate::budget::{QuotaBudget, RatioBudget, RefillBudget, TokenBucket};
+use crate::budget::{
+    QuotaBudget, QuotaBudgetConfig, RatioBudget, RatioBudgetConfig, RefillBudget,
+    RefillBudgetConfig, TokenBucket, TokenBucketConfig,
+};
 use crate::error::ConfigError;
 use crate::policy::{Policy, PolicyBuilder};
 
@@ -213,57 +216,47 @@ impl BudgetSpec {
                 window,
                 floor,
             } => {
-                let mut k = RatioBudget::builder();
-                if let Some(r) = ratio {
-                    k = k.ratio(r);
-                }
-                if let Some(w) = window {
-                    k = k.window(w);
-                }
-                if let Some(f) = floor {
-                    k = k.floor(f);
-                }
-                b.budget(k.build().map_err(named)?)
+                let d = RatioBudgetConfig::default();
+                let k = RatioBudget::new(RatioBudgetConfig {
+                    ratio: ratio.unwrap_or(d.ratio),
+                    window: window.unwrap_or(d.window),
+                    floor: floor.unwrap_or(d.floor),
+                    ..d
+                });
+                b.budget(k.map_err(named)?)
             }
             BudgetSpec::TokenBucket {
                 max_tokens,
                 token_ratio,
             } => {
-                let mut k = TokenBucket::builder();
-                if let Some(m) = max_tokens {
-                    k = k.max_tokens(m);
-                }
-                if let Some(r) = token_ratio {
-                    k = k.token_ratio(r);
-                }
-                b.budget(k.build().map_err(named)?)
+                let d = TokenBucketConfig::default();
+                let k = TokenBucket::new(TokenBucketConfig {
+                    max_tokens: max_tokens.unwrap_or(d.max_tokens),
+                    token_ratio: token_ratio.unwrap_or(d.token_ratio),
+                });
+                b.budget(k.map_err(named)?)
             }
             BudgetSpec::Refill { capacity, ratio } => {
-                let mut k = RefillBudget::builder();
-                if let Some(c) = capacity {
-                    k = k.capacity(c);
-                }
-                if let Some(r) = ratio {
-                    k = k.ratio(r);
-                }
-                b.budget(k.build().map_err(named)?)
+                let d = RefillBudgetConfig::default();
+                let k = RefillBudget::new(RefillBudgetConfig {
+                    capacity: capacity.unwrap_or(d.capacity),
+                    ratio: ratio.unwrap_or(d.ratio),
+                });
+                b.budget(k.map_err(named)?)
             }
             BudgetSpec::Quota {
                 capacity,
                 retry_cost,
                 timeout_cost,
             } => {
-                let mut k = QuotaBudget::builder();
-                if let Some(c) = capacity {
-                    k = k.capacity(c);
-                }
-                if let Some(c) = retry_cost {
-                    k = k.retry_cost(c);
-                }
-                if let Some(c) = timeout_cost {
-                    k = k.timeout_cost(c);
-                }
-                b.budget(k.build().map_err(named)?)
+                let d = QuotaBudgetConfig::default();
+                let k = QuotaBudget::new(QuotaBudgetConfig {
+                    capacity: capacity.unwrap_or(d.capacity),
+                    retry_cost: retry_cost.unwrap_or(d.retry_cost),
+                    timeout_cost: timeout_cost.unwrap_or(d.timeout_cost),
+                    ..d
+                });
+                b.budget(k.map_err(named)?)
             }
         })
     }

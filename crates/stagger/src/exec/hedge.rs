@@ -10,13 +10,15 @@
 //!
 //! ```
 //! use stagger::{HedgeDelay, HedgeExt, HedgePolicy};
+//! use stagger::hedging::HedgePolicyConfig;
 //! use std::time::Duration;
 //!
 //! # let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
 //! # rt.block_on(async {
-//! let hedging = HedgePolicy::builder()
-//!     .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-//!     .build()
+//! let hedging = HedgePolicy::new(HedgePolicyConfig {
+//!     delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+//!     ..Default::default()
+//! })
 //!     .unwrap();
 //! // Attempt 1 stalls for a second; the hedge, sent 20 ms later, answers in 5 ms.
 //! let report = (|attempt: u32| async move {
@@ -200,7 +202,7 @@ where
 #[cfg(all(test, not(loom), feature = "tokio"))]
 mod tests {
     use super::*;
-    use crate::hedge::HedgeDelay;
+    use crate::hedge::{HedgeDelay, HedgePolicyConfig};
     use crate::outcome::Class;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;
@@ -223,12 +225,13 @@ mod tests {
     }
 
     fn fixed(k: u32, ms: u64) -> HedgePolicy {
-        HedgePolicy::builder()
-            .max_attempts(k)
-            .delay(HedgeDelay::Fixed(Duration::from_millis(ms)))
-            .unbudgeted()
-            .build()
-            .unwrap()
+        HedgePolicy::new(HedgePolicyConfig {
+            max_attempts: k,
+            delay: HedgeDelay::Fixed(Duration::from_millis(ms)),
+            max_extra_load: None,
+            ..Default::default()
+        })
+        .unwrap()
     }
 
     /// Each attempt takes `took[attempt - 1]` ms and answers `result`.

@@ -9,7 +9,7 @@ use super::method::{Entry, MethodPolicy, Methods};
 use super::service::RetryService;
 use super::shared::{Shared, Unchanged};
 use super::{AttemptHook, AttemptRecord};
-use crate::budget::TokenBucket;
+use crate::budget::{TokenBucket, TokenBucketConfig};
 use crate::error::ConfigError;
 use crate::event::Observer;
 
@@ -193,12 +193,11 @@ impl RetryLayerBuilder {
     /// per method.
     pub fn build(self) -> Result<RetryLayer, ConfigError> {
         let bucket = match self.throttling {
-            Some((max, ratio)) => Some(
-                TokenBucket::builder()
-                    .max_tokens(max)
-                    .token_ratio(ratio)
-                    .build()?,
-            ),
+            Some((max, ratio)) => Some(TokenBucket::new(TokenBucketConfig {
+                max_tokens: max,
+                token_ratio: ratio,
+                ..Default::default()
+            })?),
             None => None,
         };
         let methods = Methods::build(

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::{Backoff, Jitter};
-use crate::budget::TokenBucket;
+use crate::budget::{Budget, TokenBucket};
 use crate::error::ConfigError;
 use crate::event::Observer;
-use crate::hedge::{HedgeDelay, HedgePolicy};
+use crate::hedge::{HedgeDelay, HedgePolicy, HedgePolicyConfig};
 use crate::policy::Policy;
 
 pub(crate) use crate::a6::MAX_ATTEMPTS;
@@ -235,15 +235,15 @@ impl MethodPolicy {
         let Some(delay) = self.hedge_delay else {
             return Ok(None);
         };
-        let b = HedgePolicy::builder()
-            .max_attempts(self.max_attempts)
-            .delay(HedgeDelay::Fixed(delay))
-            .policy(engine.clone());
-        let b = match bucket {
-            Some(t) => b.shared_budget(t.clone()),
-            None => b.unbudgeted(),
-        };
-        b.build().map(Some)
+        HedgePolicy::new(HedgePolicyConfig {
+            max_attempts: self.max_attempts,
+            delay: HedgeDelay::Fixed(delay),
+            policy: Some(engine.clone()),
+            shared_budget: bucket.map(|t| Arc::new(t.clone()) as Arc<dyn Budget>),
+            max_extra_load: None,
+            ..Default::default()
+        })
+        .map(Some)
     }
 }
 

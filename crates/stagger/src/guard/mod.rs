@@ -143,13 +143,13 @@ const BREAKER_BITS: u64 = HAS_PERMIT | (0xffff << PERMIT_SHIFT);
 /// call's [`Ticket`], so the shared parts keep no per-call memory.
 ///
 /// ```
-/// use stagger::budget::RatioBudget;
+/// use stagger::budget::{RatioBudget, RatioBudgetConfig};
 /// use stagger::{Breaker, Call, Class, Decision, Policy, StopReason};
 /// use std::time::Instant;
 ///
 /// let policy = Policy::builder()
 ///     .max_attempts(5)
-///     .budget(RatioBudget::builder().ratio(0.1).floor(1).build()?)
+///     .budget(RatioBudget::new(RatioBudgetConfig { ratio: 0.1, floor: 1, ..Default::default() })?)
 ///     .breaker(Breaker::default())
 ///     .build()?;
 /// let now = Instant::now();

@@ -1,16 +1,18 @@
 use super::*;
-use crate::budget::RatioBudget;
+use crate::budget::{RatioBudget, RatioBudgetConfig};
 use crate::outcome::Class;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-fn fixed(k: u32, d: u64) -> HedgePolicyBuilder {
-    HedgePolicy::builder()
-        .max_attempts(k)
-        .delay(HedgeDelay::Fixed(ms(d)))
-        .unbudgeted()
+fn fixed(k: u32, d: u64) -> HedgePolicyConfig {
+    HedgePolicyConfig {
+        max_attempts: k,
+        delay: HedgeDelay::Fixed(ms(d)),
+        max_extra_load: None,
+        ..Default::default()
+    }
 }
 
 fn sent(step: HedgeStep) -> u32 {
@@ -132,13 +134,14 @@ fn a_failure_of_the_last_attempt_waits_for_the_others() {
 
 #[test]
 fn an_adaptive_delay_waits_for_the_minimum_samples_and_keeps_the_floor() {
-    let h = HedgePolicy::builder()
-        .delay(HedgeDelay::Percentile(90.0))
-        .min_samples(10)
-        .floor(ms(5))
-        .unbudgeted()
-        .build()
-        .unwrap();
+    let h = HedgePolicy::new(HedgePolicyConfig {
+        delay: HedgeDelay::Percentile(90.0),
+        min_samples: 10,
+        floor: ms(5),
+        max_extra_load: None,
+        ..Default::default()
+    })
+    .unwrap();
     let t0 = Instant::now();
     assert_eq!(h.current_delay(t0), None);
     let mut c = h.call(Call::seeded(1).idempotent(true));
@@ -163,11 +166,12 @@ fn an_adaptive_delay_waits_for_the_minimum_samples_and_keeps_the_floor() {
 
 #[test]
 fn the_budget_caps_hedges_at_max_extra_load() {
-    let h = HedgePolicy::builder()
-        .delay(HedgeDelay::Fixed(ms(1)))
-        .max_extra_load(0.05)
-        .build()
-        .unwrap();
+    let h = HedgePolicy::new(HedgePolicyConfig {
+        delay: HedgeDelay::Fixed(ms(1)),
+        max_extra_load: Some(0.05),
+        ..Default::default()
+    })
+    .unwrap();
     let t0 = Instant::now();
     let mut hedges = 0;
     for i in 0..400u64 {
@@ -184,24 +188,26 @@ fn the_budget_caps_hedges_at_max_extra_load() {
 
 #[test]
 fn hedges_and_retries_can_share_one_budget() {
-    let shared = RatioBudget::builder()
-        .ratio(0.0)
-        .floor(1)
-        .fixed_floor()
-        .build()
-        .unwrap();
+    let shared = RatioBudget::new(RatioBudgetConfig {
+        ratio: 0.0,
+        floor: 1,
+        floor_per_request: None,
+        ..Default::default()
+    })
+    .unwrap();
     let policy = Policy::builder()
         .max_attempts(3)
         .budget(shared.clone())
         .build()
         .unwrap();
-    let h = HedgePolicy::builder()
-        .max_attempts(3)
-        .delay(HedgeDelay::Fixed(ms(10)))
-        .shared_budget(shared)
-        .policy(policy)
-        .build()
-        .unwrap();
+    let h = HedgePolicy::new(HedgePolicyConfig {
+        max_attempts: 3,
+        delay: HedgeDelay::Fixed(ms(10)),
+        shared_budget: Some(std::sync::Arc::new(shared)),
+        policy: Some(policy),
+        ..Default::default()
+    })
+    .unwrap();
     let t0 = Instant::now();
     let mut c = h.call(Call::seeded(1).idempotent(true));
     sent(h.poll(&mut c, t0));
@@ -219,25 +225,53 @@ fn hedges_and_retries_can_share_one_budget() {
 
 #[test]
 fn bad_settings_name_their_field() {
+    let d = HedgePolicyConfig::default;
     let cases = [
-        (HedgePolicy::builder().max_attempts(0), "max_attempts"),
-        (HedgePolicy::builder().max_attempts(9), "max_attempts"),
         (
-            HedgePolicy::builder().delay(HedgeDelay::Percentile(0.0)),
+            HedgePolicyConfig {
+                max_attempts: 0,
+                ..d()
+            },
+            "max_attempts",
+        ),
+        (
+            HedgePolicyConfig {
+                max_attempts: 9,
+                ..d()
+            },
+            "max_attempts",
+        ),
+        (
+            HedgePolicyConfig {
+                delay: HedgeDelay::Percentile(0.0),
+                ..d()
+            },
             "delay",
         ),
         (
-            HedgePolicy::builder().delay(HedgeDelay::Percentile(f64::NAN)),
+            HedgePolicyConfig {
+                delay: HedgeDelay::Percentile(f64::NAN),
+                ..d()
+            },
             "delay",
         ),
         (
-            HedgePolicy::builder().max_extra_load(f64::INFINITY),
+            HedgePolicyConfig {
+                max_extra_load: Some(f64::INFINITY),
+                ..d()
+            },
             "max_extra_load",
         ),
-        (HedgePolicy::builder().window(ms(10)), "window"),
+        (
+            HedgePolicyConfig {
+                window: ms(10),
+                ..d()
+            },
+            "window",
+        ),
     ];
     for (b, field) in cases {
-        assert_eq!(b.build().unwrap_err().field(), field);
+        assert_eq!(HedgePolicy::new(b).unwrap_err().field(), field);
     }
 }
 
@@ -300,7 +334,12 @@ fn events_report_only_the_waits_that_happen() {
         .observer(waits.clone())
         .build()
         .unwrap();
-    let h = fixed(3, 100).policy(retry).build().unwrap();
+    let h = HedgePolicyConfig {
+        policy: Some(retry),
+        ..fixed(3, 100)
+    }
+    .build()
+    .unwrap();
     let t0 = Instant::now();
     let mut c = h.call(Call::seeded(3).idempotent(true));
     assert_eq!(sent(h.poll(&mut c, t0)), 1);

@@ -160,11 +160,13 @@ impl Settings {
     /// ```
     /// use stagger::http::Settings;
     /// use stagger::{HedgeDelay, HedgePolicy, Policy};
+    /// use stagger::hedging::HedgePolicyConfig;
     /// use std::time::Duration;
     ///
-    /// let hedging = HedgePolicy::builder()
-    ///     .delay(HedgeDelay::Fixed(Duration::from_millis(20)))
-    ///     .build()?;
+    /// let hedging = HedgePolicy::new(HedgePolicyConfig {
+    ///     delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+    ///     ..Default::default()
+    /// })?;
     /// let settings = Settings::new(Policy::default()).hedging(hedging);
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```

@@ -1,4 +1,4 @@
-//! Configuration of a [`Breaker`].
+//! The settings of a [`Breaker`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,129 +11,51 @@ use crate::event::Observer;
 use crate::rng::{FastRng, RandomSource};
 use crate::sync::nanos;
 
-/// Configures a [`Breaker`]; [`build`](BreakerBuilder::build) names the
-/// first bad field. Defaults: trip at 50 % failures over a 10 s window with
-/// at least 20 calls, or, while the window holds fewer calls, after 5
-/// failures in a row; open 5 s plus up to 20 % jitter, one probe, probe
-/// timeout 10 s, no count window, no consecutive-failure trip for busy
-/// clients, no slow-call threshold.
+/// The settings of a [`Breaker`], checked by [`Breaker::new`], which names
+/// the first bad field. [`Default`] trips at 50 % failures over a 10 s
+/// window with at least 20 calls, or, while the window holds fewer calls,
+/// after 5 failures in a row; open 5 s plus up to 20 % jitter, one probe,
+/// probe timeout 10 s, no count window, no consecutive-failure trip for
+/// busy clients, no slow-call threshold.
 ///
 /// ```
+/// use stagger::guardrails::BreakerConfig;
 /// use stagger::Breaker;
 /// use std::time::Duration;
 ///
-/// let breaker = Breaker::builder()
-///     .failure_rate(0.25)
-///     .min_calls(50)
-///     .count_window(200) // the last 200 outcomes instead of 10 s
-///     .consecutive_failures(10)
-///     .slow_call(Duration::from_secs(2))
-///     .open_for(Duration::from_secs(30))
-///     .probes(3)
-///     .build()?;
+/// let breaker = Breaker::new(BreakerConfig {
+///     failure_rate: 0.25,
+///     min_calls: 50,
+///     count_window: Some(200), // the last 200 outcomes instead of 10 s
+///     consecutive_failures: Some(10),
+///     slow_call: Some(Duration::from_secs(2)),
+///     open_for: Duration::from_secs(30),
+///     probes: 3,
+///     ..Default::default()
+/// })?;
 /// # let _ = breaker;
-/// let err = Breaker::builder().probes(0).build().unwrap_err();
+/// let err = Breaker::new(BreakerConfig { probes: 0, ..Default::default() }).unwrap_err();
 /// assert_eq!(err.field(), "probes");
 /// # Ok::<(), stagger::ConfigError>(())
 /// ```
 #[derive(Clone)]
-pub struct BreakerBuilder {
-    failure_rate: f64,
-    min_calls: u32,
-    window: Duration,
-    count_window: Option<u32>,
-    consecutive: Option<u32>,
-    sparse: Option<u32>,
-    slow_call: Option<Duration>,
-    open_for: Duration,
-    open_jitter: f64,
-    probes: u32,
-    probe_timeout: Duration,
-    seed: Option<u64>,
-    observer: Option<Arc<dyn Observer>>,
-}
-
-impl fmt::Debug for BreakerBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BreakerBuilder")
-            .field("failure_rate", &self.failure_rate)
-            .field("min_calls", &self.min_calls)
-            .field("window", &self.window)
-            .field("count_window", &self.count_window)
-            .field("consecutive", &self.consecutive)
-            .field("sparse", &self.sparse)
-            .field("slow_call", &self.slow_call)
-            .field("open_for", &self.open_for)
-            .field("open_jitter", &self.open_jitter)
-            .field("probes", &self.probes)
-            .field("probe_timeout", &self.probe_timeout)
-            .field("observer", &self.observer.is_some())
-            .finish()
-    }
-}
-
-impl Default for BreakerBuilder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl BreakerBuilder {
-    /// The defaults.
-    pub(crate) fn new() -> Self {
-        BreakerBuilder {
-            failure_rate: 0.5,
-            min_calls: 20,
-            window: Duration::from_secs(10),
-            count_window: None,
-            consecutive: None,
-            sparse: Some(5),
-            slow_call: None,
-            open_for: Duration::from_secs(5),
-            open_jitter: 0.2,
-            probes: 1,
-            probe_timeout: Duration::from_secs(10),
-            seed: None,
-            observer: None,
-        }
-    }
-
+pub struct BreakerConfig {
     /// Trip when failures ÷ calls reaches this, in `(0, 1]`.
-    pub fn failure_rate(mut self, rate: f64) -> Self {
-        self.failure_rate = rate;
-        self
-    }
-
+    pub failure_rate: f64,
     /// Calls the window must hold before the rate can trip it (≥ 1).
-    pub fn min_calls(mut self, n: u32) -> Self {
-        self.min_calls = n;
-        self
-    }
-
+    pub min_calls: u32,
     /// The sliding time window, between 1 s and 1 hour; it moves in tenths.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
+    pub window: Duration,
     /// Counts the last `n` outcomes (1 to 65 536) instead of a time window.
-    pub fn count_window(mut self, n: u32) -> Self {
-        self.count_window = Some(n);
-        self
-    }
-
+    pub count_window: Option<u32>,
     /// Also trip after `n` failures in a row (≥ 1), whatever the rate.
-    pub fn consecutive_failures(mut self, n: u32) -> Self {
-        self.consecutive = Some(n);
-        self
-    }
-
+    pub consecutive_failures: Option<u32>,
     /// While the window holds fewer than [`min_calls`](Self::min_calls)
     /// calls, trip after `n` failures in a row (≥ 1; default 5). A thin
     /// client — a few calls per window — never reaches the minimum, so
     /// without this it could never open; a busy client is judged by the
-    /// rate alone. [`no_sparse_failures`](Self::no_sparse_failures) turns
-    /// it off.
+    /// rate alone. `None` judges only on the rate, however few the calls
+    /// (a thin client's breaker then never opens by the rate rule).
     ///
     /// ```
     /// use stagger::{Breaker, Class, Outcome};
@@ -152,66 +74,69 @@ impl BreakerBuilder {
     /// breaker.record(p, &fail, None, now);
     /// assert_eq!(breaker.state(), BreakerState::Open, "5 in a row: down");
     /// ```
-    pub fn sparse_failures(mut self, n: u32) -> Self {
-        self.sparse = Some(n);
-        self
-    }
-
-    /// Judges only on the rate, however few the calls (a thin client's
-    /// breaker then never opens by the rate rule).
-    pub fn no_sparse_failures(mut self) -> Self {
-        self.sparse = None;
-        self
-    }
-
-    /// Count a call that took longer than `limit` as a failure.
-    pub fn slow_call(mut self, limit: Duration) -> Self {
-        self.slow_call = Some(limit);
-        self
-    }
-
+    pub sparse_failures: Option<u32>,
+    /// Count a call that took longer than this as a failure.
+    pub slow_call: Option<Duration>,
     /// How long an open period lasts before jitter (1 ms to 1 day).
-    pub fn open_for(mut self, d: Duration) -> Self {
-        self.open_for = d;
-        self
-    }
-
+    pub open_for: Duration,
     /// Each open period is lengthened by `U(0, jitter)` of itself, `jitter`
     /// in `[0, 1]` (default 0.2).
-    pub fn open_jitter(mut self, jitter: f64) -> Self {
-        self.open_jitter = jitter;
-        self
-    }
-
+    pub open_jitter: f64,
     /// Concurrent half-open trial calls (1 to 255).
-    pub fn probes(mut self, n: u32) -> Self {
-        self.probes = n;
-        self
-    }
-
+    pub probes: u32,
     /// After this long without a report from any probe, their slots are
     /// reclaimed (1 ms to 1 day; default 10 s).
-    pub fn probe_timeout(mut self, d: Duration) -> Self {
-        self.probe_timeout = d;
-        self
-    }
-
-    /// Seeds the open-period jitter so a run replays exactly (default: a
-    /// fresh seed per breaker, so breakers in different processes differ).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = Some(seed);
-        self
-    }
-
+    pub probe_timeout: Duration,
+    /// Seeds the open-period jitter so a run replays exactly (default
+    /// `None`: a fresh seed per breaker, so breakers in different processes
+    /// differ).
+    pub seed: Option<u64>,
     /// Receives `BreakerStateChanged` events.
-    pub fn observer(mut self, o: Arc<dyn Observer>) -> Self {
-        o.on_attach();
-        self.observer = Some(o);
-        self
-    }
+    pub observer: Option<Arc<dyn Observer>>,
+}
 
-    /// Validates and builds.
-    pub fn build(self) -> Result<Breaker, ConfigError> {
+impl fmt::Debug for BreakerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerConfig")
+            .field("failure_rate", &self.failure_rate)
+            .field("min_calls", &self.min_calls)
+            .field("window", &self.window)
+            .field("count_window", &self.count_window)
+            .field("consecutive_failures", &self.consecutive_failures)
+            .field("sparse_failures", &self.sparse_failures)
+            .field("slow_call", &self.slow_call)
+            .field("open_for", &self.open_for)
+            .field("open_jitter", &self.open_jitter)
+            .field("probes", &self.probes)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("seed", &self.seed)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            failure_rate: 0.5,
+            min_calls: 20,
+            window: Duration::from_secs(10),
+            count_window: None,
+            consecutive_failures: None,
+            sparse_failures: Some(5),
+            slow_call: None,
+            open_for: Duration::from_secs(5),
+            open_jitter: 0.2,
+            probes: 1,
+            probe_timeout: Duration::from_secs(10),
+            seed: None,
+            observer: None,
+        }
+    }
+}
+
+impl BreakerConfig {
+    pub(crate) fn build(self) -> Result<Breaker, ConfigError> {
         let rate = scaled("failure_rate", self.failure_rate, 0.0, 1.0, 1e6)?;
         if rate == 0 {
             return Err(ConfigError::new("failure_rate", "must be above 0"));
@@ -236,13 +161,13 @@ impl BreakerBuilder {
                 ));
             }
         }
-        if self.consecutive == Some(0) {
+        if self.consecutive_failures == Some(0) {
             return Err(ConfigError::new(
                 "consecutive_failures",
                 "must be at least 1",
             ));
         }
-        if self.sparse == Some(0) {
+        if self.sparse_failures == Some(0) {
             return Err(ConfigError::new("sparse_failures", "must be at least 1"));
         }
         if self.slow_call == Some(Duration::ZERO) {
@@ -274,8 +199,8 @@ impl BreakerBuilder {
             min_calls: u64::from(self.min_calls.max(1)),
             window: self.window,
             count_window: self.count_window,
-            consecutive: self.consecutive,
-            sparse: self.sparse.map(|n| n.max(1)),
+            consecutive: self.consecutive_failures,
+            sparse: self.sparse_failures.map(|n| n.max(1)),
             slow_call: self.slow_call,
             open_ns: nanos(self.open_for),
             jitter_ppm: scaled("", self.open_jitter, 0.0, 1.0, 1e6).unwrap_or(200_000),
@@ -283,6 +208,9 @@ impl BreakerBuilder {
             probe_timeout_ns: nanos(self.probe_timeout),
             seed: self.seed.unwrap_or_else(|| FastRng::fresh().next_u64()),
         };
+        if let Some(o) = &self.observer {
+            o.on_attach();
+        }
         Breaker::from_config(cfg, self.observer)
     }
 }
