@@ -272,7 +272,7 @@ fn the_report_describes_the_guardrails_the_run_used() {
         stagger::budget::RatioBudget::default().to_string(),
         stagger::Breaker::default().to_string(),
         stagger::Throttle::default().to_string(),
-        stagger::export::SliWindow::new().to_string(),
+        stagger::export::SliWindow::default().to_string(),
     ] {
         assert!(
             html.contains(&esc(said.clone())),

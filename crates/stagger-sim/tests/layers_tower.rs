@@ -68,7 +68,13 @@ async fn real(mode: RetryAt, bucket: bool, requests: usize, f: f64, seed: u64) -
     });
     let client_rule = mode != RetryAt::EveryLayer;
     let mark = mode == RetryAt::OneLayer;
-    let client = |p: Policy| RetryLayer::new(Settings::new(p).one_layer(client_rule));
+    let client = |p: Policy| {
+        RetryLayer::new(Settings {
+            policy: p,
+            one_layer: client_rule,
+            ..Default::default()
+        })
+    };
     let server = DeadlineLayer::new().one_layer(mark);
     let c = client(policy(bucket)).layer(dependency);
     let b = client(policy(bucket)).layer(server.layer(c));

@@ -58,16 +58,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The client: 4 attempts, 100 ms × 2, a 5 s deadline per call.
     let policy = Policy::builder().max_attempts(4).build()?;
     let client = ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(
-            stagger::http::Settings::new(policy)
-                .timeout(Duration::from_secs(5))
-                .on_attempt(|a| {
-                    println!(
-                        "client: attempt {} -> {:?}, hint {:?}, next wait {:?}",
-                        a.attempt, a.status, a.hint, a.delay
-                    )
-                }),
-        ))
+        .with(RetryMiddleware::new(stagger::http::Settings {
+            policy,
+            timeout: Some(Duration::from_secs(5)),
+            on_attempt: Some(std::sync::Arc::new(|a: &stagger::http::AttemptLog| {
+                println!(
+                    "client: attempt {} -> {:?}, hint {:?}, next wait {:?}",
+                    a.attempt, a.status, a.hint, a.delay
+                )
+            })),
+            ..Default::default()
+        }))
         .build();
 
     let resp = client.get(&url).send().await?;

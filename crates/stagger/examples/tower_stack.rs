@@ -63,9 +63,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .breaker(Breaker::default())
         .build()?;
     let client = ServiceBuilder::new()
-        .layer(RetryLayer::new(
-            stagger::http::Settings::new(policy).idempotency_keys(true),
-        ))
+        .layer(RetryLayer::new(stagger::http::Settings {
+            policy,
+            idempotency_keys: true,
+            ..Default::default()
+        }))
         .service(Client::builder(TokioExecutor::new()).build_http());
 
     let (a, b) = (client.clone(), client);

@@ -56,11 +56,6 @@ impl ManualClock {
         }
     }
 
-    /// The instant this clock started at.
-    pub fn origin(&self) -> Instant {
-        self.origin
-    }
-
     /// Moves time forward by `by` (saturating at about 584 years).
     pub fn advance(&self, by: Duration) {
         let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);

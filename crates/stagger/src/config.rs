@@ -336,13 +336,12 @@ impl ServiceConfig {
         let m = self.method(service, method).map(|m| &m.policy);
         let codes = m
             .and_then(MethodPolicy::retryable_codes)
-            .map(<[u32]>::to_vec)
             .unwrap_or_default();
-        let mut s = crate::http::Settings::new(policy).grpc_retryable_codes(codes);
-        if let Some(t) = m.and_then(MethodPolicy::timeout) {
-            s = s.timeout(t);
-        }
-        Ok(Some(s))
+        Ok(Some(crate::http::Settings {
+            grpc_retryable_codes: Some(codes.into()),
+            timeout: m.and_then(MethodPolicy::timeout),
+            ..crate::http::Settings::from(policy)
+        }))
     }
 }
 

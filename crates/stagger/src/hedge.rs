@@ -450,11 +450,6 @@ impl HedgePolicy {
         self.max_attempts
     }
 
-    /// The configured delay.
-    pub fn delay(&self) -> HedgeDelay {
-        self.delay
-    }
-
     /// The retry policy every attempt goes through.
     pub fn policy(&self) -> &Policy {
         &self.policy

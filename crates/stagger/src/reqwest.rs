@@ -32,7 +32,11 @@
 //!
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = ClientBuilder::new(reqwest::Client::new())
-//!     .with(RetryMiddleware::new(Settings::new(Policy::default()).idempotency_keys(true)))
+//!     .with(RetryMiddleware::new(Settings {
+//!     policy: Policy::default(),
+//!     idempotency_keys: true,
+//!     ..Default::default()
+//! }))
 //!     .build();
 //! let resp = client.get("http://127.0.0.1:8080/").send().await?;
 //! let info = resp.extensions().get::<RetryInfo>().unwrap();
@@ -82,7 +86,7 @@ impl RetryMiddleware {
     /// default ones (see [`Settings`]).
     pub fn new(settings: impl Into<Settings>) -> Self {
         RetryMiddleware {
-            settings: Arc::new(settings.into()),
+            settings: Arc::new(settings.into().resolved()),
         }
     }
 }

@@ -53,7 +53,7 @@ impl fmt::Display for SliState {
 /// The SLI at one moment.
 ///
 /// ```
-/// let s = stagger::export::SliWindow::new().snapshot();
+/// let s = stagger::export::SliWindow::default().snapshot();
 /// assert_eq!((s.requests, s.retries, s.ratio), (0, 0, 0.0));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,11 +107,11 @@ pub struct SliSnapshot {
 /// for _ in 0..10 {
 ///     sli.on_event(&Event::AttemptStarted { attempt: 1 });
 /// }
-/// assert_eq!(sli.state(), SliState::Healthy);
+/// assert_eq!(sli.snapshot().state, SliState::Healthy);
 /// for _ in 0..3 {
 ///     sli.on_event(&retry); // 30 %
 /// }
-/// assert_eq!(sli.state(), SliState::Elevated, "above 20 %, but not for a minute yet");
+/// assert_eq!(sli.snapshot().state, SliState::Elevated, "above 20 %, but not for a minute yet");
 /// for _ in 0..13 {
 ///     clock.advance(Duration::from_secs(5));
 ///     for _ in 0..10 {
@@ -121,7 +121,7 @@ pub struct SliSnapshot {
 ///         sli.on_event(&retry);
 ///     }
 /// }
-/// assert_eq!(sli.state(), SliState::Alarm);
+/// assert_eq!(sli.snapshot().state, SliState::Alarm);
 /// ```
 ///
 /// The sliding-minute retry ratio, as an [`Observer`].
@@ -131,10 +131,10 @@ pub struct SliSnapshot {
 /// use stagger::export::{SliState, SliWindow};
 /// use std::sync::Arc;
 ///
-/// let sli = Arc::new(SliWindow::new());
+/// let sli = Arc::new(SliWindow::default());
 /// let policy = Policy::builder().observer(sli.clone()).build().unwrap();
 /// # let _ = policy;
-/// assert_eq!(sli.state(), SliState::Healthy);
+/// assert_eq!(sli.snapshot().state, SliState::Healthy);
 /// ```
 pub struct SliWindow<C = MonotonicClock> {
     clock: C,
@@ -165,7 +165,7 @@ impl<C> fmt::Debug for SliWindow<C> {
 /// defaults.
 ///
 /// ```
-/// let said = stagger::export::SliWindow::new().to_string();
+/// let said = stagger::export::SliWindow::default().to_string();
 /// assert_eq!(said, "healthy under 10 % retries per request over 1 min, alarm above 20 % for 1 min");
 /// ```
 impl<C> fmt::Display for SliWindow<C> {
@@ -183,15 +183,9 @@ impl<C> fmt::Display for SliWindow<C> {
 }
 
 impl Default for SliWindow<MonotonicClock> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl SliWindow<MonotonicClock> {
     /// An SLI window on the monotonic clock: healthy under 10 %, alarm above
     /// 20 % for 1 minute.
-    pub fn new() -> Self {
+    fn default() -> Self {
         SliWindow::with_clock(MonotonicClock)
     }
 }
@@ -214,9 +208,9 @@ impl<C: Clock> SliWindow<C> {
     /// Sets the thresholds (fractions in `[0, 10]`, `healthy ≤ alarm`).
     ///
     /// ```
-    /// let sli = stagger::export::SliWindow::new().thresholds(0.05, 0.1)?;
+    /// let sli = stagger::export::SliWindow::default().thresholds(0.05, 0.1)?;
     /// # let _ = sli;
-    /// assert!(stagger::export::SliWindow::new().thresholds(0.3, 0.2).is_err());
+    /// assert!(stagger::export::SliWindow::default().thresholds(0.3, 0.2).is_err());
     /// # Ok::<(), stagger::ConfigError>(())
     /// ```
     pub fn thresholds(mut self, healthy: f64, alarm: f64) -> Result<Self, ConfigError> {
@@ -267,11 +261,6 @@ impl<C: Clock> SliWindow<C> {
             ratio,
             state,
         }
-    }
-
-    /// The state now.
-    pub fn state(&self) -> SliState {
-        self.snapshot().state
     }
 
     fn ppm(requests: u64, retries: u64) -> u128 {

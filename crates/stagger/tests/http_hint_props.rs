@@ -133,11 +133,14 @@ fn the_layer_bounds_every_wait_whatever_the_header() {
             };
             let logs: Arc<Mutex<Vec<AttemptLog>>> = Arc::default();
             let sink = logs.clone();
-            let layer = RetryLayer::new(
-                stagger::http::Settings::new(policy())
-                    .timeout(DEADLINE)
-                    .on_attempt(move |l| sink.lock().unwrap().push(l.clone())),
-            );
+            let layer = RetryLayer::new(stagger::http::Settings {
+                policy: policy(),
+                timeout: Some(DEADLINE),
+                on_attempt: Some(std::sync::Arc::new(move |l| {
+                    sink.lock().unwrap().push(l.clone())
+                })),
+                ..Default::default()
+            });
             let svc = tower::service_fn(move |_req: Request<_>| {
                 let mut resp = Response::new(());
                 *resp.status_mut() = status;

@@ -35,9 +35,11 @@ fn policy() -> Policy {
 
 fn client(one_layer: bool) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(
-            stagger::http::Settings::new(policy()).one_layer(one_layer),
-        ))
+        .with(RetryMiddleware::new(stagger::http::Settings {
+            policy: policy(),
+            one_layer: one_layer,
+            ..Default::default()
+        }))
         .build()
 }
 
@@ -145,9 +147,11 @@ async fn the_deadline_travels_down_the_chain() {
         let b = relay_service(c.url("/"), true).await;
         let a = relay_service(b, true).await;
         let outer = ClientBuilder::new(reqwest::Client::new())
-            .with(RetryMiddleware::new(
-                stagger::http::Settings::new(policy()).timeout(Duration::from_millis(1500)),
-            ))
+            .with(RetryMiddleware::new(stagger::http::Settings {
+                policy: policy(),
+                timeout: Some(Duration::from_millis(1500)),
+                ..Default::default()
+            }))
             .build();
         let resp = outer.get(&a).send().await.unwrap();
         assert_eq!(resp.status(), reqwest::StatusCode::OK);

@@ -100,7 +100,12 @@ async fn an_otlp_receiver_sees_one_span_per_attempt_with_its_resend_count() {
         })
         .build()
         .unwrap();
-    let mut svc = RetryLayer::new(Settings::new(policy).trace_attempts(true)).layer(server.clone());
+    let mut svc = RetryLayer::new(Settings {
+        policy,
+        trace_attempts: true,
+        ..Default::default()
+    })
+    .layer(server.clone());
     let parent = Context::current_with_span(global::tracer("checkout").start("place order"));
     let parent_id = format!("{}", parent.span().span_context().span_id());
     let req = Request::get(server.url("/orders"))

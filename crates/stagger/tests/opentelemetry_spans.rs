@@ -52,7 +52,11 @@ async fn a_retried_call_has_one_client_span_per_attempt_with_its_resend_count() 
         })
         .build()
         .unwrap();
-    let settings = Settings::new(policy).trace_attempts(true);
+    let settings = Settings {
+        policy,
+        trace_attempts: true,
+        ..Default::default()
+    };
     let mut svc = RetryLayer::new(settings).layer(server.clone());
     let url = server.url("/orders?id=7");
     let req = Request::get(&url).body(Full::<Bytes>::default()).unwrap();

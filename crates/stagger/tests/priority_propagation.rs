@@ -45,7 +45,10 @@ fn policy() -> Policy {
 
 fn client() -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(Settings::new(policy())))
+        .with(RetryMiddleware::new(Settings {
+            policy: policy(),
+            ..Default::default()
+        }))
         .build()
 }
 
@@ -65,7 +68,10 @@ async fn front(
     async fn handle(State(f): State<Front>) -> StatusCode {
         let mut req = f.client.get(&f.downstream);
         if let Some(p) = f.override_to {
-            req = req.with_extension(CallOptions::new().priority(p));
+            req = req.with_extension(CallOptions {
+                priority: Some(p),
+                ..Default::default()
+            });
         }
         match req.send().await {
             Ok(r) => StatusCode::from_u16(r.status().as_u16()).unwrap(),
@@ -294,8 +300,10 @@ async fn an_inbound_priority_reaches_the_outbound_grpc_call_as_metadata() {
 
         // The call's own options win, through tonic's request extensions.
         let mut req = tonic::Request::new(check());
-        req.extensions_mut()
-            .insert(CallOptions::new().priority(Priority::CRITICAL_PLUS));
+        req.extensions_mut().insert(CallOptions {
+            priority: Some(Priority::CRITICAL_PLUS),
+            ..Default::default()
+        });
         let mut client = HealthClient::new(svc);
         Inbound::new(1, None)
             .with_priority(Priority::SHEDDABLE)

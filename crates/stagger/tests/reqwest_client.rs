@@ -58,9 +58,11 @@ async fn post_needs_a_key_and_gets_the_same_one_each_attempt() {
         let plain = client(RetryMiddleware::new(policy(3)));
         let resp = plain.post(s.url("/")).body("a").send().await.unwrap();
         assert_eq!(info(&resp).not_retried, Some(NotRetried::NotIdempotent));
-        let keyed = client(RetryMiddleware::new(
-            stagger::http::Settings::new(policy(3)).idempotency_keys(true),
-        ));
+        let keyed = client(RetryMiddleware::new(stagger::http::Settings {
+            policy: policy(3),
+            idempotency_keys: true,
+            ..Default::default()
+        }));
         let resp = keyed.post(s.url("/")).body("b").send().await.unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(info(&resp).attempts, 3);
@@ -123,7 +125,10 @@ async fn per_request_options_and_attempt_timeouts() {
         // This request allows only one attempt.
         let resp = c
             .get(s.url("/"))
-            .with_extension(CallOptions::new().policy(policy(1)))
+            .with_extension(CallOptions {
+                policy: Some(policy(1)),
+                ..Default::default()
+            })
             .send()
             .await
             .unwrap();

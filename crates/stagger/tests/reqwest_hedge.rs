@@ -47,9 +47,10 @@ fn client(keys: bool) -> ClientWithMiddleware {
     })
     .unwrap();
     ClientBuilder::new(reqwest::Client::new())
-        .with(RetryMiddleware::new(
-            Settings::from(policy).idempotency_keys(keys),
-        ))
+        .with(RetryMiddleware::new(Settings {
+            idempotency_keys: keys,
+            ..Settings::from(policy)
+        }))
         .build()
 }
 
@@ -91,7 +92,10 @@ async fn reqwest_hedge_sends_the_time_left() {
     let (url, seen) = server().await;
     let resp = client(false)
         .get(&url)
-        .with_extension(CallOptions::new().timeout(Duration::from_secs(5)))
+        .with_extension(CallOptions {
+            timeout: Some(Duration::from_secs(5)),
+            ..Default::default()
+        })
         .send()
         .await
         .unwrap();

@@ -323,8 +323,8 @@ fn the_blocking_executor_hands_over_the_attempt_timeout_or_refuses_it() {
         .unwrap();
     let mut seen = Vec::new();
     let report = (|a: &Attempt| {
-        seen.push((a.number(), a.timeout()));
-        if a.number() < 2 {
+        seen.push((a.number, a.timeout));
+        if a.number < 2 {
             Err("busy")
         } else {
             Ok(())

@@ -179,8 +179,11 @@ async fn retry_after_ms_over_max_retry_after_stops_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn x_ms_retry_after_ms_past_the_deadline_stops_at_once() {
-    let layer =
-        RetryLayer::new(stagger::http::Settings::new(policy(3)).timeout(Duration::from_secs(2)));
+    let layer = RetryLayer::new(stagger::http::Settings {
+        policy: policy(3),
+        timeout: Some(Duration::from_secs(2)),
+        ..Default::default()
+    });
     let script = vec![(503, vec![("x-ms-retry-after-ms", "5000")])];
     let (i, seen) = call(layer, script, get()).await;
     assert_eq!((i.attempts, i.reason), (1, StopReason::Deadline));

@@ -277,7 +277,7 @@ async fn a_slow_post_is_not_retried_result_unknown() {
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Timeout);
         assert_eq!(err.info().attempts, 1);
-        assert_eq!(err.reason(), StopReason::NotRetryable);
+        assert_eq!(err.info().reason, StopReason::NotRetryable);
         assert_eq!(err.info().not_retried, Some(NotRetried::NotIdempotent));
         // Given up when the attempt timed out, not when the reply came.
         assert_eq!(started.elapsed(), Duration::from_millis(200));
@@ -311,8 +311,10 @@ async fn a_500_is_retried_only_when_asked() {
         assert_eq!(info(&resp).attempts, 1);
         // Per request, through the extensions.
         let mut req = get(&server.url("/"));
-        req.extensions_mut()
-            .insert(CallOptions::new().retry_500(true));
+        req.extensions_mut().insert(CallOptions {
+            retry_500: Some(true),
+            ..Default::default()
+        });
         let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(info(&resp).attempts, 2);
@@ -343,7 +345,11 @@ async fn a_post_with_a_generated_key_sends_the_same_key_every_attempt() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![status(503), status(502)]);
         let mut svc = scripted(
-            RetryLayer::new(stagger::http::Settings::new(fast_policy(3)).idempotency_keys(true)),
+            RetryLayer::new(stagger::http::Settings {
+                policy: fast_policy(3),
+                idempotency_keys: true,
+                ..Default::default()
+            }),
             &server,
         );
         let resp = send(&mut svc, post(&server.url("/"), "charge"))
@@ -458,9 +464,11 @@ async fn a_hint_past_the_deadline_stops_at_once() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![with_header(503, "retry-after", "30")]);
         let mut svc = scripted(
-            RetryLayer::new(
-                stagger::http::Settings::new(fast_policy(3)).timeout(Duration::from_secs(2)),
-            ),
+            RetryLayer::new(stagger::http::Settings {
+                policy: fast_policy(3),
+                timeout: Some(Duration::from_secs(2)),
+                ..Default::default()
+            }),
             &server,
         );
         let started = Instant::now();
@@ -507,8 +515,10 @@ async fn per_request_policy_and_shared_observer_across_clones() {
         let mut a = scripted(RetryLayer::new(policy), &server);
         let mut b = a.clone();
         let mut req = get(&server.url("/"));
-        req.extensions_mut()
-            .insert(CallOptions::new().policy(fast_policy(1)));
+        req.extensions_mut().insert(CallOptions {
+            policy: Some(fast_policy(1)),
+            ..Default::default()
+        });
         let resp = send(&mut a, req).await.unwrap();
         assert_eq!(info(&resp).reason, StopReason::AttemptsExhausted);
         // The overriding policy had no observer; the shared one sees b's call.
@@ -604,7 +614,7 @@ async fn clones_share_the_breaker() {
         let started = Instant::now();
         let err = send(&mut b, get(&server.url("/"))).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Refused);
-        assert_eq!(err.reason(), StopReason::BreakerOpen);
+        assert_eq!(err.info().reason, StopReason::BreakerOpen);
         assert_eq!(err.info().attempts, 0);
         assert_eq!(started.elapsed(), Duration::ZERO);
         assert_eq!(server.hits().len(), 3);
@@ -685,8 +695,10 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
             RetryLayer::new(settings).layer(grpc_service(vec!["13", "13"], Arc::clone(&seen)));
         // gRPC calls are POSTs: declare this one idempotent.
         let mut req = grpc_request();
-        req.extensions_mut()
-            .insert(CallOptions::new().idempotent(true));
+        req.extensions_mut().insert(CallOptions {
+            idempotent: Some(true),
+            ..Default::default()
+        });
         let started = Instant::now();
         let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(resp.headers()["grpc-status"], "0");
@@ -715,8 +727,10 @@ async fn grpc_codes_follow_the_service_config_and_the_deadline_travels_as_grpc_t
         let settings = config.settings("shop.Cart", "Add").unwrap().unwrap();
         let mut svc = RetryLayer::new(settings).layer(grpc_service(vec!["14"], seen));
         let mut req = grpc_request();
-        req.extensions_mut()
-            .insert(CallOptions::new().idempotent(true));
+        req.extensions_mut().insert(CallOptions {
+            idempotent: Some(true),
+            ..Default::default()
+        });
         let resp = send(&mut svc, req).await.unwrap();
         assert_eq!(
             (info(&resp).attempts, info(&resp).reason),
@@ -848,7 +862,7 @@ async fn a_name_that_does_not_exist_is_not_retried() {
     let url = format!("http://stagger.test:{}/", server.addr.port());
     let err = send(&mut svc, get(&url)).await.unwrap_err();
     assert_eq!(
-        (err.info().attempts, err.reason()),
+        (err.info().attempts, err.info().reason),
         (1, StopReason::NotRetryable)
     );
     assert!(server.hits().is_empty());
@@ -868,7 +882,7 @@ async fn a_connection_refused_through_hyper_is_retried_even_for_a_post() {
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Service);
     assert_eq!(
-        (err.info().attempts, err.reason()),
+        (err.info().attempts, err.info().reason),
         (3, StopReason::AttemptsExhausted)
     );
     assert_eq!(err.info().not_retried, None);
@@ -883,7 +897,11 @@ async fn with_the_one_layer_rule_off_x_no_retry_keeps_the_retry_after() {
         );
         let server = Scripted::new(vec![answer.clone()]);
         let mut svc = scripted(
-            RetryLayer::new(stagger::http::Settings::new(fast_policy(3)).one_layer(false)),
+            RetryLayer::new(stagger::http::Settings {
+                policy: fast_policy(3),
+                one_layer: false,
+                ..Default::default()
+            }),
             &server,
         );
         let resp = send(&mut svc, get(&server.url("/"))).await.unwrap();

@@ -90,8 +90,11 @@ fn rt() -> tokio::runtime::Runtime {
 fn a_slow_get_is_hedged_and_every_attempt_carries_its_number_and_the_same_key() {
     rt().block_on(async {
         let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
-        let mut client =
-            RetryLayer::new(Settings::from(hedging(2, 20)).idempotency_keys(true)).layer(svc);
+        let mut client = RetryLayer::new(Settings {
+            idempotency_keys: true,
+            ..Settings::from(hedging(2, 20))
+        })
+        .layer(svc);
         let start = tokio::time::Instant::now();
         let resp = client
             .ready()
@@ -203,9 +206,11 @@ fn hedging_honours_call_options() {
         // and every attempt carries the time the options' deadline leaves.
         let (svc, seen) = server(&[(1_000, 200), (5, 200)]);
         let mut client = RetryLayer::new(hedging(2, 20)).layer(svc);
-        let options = CallOptions::new()
-            .idempotent(true)
-            .timeout(Duration::from_secs(3));
+        let options = CallOptions {
+            idempotent: Some(true),
+            timeout: Some(Duration::from_secs(3)),
+            ..Default::default()
+        };
         let resp = send(&mut client, with(req(Method::POST), options)).await;
         assert_eq!(resp.body(), "2");
         let seen = seen.lock().unwrap().clone();
@@ -228,7 +233,10 @@ fn hedging_honours_call_options() {
         assert_eq!(seen.lock().unwrap().len(), 1);
         let (svc, seen) = server(&[(5, 500), (5, 200)]);
         let mut client = RetryLayer::new(hedging(2, 1_000)).layer(svc);
-        let opt_in = CallOptions::new().retry_500(true);
+        let opt_in = CallOptions {
+            retry_500: Some(true),
+            ..Default::default()
+        };
         let resp = send(&mut client, with(req(Method::GET), opt_in)).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(seen.lock().unwrap().len(), 2);
@@ -279,8 +287,11 @@ fn a_hedge_reads_x_no_retry_as_gave_up_below() {
         // With the one-layer rule off, `x-no-retry` is not read.
         let (svc, seen) = server(&[(NO_RETRY_MS, 503), (5, 200)]);
         let policy = hedging(2, 1_000);
-        let settings = Settings::new(policy.policy().clone()).one_layer(false);
-        let mut client = RetryLayer::new(settings.hedging(policy)).layer(svc);
+        let settings = Settings {
+            one_layer: false,
+            ..Settings::from(policy)
+        };
+        let mut client = RetryLayer::new(settings).layer(svc);
         let resp = send(&mut client, req(Method::GET)).await;
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(seen.lock().unwrap().len(), 2);

@@ -149,7 +149,7 @@ pub async fn probe(target: &Target, layer: RetryLayer, uri: http::Uri) -> Ending
             let code = if connect { 2 } else { 3 };
             return failed(
                 code,
-                e.reason(),
+                e.info().reason,
                 format!("could not reach {}: {e}", target.addr),
             );
         }

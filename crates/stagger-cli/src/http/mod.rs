@@ -417,20 +417,21 @@ fn client(
     let policy = a.policy()?;
     let sink = logs.clone();
     let verbose = a.verbose();
-    let mut settings = Settings::new(policy)
-        .retry_500(a.retry_500)
-        .on_attempt(move |log| {
+    let deadline = limit(a.deadline);
+    let settings = Settings {
+        policy,
+        retry_500: a.retry_500,
+        on_attempt: Some(Arc::new(move |log: &AttemptLog| {
             if verbose {
                 eprintln!("stagger: {}", request::attempt_line(log));
             }
             if let Ok(mut l) = sink.lock() {
                 l.push(log.clone());
             }
-        });
-    let deadline = limit(a.deadline);
-    if let Some(d) = deadline {
-        settings = settings.timeout(d);
-    }
+        })),
+        timeout: deadline,
+        ..Default::default()
+    };
     let client = reqwest_middleware::ClientBuilder::new(a.client()?)
         .with(RetryMiddleware::new(settings))
         .build();

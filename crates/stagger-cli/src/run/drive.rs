@@ -109,18 +109,18 @@ pub fn drive(
     };
     let trace = RefCell::new(Trace::default());
     let run_one = |attempt: &Attempt| -> Result<(), Failure> {
-        let stdin = if attempt.number() == 1 {
+        let stdin = if attempt.number == 1 {
             &first_stdin
         } else {
             &later_stdin
         };
         if a.verbose {
-            report::start_line(attempt.number(), policy.max_attempts(), attempt.timeout());
+            report::start_line(attempt.number, policy.max_attempts(), attempt.timeout);
         }
         let t0 = Instant::now();
-        let ending = supervisor.attempt(a.command, stdin, attempt.timeout());
+        let ending = supervisor.attempt(a.command, stdin, attempt.timeout);
         let mut record = AttemptRecord {
-            attempt: attempt.number(),
+            attempt: attempt.number,
             exit_code: 0,
             timed_out: false,
             duration_ms: report::millis(t0.elapsed()),
@@ -131,7 +131,7 @@ pub fn drive(
         let mut t = trace.borrow_mut();
         let outcome = facts(a.command, ending, rule, &mut record, &mut t);
         t.attempts.push(record);
-        t.timeout = attempt.timeout();
+        t.timeout = attempt.timeout;
         match outcome {
             Outcome::Success => Ok(()),
             Outcome::Failure(f) => Err(f),

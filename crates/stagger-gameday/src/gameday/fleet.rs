@@ -253,11 +253,12 @@ pub async fn run(
             cfg.strategy
                 .policy(&cfg.schedule, pod.guard.clone(), Some(pod.observer.clone()))?;
         let client = ClientBuilder::new(pod.http.clone())
-            .with(RetryMiddleware::new(
-                stagger::http::Settings::new(policy)
-                    .idempotency_keys(cfg.keys && cfg.method == Method::Post)
-                    .timeout(cfg.deadline),
-            ))
+            .with(RetryMiddleware::new(stagger::http::Settings {
+                policy,
+                idempotency_keys: cfg.keys && cfg.method == Method::Post,
+                timeout: Some(cfg.deadline),
+                ..Default::default()
+            }))
             .build();
         // Phases spread evenly: the fleet as a whole sends every 1/rate s.
         let first = line.start + Duration::from_secs_f64(i as f64 / cfg.rate);

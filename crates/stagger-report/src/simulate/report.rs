@@ -491,7 +491,7 @@ fn cards(r: &Results, h: &mut String) {
     // given, so the page cannot describe other defaults than the run's.
     h.push_str("<h2>Guardrails</h2><p>The settings each guardrail had in this run, one set per client process.</p><div class=cards>");
     let settings = stagger_sim::guardrail_settings();
-    let sli = stagger::export::SliWindow::new().to_string();
+    let sli = stagger::export::SliWindow::default().to_string();
     let titles = [
         "retry budget (+budget)",
         "circuit breaker (+breaker)",

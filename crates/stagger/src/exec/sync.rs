@@ -17,8 +17,8 @@
 //!
 //! let policy = Policy::builder().attempt_timeout(Duration::from_millis(300)).build().unwrap();
 //! let report = (|a: &Attempt| {
-//!     assert_eq!(a.timeout(), Some(Duration::from_millis(300)));
-//!     Ok::<_, std::io::Error>(a.number())
+//!     assert_eq!(a.timeout, Some(Duration::from_millis(300)));
+//!     Ok::<_, std::io::Error>(a.number)
 //! })
 //! .retry_with_attempt(&policy)
 //! .report();
@@ -47,23 +47,14 @@ use crate::policy::Policy;
 /// One attempt, as the blocking executor hands it to a closure that asks
 /// for it ([`RetryAttemptExt::retry_with_attempt`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attempt {
-    number: u32,
-    timeout: Option<Duration>,
-}
-
-impl Attempt {
     /// The attempt number, from 1.
-    pub const fn number(&self) -> u32 {
-        self.number
-    }
-
+    pub number: u32,
     /// How long this attempt may take: `min(attempt_timeout, time left
     /// before the deadline)`, `None` when unbounded. The closure applies
     /// it to its own I/O; the executor cannot interrupt it.
-    pub const fn timeout(&self) -> Option<Duration> {
-        self.timeout
-    }
+    pub timeout: Option<Duration>,
 }
 
 /// The body of a blocking retried call: a closure that takes nothing

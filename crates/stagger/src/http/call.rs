@@ -76,34 +76,91 @@ pub type AttemptHook = Arc<dyn Fn(&AttemptLog) + Send + Sync>;
 
 /// What an HTTP client shares between all its calls: the policy (and with
 /// it any budget, breaker and observer) and the HTTP settings. Cheap to
-/// clone.
+/// clone. [`Default`] is the default policy with 500 not retried, no
+/// generated keys, bodies replayed up to 1 MiB, no deadline of its own,
+/// deadlines propagated and the one-layer rule on; a [`Policy`] or a
+/// [`HedgePolicy`] converts into these defaults around it.
 ///
 /// ```
 /// use stagger::http::Settings;
 /// use stagger::Policy;
 /// use std::time::Duration;
 ///
-/// let settings = Settings::new(Policy::default())
-///     .retry_500(true)
-///     .idempotency_keys(true)
-///     .timeout(Duration::from_secs(5))
-///     .max_replay_bytes(64 * 1024);
-/// assert_eq!(settings.policy().max_attempts(), Policy::default().max_attempts());
+/// let settings = Settings {
+///     retry_500: true,
+///     idempotency_keys: true,
+///     timeout: Some(Duration::from_secs(5)),
+///     max_replay_bytes: 64 * 1024,
+///     ..Settings::from(Policy::default())
+/// };
+/// assert_eq!(settings.policy.max_attempts(), Policy::default().max_attempts());
 /// ```
 #[derive(Clone)]
 pub struct Settings {
-    pub(crate) policy: Policy,
-    pub(crate) retry_500: bool,
-    pub(crate) idempotency_keys: bool,
-    pub(crate) max_replay_bytes: usize,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) propagate_deadline: bool,
-    pub(crate) one_layer: bool,
-    pub(crate) on_attempt: Option<AttemptHook>,
-    pub(crate) grpc_retryable: Option<Arc<[u32]>>,
-    pub(crate) hedging: Option<HedgePolicy>,
+    /// The shared policy: every attempt is judged by it.
+    pub policy: Policy,
+    /// Retries HTTP 500 (off by default: usually a bug).
+    pub retry_500: bool,
+    /// Adds a generated `Idempotency-Key` to POST and PATCH requests that
+    /// have none, the same on every attempt, which makes them retryable.
+    pub idempotency_keys: bool,
+    /// The largest request body buffered so it can be sent again; a larger
+    /// one is sent once and the call is not retried (default 1 MiB).
+    pub max_replay_bytes: usize,
+    /// A deadline this long after each call starts, over every attempt and
+    /// wait.
+    pub timeout: Option<Duration>,
+    /// Whether to send the remaining time downstream (`x-request-timeout-ms`,
+    /// `grpc-timeout` for gRPC). On by default.
+    pub propagate_deadline: bool,
+    /// The one-layer rule (on by default): no retries while serving an
+    /// inbound retry, and a failure marked `x-no-retry` is
+    /// passed up, not retried. Turning it off is for demonstrations; with it
+    /// off, `NO_RETRY` is ignored and the failure is retried as if it were
+    /// not there, after any `Retry-After` or pushback it carries.
+    pub one_layer: bool,
+    /// Called after every attempt with what happened and what comes next.
+    pub on_attempt: Option<AttemptHook>,
+    /// The gRPC status codes to retry, as a service config's
+    /// `retryableStatusCodes` lists them (default `None`: the table of
+    /// docs/behaviour.md §2 — UNAVAILABLE, RESOURCE_EXHAUSTED with pushback,
+    /// DEADLINE_EXCEEDED when idempotent).
+    pub grpc_retryable_codes: Option<Arc<[u32]>>,
+    /// Hedges the calls that can be hedged under this policy (idempotent
+    /// ones, not made while serving an inbound retry): a further attempt
+    /// goes out while the earlier ones still run, by the hedging policy's
+    /// delay and within its extra-load budget, and the first success wins.
+    /// Every attempt is still judged by [`policy`](Self::policy) (it
+    /// replaces the hedging policy's own when the layer is built), so a
+    /// retryable failure sends the next attempt at once and both attempt
+    /// limits apply. A call that cannot hedge is retried as without this
+    /// setting. Hedging is a setting of the one retry layer, so there is no
+    /// second layer to stack.
+    ///
+    /// ```
+    /// use stagger::hedging::HedgePolicyConfig;
+    /// use stagger::http::Settings;
+    /// use stagger::{HedgeDelay, HedgePolicy, Policy};
+    /// use std::time::Duration;
+    ///
+    /// let hedging = HedgePolicy::new(HedgePolicyConfig {
+    ///     delay: HedgeDelay::Fixed(Duration::from_millis(20)),
+    ///     ..Default::default()
+    /// })?;
+    /// let settings = Settings { hedging: Some(hedging), ..Settings::from(Policy::default()) };
+    /// # let _ = settings;
+    /// # Ok::<(), stagger::ConfigError>(())
+    /// ```
+    pub hedging: Option<HedgePolicy>,
+    /// Opens an OpenTelemetry client span for every attempt (feature
+    /// `opentelemetry`; off by default): named after the method, under the
+    /// HTTP semantic conventions, with `http.request.resend_count` on every
+    /// request sent again (retries, hedges and transparent retries alike),
+    /// each a child of the caller's current context, whose trace context
+    /// the global propagator injects into the attempt's headers. The spans
+    /// go to the global tracer provider the application installs.
     #[cfg(feature = "opentelemetry")]
-    pub(crate) trace_attempts: bool,
+    pub trace_attempts: bool,
 }
 
 impl fmt::Debug for Settings {
@@ -117,9 +174,15 @@ impl fmt::Debug for Settings {
             .field("propagate_deadline", &self.propagate_deadline)
             .field("one_layer", &self.one_layer)
             .field("on_attempt", &self.on_attempt.is_some())
-            .field("grpc_retryable", &self.grpc_retryable)
+            .field("grpc_retryable_codes", &self.grpc_retryable_codes)
             .field("hedging", &self.hedging)
             .finish_non_exhaustive()
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::from(Policy::default())
     }
 }
 
@@ -127,147 +190,32 @@ impl Settings {
     /// The default replay limit: 1 MiB.
     pub const DEFAULT_MAX_REPLAY_BYTES: usize = 1 << 20;
 
-    /// Defaults: 500 not retried, no generated keys, bodies replayed up to
-    /// 1 MiB, no deadline of its own, deadlines propagated, the one-layer
-    /// rule on.
-    pub fn new(policy: Policy) -> Self {
-        Settings {
-            policy,
-            retry_500: false,
-            idempotency_keys: false,
-            max_replay_bytes: Self::DEFAULT_MAX_REPLAY_BYTES,
-            timeout: None,
-            propagate_deadline: true,
-            one_layer: true,
-            on_attempt: None,
-            grpc_retryable: None,
-            hedging: None,
-            #[cfg(feature = "opentelemetry")]
-            trace_attempts: false,
-        }
-    }
-
-    /// Hedges the calls that can be hedged under `hedging` (idempotent ones,
-    /// not made while serving an inbound retry): a further attempt goes out
-    /// while the earlier ones still run, by the hedging policy's delay and
-    /// within its extra-load budget, and the first success wins. Every
-    /// attempt is still judged by these settings' [`policy`](Self::policy)
-    /// (it replaces the hedging policy's own), so a retryable failure sends
-    /// the next attempt at once and both attempt limits apply. A call that
-    /// cannot hedge is retried as without this setting. Hedging is a setting
-    /// of the one retry layer, so there is no second layer to stack.
-    ///
-    /// ```
-    /// use stagger::http::Settings;
-    /// use stagger::{HedgeDelay, HedgePolicy, Policy};
-    /// use stagger::hedging::HedgePolicyConfig;
-    /// use std::time::Duration;
-    ///
-    /// let hedging = HedgePolicy::new(HedgePolicyConfig {
-    ///     delay: HedgeDelay::Fixed(Duration::from_millis(20)),
-    ///     ..Default::default()
-    /// })?;
-    /// let settings = Settings::new(Policy::default()).hedging(hedging);
-    /// # Ok::<(), stagger::ConfigError>(())
-    /// ```
-    pub fn hedging(mut self, hedging: HedgePolicy) -> Self {
-        self.hedging = Some(hedging.with_policy(self.policy.clone()));
+    /// These settings as a layer keeps them: the hedging policy judged by
+    /// [`policy`](Self::policy).
+    #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+    pub(crate) fn resolved(mut self) -> Self {
+        self.hedging = self.hedging.map(|h| h.with_policy(self.policy.clone()));
         self
-    }
-
-    /// The gRPC status codes to retry, as a service config's
-    /// `retryableStatusCodes` lists them (default: the table of docs/behaviour.md §2 —
-    /// UNAVAILABLE, RESOURCE_EXHAUSTED with pushback, DEADLINE_EXCEEDED when
-    /// idempotent).
-    pub fn grpc_retryable_codes(mut self, codes: impl Into<Vec<u32>>) -> Self {
-        let mut codes: Vec<u32> = codes.into();
-        codes.sort_unstable();
-        codes.dedup();
-        self.grpc_retryable = Some(codes.into());
-        self
-    }
-
-    /// Opens an OpenTelemetry client span for every attempt (feature
-    /// `opentelemetry`; off by default): named after the method, under the
-    /// HTTP semantic conventions, with `http.request.resend_count` on every
-    /// request sent again (retries, hedges and transparent retries alike),
-    /// each a child of the caller's current context, whose trace context
-    /// the global propagator injects into the attempt's headers. The spans
-    /// go to the global tracer provider the application installs.
-    ///
-    /// ```
-    /// use stagger::http::Settings;
-    /// use stagger::Policy;
-    /// let settings = Settings::new(Policy::default()).trace_attempts(true);
-    /// # let _ = settings;
-    /// ```
-    #[cfg(feature = "opentelemetry")]
-    pub fn trace_attempts(mut self, on: bool) -> Self {
-        self.trace_attempts = on;
-        self
-    }
-
-    /// Retries HTTP 500 (off by default: usually a bug).
-    pub fn retry_500(mut self, on: bool) -> Self {
-        self.retry_500 = on;
-        self
-    }
-
-    /// Adds a generated `Idempotency-Key` to POST and PATCH requests that
-    /// have none, the same on every attempt, which makes them retryable.
-    pub fn idempotency_keys(mut self, on: bool) -> Self {
-        self.idempotency_keys = on;
-        self
-    }
-
-    /// The largest request body buffered so it can be sent again; a larger
-    /// one is sent once and the call is not retried.
-    pub fn max_replay_bytes(mut self, bytes: usize) -> Self {
-        self.max_replay_bytes = bytes;
-        self
-    }
-
-    /// A deadline `timeout` after each call starts, over every attempt and
-    /// wait.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
-    /// Whether to send the remaining time downstream (`x-request-timeout-ms`,
-    /// `grpc-timeout` for gRPC). On by default.
-    pub fn propagate_deadline(mut self, on: bool) -> Self {
-        self.propagate_deadline = on;
-        self
-    }
-
-    /// The one-layer rule (on by default): no retries while serving an
-    /// inbound retry, and a failure marked `x-no-retry` is
-    /// passed up, not retried. Turning it off is for demonstrations; with it
-    /// off, `NO_RETRY` is ignored and the failure is retried as if it were
-    /// not there, after any `Retry-After` or pushback it carries.
-    pub fn one_layer(mut self, on: bool) -> Self {
-        self.one_layer = on;
-        self
-    }
-
-    /// Calls `hook` after every attempt with what happened and what comes
-    /// next.
-    pub fn on_attempt(mut self, hook: impl Fn(&AttemptLog) + Send + Sync + 'static) -> Self {
-        self.on_attempt = Some(Arc::new(hook));
-        self
-    }
-
-    /// The shared policy.
-    pub fn policy(&self) -> &Policy {
-        &self.policy
     }
 }
 
 impl From<Policy> for Settings {
     /// The policy with the default HTTP settings.
     fn from(policy: Policy) -> Self {
-        Settings::new(policy)
+        Settings {
+            policy,
+            retry_500: false,
+            idempotency_keys: false,
+            max_replay_bytes: Settings::DEFAULT_MAX_REPLAY_BYTES,
+            timeout: None,
+            propagate_deadline: true,
+            one_layer: true,
+            on_attempt: None,
+            grpc_retryable_codes: None,
+            hedging: None,
+            #[cfg(feature = "opentelemetry")]
+            trace_attempts: false,
+        }
     }
 }
 
@@ -275,11 +223,15 @@ impl From<HedgePolicy> for Settings {
     /// Hedging under the policy, its attempts judged by its own retry
     /// policy, with the default HTTP settings.
     fn from(hedging: HedgePolicy) -> Self {
-        Settings::new(hedging.policy().clone()).hedging(hedging)
+        Settings {
+            hedging: Some(hedging.clone()),
+            ..Settings::from(hedging.policy().clone())
+        }
     }
 }
 
-/// Per-request overrides: put one in a request's extensions.
+/// Per-request overrides: put one in a request's extensions. Every field
+/// left `None` keeps the client's [`Settings`].
 ///
 /// ```
 /// use stagger::http::CallOptions;
@@ -287,68 +239,33 @@ impl From<HedgePolicy> for Settings {
 /// use std::time::Duration;
 ///
 /// let mut req = http::Request::new(());
-/// req.extensions_mut().insert(
-///     CallOptions::new()
-///         .policy(Policy::builder().max_attempts(5).build().unwrap())
-///         .timeout(Duration::from_secs(2))
-///         .idempotent(true)
-///         .priority(stagger::priority::Priority::SHEDDABLE),
-/// );
+/// req.extensions_mut().insert(CallOptions {
+///     policy: Some(Policy::builder().max_attempts(5).build().unwrap()),
+///     timeout: Some(Duration::from_secs(2)),
+///     idempotent: Some(true),
+///     priority: Some(stagger::priority::Priority::SHEDDABLE),
+///     ..Default::default()
+/// });
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct CallOptions {
-    policy: Option<Policy>,
-    deadline: Option<Instant>,
-    timeout: Option<Duration>,
-    idempotent: Option<bool>,
-    retry_500: Option<bool>,
-    priority: Option<Priority>,
-}
-
-impl CallOptions {
-    /// No overrides.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Uses this policy for the request instead of the client's.
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = Some(policy);
-        self
-    }
-
+    /// A policy for the request instead of the client's.
+    pub policy: Option<Policy>,
     /// An absolute deadline for the request.
-    pub fn deadline(mut self, deadline: Instant) -> Self {
-        self.deadline = Some(deadline);
-        self
-    }
-
-    /// A deadline `timeout` after the request starts.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
-    }
-
+    pub deadline: Option<Instant>,
+    /// A deadline this long after the request starts.
+    pub timeout: Option<Duration>,
     /// Declares the request idempotent (or not), whatever its method.
-    pub fn idempotent(mut self, idempotent: bool) -> Self {
-        self.idempotent = Some(idempotent);
-        self
-    }
-
-    /// Overrides whether 500 is retried.
-    pub fn retry_500(mut self, on: bool) -> Self {
-        self.retry_500 = Some(on);
-        self
-    }
-
+    pub idempotent: Option<bool>,
+    /// Whether 500 is retried.
+    pub retry_500: Option<bool>,
     /// Sends the request with this priority (`x-criticality`), whatever
     /// the request it serves had or the request's own header says. Read
     /// by the tower, reqwest and gRPC layers alike.
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = Some(priority);
-        self
-    }
+    pub priority: Option<Priority>,
+}
 
+impl CallOptions {
     /// The priority these options name, if any.
     pub(crate) fn get_priority(&self) -> Option<Priority> {
         self.priority
@@ -441,7 +358,7 @@ impl Facts {
             Some(true) => Idempotency::Idempotent,
             Some(false) if grpc => Idempotency::Unspecified,
             Some(false) => Idempotency::NotIdempotent,
-            None if grpc && settings.grpc_retryable.is_some() => Idempotency::Idempotent,
+            None if grpc && settings.grpc_retryable_codes.is_some() => Idempotency::Idempotent,
             None if grpc => Idempotency::Unspecified,
             None if key.is_some() || is_idempotent(method, headers) => Idempotency::Idempotent,
             None => Idempotency::NotIdempotent,
@@ -470,7 +387,7 @@ impl Facts {
             propagate: settings.propagate_deadline,
             one_layer: settings.one_layer,
             grpc,
-            grpc_retryable: settings.grpc_retryable.clone(),
+            grpc_retryable: settings.grpc_retryable_codes.clone(),
             key,
             priority,
             inbound,

@@ -4,7 +4,6 @@ use std::error::Error as StdError;
 use std::fmt;
 
 use crate::http::RetryInfo;
-use crate::outcome::StopReason;
 
 /// A boxed error, as tower passes them around.
 pub(crate) type BoxError = Box<dyn StdError + Send + Sync>;
@@ -47,16 +46,6 @@ impl Error {
     /// Attempts, stop reason and waits of the call.
     pub fn info(&self) -> RetryInfo {
         self.info
-    }
-
-    /// Why the call stopped.
-    pub fn reason(&self) -> StopReason {
-        self.info.reason
-    }
-
-    /// Whether the last attempt timed out.
-    pub fn is_timeout(&self) -> bool {
-        self.kind == ErrorKind::Timeout
     }
 }
 

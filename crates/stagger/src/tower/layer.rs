@@ -21,9 +21,12 @@ use crate::http::Settings;
 /// use std::time::Duration;
 ///
 /// let layer = RetryLayer::new(
-///     Settings::new(Policy::default())
-///         .idempotency_keys(true)
-///         .timeout(Duration::from_secs(3)),
+///     Settings {
+///     policy: Policy::default(),
+///     idempotency_keys: true,
+///     timeout: Some(Duration::from_secs(3)),
+///     ..Default::default()
+/// },
 /// );
 /// # let _ = layer;
 /// ```
@@ -37,7 +40,7 @@ impl RetryLayer {
     /// ones (see [`Settings`]).
     pub fn new(settings: impl Into<Settings>) -> Self {
         RetryLayer {
-            settings: Arc::new(settings.into()),
+            settings: Arc::new(settings.into().resolved()),
         }
     }
 }

@@ -34,7 +34,7 @@ impl<S> RetryService<S> {
     /// Wraps `inner` with these settings — or a [`Policy`](crate::Policy)
     /// with the default ones.
     pub fn new(inner: S, settings: impl Into<Settings>) -> Self {
-        Self::from_shared(inner, Arc::new(settings.into()))
+        Self::from_shared(inner, Arc::new(settings.into().resolved()))
     }
 
     pub(crate) fn from_shared(inner: S, settings: Arc<Settings>) -> Self {
