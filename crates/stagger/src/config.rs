@@ -127,7 +127,6 @@ impl Throttling {
         TokenBucket::new(TokenBucketConfig {
             max_tokens: self.max_tokens,
             token_ratio: self.token_ratio,
-            ..Default::default()
         })
         .map_err(|e| {
             let field = match e.field() {

@@ -315,7 +315,6 @@ impl HedgePolicyConfig {
                         floor: 1,
                         floor_per_request: Some(0.0),
                         window: self.window,
-                        ..Default::default()
                     })?;
                     (Some(Arc::new(b)), true)
                 }

@@ -83,7 +83,7 @@ pub struct SliSnapshot {
 /// between it is elevated.
 ///
 /// [`SliWindow`] is an [`Observer`]: attach it to a policy (or several) and
-/// read [`state`](SliWindow::state) or [`snapshot`](SliWindow::snapshot)
+/// read its [`snapshot`](SliWindow::snapshot) (the ratio and the state)
 /// from code, a health check or a metrics exporter. It reads time from the
 /// [`Clock`] it was built with, so tests drive it with a
 /// [`ManualClock`](crate::time::ManualClock). The minute is twelve 5 s buckets.

@@ -80,7 +80,6 @@ fn token_bucket_with_an_odd_max_compares_exactly() {
     let b = TokenBucket::new(TokenBucketConfig {
         max_tokens: 3.0,
         token_ratio: 0.5,
-        ..Default::default()
     })
     .unwrap();
     b.on_failure(&Failure::transient(), clock.now()); // 2
@@ -327,7 +326,6 @@ fn check_then_withdraw_race_grants_exactly_the_allowance() {
     let refill = RefillBudget::new(RefillBudgetConfig {
         capacity: 100.0,
         ratio: 0.0,
-        ..Default::default()
     })
     .unwrap();
     let budgets: Vec<Arc<dyn Budget>> = vec![Arc::new(ratio), Arc::new(quota), Arc::new(refill)];
@@ -522,17 +520,16 @@ proptest! {
     #[test]
     fn no_config_panics(ratio in any::<f64>(), floor in any::<u32>(), ms in any::<u64>(), max in any::<f64>(), tr in any::<f64>()) {
         let _ = RatioBudget::new(RatioBudgetConfig {
-            ratio: ratio,
-            floor: floor,
+            ratio,
+            floor,
             window: Duration::from_millis(ms),
             ..Default::default()
         });
         let _ = TokenBucket::new(TokenBucketConfig {
             max_tokens: max,
             token_ratio: tr,
-            ..Default::default()
         });
-        let _ = RefillBudget::new(RefillBudgetConfig { capacity: max, ratio: tr, ..Default::default() });
+        let _ = RefillBudget::new(RefillBudgetConfig { capacity: max, ratio: tr });
         let _ = QuotaBudget::new(QuotaBudgetConfig {
             capacity: floor,
             retry_cost: floor / 3,

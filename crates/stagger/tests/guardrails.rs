@@ -87,7 +87,6 @@ fn the_first_attempt_is_never_blocked_by_a_budget() {
             RefillBudget::new(RefillBudgetConfig {
                 capacity: 1.0,
                 ratio: 0.0,
-                ..Default::default()
             })
             .unwrap(),
         )

@@ -37,7 +37,7 @@ fn client(one_layer: bool) -> ClientWithMiddleware {
     ClientBuilder::new(reqwest::Client::new())
         .with(RetryMiddleware::new(stagger::http::Settings {
             policy: policy(),
-            one_layer: one_layer,
+            one_layer,
             ..Default::default()
         }))
         .build()

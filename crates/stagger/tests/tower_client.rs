@@ -559,7 +559,6 @@ async fn clones_share_the_budget() {
         let bucket = stagger::budget::TokenBucket::new(stagger::budget::TokenBucketConfig {
             max_tokens: 4.0,
             token_ratio: 0.1,
-            ..Default::default()
         })
         .unwrap();
         let policy = Policy::builder()

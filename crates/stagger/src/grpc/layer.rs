@@ -196,7 +196,6 @@ impl RetryLayerBuilder {
             Some((max, ratio)) => Some(TokenBucket::new(TokenBucketConfig {
                 max_tokens: max,
                 token_ratio: ratio,
-                ..Default::default()
             })?),
             None => None,
         };
