@@ -223,9 +223,10 @@ impl From<HedgePolicy> for Settings {
     /// Hedging under the policy, its attempts judged by its own retry
     /// policy, with the default HTTP settings.
     fn from(hedging: HedgePolicy) -> Self {
+        let policy = hedging.policy().clone();
         Settings {
-            hedging: Some(hedging.clone()),
-            ..Settings::from(hedging.policy().clone())
+            hedging: Some(hedging),
+            ..Settings::from(policy)
         }
     }
 }

@@ -265,31 +265,29 @@ mod tests {
         at
     }
 
-    #[test]
-    fn steady_latency_grows_a_used_limit_to_its_ceiling() {
-        let l = Limiter::builder(Gradient {
+    /// A gradient limiter between 4 and 100, seeded, starting at `initial`.
+    fn between_4_and_100(initial: u32) -> Limiter {
+        Limiter::builder(Gradient {
+            initial,
             min: 4,
             max: 100,
             ..Gradient::new()
         })
         .seed(3)
         .build()
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn steady_latency_grows_a_used_limit_to_its_ceiling() {
+        let l = between_4_and_100(Gradient::new().initial);
         rounds(&l, Instant::now(), 100, 100, ms(10));
         assert_eq!(l.limit(), 100);
     }
 
     #[test]
     fn a_queue_building_up_halves_the_limit_towards_its_floor() {
-        let l = Limiter::builder(Gradient {
-            initial: 100,
-            min: 4,
-            max: 100,
-            ..Gradient::new()
-        })
-        .seed(3)
-        .build()
-        .unwrap();
+        let l = between_4_and_100(100);
         let t = rounds(&l, Instant::now(), 50, 100, ms(10));
         assert_eq!(l.limit(), 100);
         // Latency ×10: g = 0.5 until the long average catches up.
@@ -299,15 +297,7 @@ mod tests {
 
     #[test]
     fn work_for_nobody_cuts_the_limit_whatever_the_latency() {
-        let l = Limiter::builder(Gradient {
-            initial: 100,
-            min: 4,
-            max: 100,
-            ..Gradient::new()
-        })
-        .seed(3)
-        .build()
-        .unwrap();
+        let l = between_4_and_100(100);
         let t0 = Instant::now();
         // One after the other: each admitted after the last cut.
         for i in 0..40 {
