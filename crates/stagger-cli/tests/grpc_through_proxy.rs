@@ -98,7 +98,11 @@ async fn grpc_unavailable_in_the_trailers_is_not_counted_as_ok() {
 }
 
 /// An HTTP/1.1 request to an h2c-only upstream was answered
-/// `502 … (stagger proxy fault)` though no fault was asked for.
+/// `502 … (stagger proxy fault)` though no fault was asked for; then, on
+/// a busy machine, `operation was canceled` or `received unexpected
+/// message from connection`, as hyper's client lost one race or another:
+/// the answer must name the upstream as HTTP/2-only whichever way hyper
+/// told it.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http1_request_to_an_h2c_only_upstream_is_not_called_a_fault() {
     let upstream = start(Script::new([])).await;
@@ -123,8 +127,12 @@ async fn an_http1_request_to_an_h2c_only_upstream_is_not_called_a_fault() {
     assert_eq!(status, 502, "{body}");
     assert!(!body.contains("fault)"), "{body}");
     assert!(body.contains("no fault was injected"), "{body}");
-    assert!(body.contains("HTTP/2-only"), "{body}");
+    assert!(body.contains("the upstream speaks HTTP/2 only"), "{body}");
     assert_eq!(r.upstream_errors, 1);
     let why = r.first_upstream_error.unwrap_or_default();
-    assert!(why.contains("not HTTP/1.1"), "{why}");
+    assert!(why.contains("the upstream speaks HTTP/2 only"), "{why}");
+    assert!(
+        body.contains(&why),
+        "the answer and the report agree: {body}"
+    );
 }

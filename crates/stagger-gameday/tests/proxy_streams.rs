@@ -1,6 +1,7 @@
 //! The fault proxy streams: an upload reaches the upstream while the client
 //! is still sending it, and an HTTP/2 answer's trailers (gRPC's status)
-//! come through. The upstreams here are small hyper servers, because the
+//! come through; a request in the protocol the upstream does not speak is
+//! named for it. The upstreams here are small hyper servers, because the
 //! test must see each frame as it arrives.
 
 use std::collections::VecDeque;
@@ -168,4 +169,45 @@ async fn grpc_trailers_pass_through_h2c_and_a_grpc_retry_is_counted() {
     p.stop();
     assert_eq!((r.first_attempts, r.retries), (1, 1));
     assert_eq!(r.retries_by.grpc_previous_rpc_attempts, 1);
+}
+
+/// The mirror of an HTTP/1.1 request to an h2c-only upstream: hyper's
+/// client tells an h2c request refused by an HTTP/1.1-only server in
+/// several ways, and the proxy must name the mismatch in each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_request_to_an_http1_only_upstream_is_named_for_it() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        // HTTP/1.1 only, on every connection (the proxy's questions too).
+        while let Ok((s, _)) = listener.accept().await {
+            let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
+                Ok::<_, Infallible>(Response::new(http_body_util::Full::new(
+                    Bytes::from_static(b"hello"),
+                )))
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(s), svc),
+            );
+        }
+    });
+    let p = start_proxy(up).await;
+    let client: Client<_, http_body_util::Empty<Bytes>> = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    let req = Request::get(format!("http://{}/", p.addr))
+        .body(http_body_util::Empty::new())
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    let status = resp.status();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let r = p.report();
+    p.stop();
+    assert_eq!(status, 502, "{body}");
+    assert!(body.contains("no fault was injected"), "{body}");
+    assert!(body.contains("the upstream speaks HTTP/1.1 only"), "{body}");
+    assert_eq!(r.upstream_errors, 1);
+    let why = r.first_upstream_error.unwrap_or_default();
+    assert!(why.contains("the upstream speaks HTTP/1.1 only"), "{why}");
 }

@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 
 use super::grpc;
+use super::mismatch;
 use super::record::{self, Event, Recorder};
 use crate::fault::{self, Fault, Window};
 use crate::reset::ResetHandle;
@@ -49,6 +50,9 @@ pub(super) struct Shared {
     pub h1: Client<HttpConnector, Incoming>,
     pub h2: Client<HttpConnector, Incoming>,
     pub rec: Arc<Recorder>,
+    /// The bound on a connection to the upstream (and on each question
+    /// asked of it when an exchange fails).
+    pub connect_timeout: Duration,
     /// Requests seen during a reset fault (every other one is forwarded).
     pub resets: AtomicU64,
 }
@@ -194,13 +198,15 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
     s.rec.event(Event::Forwarded);
     let client = if h2 { s.h2.clone() } else { s.h1.clone() };
     let rec = s.rec.clone();
+    let (authority, timeout) = (s.upstream.authority.clone(), s.connect_timeout);
     // The exchange with the upstream runs to its end in a task of its own:
     // a client that hangs up (its request held by a stall, say) drops this
     // future, but what the upstream served is still counted, so the counts
     // match the upstream's own log.
     let (tx, rx) = tokio::sync::oneshot::channel();
     tokio::spawn(async move {
-        let answer = exchange(&client, &rec, Request::from_parts(parts, body), key, h2).await;
+        let req = Request::from_parts(parts, body);
+        let answer = exchange(&client, &rec, req, key, h2, &authority, timeout).await;
         if tx.send(answer).is_err() {
             rec.event(Event::Unclaimed);
         }
@@ -209,13 +215,15 @@ async fn forward(s: &Shared, req: Request<Incoming>) -> Response<Body> {
         .unwrap_or_else(|_| no_answer("the proxy's forwarding task ended without an answer"))
 }
 
-/// One request to the upstream and its answer, counted.
+/// One request to the upstream at `authority` and its answer, counted.
 async fn exchange(
     client: &Client<HttpConnector, Incoming>,
     rec: &Arc<Recorder>,
     req: Request<Incoming>,
     key: Option<String>,
     h2: bool,
+    authority: &Authority,
+    timeout: Duration,
 ) -> Response<Body> {
     match client.request(req).await {
         Ok(resp) => {
@@ -247,7 +255,7 @@ async fn exchange(
         }
         Err(e) => {
             rec.event(Event::UpstreamError);
-            let why = grpc::why_no_answer(&e, h2);
+            let why = mismatch::why_no_answer(&e, h2, authority, timeout).await;
             rec.upstream_error(why.clone());
             no_answer(&why)
         }

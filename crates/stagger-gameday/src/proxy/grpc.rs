@@ -1,4 +1,4 @@
-//! gRPC answers as the proxy counts them, and why an upstream gave none.
+//! gRPC answers as the proxy counts them.
 //!
 //! A gRPC call's outcome is not its HTTP status: a failed call is HTTP 200
 //! with `grpc-status` other than 0, either in the headers of a
@@ -34,37 +34,6 @@ pub(super) fn is_grpc(h: &HeaderMap) -> bool {
 /// UNKNOWN, as a client would take it).
 pub(super) fn status(h: &HeaderMap) -> Option<u32> {
     grpc_status(h)
-}
-
-/// Why the upstream gave no answer, for the 502's body and the report:
-/// a refused or failed connection, or an upstream that does not speak
-/// the request's protocol (an HTTP/1.1 request to an HTTP/2-only server
-/// reads back HTTP/2 frames, which do not parse as HTTP/1.1).
-pub(super) fn why_no_answer(e: &hyper_util::client::legacy::Error, h2: bool) -> String {
-    if e.is_connect() {
-        let cause = std::error::Error::source(e).map_or(String::new(), |c| format!(": {c}"));
-        return format!("cannot connect to it{cause}");
-    }
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
-    while let Some(c) = cause {
-        if let Some(h) = c.downcast_ref::<hyper::Error>() {
-            if !h2 && h.is_parse() {
-                return format!(
-                    "its answer is not HTTP/1.1 ({h}); an HTTP/2-only (h2c) server answers so: \
-                     send the proxy HTTP/2 with prior knowledge"
-                );
-            }
-            if h2 {
-                return format!(
-                    "it broke off the HTTP/2 (h2c) exchange ({h}); an HTTP/1.1-only server does \
-                     so: send the proxy HTTP/1.1"
-                );
-            }
-            return h.to_string();
-        }
-        cause = c.source();
-    }
-    e.to_string()
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ use crate::{Error, ErrorKind};
 
 mod forward;
 pub mod grpc;
+mod mismatch;
 pub mod record;
 mod render;
 mod stats;
@@ -175,6 +176,7 @@ impl Proxy {
             h1: client(false),
             h2: client(true),
             rec: Arc::new(record::Recorder::new(line)),
+            connect_timeout: cfg.connect_timeout,
             resets: AtomicU64::new(0),
         });
         let (kill, _) = watch::channel(0u64);
