@@ -12,11 +12,13 @@ use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::window::{Timebase, Window};
 
 mod config;
+mod control;
 #[cfg(all(test, loom))]
 mod loom;
 mod ring;
 
 pub use config::BreakerConfig;
+pub use control::{BreakerControl, Transition};
 use ring::CountRing;
 
 const BUCKETS: usize = if cfg!(loom) { 2 } else { 10 };
@@ -24,9 +26,14 @@ const PPM: u128 = 1_000_000;
 const MS: u64 = 1_000_000;
 
 // The state word: [until_ms: 40 | gen: 14 | in-flight probes: 8 | state: 2].
+// In the operator's state (FORCED) the probes field holds which one.
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
 const HALF_OPEN: u64 = 2;
+const FORCED: u64 = 3;
+const DISABLED: u64 = 1;
+const METRICS_ONLY: u64 = 2;
+const FORCED_OPEN: u64 = 3;
 const GEN_MASK: u64 = (1 << 14) - 1;
 
 #[inline]
@@ -370,11 +377,40 @@ impl Breaker {
     /// ```
     pub fn state_at(&self, now: Instant) -> BreakerState {
         let w = self.inner.state.load(Acquire);
-        match state_of(w) {
-            CLOSED => BreakerState::Closed,
-            OPEN if self.inner.time.nanos(now) < until_ns(w) => BreakerState::Open,
-            _ => BreakerState::HalfOpen,
-        }
+        view(w, || self.inner.time.nanos(now))
+    }
+
+    /// An operator's hand on the breaker: disable it, let it only count,
+    /// force it open, close and reset it, or open it for a while. Returns
+    /// the state it is left in. The breaker's observer sees the change as
+    /// a [`BreakerStateChanged`](Event::BreakerStateChanged) event.
+    ///
+    /// Every transition starts a new period: outcomes of calls admitted
+    /// before it change nothing, and a half-open probe still in flight
+    /// loses its slot. [`CloseAndReset`](Transition::CloseAndReset) is also
+    /// the way back from a forced state to automatic behaviour, from clean
+    /// counts. To drive many breakers at once, attach them to a
+    /// [`BreakerControl`].
+    ///
+    /// ```
+    /// use stagger::guardrails::{BreakerState, Transition};
+    /// use stagger::{Breaker, Outcome};
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let breaker = Breaker::default();
+    /// let now = Instant::now();
+    /// assert_eq!(breaker.transition(Transition::ForceOpen, now), BreakerState::ForcedOpen);
+    /// assert!(breaker.acquire(now).is_err(), "isolated until released");
+    /// breaker.transition(Transition::CloseAndReset, now);
+    /// let permit = breaker.acquire(now).unwrap();
+    /// breaker.record(permit, &Outcome::Success, None, now);
+    ///
+    /// // Open for a minute, then half-open as usual.
+    /// breaker.transition(Transition::OpenFor(Duration::from_secs(60)), now);
+    /// assert_eq!(breaker.state_at(now + Duration::from_secs(61)), BreakerState::HalfOpen);
+    /// ```
+    pub fn transition(&self, to: Transition, now: Instant) -> BreakerState {
+        self.inner.force(to, now).1
     }
 
     /// Half-open probes currently admitted and not yet reported.
@@ -447,6 +483,9 @@ impl Breaker {
     #[inline]
     pub(crate) fn open_at(&self, at: Instant) -> Option<Duration> {
         let w = self.inner.state.load(Acquire);
+        if state_of(w) == FORCED && in_flight(w) == FORCED_OPEN {
+            return Some(self.inner.forced_retry_in());
+        }
         if state_of(w) != OPEN {
             return None;
         }
@@ -455,15 +494,95 @@ impl Breaker {
     }
 }
 
+/// The state a word shows at the time `now_ns` gives (read only when it
+/// matters: an open period may have ended).
+#[inline]
+fn view(w: u64, now_ns: impl FnOnce() -> u64) -> BreakerState {
+    match state_of(w) {
+        CLOSED => BreakerState::Closed,
+        FORCED => match in_flight(w) {
+            DISABLED => BreakerState::Disabled,
+            METRICS_ONLY => BreakerState::MetricsOnly,
+            _ => BreakerState::ForcedOpen,
+        },
+        OPEN if now_ns() < until_ns(w) => BreakerState::Open,
+        _ => BreakerState::HalfOpen,
+    }
+}
+
 impl Inner {
+    /// Applies an operator's transition; returns the states before and
+    /// after.
+    fn force(&self, to: Transition, now: Instant) -> (BreakerState, BreakerState) {
+        let now_ns = self.time.nanos(now);
+        let mut w = self.state.load(Acquire);
+        loop {
+            let gen = gen_of(w) + 1;
+            let new = match to {
+                Transition::Disable => word(FORCED, DISABLED, gen, 0),
+                Transition::MetricsOnly => word(FORCED, METRICS_ONLY, gen, 0),
+                Transition::ForceOpen => word(FORCED, FORCED_OPEN, gen, 0),
+                Transition::CloseAndReset => word(CLOSED, 0, gen, 0),
+                Transition::OpenFor(d) => word(OPEN, 0, gen, now_ns.saturating_add(nanos(d))),
+            };
+            match self.state.compare_exchange(w, new, AcqRel, Acquire) {
+                Ok(_) => {
+                    if matches!(to, Transition::CloseAndReset | Transition::MetricsOnly) {
+                        // A new period judged from clean counts; only an
+                        // outcome racing this very transition may slip in.
+                        self.clear_counts();
+                    }
+                    let (from, to) = (view(w, || now_ns), view(new, || now_ns));
+                    if from != to {
+                        self.emit(from, to, None);
+                    }
+                    return (from, to);
+                }
+                Err(seen) => w = seen,
+            }
+        }
+    }
+
     fn emit(&self, from: BreakerState, to: BreakerState, extra: Option<&dyn Observer>) {
-        let event = Event::BreakerStateChanged { from, to };
+        self.emit_event(&Event::BreakerStateChanged { from, to }, extra);
+    }
+
+    fn emit_event(&self, event: &Event, extra: Option<&dyn Observer>) {
         if let Some(o) = &self.observer {
-            o.on_event(&event);
+            o.on_event(event);
         }
         if let Some(o) = extra {
-            o.on_event(&event);
+            o.on_event(event);
         }
+    }
+
+    /// Forgets every counted outcome and the run of failures.
+    fn clear_counts(&self) {
+        self.window.clear();
+        if let Some(ring) = &self.ring {
+            ring.clear();
+        }
+        self.consecutive.store(0, Relaxed);
+    }
+
+    /// What a forced-open breaker tells a refused call: nothing will
+    /// change by itself, so come back after one open period.
+    fn forced_retry_in(&self) -> Duration {
+        Duration::from_nanos(self.cfg.open_ns)
+    }
+
+    /// Admission in a state an operator set: no clock read, no write.
+    #[inline]
+    fn admit_forced(&self, w: u64) -> Result<Permit, BreakerOpen> {
+        if in_flight(w) == FORCED_OPEN {
+            return Err(BreakerOpen {
+                retry_in: self.forced_retry_in(),
+            });
+        }
+        Ok(Permit {
+            gen: gen_of(w) as u16,
+            probe: false,
+        })
     }
 
     fn counts(&self, now: Instant) -> (u64, u64) {
@@ -508,6 +627,9 @@ impl Inner {
         now: Instant,
         extra: Option<&dyn Observer>,
     ) -> Result<Permit, BreakerOpen> {
+        if state_of(w) == FORCED {
+            return self.admit_forced(w);
+        }
         let now_ns = self.time.nanos(now);
         let deadline = now_ns.saturating_add(self.cfg.probe_timeout_ns);
         loop {
@@ -519,6 +641,7 @@ impl Inner {
                         probe: false,
                     })
                 }
+                FORCED => return self.admit_forced(w),
                 OPEN if now_ns < until_ns(w) => {
                     return Err(BreakerOpen {
                         retry_in: Duration::from_nanos(until_ns(w) - now_ns),
@@ -584,9 +707,14 @@ impl Inner {
             return;
         }
         let w = self.state.load(Acquire);
-        if state_of(w) != CLOSED || gen_of(w) != u64::from(permit.gen) {
+        if gen_of(w) != u64::from(permit.gen) {
             return; // admitted in an earlier period
         }
+        let shadow = match state_of(w) {
+            CLOSED => false,
+            FORCED if in_flight(w) == METRICS_ONLY => true,
+            _ => return, // disabled or forced open: nothing is counted
+        };
         let bad = verdict == Verdict::Bad;
         let epoch = match &self.ring {
             Some(ring) => {
@@ -628,7 +756,18 @@ impl Inner {
                 self.cfg.sparse.is_some_and(|n| run >= n)
             };
         }
-        if trip {
+        if trip && shadow {
+            // It would open: say so, and judge afresh from clean counts.
+            let next = word(FORCED, METRICS_ONLY, gen_of(w) + 1, 0);
+            if self
+                .state
+                .compare_exchange(w, next, AcqRel, Acquire)
+                .is_ok()
+            {
+                self.clear_counts();
+                self.emit_event(&Event::BreakerWouldOpen, extra);
+            }
+        } else if trip {
             let now_ns = self.time.nanos(now);
             let gen = gen_of(w) + 1;
             let open = word(OPEN, 0, gen, self.open_until(now_ns, gen));
@@ -668,11 +807,7 @@ impl Inner {
                     if !cleared {
                         // Cleared before closing: nothing can record into
                         // the window while the breaker is half-open.
-                        self.window.clear();
-                        if let Some(ring) = &self.ring {
-                            ring.clear();
-                        }
-                        self.consecutive.store(0, Relaxed);
+                        self.clear_counts();
                         cleared = true;
                     }
                     (word(CLOSED, 0, gen + 1, 0), Some(BreakerState::Closed))

@@ -18,6 +18,14 @@ pub enum BreakerState {
     Open,
     /// A limited number of trial calls are let through.
     HalfOpen,
+    /// Set by an operator: every call passes and nothing is recorded.
+    Disabled,
+    /// Set by an operator: every call passes; outcomes are still counted,
+    /// so the breaker shows what it would do without refusing anything.
+    MetricsOnly,
+    /// Set by an operator: every call is refused until the breaker is
+    /// released.
+    ForcedOpen,
 }
 
 impl BreakerState {
@@ -27,6 +35,9 @@ impl BreakerState {
             BreakerState::Closed => "closed",
             BreakerState::Open => "open",
             BreakerState::HalfOpen => "half_open",
+            BreakerState::Disabled => "disabled",
+            BreakerState::MetricsOnly => "metrics_only",
+            BreakerState::ForcedOpen => "forced_open",
         }
     }
 }
@@ -165,6 +176,10 @@ pub enum Event {
         /// After.
         to: BreakerState,
     },
+    /// A breaker in [`MetricsOnly`](BreakerState::MetricsOnly) met its
+    /// rule to open: it would have opened here, had it been in charge. It
+    /// lets every call through still, and judges afresh from this point.
+    BreakerWouldOpen,
     /// A server hint set the wait.
     HintUsed {
         /// The hint.
@@ -495,7 +510,7 @@ impl Observer for Stats {
             Event::HedgeWon { .. } => bump(&self.hedges_won, 1),
             Event::TransparentRetryStarted { .. } => bump(&self.transparent_retries, 1),
             // A server layer's event: not a client's count.
-            Event::Shed { .. } | Event::Overload { .. } => {}
+            Event::Shed { .. } | Event::Overload { .. } | Event::BreakerWouldOpen => {}
             Event::Stopped { reason, attempts } => {
                 // A call refused before its first attempt (an open breaker,
                 // throttling) is still a logical request.

@@ -27,8 +27,8 @@
 //! | `stagger_failures_total` | counter | failed attempts | `class` (`transient`, `unknown`, `only_with_hint`, `permanent`, `cancelled`) |
 //! | `stagger_stops_total` | counter | calls | `reason` (stop reason: `success`, `not_retryable`, `attempts_exhausted`, `deadline`, `budget`, `breaker_open`, `throttled`, `hint_too_long`, `cancelled`) |
 //! | `stagger_budget_refusals_total` | counter | retries refused | |
-//! | `stagger_breaker_transitions_total` | counter | transitions | `from`, `to` (`closed`, `open`, `half_open`) |
-//! | `stagger_breaker_state` | gauge | 0 closed, 1 open, 2 half-open | |
+//! | `stagger_breaker_transitions_total` | counter | transitions | `from`, `to` (`closed`, `open`, `half_open`; set by an operator: `disabled`, `metrics_only`, `forced_open`) |
+//! | `stagger_breaker_state` | gauge | 0 closed, 1 open, 2 half-open, 3 forced open; −1 disabled, −2 metrics-only (positive: some calls refused) | |
 //! | `stagger_hints_total` | counter | hints | `outcome` (`used`, `invalid`) |
 //! | `stagger_hedges_total` | counter | hedges sent | |
 //! | `stagger_hedges_won_total` | counter | hedged calls a hedge answered | |

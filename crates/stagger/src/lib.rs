@@ -142,7 +142,7 @@ pub use throttle::Throttle;
 /// the guardrails themselves; [`Guardrails`](guardrails::Guardrails)
 /// combines them.
 pub mod guardrails {
-    pub use crate::breaker::{BreakerConfig, BreakerOpen, Permit};
+    pub use crate::breaker::{BreakerConfig, BreakerControl, BreakerOpen, Permit, Transition};
     pub use crate::event::BreakerState;
     pub use crate::guard::{Guardrail, Guardrails, Refusal, Ticket};
     pub use crate::throttle::ThrottleConfig;

@@ -82,7 +82,7 @@ const CONTRACT: [(&str, Kind, Unit, &str); 20] = [
         "stagger_breaker_state",
         Kind::Gauge,
         Unit::Count,
-        "Circuit breaker state: 0 closed, 1 open, 2 half-open.",
+        "Circuit breaker state: 0 closed, 1 open, 2 half-open, 3 forced open, -1 disabled, -2 metrics-only.",
     ),
     (
         "stagger_hints_total",
@@ -331,6 +331,11 @@ impl MetricsObserver {
             BreakerState::Closed => 0.0,
             BreakerState::Open => 1.0,
             BreakerState::HalfOpen => 2.0,
+            // Positive levels refuse some calls, so rules that alert on
+            // `> 0` see a forced-open breaker and not a switched-off one.
+            BreakerState::ForcedOpen => 3.0,
+            BreakerState::Disabled => -1.0,
+            BreakerState::MetricsOnly => -2.0,
         };
         metrics::gauge!("stagger_breaker_state", self.with(&[])).set(level);
     }
@@ -393,6 +398,8 @@ impl Observer for MetricsObserver {
                 metrics::counter!("stagger_budget_refusals_total", self.with(&[])).increment(1);
             }
             Event::BreakerStateChanged { from, to } => self.breaker_changed(from, to),
+            // Told by tracing; the counts behind it are the policy's own.
+            Event::BreakerWouldOpen => {}
             Event::HintUsed { .. } => {
                 metrics::counter!("stagger_hints_total", self.with(&[("outcome", "used")]))
                     .increment(1);

@@ -81,6 +81,9 @@ impl Observer for TracingObserver {
                     tracing::info!(target: "stagger", from = from.as_str(), to = to.as_str(), "circuit breaker state changed");
                 }
             }
+            Event::BreakerWouldOpen => {
+                tracing::warn!(target: "stagger", state = "metrics_only", "circuit breaker would have opened");
+            }
             Event::HintUsed { hint, wait } => {
                 tracing::debug!(target: "stagger", hint = ?hint, wait_ms = wait.as_secs_f64() * 1e3, "server hint used");
             }
