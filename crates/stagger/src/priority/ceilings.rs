@@ -68,8 +68,14 @@ const PPM: u64 = 1_000_000;
 /// `critical_plus` keeps 10 % of the capacity for itself, `critical` 15 %
 /// more, and so on. Levels given the same ceiling are one level to this
 /// rule: their retries are refused together, before their first attempts.
-/// Ceilings round up, so a server with nothing in flight
-/// admits any request.
+/// First-attempt ceilings round up, so a server with nothing in flight
+/// admits any first attempt. With a capacity of 2 or more and a reserve
+/// above zero, a level's retries always stop at least one place below its
+/// first attempts, however small the capacity: at a limit of 8, sheddable
+/// first attempts may fill 5 places and its retries 4. When rounding gives
+/// two levels the same first-attempt ceiling, they are one level at that
+/// capacity, as above. So at the smallest capacities the lowest levels'
+/// retries may get no place at all.
 ///
 /// ```
 /// use stagger::priority::{Ceilings, Class, Priority};
@@ -84,6 +90,10 @@ const PPM: u64 = 1_000_000;
 /// // Every level below sheddable is refused before any sheddable request.
 /// assert!(cap(Priority::SHEDDABLE, true) > cap(Priority::LOWEST, false));
 ///
+/// // However small the limit, a level's retries stop below its first attempts.
+/// let small = |p, retry| c.cap(8, Class::new(p, retry), 0.2);
+/// assert_eq!((small(Priority::SHEDDABLE, false), small(Priority::SHEDDABLE, true)), (5, 4));
+///
 /// let mine = Ceilings::new(&[1.0, 0.8, 0.5])?; // rank 2 and below: 50 %
 /// assert_eq!(mine.cap(10, Class::new(Priority::SHEDDABLE, false), 0.0), 5);
 /// assert!(Ceilings::new(&[0.5, 0.9]).is_err(), "a lower level may not fill more");
@@ -93,10 +103,6 @@ const PPM: u64 = 1_000_000;
 pub struct Ceilings {
     /// Each level's ceiling, in parts per million of the capacity.
     ppm: [u32; Priority::LEVELS],
-    /// The ceiling below each level's own share: that of the next lower
-    /// level with a lower ceiling (levels with the same ceiling share one
-    /// part), or 0.
-    below: [u32; Priority::LEVELS],
 }
 
 impl Default for Ceilings {
@@ -146,19 +152,7 @@ impl Ceilings {
     }
 
     const fn from_ppm(ppm: [u32; Priority::LEVELS]) -> Self {
-        let mut below = [0u32; Priority::LEVELS];
-        let mut rank = 0;
-        while rank < Priority::LEVELS {
-            let mut next = rank + 1;
-            while next < Priority::LEVELS && ppm[next] >= ppm[rank] {
-                next += 1;
-            }
-            if next < Priority::LEVELS {
-                below[rank] = ppm[next];
-            }
-            rank += 1;
-        }
-        Ceilings { ppm, below }
+        Ceilings { ppm }
     }
 
     /// The share of the capacity level `p` may fill.
@@ -169,7 +163,10 @@ impl Ceilings {
     /// The most requests that may be in flight (or waiting) for one more of
     /// `class` to be admitted, out of a capacity of `total`, when the share
     /// `retry_reserve` (0 to 1) of each level's own part is kept for its
-    /// first attempts. At least 1 for a capacity of at least 1.
+    /// first attempts. For a first attempt, at least 1 for a capacity of at
+    /// least 1. For a retry with a capacity of at least 2 and a reserve
+    /// above zero, at least one less than the level's first attempts (so
+    /// possibly 0); see the [type](Self) for levels that round together.
     pub fn cap(&self, total: u64, class: Class, retry_reserve: f64) -> u64 {
         let ppm = (retry_reserve.clamp(0.0, 1.0) * PPM as f64) as u64;
         self.cap_ppm(total, class, ppm)
@@ -181,13 +178,22 @@ impl Ceilings {
     pub(crate) fn cap_ppm(&self, total: u64, class: Class, reserve_ppm: u64) -> u64 {
         let rank = usize::from(class.priority.rank());
         let top = ceil_share(total, self.ppm[rank]);
-        if !class.retry {
+        if !class.retry || reserve_ppm == 0 || total < 2 {
             return top;
         }
-        let below = ceil_share(total, self.below[rank]);
-        let own = top.saturating_sub(below);
-        let kept = own.saturating_mul(reserve_ppm.min(PPM)) / PPM;
-        top.saturating_sub(kept).max(total.min(1))
+        // The level's own part at this capacity: down to the next lower
+        // level whose rounded ceiling is lower (levels that round to the
+        // same ceiling share one part).
+        let below = self.ppm[rank + 1..]
+            .iter()
+            .map(|&ppm| ceil_share(total, ppm))
+            .find(|&c| c < top)
+            .unwrap_or(0);
+        let own = top - below;
+        // At least one place of it is kept for first attempts: rounding the
+        // kept share down to nothing would let retries fill the level.
+        let kept = (own.saturating_mul(reserve_ppm.min(PPM)) / PPM).max(1);
+        top - kept
     }
 }
 
@@ -219,15 +225,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_level_with_a_reserve_is_the_limiter_rule() {
+    fn one_level_keeps_at_least_one_place_for_first_attempts() {
         // A single level of 100 %: first attempts up to the limit, retries
-        // up to `limit − ⌊limit · reserve⌋`, as the limiter has always done.
+        // up to `limit − max(1, ⌊limit · reserve⌋)` from a limit of 2.
         let one = Ceilings::new(&[1.0]).unwrap();
-        for limit in [1u64, 2, 5, 10, 37, 1000] {
+        for (limit, retries) in [(1u64, 1), (2, 1), (4, 3), (5, 4), (10, 8), (37, 30)] {
             let c = |retry| one.cap(limit, Class::new(Priority::SHEDDABLE, retry), 0.2);
-            assert_eq!(c(false), limit);
-            assert_eq!(c(true), (limit - limit * 2 / 10).max(1), "{limit}");
+            assert_eq!((c(false), c(true)), (limit, retries), "{limit}");
         }
+    }
+
+    #[test]
+    fn sheddable_retries_stop_below_first_attempts_at_small_limits() {
+        // Rounding once gave sheddable retries the whole level below a
+        // limit of about 40 (5 of 5 at 8, 12 of 12 at 20, 24 of 24 at 40).
+        let c = Ceilings::default();
+        for (limit, first, retries) in [(8u64, 5, 4), (20, 12, 11), (40, 24, 23), (50, 30, 29)] {
+            let cap = |retry| c.cap(limit, Class::new(Priority::SHEDDABLE, retry), 0.2);
+            assert_eq!((cap(false), cap(true)), (first, retries), "{limit}");
+        }
+    }
+
+    #[test]
+    fn no_reserve_lets_retries_fill_the_level() {
+        let c = Ceilings::default();
+        let cap = |retry| c.cap(8, Class::new(Priority::SHEDDABLE, retry), 0.0);
+        assert_eq!((cap(false), cap(true)), (5, 5));
     }
 
     #[test]
@@ -237,8 +260,13 @@ mod tests {
             let caps: Vec<u64> = (0..Class::COUNT)
                 .map(|i| c.cap(total, Class::at(i), 0.2))
                 .collect();
-            assert!(caps.windows(2).all(|w| w[0] >= w[1]), "{total}: {caps:?}");
-            assert!(caps.iter().all(|&n| n >= 1 && n <= total), "{caps:?}");
+            // A retry comes before the next level's first attempt unless
+            // the two levels round to one ceiling at this capacity.
+            let merged = |i: usize| i % 2 == 1 && i + 1 < caps.len() && caps[i - 1] == caps[i + 1];
+            let ordered = |i: usize| caps[i] >= caps[i + 1] || merged(i);
+            assert!((0..caps.len() - 1).all(ordered), "{total}: {caps:?}");
+            assert!(caps.iter().all(|&n| n <= total), "{caps:?}");
+            assert!(caps.iter().step_by(2).all(|&n| n >= 1), "{caps:?}");
             if total >= 100 {
                 // Room enough: every class is refused at its own point.
                 assert!(caps.windows(2).all(|w| w[0] > w[1]), "{total}: {caps:?}");
