@@ -57,8 +57,9 @@ pub use ceilings::{Ceilings, Class};
 pub const HEADER: &str = "x-criticality";
 
 /// How important a request is; see the [module](self). Ordered by
-/// importance: `CRITICAL_PLUS` is the greatest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// importance: `CRITICAL_PLUS` is the greatest. Printed, with `{}` or
+/// `{:?}`, as its name ([`as_str`](Self::as_str)).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Priority(u8);
 
 /// A value that is not a priority.
@@ -226,6 +227,14 @@ impl fmt::Display for Priority {
     }
 }
 
+impl fmt::Debug for Priority {
+    /// Its name, as [`Display`](fmt::Display): a rank alone says nothing
+    /// about which end of the scale it is.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FromStr for Priority {
     type Err = PriorityError;
 
@@ -246,6 +255,14 @@ mod tests {
             assert_eq!(p.rank().to_string().parse::<Priority>(), Ok(p));
         }
         assert_eq!(Priority::all().count(), Priority::LEVELS);
+    }
+
+    #[test]
+    fn debug_output_names_the_level() {
+        assert_eq!(format!("{:?}", Priority::CRITICAL), "critical");
+        assert_eq!(format!("{:?}", Priority::LOWEST), "7");
+        let c = super::Class::new(Priority::SHEDDABLE, true);
+        assert!(format!("{c:?}").contains("priority: sheddable"), "{c:?}");
     }
 
     #[test]
