@@ -97,10 +97,20 @@ pub fn http_status(status: u16, retry_500: bool) -> Class {
 }
 
 /// `None` for a status that is not a failure (1xx–3xx), else its class.
+///
+/// `keyed` says the request carried an `Idempotency-Key`. A server that
+/// honours the key answers 409 to a second request with the same key while
+/// the first is still running (draft-ietf-httpapi-idempotency-key-header,
+/// docs/behaviour.md §2): that conflict clears by itself once the first
+/// request ends, so it is worth retrying, but only when the server said
+/// when ([`Class::OnlyWithHint`]). Any other 409 stays permanent.
 // Read by the http front-ends only.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
-pub(crate) fn http_failure(status: u16, retry_500: bool) -> Option<Class> {
-    (status >= 400).then(|| http_status(status, retry_500))
+pub(crate) fn http_failure(status: u16, retry_500: bool, keyed: bool) -> Option<Class> {
+    match status {
+        409 if keyed => Some(Class::OnlyWithHint),
+        s => (s >= 400).then(|| http_status(s, retry_500)),
+    }
 }
 
 /// The class of a gRPC status code: UNAVAILABLE (14) transient,
@@ -206,9 +216,20 @@ mod tests {
             assert_eq!(http_status(s, false), Class::Permanent, "{s}");
         }
         assert_eq!(http_status(500, true), Class::Transient);
-        assert_eq!(http_failure(200, true), None);
-        assert_eq!(http_failure(304, true), None);
-        assert_eq!(http_failure(503, false), Some(Class::Transient));
+        assert_eq!(http_failure(200, true, false), None);
+        assert_eq!(http_failure(304, true, true), None);
+        assert_eq!(http_failure(503, false, false), Some(Class::Transient));
+    }
+
+    #[test]
+    fn a_conflict_answering_a_keyed_request_waits_for_a_hint() {
+        assert_eq!(http_failure(409, false, true), Some(Class::OnlyWithHint));
+        assert_eq!(http_failure(409, true, false), Some(Class::Permanent));
+        // The key changes nothing for other statuses.
+        for s in [400, 422, 500] {
+            assert_eq!(http_failure(s, false, true), Some(Class::Permanent), "{s}");
+        }
+        assert_eq!(http_failure(503, false, true), Some(Class::Transient));
     }
 
     #[test]

@@ -220,7 +220,11 @@ impl Middleware for RetryMiddleware {
             settings,
         };
         let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
-        let info = sends.facts.summary(&plan, finish.end);
+        let answer = match &finish.last {
+            Some(Answer::Came(Ok(resp))) => Some(resp.headers()),
+            _ => None,
+        };
+        let info = sends.facts.summary(&plan, finish.end, answer);
         let last = finish.last.map(|a| match a {
             Answer::Came(r) => r,
             Answer::TimedOut => Err(reqwest_middleware::Error::middleware(AttemptTimedOut)),

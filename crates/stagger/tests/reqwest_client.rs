@@ -183,3 +183,65 @@ async fn a_failed_send_still_reports_its_attempts() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_keyed_409_with_retry_after_is_retried_and_its_replay_reported() {
+    bounded(LIMIT, async {
+        let s = Server::start(vec![
+            with_header(409, "retry-after", "1"),
+            with_header(200, "idempotent-replayed", "true"),
+        ])
+        .await;
+        let c = client(RetryMiddleware::new(policy(3)));
+        let resp = c
+            .post(s.url("/api"))
+            .header("idempotency-key", "\"k-1\"")
+            .body("order")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (2, StopReason::Success));
+        assert!(i.replayed, "{i:?}");
+        // Never sooner than the server asked.
+        assert!(i.waited >= Duration::from_secs(1), "{i:?}");
+        assert!(s.gaps()[0] >= Duration::from_secs(1), "{:?}", s.gaps());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unkeyed_409_with_retry_after_is_not_retried_by_reqwest() {
+    bounded(LIMIT, async {
+        let s = Server::start(vec![with_header(409, "retry-after", "1")]).await;
+        let c = client(RetryMiddleware::new(policy(3)));
+        let resp = c.put(s.url("/api")).body("order").send().await.unwrap();
+        assert_eq!(resp.status(), 409);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert!(!i.replayed);
+        assert_eq!(s.hits().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_keyed_409_without_a_hint_is_not_retried_by_reqwest() {
+    bounded(LIMIT, async {
+        let s = Server::start(vec![status(409)]).await;
+        let c = client(RetryMiddleware::new(policy(3)));
+        let resp = c
+            .post(s.url("/api"))
+            .header("idempotency-key", "k-2")
+            .body("order")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 409);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(s.hits().len(), 1);
+    })
+    .await;
+}

@@ -1030,3 +1030,133 @@ fn grpc_timeout(t: &str) -> Duration {
         _ => panic!("unit of {t}"),
     }
 }
+
+/// A POST carrying its own `Idempotency-Key`.
+fn keyed_post(url: &str, key: &'static str) -> Request<Full<Bytes>> {
+    let mut req = post(url, "order");
+    req.headers_mut()
+        .insert("idempotency-key", http::HeaderValue::from_static(key));
+    req
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_409_with_retry_after_is_retried_after_the_hint() {
+    bounded(LIMIT, async {
+        // The server's "a request with this key is still in flight", then
+        // the stored answer of the first request, replayed.
+        let server = Scripted::new(vec![
+            with_header(409, "retry-after", "1"),
+            with_header(200, "idempotent-replayed", "true"),
+        ]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
+        let resp = send(&mut svc, keyed_post(&server.url("/api"), "\"k-1\""))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (2, StopReason::Success));
+        // The hint's clamp: h + U(0, b_1), never sooner than asked.
+        assert!(i.waited >= Duration::from_secs(1), "{i:?}");
+        assert!(i.waited < Duration::from_secs(1) + STEP, "{i:?}");
+        assert!(i.replayed, "{i:?}");
+        let hits = server.hits();
+        assert_eq!(
+            hits[1].header("idempotency-key").as_deref(),
+            Some("\"k-1\"")
+        );
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_409_with_retry_after_is_retried_when_the_layer_adds_the_key() {
+    bounded(LIMIT, async {
+        let server = Scripted::new(vec![with_header(409, "retry-after", "1")]);
+        let layer = RetryLayer::new(stagger::http::Settings {
+            idempotency_keys: true,
+            ..fast_policy(3).into()
+        });
+        let mut svc = scripted(layer, &server);
+        let resp = send(&mut svc, post(&server.url("/api"), "order"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.replayed), (2, false));
+        let keys: Vec<_> = server
+            .hits()
+            .iter()
+            .map(|h| h.header("idempotency-key").unwrap())
+            .collect();
+        assert_eq!(keys[0], keys[1]);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unkeyed_409_with_retry_after_is_not_retried() {
+    bounded(LIMIT, async {
+        // A PUT may be repeated, but without a key its 409 is a plain
+        // conflict: no wait makes it clear.
+        let server = Scripted::new(vec![with_header(409, "retry-after", "1")]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
+        let req = Request::put(server.url("/api"))
+            .body(Full::<Bytes>::default())
+            .unwrap();
+        let resp = send(&mut svc, req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::CONFLICT);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(server.hits().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_409_without_a_hint_is_not_retried() {
+    bounded(LIMIT, async {
+        let server = Scripted::new(vec![status(409)]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
+        let resp = send(&mut svc, keyed_post(&server.url("/api"), "k-2"))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::CONFLICT);
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::NotRetryable));
+        assert_eq!(server.hits().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_409_whose_hint_is_over_max_retry_after_stops_at_once() {
+    bounded(LIMIT, async {
+        let server = Scripted::new(vec![with_header(409, "retry-after", "120")]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
+        let resp = send(&mut svc, keyed_post(&server.url("/api"), "k-3"))
+            .await
+            .unwrap();
+        let i = info(&resp);
+        assert_eq!((i.attempts, i.reason), (1, StopReason::HintTooLong));
+        assert_eq!(server.hits().len(), 1);
+    })
+    .await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_without_the_replay_mark_is_not_reported_as_a_replay() {
+    bounded(LIMIT, async {
+        let server = Scripted::new(vec![
+            with_header(200, "idempotent-replayed", "false"),
+            status(200),
+        ]);
+        let mut svc = scripted(RetryLayer::new(fast_policy(3)), &server);
+        for _ in 0..2 {
+            let resp = send(&mut svc, keyed_post(&server.url("/api"), "k-4"))
+                .await
+                .unwrap();
+            assert!(!info(&resp).replayed);
+        }
+    })
+    .await;
+}

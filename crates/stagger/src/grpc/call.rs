@@ -148,6 +148,7 @@ pub(super) fn conclude<T>(
             reason,
             not_retried: s.not_retried,
             waited: s.waited,
+            replayed: false,
         }
     };
     match last {

@@ -37,6 +37,10 @@ pub struct RetryInfo {
     pub not_retried: Option<NotRetried>,
     /// Total time slept between attempts.
     pub waited: Duration,
+    /// The final answer was a replay: the server had already run a request
+    /// with the call's `Idempotency-Key` and sent back the stored answer
+    /// (`Idempotent-Replayed: true`) instead of running it again.
+    pub replayed: bool,
 }
 
 impl RetryInfo {
@@ -49,6 +53,7 @@ impl RetryInfo {
             reason,
             not_retried: None,
             waited: Duration::ZERO,
+            replayed: false,
         }
     }
 }
@@ -288,6 +293,9 @@ pub(crate) struct Facts {
     grpc: bool,
     grpc_retryable: Option<Arc<[u32]>>,
     key: Option<HeaderValue>,
+    /// Every attempt carries an `Idempotency-Key` (the request's own or
+    /// [`key`](Self::key)), so a 409 may be the server's "still in flight".
+    keyed: bool,
     /// The priority every attempt sends, when the call must write one.
     priority: Option<HeaderValue>,
     inbound: Option<Inbound>,
@@ -389,6 +397,7 @@ impl Facts {
             one_layer: settings.one_layer,
             grpc,
             grpc_retryable: settings.grpc_retryable_codes.clone(),
+            keyed: key.is_some() || headers.contains_key(IDEMPOTENCY_KEY),
             key,
             priority,
             inbound,
@@ -431,7 +440,8 @@ impl Facts {
         if status.is_success() && !headers.contains_key(super::GRPC_STATUS) {
             return None;
         }
-        let mut f = raw_response_failure(status, headers, self.retry_500, SystemTime::now())?;
+        let now = SystemTime::now();
+        let mut f = raw_response_failure(status, headers, self.retry_500, self.keyed, now)?;
         if let (Some(codes), Some(code)) = (&self.grpc_retryable, super::grpc_status(headers)) {
             f.class = crate::classify::grpc_code_listed(code, codes);
         }
@@ -468,8 +478,14 @@ impl Facts {
     }
 
     /// Ends the call: the one-layer rule's word to the inbound request, and
-    /// what the caller is told.
-    pub(crate) fn summary(&self, plan: &Plan<'_>, end: End) -> RetryInfo {
+    /// what the caller is told. `answer` holds the headers of the response
+    /// the caller gets, if it gets one.
+    pub(crate) fn summary(
+        &self,
+        plan: &Plan<'_>,
+        end: End,
+        answer: Option<&HeaderMap>,
+    ) -> RetryInfo {
         let reason = end.reason();
         let call = plan.call();
         self.finish(call, reason);
@@ -478,6 +494,7 @@ impl Facts {
             reason,
             not_retried: call.not_retried(),
             waited: plan.waited(),
+            replayed: answer.is_some_and(is_replay),
         }
     }
 
@@ -544,6 +561,18 @@ impl Settings {
             None => Plan::new(&self.policy, self.hedging.as_ref(), call),
         }
     }
+}
+
+/// `Idempotent-Replayed`: the server's mark on a stored answer it sent again.
+const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+
+/// Whether an answer is a replay (`Idempotent-Replayed: true`, the value
+/// read without regard to case).
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+fn is_replay(headers: &HeaderMap) -> bool {
+    headers
+        .get(IDEMPOTENT_REPLAYED)
+        .is_some_and(|v| v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"true"))
 }
 
 /// Whether a stagger middleware earlier in the chain already runs the

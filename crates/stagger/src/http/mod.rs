@@ -240,13 +240,19 @@ pub(crate) fn is_grpc_failure(headers: &HeaderMap) -> bool {
 ///   `x-envoy-overloaded` is [`Failure::overloaded`].
 /// - `x-no-retry` on a failure states that a layer below already retried
 ///   it and gave up ([`Failure::gave_up_below`]): the one-layer rule.
+///
+/// The answer is read alone, as if its request carried no
+/// `Idempotency-Key`: a 409 is permanent here. The retry layers, which see
+/// the request too, read a 409 answering a keyed request as "the same key
+/// is still in flight", retried after the server's wait (docs/behaviour.md
+/// §2).
 pub fn response_failure(
     status: StatusCode,
     headers: &HeaderMap,
     retry_500: bool,
     now: SystemTime,
 ) -> Option<Failure> {
-    let failure = raw_response_failure(status, headers, retry_500, now)?;
+    let failure = raw_response_failure(status, headers, retry_500, false, now)?;
     Some(no_retry(failure, headers))
 }
 
@@ -261,18 +267,20 @@ pub(crate) fn no_retry(mut failure: Failure, headers: &HeaderMap) -> Failure {
 /// [`response_failure`] without the [`NO_RETRY`] rule: the class and the
 /// hint exactly as the status and hint headers say. The front-ends apply
 /// `NO_RETRY` themselves, and only while the one-layer rule is on, so that
-/// turning the rule off leaves a `Retry-After` in force.
+/// turning the rule off leaves a `Retry-After` in force. `keyed` says the
+/// request carried an `Idempotency-Key` (see [`classify::http_failure`]).
 pub(crate) fn raw_response_failure(
     status: StatusCode,
     headers: &HeaderMap,
     retry_500: bool,
+    keyed: bool,
     now: SystemTime,
 ) -> Option<Failure> {
     let code = grpc_status(headers);
     let class = match code {
         Some(0) => return None,
         Some(c) => classify::grpc_code(c),
-        None => classify::http_failure(status.as_u16(), retry_500)?,
+        None => classify::http_failure(status.as_u16(), retry_500, keyed)?,
     };
     Some(hints::read(
         Failure::new(class),
@@ -564,7 +572,7 @@ mod tests {
         assert_eq!(n.hint, None);
         // The raw reading leaves the one-layer rule to the caller.
         let both = h(&[("retry-after", "2"), ("x-no-retry", "1")]);
-        let raw = raw_response_failure(StatusCode::TOO_MANY_REQUESTS, &both, false, now);
+        let raw = raw_response_failure(StatusCode::TOO_MANY_REQUESTS, &both, false, false, now);
         assert_eq!(
             raw.unwrap().hint,
             Some(Hint::RetryAfter(Duration::from_secs(2)))

@@ -169,8 +169,8 @@ where
         let body = match prepare(body, settings.max_replay_bytes).await {
             Ok(b) => b,
             Err(e) => {
-                let info =
-                    facts.summary(&plan, crate::drive::End::Stopped(StopReason::NotRetryable));
+                let stopped = crate::drive::End::Stopped(StopReason::NotRetryable);
+                let info = facts.summary(&plan, stopped, None);
                 return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
             }
         };
@@ -187,7 +187,11 @@ where
             settings: &settings,
         };
         let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
-        let info = sends.facts.summary(&plan, finish.end);
+        let answer = match &finish.last {
+            Some(Answer::Came(Ok(resp))) => Some(resp.headers()),
+            _ => None,
+        };
+        let info = sends.facts.summary(&plan, finish.end, answer);
         match finish.last {
             Some(Answer::Came(Ok(mut resp))) => {
                 resp.extensions_mut().insert(info);
