@@ -133,7 +133,8 @@ fn sarif_of_a_call_path_names_every_layer_file() {
         .expect("the path retries at several layers");
     assert!(several["file"].as_str().unwrap().ends_with("edge-vs.yaml"));
     let text = std::fs::read_to_string(&vs).unwrap();
-    assert_eq!(several["line"], line_with(&text, "cart"));
+    // The VirtualService's own line, not the comment above it that names it.
+    assert_eq!(several["line"], line_with(&text, "name: cart"));
     let log: Value = serde_json::from_str(&d.stdout).unwrap();
     let related = log["runs"][0]["results"]
         .as_array()
@@ -282,5 +283,156 @@ fn sarif_places_an_object_of_a_large_file_at_its_line_in_that_file() {
     assert!(
         records.iter().all(|r| r["line"].as_i64().unwrap() > 3),
         "none at the List's top"
+    );
+}
+
+/// What GitHub code scanning refuses or misplaces in a log, as its "SARIF
+/// support for code scanning" page lists the properties it needs (and the
+/// `GH1001`–`GH1007` rules of Microsoft's SARIF multitool check them):
+/// `version` 2.1.0, `runs`, `tool.driver.name`; each result's
+/// `message.text`, `ruleId` and 1 to 10 `locations`, each a
+/// `physicalLocation` whose `artifactLocation.uri` is a relative reference
+/// or a `file://` URI and whose `region.startLine` is at least 1. A log
+/// with one result without `locations` is refused whole. Beyond what it
+/// checks: the line exists in the file and is not blank or a comment.
+fn github_refuses(log: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if log["version"] != "2.1.0" {
+        out.push("version is not 2.1.0".to_string());
+    }
+    let Some(runs) = log["runs"].as_array().filter(|r| !r.is_empty()) else {
+        return vec!["no runs".to_string()];
+    };
+    for run in runs {
+        if run["tool"]["driver"]["name"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty()
+        {
+            out.push("a run without tool.driver.name".to_string());
+        }
+        for r in run["results"].as_array().into_iter().flatten() {
+            let rule = r["ruleId"].as_str().unwrap_or("");
+            if rule.is_empty() {
+                out.push(format!("a result without ruleId: {r}"));
+            }
+            if r["message"]["text"].as_str().unwrap_or("").is_empty() {
+                out.push(format!("{rule}: no message.text"));
+            }
+            let locations = r["locations"].as_array().cloned().unwrap_or_default();
+            if locations.is_empty() || locations.len() > 10 {
+                out.push(format!(
+                    "{rule}: {} locations: {}",
+                    locations.len(),
+                    r["message"]["text"]
+                ));
+            }
+            for l in &locations {
+                let uri = l["physicalLocation"]["artifactLocation"]["uri"]
+                    .as_str()
+                    .unwrap_or("");
+                let line = l["physicalLocation"]["region"]["startLine"]
+                    .as_i64()
+                    .unwrap_or(0);
+                if uri.is_empty() || (uri.contains("://") && !uri.starts_with("file://")) {
+                    out.push(format!("{rule}: uri {uri:?} is not a file"));
+                    continue;
+                }
+                if line < 1 {
+                    out.push(format!("{rule}: {uri}: no startLine"));
+                    continue;
+                }
+                let path = uri.trim_start_matches("file://").replace("%20", " ");
+                let Ok(text) = std::fs::read_to_string(&path) else {
+                    out.push(format!("{rule}: {uri}: no such file"));
+                    continue;
+                };
+                let at = text.lines().nth(line as usize - 1).map(str::trim);
+                match at {
+                    None => out.push(format!("{rule}: {uri}:{line}: past the end")),
+                    Some(l) if l.is_empty() || l.starts_with('#') => {
+                        out.push(format!("{rule}: {uri}:{line} is {l:?}, not the object"));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn sarif_of_the_examples_gives_every_result_a_location_github_accepts_off_comments() {
+    let dir = TempDir::new("audit-sarif");
+    let d = stagger(
+        &["audit", &repo("examples/audit"), "--format", "sarif"],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let log: Value = serde_json::from_str(&d.stdout).unwrap();
+    assert_eq!(github_refuses(&log), Vec::<String>::new());
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    assert!(results.len() >= 20, "{} results", results.len());
+    // The gateway's finding about what it retries sits at the codes it retries.
+    let route = repo("examples/audit/path/storefront-route.yaml");
+    let text = std::fs::read_to_string(&route).unwrap();
+    let want = line_with(&text, "codes:");
+    assert!(
+        results.iter().any(|r| {
+            let p = &r["locations"][0]["physicalLocation"];
+            r["ruleId"] == "retries_non_idempotent"
+                && p["artifactLocation"]["uri"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("storefront-route.yaml")
+                && p["region"]["startLine"] == want
+        }),
+        "no retries_non_idempotent at storefront-route.yaml:{want}"
+    );
+}
+
+#[test]
+fn the_github_check_refuses_a_result_without_a_location_or_at_a_comment() {
+    // The check can fail: a result with no locations, and one at line 1
+    // of a file whose first line is a comment.
+    let vs = repo("examples/audit/path/edge-vs.yaml");
+    let log = serde_json::json!({
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": {"name": "stagger"}}, "results": [
+            {"ruleId": "x", "message": {"text": "m"}},
+            {"ruleId": "y", "message": {"text": "m"}, "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": format!("file://{vs}")},
+                "region": {"startLine": 1}}}]}
+        ]}]
+    });
+    let refused = github_refuses(&log);
+    assert_eq!(refused.len(), 2, "{refused:?}");
+}
+
+#[test]
+fn a_path_of_built_in_layers_only_tells_its_findings_as_notifications() {
+    let dir = TempDir::new("audit-sarif");
+    let d = stagger(
+        &[
+            "audit",
+            "--path",
+            "@istio-sidecar:cart",
+            "--format",
+            "sarif",
+        ],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let log: Value = serde_json::from_str(&d.stdout).unwrap();
+    assert_eq!(github_refuses(&log), Vec::<String>::new());
+    let notes = log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+        .as_array()
+        .unwrap();
+    assert!(
+        notes.iter().any(|n| n["message"]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("mesh_default_retries")),
+        "{notes:?}"
     );
 }

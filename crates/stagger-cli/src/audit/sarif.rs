@@ -34,7 +34,7 @@ fn line_of(text: &str, needles: &[&str], from: usize) -> Option<usize> {
         text.lines()
             .enumerate()
             .skip(from.saturating_sub(1))
-            .find(|(_, l)| l.contains(n))
+            .find(|(_, l)| !is_filler(l) && l.contains(n))
             .map(|(i, _)| i + 1)
     })
 }
@@ -61,9 +61,10 @@ pub fn from_report(r: &Report, texts: &Texts<'_>) -> Vec<Located> {
             let text = text_of(texts, &f.file).unwrap_or("");
             let service = f.method.split('/').next().unwrap_or("");
             let start = match service {
-                "" | "*" => line_of(text, &["methodConfig"], 1).unwrap_or(1),
-                s => line_of(text, &[&format!("\"{s}\""), s], 1).unwrap_or(1),
-            };
+                "" | "*" => line_of(text, &["methodConfig"], 1),
+                s => line_of(text, &[&format!("\"{s}\""), s], 1),
+            }
+            .unwrap_or_else(|| object_line(text, &[]));
             let line = line_of(text, keys(f.id), start).unwrap_or(start);
             Located {
                 rule: f.id,
@@ -74,56 +75,182 @@ pub fn from_report(r: &Report, texts: &Texts<'_>) -> Vec<Located> {
         .collect()
 }
 
-/// Where a layer of `file` named by `selector` is: its file and line. An
-/// object of a split dump (`FILE#KIND/NAMESPACE/NAME`) is placed in
-/// `FILE` itself, at its `name:` line, when `FILE`'s text was read.
-fn place(texts: &Texts<'_>, file: &str, selector: &str) -> (String, usize) {
-    if let Some((whole, object)) = file.split_once('#') {
-        if let Some(text) = text_of(texts, whole) {
-            let name = object.rsplit('/').next().unwrap_or(object);
-            let key = format!("name: {name}");
-            // `name: svc-1` and not `name: svc-10`: the name ends there.
-            let line = text
-                .lines()
-                .position(|l| {
-                    l.match_indices(&key).any(|(i, _)| {
-                        !l[i + key.len()..]
-                            .starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '.')
-                    })
-                })
-                .map_or(1, |i| i + 1);
-            return (whole.to_string(), line);
-        }
+/// Whether a line holds nothing a finding can be about: blank, a comment
+/// (`#` in YAML, TOML, nginx and HAProxy files) or a YAML document marker.
+fn is_filler(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with('#') || t == "---" || t == "..."
+}
+
+/// Whether `line` holds `word` with no name character either side
+/// (`cart` in `host: cart.shop`, not in `cartography`).
+fn has_word(line: &str, word: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+    !word.is_empty()
+        && line
+            .match_indices(word)
+            .any(|(i, _)| !line[..i].ends_with(part) && !line[i + word.len()..].starts_with(part))
+}
+
+/// The 1-based line of the object named by one of `names`: its `name:` line
+/// when it has one, else the first line holding the name that is not a
+/// comment, else the file's first line that is not a comment.
+fn object_line(text: &str, names: &[&str]) -> usize {
+    let lines = || text.lines().enumerate().filter(|(_, l)| !is_filler(l));
+    let named = names.iter().find_map(|n| {
+        let key = format!("name: {n}");
+        lines()
+            .find(|(_, l)| has_word(l, &key))
+            .or_else(|| lines().find(|(_, l)| has_word(l, n)))
+    });
+    named.or_else(|| lines().next()).map_or(1, |(i, _)| i + 1)
+}
+
+/// The 1-based line of the first of `keys` in the object that starts at
+/// line `from` (it ends at the next document or Kubernetes object).
+fn field_line(text: &str, from: usize, keys: &[&str]) -> Option<usize> {
+    let object: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .skip(from.saturating_sub(1))
+        .take_while(|(i, l)| {
+            let t = l.trim_start().trim_start_matches("- ");
+            *i + 1 == from || (l.trim() != "---" && !t.starts_with("apiVersion:"))
+        })
+        .filter(|(_, l)| !is_filler(l))
+        .collect();
+    keys.iter()
+        .find_map(|k| object.iter().find(|(_, l)| l.contains(k)))
+        .map(|(i, _)| i + 1)
+}
+
+/// The keys a finding about a call path's layer is about, in the
+/// spellings the mesh, gateway, proxy and application files use, most
+/// telling first.
+fn path_keys(id: &str) -> &'static [&'static str] {
+    const TRIES: &[&str] = &[
+        "attempts",
+        "maxAttempts",
+        "max_attempts",
+        "maxRetryAttempts",
+        "proxy_next_upstream_tries",
+        "proxy-next-upstream-tries",
+        "retries",
+        "retry:",
+        "retry ",
+        "retry_policy",
+        "retryPolicy",
+    ];
+    match id {
+        "retries_non_idempotent" => &[
+            "retryOn",
+            "retry_on",
+            "retry-on",
+            "retriableStatusCodes",
+            "retryableStatusCodes",
+            "retryExceptions",
+            "codes:",
+            "proxy_next_upstream",
+            "proxy-next-upstream",
+            "retries",
+            "retry:",
+        ],
+        "per_try_timeout_exceeds_deadline" => &[
+            "perTryTimeout",
+            "per_try_timeout",
+            "backendRequest",
+            "timeout",
+        ],
+        "budget_concurrency_floor" => &[
+            "retryBudget",
+            "retry_budget",
+            "minRetryConcurrency",
+            "max_retries",
+            "maxRetries",
+        ],
+        "retries_at_several_layers" | "no_budget_on_path" | "invalid" => TRIES,
+        _ => &[],
     }
-    let text = text_of(texts, file).unwrap_or("");
-    let first = selector.split('/').next().unwrap_or("");
-    let line = line_of(text, &[selector, first], 1).unwrap_or(1);
-    (file.to_string(), line)
+}
+
+/// The field an `invalid` finding names in backquotes (its last segment:
+/// `retry.attempts` is found as `attempts`).
+fn named_field(message: &str) -> Option<&str> {
+    let start = message.find('`')? + 1;
+    let len = message[start..].find('`')?;
+    let field = &message[start..start + len];
+    field
+        .rsplit(['.', '/'])
+        .next()
+        .filter(|f| !f.is_empty() && !f.contains(' '))
+}
+
+/// Where a layer of `file` named by `selector` is, for the finding `id`:
+/// its file and the line of the field the finding is about, else of the
+/// object. An object of a split dump (`FILE#KIND/NAMESPACE/NAME`) is
+/// placed in `FILE` itself, when `FILE`'s text was read.
+fn place(
+    texts: &Texts<'_>,
+    file: &str,
+    selector: &str,
+    id: &str,
+    message: &str,
+) -> (String, usize) {
+    let (shown, text, names) = match file.split_once('#') {
+        Some((whole, object)) if text_of(texts, whole).is_some() => {
+            let name = object.rsplit('/').next().unwrap_or(object);
+            (whole, text_of(texts, whole).unwrap_or(""), vec![name])
+        }
+        _ => {
+            let first = selector.split('/').next().unwrap_or("");
+            let short = first.split('.').next().unwrap_or("");
+            (file, text_of(texts, file).unwrap_or(""), vec![first, short])
+        }
+    };
+    let names: Vec<&str> = names.into_iter().filter(|n| !n.is_empty()).collect();
+    let at = object_line(text, &names);
+    let field = match id {
+        "invalid" => named_field(message).and_then(|f| field_line(text, at, &[f])),
+        _ => None,
+    };
+    let line = field
+        .or_else(|| field_line(text, at, path_keys(id)))
+        .unwrap_or(at);
+    (shown.to_string(), line)
 }
 
 /// The findings of a call path, each at the first layer it concerns that
-/// is a file (a built-in layer such as `@istio-sidecar` has none), the
-/// others as related places.
+/// is a file (a built-in layer such as `@istio-sidecar` has none: its
+/// finding is placed at the path's files, which imply it), the others as
+/// related places. A path of built-in layers only has no place.
 pub fn from_path(r: &PathReport, texts: &Texts<'_>) -> Vec<Located> {
     r.findings
         .iter()
         .map(|f| {
-            let mut places = Vec::new();
             let mut layers: Vec<usize> = f.layers.clone();
             if layers.is_empty() {
                 layers = (0..r.layers.len()).collect();
             }
-            for &i in &layers {
-                let Some(layer) = r.layers.get(i) else {
-                    continue;
-                };
-                if layer.file.starts_with('@') {
-                    continue;
+            let files = |layers: &[usize]| {
+                let mut places = Vec::new();
+                for &i in layers {
+                    let Some(layer) = r.layers.get(i) else {
+                        continue;
+                    };
+                    if layer.file.starts_with('@') {
+                        continue;
+                    }
+                    let place = place(texts, &layer.file, &layer.selector, f.id, &f.message);
+                    if !places.contains(&place) {
+                        places.push(place);
+                    }
                 }
-                let place = place(texts, &layer.file, &layer.selector);
-                if !places.contains(&place) {
-                    places.push(place);
-                }
+                places
+            };
+            let mut places = files(&layers);
+            if places.is_empty() {
+                let all: Vec<usize> = (0..r.layers.len()).collect();
+                places = files(&all);
             }
             Located {
                 rule: f.id,
@@ -189,8 +316,23 @@ pub fn render(found: &[Located]) -> String {
             })
         })
         .collect();
-    let results: Vec<Value> = found
+    // A result without a location is refused by code scanning, so a finding
+    // no file holds (a path of built-in layers only) is told as a
+    // notification of the run instead.
+    let (placed, nowhere): (Vec<&Located>, Vec<&Located>) =
+        found.iter().partition(|f| !f.places.is_empty());
+    let notes: Vec<Value> = nowhere
         .iter()
+        .map(|f| {
+            json!({
+                "level": "warning",
+                "message": {"text": format!("{}: {}", f.rule, f.message)},
+                "descriptor": {"id": f.rule}
+            })
+        })
+        .collect();
+    let results: Vec<Value> = placed
+        .into_iter()
         .map(|f| {
             let index = CHECKS.iter().position(|c| c.id == f.rule);
             let mut result = json!({
@@ -228,6 +370,10 @@ pub fn render(found: &[Located]) -> String {
                 "version": env!("CARGO_PKG_VERSION"),
                 "rules": rules
             }},
+            "invocations": [{
+                "executionSuccessful": true,
+                "toolExecutionNotifications": notes
+            }],
             "results": results
         }]
     });
