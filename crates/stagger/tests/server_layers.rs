@@ -1,71 +1,99 @@
-//! The server layers on a real axum server: the deadline layer cuts work off
+//! The server layers in an axum router: the deadline layer cuts work off
 //! at the caller's deadline; the shed layer turns retries away before first
 //! attempts and answers 503 with a jittered Retry-After.
+//!
+//! What these layers decide depends on time (a deadline, work that takes
+//! 600 ms, a request sent while another is being served), so the router is
+//! called in process under tokio's paused clock: every wait below is exact
+//! and none depends on how busy the machine is. The layers read tokio's
+//! clock, so they see the same virtual time. A socket would add nothing
+//! the layers look at.
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use axum::body::Body;
+use axum::http::{Request, Response};
 use axum::routing::get;
 use axum::Router;
 use common::bounded;
+use http_body_util::BodyExt;
 use stagger::tower::{DeadlineLayer, ShedLayer};
+use tokio::time::Instant;
+use tower::ServiceExt;
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-async fn serve(app: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    url
-}
+/// How long the handler works.
+const WORK: Duration = Duration::from_millis(600);
 
 async fn slow() -> &'static str {
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    tokio::time::sleep(WORK).await;
     "done"
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// A GET of `/` with these headers, answered by `app`.
+async fn get_with(app: &Router, headers: &[(&str, &str)]) -> Response<Body> {
+    let mut req = Request::get("/");
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    app.clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap()
+}
+
+/// The same, as a task of its own (a request in flight beside the test).
+fn spawn_get(app: &Router, headers: &'static [(&'static str, &'static str)]) -> Call {
+    let app = app.clone();
+    tokio::spawn(async move { get_with(&app, headers).await.status().as_u16() })
+}
+
+type Call = tokio::task::JoinHandle<u16>;
+
+async fn text(resp: Response<Body>) -> String {
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_deadline_layer_answers_504_when_the_caller_has_given_up() {
     bounded(LIMIT, async {
-        let url = serve(
-            Router::new()
-                .route("/", get(slow))
-                .layer(DeadlineLayer::new()),
-        )
-        .await;
-        let http = reqwest::Client::new();
+        let app = Router::new()
+            .route("/", get(slow))
+            .layer(DeadlineLayer::new());
         let started = Instant::now();
-        let resp = http
-            .get(&url)
-            .header("x-request-timeout-ms", "100")
-            .send()
-            .await
-            .unwrap();
+        let resp = get_with(&app, &[("x-request-timeout-ms", "100")]).await;
         assert_eq!(resp.status(), 504);
-        assert!(started.elapsed() < Duration::from_millis(500));
+        // At the caller's deadline, not when the work would have ended.
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
         // gRPC's encoding is read for gRPC requests, and the answer is
         // gRPC's own: a trailers-only DEADLINE_EXCEEDED (a 504 would read as
         // UNAVAILABLE to a gRPC client, which retries it).
-        let resp = http
-            .get(&url)
-            .header("content-type", "application/grpc")
-            .header("grpc-timeout", "100m")
-            .send()
-            .await
-            .unwrap();
+        let started = Instant::now();
+        let resp = get_with(
+            &app,
+            &[
+                ("content-type", "application/grpc"),
+                ("grpc-timeout", "100m"),
+            ],
+        )
+        .await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["grpc-status"], "4");
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
         // Without a deadline the work finishes.
-        let resp = http.get(&url).send().await.unwrap();
-        assert_eq!(resp.text().await.unwrap(), "done");
+        let started = Instant::now();
+        let resp = get_with(&app, &[]).await;
+        assert_eq!(text(resp).await, "done");
+        assert_eq!(started.elapsed(), WORK);
     })
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn the_shed_layer_sheds_retries_before_first_attempts() {
     bounded(LIMIT, async {
         // One at a time, two may wait, retries may not wait at all.
@@ -73,22 +101,17 @@ async fn the_shed_layer_sheds_retries_before_first_attempts() {
             .retry_queue(0)
             .retry_after(Duration::from_secs(1), Duration::from_secs(3))
             .build();
-        let url = serve(Router::new().route("/", get(slow)).layer(shed.clone())).await;
-        let http = reqwest::Client::new();
-        let busy = tokio::spawn({
-            let (http, url) = (http.clone(), url.clone());
-            async move { http.get(&url).send().await.unwrap().status() }
-        });
+        let app = Router::new().route("/", get(slow)).layer(shed.clone());
+        let started = Instant::now();
+        let busy = spawn_get(&app, &[]);
+        // Paused time moves only once every task waits: the first request
+        // is in the handler by now.
         tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(shed.stats().admitted, 1);
         // The worker is busy: a retry is shed at once with a Retry-After in range.
         let mut afters = Vec::new();
         for _ in 0..20 {
-            let resp = http
-                .get(&url)
-                .header("x-retry-attempt", "2")
-                .send()
-                .await
-                .unwrap();
+            let resp = get_with(&app, &[("x-retry-attempt", "2")]).await;
             assert_eq!(resp.status(), 503);
             let after: u64 = resp.headers()["retry-after"]
                 .to_str()
@@ -98,12 +121,18 @@ async fn the_shed_layer_sheds_retries_before_first_attempts() {
             assert!((1..=3).contains(&after), "{after}");
             afters.push(after);
         }
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_millis(100),
+            "shed without waiting"
+        );
         afters.sort_unstable();
         afters.dedup();
         assert!(afters.len() > 1, "Retry-After is jittered: {afters:?}");
-        // A first attempt queues and is served.
-        let first = http.get(&url).send().await.unwrap();
+        // A first attempt queues behind the busy one and is served after it.
+        let first = get_with(&app, &[]).await;
         assert_eq!(first.status(), 200);
+        assert_eq!(started.elapsed(), WORK * 2, "it waited its turn");
         assert_eq!(busy.await.unwrap(), 200);
         let s = shed.stats();
         assert_eq!((s.admitted, s.shed_first, s.shed_retries), (2, 0, 20));
@@ -111,31 +140,30 @@ async fn the_shed_layer_sheds_retries_before_first_attempts() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn when_the_queue_is_full_first_attempts_are_shed_too() {
     bounded(LIMIT, async {
         let shed = ShedLayer::new(1, 1);
-        let url = serve(Router::new().route("/", get(slow)).layer(shed.clone())).await;
-        let http = reqwest::Client::new();
+        let app = Router::new().route("/", get(slow)).layer(shed.clone());
+        // One served, one waiting (each in the layer before the next is
+        // sent: paused time moves only once every task waits).
         let mut waiting = Vec::new();
         for _ in 0..2 {
-            let (http, url) = (http.clone(), url.clone());
-            waiting.push(tokio::spawn(async move {
-                http.get(&url).send().await.unwrap().status()
-            }));
+            waiting.push(spawn_get(&app, &[]));
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let resp = http.get(&url).send().await.unwrap();
+        let resp = get_with(&app, &[]).await;
         assert_eq!(resp.status(), 503);
         for w in waiting {
             assert_eq!(w.await.unwrap(), 200);
         }
-        assert_eq!(shed.stats().shed_first, 1);
+        let s = shed.stats();
+        assert_eq!((s.admitted, s.shed_first), (2, 1));
     })
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn clones_of_a_shed_layer_share_its_limits_and_counters() {
     bounded(LIMIT, async {
         // One request at a time and none waiting, across two routers each
@@ -144,16 +172,12 @@ async fn clones_of_a_shed_layer_share_its_limits_and_counters() {
             .retry_after(Duration::from_secs(2), Duration::from_secs(2))
             .build();
         let twin = shed.clone();
-        let a = serve(Router::new().route("/", get(slow)).layer(shed.clone())).await;
-        let b = serve(Router::new().route("/", get(slow)).layer(twin.clone())).await;
-        let http = reqwest::Client::new();
-        let busy = tokio::spawn({
-            let http = http.clone();
-            async move { http.get(&a).send().await.unwrap().status() }
-        });
+        let a = Router::new().route("/", get(slow)).layer(shed.clone());
+        let b = Router::new().route("/", get(slow)).layer(twin.clone());
+        let busy = spawn_get(&a, &[]);
         tokio::time::sleep(Duration::from_millis(100)).await;
         // The one place is taken through the other clone: shed at once.
-        let resp = http.get(&b).send().await.unwrap();
+        let resp = get_with(&b, &[]).await;
         assert_eq!(resp.status(), 503);
         assert_eq!(resp.headers()["retry-after"], "2");
         assert_eq!(busy.await.unwrap(), 200);
