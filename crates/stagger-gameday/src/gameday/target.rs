@@ -9,7 +9,8 @@
 //! resets connections after forwarding every other request. What arrives
 //! is counted at the proxy, first attempts and retries told apart as
 //! [`crate::proxy::record`] does; `dup` counts keys the upstream answered
-//! with success twice (writes applied twice unless it deduplicates by key).
+//! with success twice without marking the second `Idempotent-Replayed`
+//! (writes applied twice), and a marked replay counts as deduplicated.
 //! The upstream's capacity is what `--workers` ÷ `--service-time` state.
 
 use std::collections::BTreeMap;
@@ -123,7 +124,7 @@ impl Target {
             abandoned: vec![0; n],
             rejected: rec.rejected(),
             duplicates: report.duplicates,
-            deduplicated: 0,
+            deduplicated: report.replayed,
             shed: None,
             notes,
         };

@@ -241,7 +241,7 @@ async fn exchange(
             }
             let ok = status.is_success() && (!grpc || grpc_now == Some(0));
             if let (true, Some(k)) = (ok, key.as_deref()) {
-                rec.keyed_success(k);
+                rec.keyed_success(k, record::is_replay(resp.headers()));
             }
             let (mut parts, body) = resp.into_parts();
             strip_hop_headers(&mut parts.headers);

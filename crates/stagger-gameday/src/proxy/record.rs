@@ -105,6 +105,7 @@ struct Counts {
     failovers: AtomicU64,
     failover_dropped: AtomicU64,
     duplicates: AtomicU64,
+    replayed: AtomicU64,
     unclaimed: AtomicU64,
 }
 
@@ -256,10 +257,18 @@ impl Recorder {
         n.fetch_add(1, Relaxed);
     }
 
-    /// A keyed request the upstream answered 2xx: a second success for the
-    /// same key is a write the upstream may have applied twice, unless it
-    /// deduplicates by key itself.
-    pub fn keyed_success(&self, key: &str) {
+    /// A keyed request the upstream answered 2xx, `replayed` when the answer
+    /// carries `Idempotent-Replayed: true`. A replay is the upstream sending
+    /// back the answer it stored for the key, without running the request
+    /// again: counted as replayed, whether or not the first answer came by
+    /// here. A second unmarked success for the same key is a write the
+    /// upstream executed twice (unless it deduplicates by key without
+    /// saying so).
+    pub fn keyed_success(&self, key: &str, replayed: bool) {
+        if replayed {
+            self.counts.replayed.fetch_add(1, Relaxed);
+            return;
+        }
         let again = self
             .ok_keys
             .lock()
@@ -371,6 +380,7 @@ impl Recorder {
             failovers: get(&c.failovers),
             failover_dropped: get(&c.failover_dropped),
             duplicates: get(&c.duplicates),
+            replayed: get(&c.replayed),
             unclaimed: get(&c.unclaimed),
             faults: faults.iter().map(WindowJson::from).collect(),
             series: ProxySeries {
@@ -384,6 +394,14 @@ impl Recorder {
             },
         }
     }
+}
+
+/// Whether an answer is marked as a replay of a stored one
+/// (`Idempotent-Replayed: true`, the value read without regard to case).
+pub fn is_replay(headers: &HeaderMap) -> bool {
+    headers
+        .get("idempotent-replayed")
+        .is_some_and(|v| v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"true"))
 }
 
 /// The `Idempotency-Key` of a request, if any.
@@ -462,10 +480,14 @@ pub struct Report {
     /// a failover lasts are refused by the kernel and never reach the
     /// proxy: count them at the client.
     pub failover_dropped: u64,
-    /// Second 2xx answers for one `Idempotency-Key` (writes the upstream
-    /// applied twice unless it deduplicates by key). Counted whether or not
-    /// the client was still there to receive the answer.
+    /// Executed twice: second 2xx answers for one `Idempotency-Key`
+    /// without `Idempotent-Replayed: true` (writes the upstream applied
+    /// twice unless it deduplicates by key without saying so). Counted
+    /// whether or not the client was still there to receive the answer.
     pub duplicates: u64,
+    /// Replayed: keyed 2xx answers marked `Idempotent-Replayed: true`, the
+    /// upstream's stored answer sent again instead of a second execution.
+    pub replayed: u64,
     /// Upstream answers that reached no client: it had hung up while its
     /// request was held (by a stall) or on its way. The upstream logged and
     /// applied these; the client saw a timeout.
@@ -538,13 +560,40 @@ mod tests {
     }
 
     #[test]
-    fn a_second_success_for_one_key_is_a_duplicate() {
+    fn a_second_unmarked_success_for_one_key_is_executed_twice() {
         let r = Recorder::new(Timeline::new(Instant::now(), Duration::from_secs(1)));
-        r.keyed_success("k");
-        r.keyed_success("other");
+        r.keyed_success("k", false);
+        r.keyed_success("other", false);
         assert_eq!(r.report(&[], Instant::now()).duplicates, 0);
-        r.keyed_success("k");
-        assert_eq!(r.report(&[], Instant::now()).duplicates, 1);
+        r.keyed_success("k", false);
+        let rep = r.report(&[], Instant::now());
+        assert_eq!((rep.duplicates, rep.replayed), (1, 0));
+    }
+
+    #[test]
+    fn a_second_success_marked_as_a_replay_is_replayed_not_executed_twice() {
+        let r = Recorder::new(Timeline::new(Instant::now(), Duration::from_secs(1)));
+        r.keyed_success("k", false);
+        r.keyed_success("k", true);
+        r.keyed_success("k", true);
+        let rep = r.report(&[], Instant::now());
+        assert_eq!((rep.duplicates, rep.replayed), (0, 2));
+        // A replay that overtakes the first answer does not make that
+        // answer a second execution.
+        r.keyed_success("late", true);
+        r.keyed_success("late", false);
+        let rep = r.report(&[], Instant::now());
+        assert_eq!((rep.duplicates, rep.replayed), (0, 3));
+        assert!(rep.text().contains("replayed 3"), "{}", rep.text());
+    }
+
+    #[test]
+    fn the_replay_mark_is_true_in_any_case_and_nothing_else() {
+        assert!(is_replay(&headers(&[("idempotent-replayed", "true")])));
+        assert!(is_replay(&headers(&[("idempotent-replayed", " True ")])));
+        assert!(!is_replay(&headers(&[("idempotent-replayed", "false")])));
+        assert!(!is_replay(&headers(&[("idempotent-replayed", "1")])));
+        assert!(!is_replay(&headers(&[])));
     }
 
     #[test]

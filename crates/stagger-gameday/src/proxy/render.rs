@@ -32,7 +32,8 @@ impl Report {
             "forwarded {} (upstream 2xx {}, 5xx {}, unreachable {}); answered by faults: 503 {}, \
              429 {}, reset {}, blackholed {}; stalled {}, slowed {}, failovers {} (open connections \
              dropped {}; new ones refused by the kernel, not counted here); \
-             keys answered 2xx twice {}; answers no client received {} (it hung up first: \
+             keys answered 2xx twice: executed twice {}, replayed {} (marked \
+             Idempotent-Replayed); answers no client received {} (it hung up first: \
              the upstream served them all the same)",
             self.forwarded,
             self.upstream_ok,
@@ -47,6 +48,7 @@ impl Report {
             self.failovers,
             self.failover_dropped,
             self.duplicates,
+            self.replayed,
             self.unclaimed
         );
         if !self.grpc_status.is_empty() {
