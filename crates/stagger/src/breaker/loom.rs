@@ -192,3 +192,95 @@ fn loom_sparse_run_success_racing_a_failure() {
         }
     });
 }
+
+/// A trip racing an operator's force-open: whichever lands first, the
+/// operator's state is the one that stays.
+#[test]
+fn loom_forced_open_survives_a_racing_trip() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, events) = touchy(1);
+        let p = b.acquire(t0).unwrap();
+        let b1 = b.clone();
+        let h = thread::spawn(move || b1.record(p, &fail(), None, t0));
+        b.transition(Transition::ForceOpen, t0);
+        h.join().unwrap();
+        assert_eq!(b.state_at(t0), BreakerState::ForcedOpen);
+        let seen = events.load(StdOrdering::Relaxed);
+        assert!(
+            seen == 1 || seen == 2,
+            "forced, or opened then forced: {seen}"
+        );
+        assert!(b.acquire(t0 + Duration::from_secs(60)).is_err());
+    });
+}
+
+/// A half-open probe's success racing a force-open: the probe never
+/// closes a forced breaker, and no slot stays taken.
+#[test]
+fn loom_a_probe_racing_a_force_open_never_closes_it() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, _) = touchy(1);
+        trip(&b, t0);
+        let later = t0 + Duration::from_secs(2);
+        let probe = b.acquire(later).unwrap();
+        let b1 = b.clone();
+        let h = thread::spawn(move || b1.record(probe, &Outcome::Success, None, later));
+        b.transition(Transition::ForceOpen, later);
+        h.join().unwrap();
+        assert_eq!(b.state_at(later), BreakerState::ForcedOpen);
+        assert_eq!(b.probes_in_flight(), 0);
+    });
+}
+
+/// Traffic during a forced-open period racing the release: the release
+/// restores automatic behaviour from clean counts, and a call refused
+/// before it or admitted after it leaves nothing behind.
+#[test]
+fn loom_release_racing_traffic_starts_from_clean_counts() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, _) = touchy(1);
+        b.transition(Transition::ForceOpen, t0);
+        let b1 = b.clone();
+        let h = thread::spawn(move || {
+            if let Ok(p) = b1.acquire(t0) {
+                b1.record(p, &Outcome::Success, None, t0);
+                true
+            } else {
+                false
+            }
+        });
+        b.transition(Transition::CloseAndReset, t0);
+        let admitted = h.join().unwrap();
+        assert_eq!(b.state_at(t0), BreakerState::Closed);
+        let (calls, failures) = b.counts(t0);
+        assert_eq!(failures, 0);
+        assert!(
+            calls <= u64::from(admitted),
+            "only a call after the release"
+        );
+    });
+}
+
+/// Metrics-only: two failures racing each other both pass, and the
+/// breaker stays metrics-only whichever reaches its rule.
+#[test]
+fn loom_metrics_only_never_refuses_and_stays_metrics_only() {
+    let t0 = Instant::now();
+    model(move || {
+        let (b, _) = touchy(1);
+        b.transition(Transition::MetricsOnly, t0);
+        let b1 = b.clone();
+        let h = thread::spawn(move || {
+            let p = b1.acquire(t0).unwrap();
+            b1.record(p, &fail(), None, t0);
+        });
+        let p = b.acquire(t0).unwrap();
+        b.record(p, &fail(), None, t0);
+        h.join().unwrap();
+        assert_eq!(b.state_at(t0), BreakerState::MetricsOnly);
+        assert!(b.acquire(t0).is_ok());
+    });
+}
