@@ -76,7 +76,7 @@ pub(crate) fn attempt_timeout(
     }
 }
 
-/// A running estimate of how long a successful attempt takes: an
+/// A running estimate of how long an attempt takes: an
 /// exponentially weighted mean (weight 1/8) of the latencies it is shown,
 /// shared by every call of a policy. Lock-free; a racing update may be lost,
 /// which only makes the estimate a little slower to move.
@@ -93,7 +93,7 @@ impl LatencyEstimate {
         }
     }
 
-    /// Adds one successful attempt's latency.
+    /// Adds one finished attempt's latency.
     pub fn observe(&self, latency: Duration) {
         let x = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
         let old = self.mean_ns.load(Ordering::Relaxed);

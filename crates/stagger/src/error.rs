@@ -135,10 +135,33 @@ impl<E: fmt::Display> fmt::Display for RetryError<E> {
             if self.attempts() == 1 { "" } else { "s" },
             self.reason()
         )?;
+        if let Some(why) = self.why() {
+            write!(f, ": {why}")?;
+        }
         if let Some(e) = self.last() {
             write!(f, ": {e}")?;
         }
         Ok(())
+    }
+}
+
+impl<E> RetryError<E> {
+    /// What a user needs to hear beside a stop reason whose cause is not
+    /// plain from its name.
+    fn why(&self) -> Option<&'static str> {
+        match self.reason() {
+            // A timeout's result is unknown; the engine repeats it only for
+            // a call declared safe to repeat.
+            StopReason::NotRetryable if self.timed_out() => Some(
+                "the attempt timed out, so whether it took effect is unknown, and a call not \
+                 declared idempotent is not repeated (declare it with `.idempotent(true)` if \
+                 repeating it is safe)",
+            ),
+            StopReason::Budget => {
+                Some("the retry budget refused: a new client earns retries with traffic")
+            }
+            _ => None,
+        }
     }
 }
 

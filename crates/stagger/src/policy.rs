@@ -147,7 +147,8 @@ impl Policy {
     }
 
     /// The time one more attempt is expected to need: the configured floor,
-    /// or the measured mean latency of successful attempts if larger.
+    /// or the measured mean latency of finished attempts (successes,
+    /// failures and attempts cut by their timeout) if larger.
     pub fn typical_attempt(&self) -> Duration {
         match &self.estimate {
             Some(e) => self.typical_attempt.max(e.get()),
@@ -338,7 +339,11 @@ impl Policy {
             .attempt_started
             .take()
             .map(|s| now.get().saturating_duration_since(s));
-        if let (Some(l), Some(e), Outcome::Success) = (latency, &self.estimate, outcome) {
+        // Every finished attempt teaches the estimate, failures and attempts
+        // cut by their timeout too: a slow failure needs as much time to try
+        // again as a slow success. A caller's cancellation says nothing.
+        let cancelled = matches!(outcome, Outcome::Failure(f) if f.class == Class::Cancelled);
+        if let (Some(l), Some(e), false) = (latency, &self.estimate, cancelled) {
             e.observe(l);
         }
         if let Some(g) = &self.guardrail {

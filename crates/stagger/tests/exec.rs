@@ -468,3 +468,89 @@ fn a_blocking_sleeper_woken_by_a_shutdown_stops_the_call_as_cancelled() {
     assert_eq!(calls, 2);
     assert_eq!(report.result.unwrap_err().reason(), StopReason::Cancelled);
 }
+
+/// A closure that takes 400 ms and fails, under a 1 s deadline: the
+/// typical-attempt estimate learns from failures too, so after two attempts
+/// (800 ms and a wait) no third one starts that could not end in time. It
+/// once learned from successes only and ran a third attempt to 1.3 s.
+#[test]
+fn a_slow_failing_closure_never_runs_past_its_deadline() {
+    let policy = Policy::builder().max_attempts(10).build().unwrap();
+    let clock = ManualClock::new();
+    let starts = RefCell::new(vec![]);
+    let report = (|| {
+        starts.borrow_mut().push(clock.elapsed());
+        clock.advance(400 * MS);
+        Err::<(), _>("slow and failing")
+    })
+    .retry(&policy)
+    .clock(clock.clone())
+    .timeout(Duration::from_secs(1))
+    .seed(3)
+    .sleep(|d| clock.advance(d))
+    .report();
+    assert_eq!(report.reason, StopReason::Deadline);
+    assert_eq!(
+        report.attempts,
+        2,
+        "attempts began at {:?}",
+        starts.borrow()
+    );
+    assert!(
+        clock.elapsed() <= Duration::from_secs(1),
+        "{:?}",
+        clock.elapsed()
+    );
+}
+
+/// The async twin: the attempts run on tokio's paused clock, so the check is
+/// exact, not timed.
+#[cfg(feature = "tokio")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_async_slow_failing_closure_starts_no_attempt_it_cannot_finish() {
+    struct Tokio;
+    impl stagger::time::Clock for Tokio {
+        fn now(&self) -> std::time::Instant {
+            tokio::time::Instant::now().into_std()
+        }
+    }
+    let policy = Policy::builder().max_attempts(10).build().unwrap();
+    let t0 = tokio::time::Instant::now();
+    let report = (|| async {
+        tokio::time::sleep(400 * MS).await;
+        Err::<(), _>("slow and failing")
+    })
+    .retry(&policy)
+    .clock(Tokio)
+    .timeout(Duration::from_secs(1))
+    .seed(3)
+    .report()
+    .await;
+    assert_eq!(report.reason, StopReason::Deadline);
+    assert_eq!(report.attempts, 2);
+    let took = t0.elapsed();
+    assert!(took <= Duration::from_secs(1), "{took:?}");
+}
+
+/// A hung attempt cut by its timeout is an unknown result, which a call not
+/// declared idempotent does not repeat: the error says so and names the
+/// setting that would change it.
+#[test]
+fn a_timed_out_attempt_not_retried_names_the_timeout_and_idempotent() {
+    let policy = Policy::builder()
+        .max_attempts(10)
+        .attempt_timeout(300 * MS)
+        .build()
+        .unwrap();
+    let err = block_on(
+        (|| std::future::pending::<Result<(), &str>>())
+            .retry(&policy)
+            .sleep(|_| async {})
+            .call(),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), StopReason::NotRetryable);
+    let said = err.to_string();
+    assert!(said.contains("timed out"), "{said}");
+    assert!(said.contains(".idempotent(true)"), "{said}");
+}

@@ -79,8 +79,24 @@ impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
         }
     }
 
-    /// Calls `notify` before every wait with the attempt number, the
-    /// error, the delay and the elapsed time.
+    /// Calls `notify` before every wait with one argument, a [`Notice`]:
+    /// the attempt that failed, its error (or the value judged a failure),
+    /// its class, the delay about to be slept and the time since the first
+    /// attempt started.
+    ///
+    /// ```
+    /// use stagger::exec::Notice;
+    /// use stagger::{Backoff, Policy, RetryExt};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder().backoff(Backoff { base: Duration::ZERO, ..Backoff::new() }).build().unwrap();
+    /// let mut seen = Vec::new();
+    /// let _ = (|| Err::<(), _>("busy"))
+    ///     .retry(&policy)
+    ///     .notify(|n: &Notice<'_, (), &'static str>| seen.push((n.attempt, n.error.copied(), n.delay)))
+    ///     .call();
+    /// assert_eq!(seen, [(1, Some("busy"), Duration::ZERO), (2, Some("busy"), Duration::ZERO)]);
+    /// ```
     pub fn notify<N2>(self, notify: N2) -> Retry<'p, F, W, K, N2, S, C, P> {
         Retry {
             op: self.op,

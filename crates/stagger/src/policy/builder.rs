@@ -118,8 +118,9 @@ impl PolicyBuilder {
         self
     }
 
-    /// Whether to measure successful attempts of calls that have a deadline
-    /// and use the mean when it exceeds the floor (default on).
+    /// Whether to measure the attempts of calls that have a deadline
+    /// (successes, failures and attempts cut by their timeout) and use the
+    /// mean when it exceeds the floor (default on).
     pub fn measure_latency(mut self, on: bool) -> Self {
         self.measure_latency = on;
         self
