@@ -106,8 +106,14 @@ pub(crate) fn parse(raw: &[u8]) -> Result<String, KeyError> {
 }
 
 fn trim_ows(raw: &[u8]) -> &[u8] {
-    let start = raw.iter().position(|b| *b != b' ' && *b != b'\t').unwrap_or(raw.len());
-    let end = raw.iter().rposition(|b| *b != b' ' && *b != b'\t').map_or(start, |i| i + 1);
+    let start = raw
+        .iter()
+        .position(|b| *b != b' ' && *b != b'\t')
+        .unwrap_or(raw.len());
+    let end = raw
+        .iter()
+        .rposition(|b| *b != b' ' && *b != b'\t')
+        .map_or(start, |i| i + 1);
     &raw[start..end]
 }
 

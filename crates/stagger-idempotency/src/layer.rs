@@ -229,9 +229,7 @@ async fn serve<S, St, B, RB>(
     request: Request<B>,
 ) -> Result<Response<OuterBody<RB>>, S::Error>
 where
-    S: tower_service::Service<Request<InnerBody<B>>, Response = Response<RB>>
-        + Send
-        + 'static,
+    S: tower_service::Service<Request<InnerBody<B>>, Response = Response<RB>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
     St: Store,
@@ -250,7 +248,11 @@ where
     let key = match key::key(request.headers()) {
         Ok(Some(key)) => key,
         Ok(None) if !config.require_key => return pass(&mut inner, request).await,
-        Ok(None) => return Ok(ours(Rule::KeyMissing.answer(&KeyError::Missing.to_string(), None))),
+        Ok(None) => {
+            return Ok(ours(
+                Rule::KeyMissing.answer(&KeyError::Missing.to_string(), None),
+            ))
+        }
         Err(e) => return Ok(ours(Rule::KeyInvalid.answer(&e.to_string(), None))),
     };
     let arrived = Instant::now();
@@ -271,7 +273,11 @@ where
     };
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let fingerprint = Fingerprint::of(parts.method.as_str(), target, &body);
-    let principal = config.principal.as_ref().map(|f| f(&parts)).unwrap_or_default();
+    let principal = config
+        .principal
+        .as_ref()
+        .map(|f| f(&parts))
+        .unwrap_or_default();
     let scoped = scope(&principal, parts.uri.path(), &key);
     let lease = stagger::http::Inbound::from_headers(&parts.headers, arrived)
         .deadline()
@@ -312,10 +318,9 @@ where
         }
         Err(e) => {
             let detail = format!("{e}; nothing was executed");
-            return Ok(ours(Rule::StoreUnavailable.answer(
-                &detail,
-                Some(Duration::from_secs(1)),
-            )));
+            return Ok(ours(
+                Rule::StoreUnavailable.answer(&detail, Some(Duration::from_secs(1))),
+            ));
         }
     };
 
@@ -481,7 +486,13 @@ impl<St: Store> Run<St> {
 }
 
 /// Keeps a claim's lease alive while its handler runs, for at most `max_run`.
-async fn renew<St: Store>(store: St, key: String, token: Token, lease: Duration, max_run: Duration) {
+async fn renew<St: Store>(
+    store: St,
+    key: String,
+    token: Token,
+    lease: Duration,
+    max_run: Duration,
+) {
     let every = (lease / 2).max(Duration::from_millis(50));
     let started = tokio::time::Instant::now();
     let mut tick = tokio::time::interval_at(started + every, every);

@@ -121,7 +121,10 @@ mod tests {
         StoredResponse {
             status: 201,
             headers: vec![
-                ("content-type".into(), Bytes::from_static(b"application/json")),
+                (
+                    "content-type".into(),
+                    Bytes::from_static(b"application/json"),
+                ),
                 ("location".into(), Bytes::from_static(b"/orders/7")),
             ],
             body: Bytes::from_static(b"{\"id\":7}"),
@@ -147,7 +150,10 @@ mod tests {
         let token = Token(0x0102_0304_0506_0708_090a_0b0c_0d0e_0f10);
         let fp = Fingerprint::of("POST", "/", b"");
         assert_eq!(&claimed(token, &fp)[TOKEN], &token_bytes(token)[..]);
-        assert_eq!(&done(token, &fp, &response())[TOKEN], &token_bytes(token)[..]);
+        assert_eq!(
+            &done(token, &fp, &response())[TOKEN],
+            &token_bytes(token)[..]
+        );
         assert_eq!(claimed(token, &fp)[0], CLAIMED);
     }
 

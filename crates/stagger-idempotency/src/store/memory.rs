@@ -32,7 +32,11 @@ impl Record {
     /// the key, the entry and the cache's own bookkeeping).
     fn weight(&self, key: &str) -> u32 {
         let payload = self.response.as_ref().map_or(0, |r| {
-            r.body.len() + r.headers.iter().map(|(n, v)| n.len() + v.len()).sum::<usize>()
+            r.body.len()
+                + r.headers
+                    .iter()
+                    .map(|(n, v)| n.len() + v.len())
+                    .sum::<usize>()
         });
         u32::try_from(key.len() + payload + 160).unwrap_or(u32::MAX)
     }

@@ -187,8 +187,11 @@ pub trait Store: Clone + Send + Sync + 'static {
 
     /// Removes the claim held by `token`, so a retry runs the handler again; `false` when the
     /// token no longer holds it.
-    fn release(&self, key: &str, token: Token)
-        -> impl Future<Output = Result<bool, StoreError>> + Send;
+    fn release(
+        &self,
+        key: &str,
+        token: Token,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 /// A duration as whole milliseconds for a store's TTL, at least 1.

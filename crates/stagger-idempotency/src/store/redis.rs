@@ -84,7 +84,11 @@ impl RedisStore {
         Ok(Self {
             connection,
             prefix: prefix.into(),
-            scripts: Arc::new([Script::new(RENEW), Script::new(COMPLETE), Script::new(RELEASE)]),
+            scripts: Arc::new([
+                Script::new(RENEW),
+                Script::new(COMPLETE),
+                Script::new(RELEASE),
+            ]),
         })
     }
 
