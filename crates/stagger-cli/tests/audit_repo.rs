@@ -40,11 +40,17 @@ fn the_examples_directory_prints_the_27_attempt_path_first() {
     );
     let v = json(&j);
     assert_eq!(v["paths"][0]["report"]["dead"]["bottom_attempts"], 27.0);
-    assert_eq!(v["skipped"], 1, "the folder's README is not a retry config");
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(
+        skipped.len(),
+        1,
+        "the folder's README is not a retry config"
+    );
+    assert!(skipped[0]["name"].as_str().unwrap().ends_with("README.md"));
 }
 
 #[test]
-fn files_the_audit_does_not_recognise_are_skipped_with_a_count() {
+fn files_the_audit_does_not_recognise_are_listed_as_skipped_with_the_reason() {
     let dir = TempDir::new("audit-repo");
     std::fs::create_dir_all(dir.path("tree/sub")).unwrap();
     std::fs::create_dir_all(dir.path("tree/.git")).unwrap();
@@ -61,7 +67,27 @@ fn files_the_audit_does_not_recognise_are_skipped_with_a_count() {
     let d = stagger(&["audit", "tree", "--format", "json"], &dir);
     assert!(matches!(code(&d), Some(0 | 1)), "{}", d.stderr);
     let v = json(&d);
-    assert_eq!(v["skipped"], 4, "{v}");
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            "tree/Cargo.toml",
+            "tree/README.md",
+            "tree/package.json",
+            "tree/sub/logo.png"
+        ],
+        "{v}"
+    );
+    assert!(v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|k| k["reason"].as_str().is_some_and(|r| !r.is_empty())));
     assert_eq!(
         v["objects"].as_array().unwrap().len(),
         1,
@@ -71,6 +97,12 @@ fn files_the_audit_does_not_recognise_are_skipped_with_a_count() {
     assert!(
         t.stdout
             .contains("4 skipped (not retry configs), 0 unreadable"),
+        "{}",
+        t.stdout
+    );
+    assert!(
+        t.stdout
+            .contains("  tree/README.md: not a config file by its name"),
         "{}",
         t.stdout
     );
@@ -195,4 +227,127 @@ fn malformed_dumps_on_stdin_are_one_line_errors_and_exit_2() {
             errors[0]
         );
     }
+}
+
+/// A small dump as `kubectl get vs,dr,httproute,deploy -A -o yaml` prints
+/// it: a VirtualService that turns retries off, its DestinationRule, an
+/// HTTPRoute that tries 6 times and a Deployment.
+const MIXED: &str = "apiVersion: v1
+kind: List
+items:
+- apiVersion: networking.istio.io/v1
+  kind: VirtualService
+  metadata: {name: cart, namespace: shop}
+  spec:
+    hosts: [cart]
+    http:
+    - route:
+      - destination: {host: cart}
+      retries: {attempts: 0}
+- apiVersion: networking.istio.io/v1
+  kind: DestinationRule
+  metadata: {name: cart, namespace: shop}
+  spec:
+    host: cart
+    trafficPolicy: {connectionPool: {http: {maxRetries: 4}}}
+- apiVersion: gateway.networking.k8s.io/v1
+  kind: HTTPRoute
+  metadata: {name: web, namespace: shop}
+  spec:
+    rules:
+    - backendRefs: [{name: web, port: 80}]
+      retry: {attempts: 5, codes: [503]}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: shop}
+  spec: {}
+";
+
+#[test]
+fn mixed_kinds_on_stdin_are_each_audited_or_listed_as_skipped() {
+    let dir = TempDir::new("audit-repo");
+    let d = stagger_with(
+        &["audit", "-", "--format", "json"],
+        &dir,
+        Some(MIXED.as_bytes()),
+        Duration::from_secs(60),
+    );
+    // The HTTPRoute's 6 tries are a finding: not "no findings", exit 0.
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let v = json(&d);
+    let files: Vec<&str> = v["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["-#VirtualService", "-#HTTPRoute"], "{v}");
+    let route = &v["objects"][1]["report"];
+    assert_eq!(route["dead"]["bottom_attempts"], 6.0);
+    // The DestinationRule is read with its VirtualService.
+    let vs = v["objects"][0]["report"].to_string();
+    assert!(vs.contains("maxRetries"), "{vs}");
+    assert_eq!(
+        v["skipped"],
+        serde_json::json!([{
+            "name": "-#Deployment/shop/web",
+            "kind": "Deployment",
+            "reason": "a Kubernetes Deployment, which holds no retry settings stagger reads"
+        }])
+    );
+    let t = stagger_with(
+        &["audit", "-"],
+        &dir,
+        Some(MIXED.as_bytes()),
+        Duration::from_secs(60),
+    );
+    assert!(
+        t.stdout
+            .contains("  -#Deployment/shop/web: a Kubernetes Deployment"),
+        "{}",
+        t.stdout
+    );
+}
+
+#[test]
+fn mixed_kinds_in_one_file_are_each_audited_in_text_json_and_sarif() {
+    let dir = TempDir::new("audit-repo");
+    std::fs::write(dir.path("mixed.yaml"), MIXED).unwrap();
+    let d = stagger(&["audit", "mixed.yaml", "--format", "json"], &dir);
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let v = json(&d);
+    let files: Vec<&str> = v["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["mixed.yaml#VirtualService", "mixed.yaml#HTTPRoute"]);
+    assert_eq!(v["skipped"][0]["name"], "mixed.yaml#Deployment/shop/web");
+    let t = stagger(&["audit", "mixed.yaml"], &dir);
+    assert!(t.stdout.contains("== mixed.yaml#HTTPRoute"), "{}", t.stdout);
+    assert!(
+        t.stdout.contains("skipped mixed.yaml#Deployment/shop/web"),
+        "{}",
+        t.stdout
+    );
+    let s = stagger(&["audit", "mixed.yaml", "--format", "sarif"], &dir);
+    let log: Value = serde_json::from_str(&s.stdout).unwrap();
+    let route_line = MIXED
+        .lines()
+        .position(|l| l.contains("codes: [503]"))
+        .unwrap()
+        + 1;
+    assert!(
+        log["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| {
+                let p = &r["locations"][0]["physicalLocation"];
+                p["artifactLocation"]["uri"] == "mixed.yaml"
+                    && p["region"]["startLine"] == route_line
+            }),
+        "{log}"
+    );
 }

@@ -125,6 +125,12 @@ pub(crate) fn objects_within(
     Ok(out)
 }
 
+/// What one object is read as, in words (every object the audit does not
+/// read is "something else").
+pub(crate) fn reader(d: &Value) -> &'static str {
+    describe(&kind_of(std::slice::from_ref(d), ""))
+}
+
 fn api(d: &Value) -> &str {
     tree::string(d, "apiVersion").unwrap_or("")
 }

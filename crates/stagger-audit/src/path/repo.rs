@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::detect::{objects, objects_within, ISTIO_SIDECAR};
+use super::detect::{objects, objects_within, reader, ISTIO_SIDECAR};
 use super::{audit_file, audit_path, resilience4j, tree};
 use super::{GatewayImpl, Options, PathError, PathInput, PathReport};
 
@@ -94,13 +94,21 @@ impl RepoReport {
     }
 }
 
-/// A file of many Kubernetes objects (a `kind: List` as `kubectl get … -A
-/// -o yaml` prints it, or many YAML documents) as one source per object,
-/// named `NAME#KIND/NAMESPACE/NAME` (`NAME#N` for the N-th document when
-/// it is not a Kubernetes object) — with the Istio `DestinationRule`s of
-/// a `VirtualService`'s host in its source, as a file holding both is read;
-/// a file of at most [`SPLIT_ABOVE`] objects, or one that is not YAML,
-/// stays whole.
+/// A file of Kubernetes objects as the sources the readers take, so that
+/// no object is lost to another of its file:
+/// - a file of many objects (a `kind: List` as `kubectl get … -A -o yaml`
+///   prints it, or many YAML documents) is one source per object, named
+///   `NAME#KIND/NAMESPACE/NAME` (`NAME#N` for the N-th document when it is
+///   not a Kubernetes object), with the Istio `DestinationRule`s of a
+///   `VirtualService`'s host in its source, as a file holding both is read;
+/// - a file of at most [`SPLIT_ABOVE`] objects that different readers
+///   read (a `VirtualService` beside an `HTTPRoute`) is one source per
+///   reader, named `NAME#KIND` after its first object's kind, holding every
+///   object that reader takes (a `DestinationRule` goes with the
+///   `VirtualService`s, a plain `Ingress` with ingress-nginx's ConfigMap);
+/// - an object no reader takes, beside objects one does, is a source of
+///   its own, named as in a dump, for the caller to list as skipped;
+/// - any other file, or one that is not YAML, stays whole.
 pub fn split_dump(name: &str, text: &str) -> Vec<Source> {
     let whole = || {
         vec![Source {
@@ -112,7 +120,7 @@ pub fn split_dump(name: &str, text: &str) -> Vec<Source> {
         return whole();
     };
     if docs.len() <= SPLIT_ABOVE {
-        return whole();
+        return by_reader(name, text, &docs).unwrap_or_else(whole);
     }
     // The host an Istio object is about, short name and namespace.
     let key = |d: &Value| -> Option<(String, String)> {
@@ -159,6 +167,79 @@ pub fn split_dump(name: &str, text: &str) -> Vec<Source> {
         out.push(Source { name, text });
     }
     out
+}
+
+/// `NAME#KIND/NAMESPACE/NAME` for one Kubernetes object of file `name`.
+fn object_name(name: &str, d: &Value) -> String {
+    let meta = tree::get(d, "metadata");
+    let field = |k: &str| meta.and_then(|m| tree::string(m, k)).unwrap_or("-");
+    let kind = tree::string(d, "kind").unwrap_or("-");
+    format!("{name}#{kind}/{}/{}", field("namespace"), field("name"))
+}
+
+/// A few Kubernetes objects split by the reader that takes them (see
+/// [`split_dump`]); `None` when the file is read whole as it is: not
+/// Kubernetes objects, or all of them read by one reader.
+fn by_reader(name: &str, text: &str, docs: &[Value]) -> Option<Vec<Source>> {
+    const OTHER: &str = "something else";
+    if docs.len() < 2 || !docs.iter().all(|d| tree::string(d, "kind").is_some()) {
+        return None;
+    }
+    let mut readers: Vec<&str> = docs.iter().map(reader).collect();
+    // Objects another object of their file reads with it.
+    let joins = |kind: &str, with: &str, readers: &mut Vec<&str>| {
+        if let Some(&to) = readers.iter().find(|r| r.contains(with)) {
+            for (r, d) in readers.iter_mut().zip(docs) {
+                if tree::string(d, "kind") == Some(kind) && *r != to {
+                    *r = to;
+                }
+            }
+        }
+    };
+    joins("DestinationRule", "VirtualService", &mut readers);
+    joins("Ingress", "ingress-nginx", &mut readers);
+    let mut groups: Vec<&str> = Vec::new();
+    for r in &readers {
+        if *r != OTHER && !groups.contains(r) {
+            groups.push(r);
+        }
+    }
+    let others = readers.iter().any(|r| *r == OTHER);
+    if groups.len() == 1 && !others || groups.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for g in &groups {
+        let members: Vec<&Value> = docs
+            .iter()
+            .zip(&readers)
+            .filter(|(_, r)| *r == g)
+            .map(|(d, _)| d)
+            .collect();
+        if groups.len() == 1 {
+            // The one reader reads the file as it is; its name stays.
+            out.push(Source {
+                name: name.to_string(),
+                text: text.to_string(),
+            });
+            continue;
+        }
+        let kind = tree::string(members[0], "kind").unwrap_or("-");
+        out.push(Source {
+            name: format!("{name}#{kind}"),
+            text: serde_json::json!({"apiVersion": "v1", "kind": "List", "items": members})
+                .to_string(),
+        });
+    }
+    for (d, r) in docs.iter().zip(&readers) {
+        if *r == OTHER {
+            out.push(Source {
+                name: object_name(name, d),
+                text: d.to_string(),
+            });
+        }
+    }
+    Some(out)
 }
 
 /// A host as the routes name it: its short name and, when known, its

@@ -8,7 +8,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use stagger_audit::path::{
-    audit_file, audit_path, Dead, GatewayImpl, IstioVersion, Options, PathInput, Protocol,
+    audit_file, audit_path, split_dump, what_is, Dead, FileReport, GatewayImpl, IstioVersion,
+    Options, PathInput, Protocol, Reading,
 };
 
 use crate::args::AuditFormat as Format;
@@ -174,7 +175,9 @@ pub fn options(a: &PathArgs) -> Options {
 }
 
 /// `stagger audit FILE` on a file the call-path readers read (`what` says
-/// what it is): every object it holds, each as a path of one layer.
+/// what it is): every object it holds, each as a path of one layer. A
+/// file whose objects different readers take is read by each of them (as
+/// `FILE#KIND`); an object none takes is listed as skipped, with why.
 pub fn run_file(
     a: &PathArgs,
     file: &str,
@@ -182,32 +185,63 @@ pub fn run_file(
     what: &str,
     format: Format,
 ) -> anyhow::Result<(String, ExitCode)> {
-    let reports = audit_file(file, text, &options(a)).map_err(|e| UsageError(e.to_string()))?;
-    let clean = reports.iter().all(|r| r.report.is_clean());
+    let o = options(a);
+    let mut read: Vec<(String, String, Vec<FileReport>)> = Vec::new();
+    let mut skipped: Vec<(String, String)> = Vec::new();
+    for s in split_dump(file, text) {
+        let kind = match what_is(&s.name, &s.text) {
+            Reading::Other(why) if s.name != file => {
+                skipped.push((s.name, why));
+                continue;
+            }
+            Reading::Path(w) if s.name != file => w,
+            _ => what.to_string(),
+        };
+        let reports = audit_file(&s.name, &s.text, &o).map_err(|e| UsageError(e.to_string()))?;
+        read.push((s.name, kind, reports));
+    }
+    let clean = read
+        .iter()
+        .all(|(_, _, rs)| rs.iter().all(|r| r.report.is_clean()));
     let out = if format == Format::Sarif {
         let texts = [(file, text)];
-        let found: Vec<Located> = reports
+        let found: Vec<Located> = read
             .iter()
+            .flat_map(|(_, _, rs)| rs)
             .flat_map(|r| crate::audit::sarif::from_path(&r.report, &texts))
             .collect();
         crate::audit::sarif::render(&found)
     } else if format == Format::Json {
-        let list: Vec<serde_json::Value> = reports
+        let list: Vec<serde_json::Value> = read
             .iter()
-            .map(|r| serde_json::json!({"file": file, "selector": r.selector, "report": r.report}))
+            .flat_map(|(name, kind, rs)| {
+                rs.iter().map(move |r| {
+                    serde_json::json!({"file": name, "kind": kind, "selector": r.selector, "report": r.report})
+                })
+            })
             .collect();
-        serde_json::to_string(&serde_json::json!({"file": file, "kind": what, "paths": list}))?
-            + "\n"
+        let skipped: Vec<serde_json::Value> = skipped
+            .iter()
+            .map(|(name, why)| serde_json::json!({"name": name, "reason": why}))
+            .collect();
+        serde_json::to_string(
+            &serde_json::json!({"file": file, "kind": what, "paths": list, "skipped": skipped}),
+        )? + "\n"
     } else {
         let mut s = String::new();
-        for r in &reports {
-            let name = match &r.selector {
-                Some(sel) => format!("{file}:{sel}"),
-                None => file.to_string(),
-            };
-            s.push_str(&format!("== {name} ({what})\n"));
-            s.push_str(&r.report.text());
-            s.push('\n');
+        for (name, kind, rs) in &read {
+            for r in rs {
+                let name = match &r.selector {
+                    Some(sel) => format!("{name}:{sel}"),
+                    None => name.clone(),
+                };
+                s.push_str(&format!("== {name} ({kind})\n"));
+                s.push_str(&r.report.text());
+                s.push('\n');
+            }
+        }
+        for (name, why) in &skipped {
+            s.push_str(&format!("skipped {name}: {why}\n"));
         }
         s
     };

@@ -1,6 +1,7 @@
 //! `stagger audit DIR` and `stagger audit -`: a whole repository, or a
 //! `kubectl get … -A -o yaml` dump on stdin. Every file the audit
-//! recognises is read (the rest are counted as skipped), every retrying
+//! recognises is read, every object of it that no reader takes is listed
+//! as skipped with the reason (as is every other file), every retrying
 //! object audited, and the call paths the routes imply reported worst
 //! first (`stagger_audit::path::audit_repo`); this module walks the tree,
 //! prints and picks the exit code: 0 clean, 1 findings, 2 a recognised
@@ -34,10 +35,48 @@ struct Found {
     clients: Vec<(String, String)>,
     /// Files read object by object (a dump), by name, with their text.
     split: Vec<(String, String)>,
-    /// Files that are not retry configs.
-    skipped: usize,
+    /// Files and objects that are not retry configs, each with why.
+    skipped: Vec<Skipped>,
     /// Recognised files that cannot be read, as messages.
     unreadable: Vec<String>,
+}
+
+/// A file or an object the audit does not read, and why.
+#[derive(Debug, serde::Serialize)]
+struct Skipped {
+    /// The file, or the object as `FILE#KIND/NAMESPACE/NAME`.
+    name: String,
+    /// The object's Kubernetes kind, when it is one object of a file.
+    kind: Option<String>,
+    /// Why it is not read.
+    reason: String,
+}
+
+impl Skipped {
+    fn new(name: String, reason: impl Into<String>) -> Self {
+        let kind = name
+            .split_once('#')
+            .and_then(|(_, o)| o.split_once('/'))
+            .map(|(k, _)| k.to_string());
+        Skipped {
+            name,
+            kind,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The sources of one file or dump the readers take; the objects none
+/// takes are listed in `skipped` with what they are.
+fn sort_objects(found: &mut Found, objects: Vec<Source>) {
+    for s in objects {
+        match what_is(&s.name, &s.text) {
+            Reading::Other(what) if s.name.contains('#') => {
+                found.skipped.push(Skipped::new(s.name, what));
+            }
+            _ => found.sources.push(s),
+        }
+    }
 }
 
 /// Whether a file's name says it may be a retry config the audit reads.
@@ -75,7 +114,7 @@ fn is_client(name: &str, text: &str) -> bool {
 /// Sorts one file into `found`.
 fn take(found: &mut Found, name: String, bytes: Vec<u8>) {
     let Ok(text) = String::from_utf8(bytes) else {
-        found.skipped += 1;
+        found.skipped.push(Skipped::new(name, "not UTF-8 text"));
         return;
     };
     match what_is(&name, &text) {
@@ -85,13 +124,21 @@ fn take(found: &mut Found, name: String, bytes: Vec<u8>) {
             if objects.len() > 1 {
                 found.split.push((name, text));
             }
-            found.sources.extend(objects);
+            sort_objects(found, objects);
         }
         // An unparseable .yaml/.yml: recognised by its name, reported.
         Reading::Path(_) if name.ends_with(".yaml") || name.ends_with(".yml") => {
             found.sources.push(Source { name, text });
         }
-        _ => found.skipped += 1,
+        Reading::Other(what) => found.skipped.push(Skipped::new(name, what)),
+        Reading::Client => found.skipped.push(Skipped::new(
+            name,
+            "JSON or TOML that is neither a gRPC service config nor a stagger policy file",
+        )),
+        Reading::Path(what) => found.skipped.push(Skipped::new(
+            name,
+            format!("{what} that does not parse, and not named .yaml or .yml"),
+        )),
     }
 }
 
@@ -123,11 +170,20 @@ fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageErro
                 dir.display()
             )));
         }
-        if !meta.is_file() || !candidate(&p) {
-            found.skipped += 1;
+        let shown = p.strip_prefix(".").unwrap_or(&p).display().to_string();
+        if !meta.is_file() {
+            found
+                .skipped
+                .push(Skipped::new(shown, "not a regular file"));
             continue;
         }
-        let shown = p.strip_prefix(".").unwrap_or(&p).display().to_string();
+        if !candidate(&p) {
+            found.skipped.push(Skipped::new(
+                shown,
+                "not a config file by its name (.yaml, .yml, .json, .toml, .conf, .cfg, config, credentials)",
+            ));
+            continue;
+        }
         if meta.len() > crate::audit::path::MAX_BYTES {
             found.unreadable.push(format!(
                 "{shown}: {} bytes, larger than the 4 MiB the audit reads",
@@ -160,7 +216,8 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         }
         let text = String::from_utf8(bytes)
             .map_err(|_| UsageError("stdin: not UTF-8 text".to_string()))?;
-        found.sources = split_dump("-", &text);
+        let objects = split_dump("-", &text);
+        sort_objects(&mut found, objects);
     } else {
         walk(Path::new(target), &mut found, &mut 0)?;
     }
@@ -176,7 +233,7 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     }
     let clean = repo.is_clean() && clients.iter().all(|(_, r)| r.is_clean());
     let out = match format {
-        Format::Text => text(&repo, &clients, found.skipped, &unreadable),
+        Format::Text => text(&repo, &clients, &found.skipped, &unreadable),
         Format::Json => {
             let list: Vec<_> = clients
                 .iter()
@@ -260,7 +317,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 fn text(
     repo: &RepoReport,
     clients: &[(String, Report)],
-    skipped: usize,
+    skipped: &[Skipped],
     unreadable: &[String],
 ) -> String {
     let mut s = String::new();
@@ -318,13 +375,19 @@ fn text(
             stagger_audit::path::MAX_PATHS
         );
     }
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "\nSkipped (not retry configs the audit reads):");
+        for k in skipped {
+            let _ = writeln!(s, "  {}: {}", k.name, k.reason);
+        }
+    }
     let objects = repo.objects.len() + clients.len();
     let _ = writeln!(
         s,
         "\n{}, {}, {} skipped (not retry configs), {} unreadable.",
         count(objects, "object", "objects"),
         count(repo.paths.len(), "path", "paths"),
-        skipped,
+        skipped.len(),
         unreadable.len()
     );
     s
