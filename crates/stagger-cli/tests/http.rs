@@ -106,12 +106,14 @@ async fn json_has_the_documented_shape() {
             "elapsed_ms",
             "final_status",
             "idempotency_key",
+            "replayed",
             "stop_reason"
         ]
     );
     assert_eq!(v["final_status"], 200);
     assert_eq!(v["stop_reason"], "success");
     assert!(v["idempotency_key"].is_null());
+    assert_eq!(v["replayed"], false);
     let a = v["attempts"].as_array().unwrap();
     assert_eq!(a.len(), 2);
     assert_eq!(a[0]["attempt"], 1);
@@ -230,4 +232,43 @@ async fn bad_usage_exits_2() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_409_with_retry_after_is_retried_and_the_replay_reported() {
+    let s = start(vec![
+        (409, vec![("retry-after", "1".into())], Duration::ZERO),
+        (
+            200,
+            vec![("idempotent-replayed", "true".into())],
+            Duration::ZERO,
+        ),
+        // The same 409 to a call without a key.
+        (409, vec![("retry-after", "1".into())], Duration::ZERO),
+    ])
+    .await;
+    let keyed = [
+        "-X",
+        "POST",
+        "--data-binary",
+        "order",
+        "--idempotency-key",
+        "k-1",
+        "--base",
+        "10ms",
+        "--format",
+        "json",
+    ];
+    let out = stagger(args(&[&[s.url.as_str()][..], &keyed[..]].concat())).await;
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["attempts"][0]["hint_ms"], 1000, "{v}");
+    assert_eq!(v["replayed"], true, "{v}");
+    let out = stagger(args(&[&s.url, "-X", "PUT", "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(22));
+    let v = json(&out);
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["replayed"], false, "{v}");
+    assert_eq!(s.seen.lock().unwrap().len(), 3);
 }

@@ -163,6 +163,10 @@ struct Summary {
     stop_reason: String,
     elapsed_ms: u64,
     idempotency_key: Option<String>,
+    /// The final answer was the server's stored answer to an earlier
+    /// request with the same key (`Idempotent-Replayed: true`): the write
+    /// ran once.
+    replayed: bool,
     attempts: Vec<AttemptJson>,
     /// Why the final response's body could not be read in full (absent when
     /// it was).
@@ -377,6 +381,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         code,
         elapsed,
         key,
+        replayed: info.is_some_and(|i| i.replayed),
         logs: &logs,
         url: &shown_url,
     };
@@ -447,6 +452,7 @@ struct Done<'a> {
     code: u8,
     elapsed: Duration,
     key: Option<String>,
+    replayed: bool,
     logs: &'a [AttemptLog],
     url: &'a str,
 }
@@ -463,6 +469,7 @@ impl Done<'_> {
             code,
             elapsed,
             key,
+            replayed,
             logs,
             url: shown_url,
         } = self;
@@ -472,6 +479,7 @@ impl Done<'_> {
                 stop_reason: reason.as_str().to_string(),
                 elapsed_ms: ms(elapsed),
                 idempotency_key: key,
+                replayed,
                 attempts: logs
                     .iter()
                     .map(|l| AttemptJson {
