@@ -55,7 +55,113 @@ fn the_action_writes_sarif_and_keeps_the_exit_codes() {
             .unwrap();
     assert!(text.contains("--format sarif"));
     assert!(text.contains("github/codeql-action/upload-sarif"));
-    assert!(text.contains(r#"if [ "$code" -ge 2 ]; then exit "$code"; fi"#));
+    assert!(text.contains(r#"echo "exit-code=$code" >> "$GITHUB_OUTPUT""#));
+}
+
+/// One step of the composite Action: its `if:` condition (empty when it
+/// has none) and its `run:` script.
+fn step(action: &str, name: &str) -> (String, String) {
+    let mut lines = action
+        .lines()
+        .skip_while(|l| l.trim() != format!("- name: {name}"))
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with("- name:"));
+    let mut cond = String::new();
+    let mut script = String::new();
+    while let Some(l) = lines.next() {
+        if let Some(c) = l.trim().strip_prefix("if: ") {
+            cond = c.to_string();
+        }
+        if l.trim() == "run: |" {
+            let indent = l.len() - l.trim_start().len();
+            for body in lines.by_ref() {
+                if !body.trim().is_empty() && body.len() - body.trim_start().len() <= indent {
+                    break;
+                }
+                script.push_str(body.trim_start());
+                script.push('\n');
+            }
+        }
+    }
+    (cond, script)
+}
+
+#[test]
+fn the_actions_upload_step_is_reached_on_a_tree_with_a_file_stagger_cannot_read() {
+    let action =
+        std::fs::read_to_string(workspace().join(".github/actions/stagger-audit/action.yml"))
+            .unwrap();
+    let dir = TempDir::new("audit-ci");
+    std::fs::create_dir_all(dir.path("tree")).unwrap();
+    std::fs::copy(
+        workspace().join("examples/audit/path/storefront-route.yaml"),
+        dir.path("tree/route.yaml"),
+    )
+    .unwrap();
+    // An HTTPRoute whose retry count is not a number: recognised, unreadable.
+    std::fs::write(
+        dir.path("tree/broken.yaml"),
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: b}\nspec:\n  rules:\n  - retry: {attempts: many}\n",
+    )
+    .unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_stagger")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |script: &str, env: &[(&str, &str)]| {
+        std::fs::write(dir.path("step.sh"), script).unwrap();
+        Command::new("bash")
+            .arg("-e")
+            .arg(dir.path("step.sh"))
+            .current_dir(dir.path(""))
+            .env("PATH", &path)
+            .env("GITHUB_OUTPUT", dir.path("outputs"))
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    };
+    let (_, audit) = step(&action, "Audit");
+    let out = run(
+        &audit,
+        &[
+            ("AUDIT_PATH", "tree"),
+            ("AUDIT_ARGS", ""),
+            ("SARIF_FILE", "audit.sarif"),
+        ],
+    );
+    assert!(out.status.success(), "the audit step itself does not fail");
+    let outputs = std::fs::read_to_string(dir.path("outputs")).unwrap();
+    assert!(outputs.contains("exit-code=2"), "{outputs}");
+    assert!(outputs.contains("logged=true"), "{outputs}");
+    let log: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("audit.sarif")).unwrap()).unwrap();
+    assert!(!log["runs"][0]["results"].as_array().unwrap().is_empty());
+    assert!(
+        log["runs"][0]["invocations"][0]["toolExecutionNotifications"]
+            .to_string()
+            .contains("broken.yaml")
+    );
+    // The upload waits on nothing but the log: not on the audit's success.
+    let (upload, _) = step(&action, "Upload to code scanning");
+    assert!(upload.contains("!cancelled()"), "{upload}");
+    assert!(
+        upload.contains("steps.audit.outputs.logged == 'true'"),
+        "{upload}"
+    );
+    assert!(!upload.contains("success()"), "{upload}");
+    // And the job still fails after it, naming why.
+    let (_, last) = step(
+        &action,
+        "Fail on an unreadable config, or on findings when asked",
+    );
+    let fail = run(&last, &[("CODE", "2"), ("FAIL_ON_FINDINGS", "false")]);
+    assert_eq!(fail.status.code(), Some(2));
+    let pass = run(&last, &[("CODE", "1"), ("FAIL_ON_FINDINGS", "false")]);
+    assert!(pass.status.success());
+    let findings = run(&last, &[("CODE", "1"), ("FAIL_ON_FINDINGS", "true")]);
+    assert_eq!(findings.status.code(), Some(1));
 }
 
 #[test]

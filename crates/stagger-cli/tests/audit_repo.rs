@@ -307,6 +307,15 @@ fn mixed_kinds_on_stdin_are_each_audited_or_listed_as_skipped() {
         "{}",
         t.stdout
     );
+    let sarif = stagger_with(
+        &["audit", "-", "--format", "sarif"],
+        &dir,
+        Some(MIXED.as_bytes()),
+        Duration::from_secs(60),
+    );
+    let log: Value = serde_json::from_str(&sarif.stdout).unwrap();
+    let notes = log["runs"][0]["invocations"][0]["toolExecutionNotifications"].to_string();
+    assert!(notes.contains("skipped -#Deployment/shop/web"), "{notes}");
 }
 
 #[test]

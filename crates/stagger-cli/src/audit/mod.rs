@@ -122,7 +122,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
                 .zip(&texts)
                 .map(|(f, t)| (f.as_str(), t.as_str()))
                 .collect();
-            crate::audit::sarif::render(&crate::audit::sarif::from_report(&report, &named))
+            crate::audit::sarif::render(&crate::audit::sarif::from_report(&report, &named), &[])
         }
     };
     let code = if report.is_clean() {

@@ -210,7 +210,11 @@ pub fn run_file(
             .flat_map(|(_, _, rs)| rs)
             .flat_map(|r| crate::audit::sarif::from_path(&r.report, &texts))
             .collect();
-        crate::audit::sarif::render(&found)
+        let notes: Vec<(&str, String)> = skipped
+            .iter()
+            .map(|(name, why)| ("note", format!("skipped {name}: {why}")))
+            .collect();
+        crate::audit::sarif::render(&found, &notes)
     } else if format == Format::Json {
         let list: Vec<serde_json::Value> = read
             .iter()
@@ -294,7 +298,7 @@ pub fn run(a: &PathArgs, format: Format) -> anyhow::Result<(String, ExitCode)> {
                 .zip(&texts)
                 .map(|((f, _), t)| (*f, t.as_str()))
                 .collect();
-            crate::audit::sarif::render(&crate::audit::sarif::from_path(&report, &named))
+            crate::audit::sarif::render(&crate::audit::sarif::from_path(&report, &named), &[])
         }
     };
     let code = if report.is_clean() {

@@ -248,7 +248,7 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
                 "unreadable": unreadable,
             }))? + "\n"
         }
-        Format::Sarif => sarif(&found, &repo, &clients),
+        Format::Sarif => sarif(&found, &repo, &clients, &unreadable),
     };
     for e in &unreadable {
         eprintln!("error: {e}");
@@ -266,7 +266,12 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     Ok((out, code))
 }
 
-fn sarif(found: &Found, repo: &RepoReport, clients: &[(String, Report)]) -> String {
+fn sarif(
+    found: &Found,
+    repo: &RepoReport,
+    clients: &[(String, Report)],
+    unreadable: &[String],
+) -> String {
     let mut texts: Vec<(&str, &str)> = found
         .sources
         .iter()
@@ -284,7 +289,17 @@ fn sarif(found: &Found, repo: &RepoReport, clients: &[(String, Report)]) -> Stri
     for (_, r) in clients {
         all.extend(crate::audit::sarif::from_report(r, &texts));
     }
-    crate::audit::sarif::render(&all)
+    let notes: Vec<(&str, String)> = found
+        .skipped
+        .iter()
+        .map(|k| ("note", format!("skipped {}: {}", k.name, k.reason)))
+        .chain(
+            unreadable
+                .iter()
+                .map(|e| ("error", format!("cannot read {e}"))),
+        )
+        .collect();
+    crate::audit::sarif::render(&all, &notes)
 }
 
 /// Finding ids in order of first appearance, each once with its count

@@ -301,8 +301,11 @@ fn pascal(id: &str) -> String {
 }
 
 /// The SARIF 2.1.0 log of `found`: one run of the `stagger` tool whose
-/// rules are every check of the audit.
-pub fn render(found: &[Located]) -> String {
+/// rules are every check of the audit. `notes` are what the run tells
+/// beside its results, each with its level (`note` for a file or object
+/// skipped, `error` for one that cannot be read), as the run's
+/// notifications: nothing read or left out goes unsaid.
+pub fn render(found: &[Located], notes: &[(&str, String)]) -> String {
     let rules: Vec<Value> = CHECKS
         .iter()
         .map(|c| {
@@ -330,6 +333,11 @@ pub fn render(found: &[Located]) -> String {
                 "descriptor": {"id": f.rule}
             })
         })
+        .chain(
+            notes
+                .iter()
+                .map(|(level, text)| json!({"level": level, "message": {"text": text}})),
+        )
         .collect();
     let results: Vec<Value> = placed
         .into_iter()
