@@ -514,3 +514,29 @@ fn the_svg_does_not_overprint_long_paths() {
         "<title>a-very-long-directory-name/production-bookinfo-mesh-routes.yaml — retries on"
     ));
 }
+
+// A `listen stats` section (`stats enable`, no `server`) connects to
+// nothing: HAProxy answers from its stats applet, or 503 at once when no
+// server can be picked (haproxy `src/backend.c`, `assign_server`), so it
+// has no connection to retry. It was read as a backend with the default
+// `retries 3`: 4 tries.
+#[test]
+fn haproxy_stats_section_without_servers_is_no_retrying_layer() {
+    let cfg = "defaults\n    mode http\n    retries 3\n\nlisten stats\n    bind :8404\n    stats enable\n    stats uri /\n\nbackend app\n    retry-on conn-failure\n    server a 10.0.0.1:80\n";
+    let o = Options::default();
+    let all = audit_file("haproxy.cfg", cfg, &o).unwrap();
+    let names: Vec<&str> = all
+        .iter()
+        .map(|f| f.report.layers[0].selector.as_str())
+        .collect();
+    assert_eq!(names, ["app"], "the stats page is not a choice");
+    assert_eq!(all[0].report.dead.bottom_attempts, 4.0);
+    assert!(all[0].report.layers[0]
+        .assumes
+        .iter()
+        .any(|a| a.starts_with("1 server;")));
+    let stats = run(&[("haproxy.cfg", cfg, Some("stats"))], &o);
+    assert_eq!(stats.dead.bottom_attempts, 1.0);
+    assert!(stats.layers[0].retry_on.contains("no server"));
+    assert!(stats.findings.is_empty());
+}

@@ -14,7 +14,11 @@
 //!   min(`timeout connect`, 1 s); with `option redispatch` the last retry
 //!   goes to another server;
 //! - HAProxy answers 503 when every connection attempt failed and 504 at
-//!   `timeout server`.
+//!   `timeout server`;
+//! - a section without a `server` line (a `listen stats` page) connects to
+//!   nothing, so it has no connection to retry: its requests are answered
+//!   by HAProxy itself (the stats applet) or with 503 at once (`src/backend.c`,
+//!   `assign_server`: no server to pick). It is no layer of a call path.
 
 use std::time::Duration;
 
@@ -125,7 +129,7 @@ fn read(s: &mut Settings, sec: &Section, f: &PathInput<'_>) -> Result<u32, PathE
                     )
                 })?)
             }
-            ("server", _) => servers += 1,
+            ("server" | "server-template", _) => servers += 1,
             _ => {}
         }
     }
@@ -163,9 +167,20 @@ fn backends(f: &PathInput<'_>) -> Result<Vec<(String, Settings, u32)>, PathError
 /// One backend (or `listen` section), by name.
 pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
     let mut backends = backends(f)?;
-    let names: Vec<String> = backends.iter().map(|b| b.0.clone()).collect();
+    // Sections that connect to no server are not offered as choices: a
+    // stats page is no retrying layer.
+    let names: Vec<String> = backends
+        .iter()
+        .filter(|b| b.2 > 0)
+        .map(|b| b.0.clone())
+        .collect();
+    let serving = names.len();
     let (name, s, servers) = match f.selector {
         None if backends.len() == 1 => backends.swap_remove(0),
+        None if serving == 1 => {
+            let i = backends.iter().position(|b| b.2 > 0).unwrap_or(0);
+            backends.swap_remove(i)
+        }
         None if backends.is_empty() => {
             return Err(PathError::new(
                 f.name,
@@ -200,6 +215,12 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
     let mut layer = Layer::new(f.name, System::Haproxy, name);
     let on: Vec<String> = s.on.iter().map(|w| w.to_ascii_lowercase()).collect();
     layer.per_try_timeout = s.server;
+    if servers == 0 {
+        layer.retry_on =
+            "nothing: no server line, so no connection to retry (a stats page, or 503 at once)"
+                .into();
+        return Ok(layer);
+    }
     if s.retries == 0 || on.iter().any(|w| w == "none") {
         layer.retry_on = "nothing (retries 0 or retry-on none)".into();
         return Ok(layer);
@@ -215,7 +236,18 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
         factor: 1.0,
         max: turn,
     };
-    layer.assumes.push(format!("{servers} servers; turn-around {turn:?} before each retry (min of timeout connect and 1 s){}", if s.redispatch { "; option redispatch sends the last retry to another server" } else { "" }));
+    let servers = match servers {
+        1 => "1 server".to_string(),
+        n => format!("{n} servers"),
+    };
+    layer.assumes.push(format!(
+        "{servers}; turn-around {turn:?} before each retry (min of timeout connect and 1 s){}",
+        if s.redispatch {
+            "; option redispatch sends the last retry to another server"
+        } else {
+            ""
+        }
+    ));
     if on
         .iter()
         .any(|w| w != "conn-failure" && w != "0rtt-rejected")
