@@ -540,3 +540,101 @@ fn haproxy_stats_section_without_servers_is_no_retrying_layer() {
     assert!(stats.layers[0].retry_on.contains("no server"));
     assert!(stats.findings.is_empty());
 }
+
+fn route_with(retry: &str) -> String {
+    format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{name: web, namespace: shop}}\nspec:\n  rules:\n  - backendRefs: [{{name: web, port: 80}}]\n    timeouts: {{request: 10s, backendRequest: 1s}}\n    retry: {retry}\n"
+    )
+}
+
+fn with_gateway(g: stagger_audit::path::GatewayImpl, dead: Dead) -> Options {
+    Options {
+        gateway: g,
+        dead,
+        ..Options::default()
+    }
+}
+
+// Envoy Gateway writes a rule's `retry` into Envoy's policy starting from
+// its defaults: the triggers connect-failure,refused-stream,unavailable,
+// cancelled,retriable-status-codes and the retriable status 503, which the
+// rule's `codes` replace when it lists any (envoyproxy/gateway
+// `internal/xds/translator/route.go`, `buildRetryPolicy`, and
+// `internal/gatewayapi/route.go`, `processRouteRetry`). A dependency that
+// answers 503 was never retried there.
+#[test]
+fn envoy_gateway_retries_503_by_default_when_the_rule_lists_no_codes() {
+    use stagger_audit::path::GatewayImpl;
+    let o = with_gateway(GatewayImpl::EnvoyGateway, Dead::Unavailable);
+    let r = run(&[("route.yaml", &route_with("{attempts: 3}"), None)], &o);
+    assert_eq!(r.dead.bottom_attempts, 4.0);
+    assert!(
+        r.layers[0].retry_on.contains("503"),
+        "{}",
+        r.layers[0].retry_on
+    );
+    // Codes the rule lists replace the 503.
+    let listed = run(
+        &[(
+            "route.yaml",
+            &route_with("{attempts: 3, codes: [502]}"),
+            None,
+        )],
+        &o,
+    );
+    assert_eq!(listed.dead.bottom_attempts, 1.0);
+}
+
+// GEP-1731: "Implementations SHOULD retry on connection errors
+// (disconnect, reset, timeout, TCP failure)". A try cut by the rule's
+// `timeouts.backendRequest` is retried by a gateway that follows it; Envoy
+// Gateway's default triggers hold no timeout (`internal/xds/translator/route.go`).
+#[test]
+fn gep_1731_gateway_retries_a_try_its_backend_request_timeout_cut() {
+    use stagger_audit::path::GatewayImpl;
+    let route = route_with("{attempts: 2, codes: [503]}");
+    let generic = run(
+        &[("route.yaml", &route, None)],
+        &with_gateway(GatewayImpl::Generic, Dead::Blackhole),
+    );
+    assert_eq!(generic.dead.bottom_attempts, 3.0);
+    assert_eq!(
+        generic.layers[0].per_try_timeout,
+        Some(Duration::from_secs(1))
+    );
+    let eg = run(
+        &[("route.yaml", &route, None)],
+        &with_gateway(GatewayImpl::EnvoyGateway, Dead::Blackhole),
+    );
+    assert_eq!(eg.dead.bottom_attempts, 1.0);
+}
+
+// The HTTPRoute CRD sets `retry.attempts` a minimum of 1
+// (kubernetes-sigs/gateway-api `apis/v1/httproute_types.go`,
+// `+kubebuilder:validation:Minimum:=1`): the API server refuses a route
+// with 0. It was read without a word, as "no retry".
+#[test]
+fn gateway_api_attempts_0_is_an_invalid_finding_naming_the_field() {
+    let r = run(
+        &[("route.yaml", &route_with("{attempts: 0}"), None)],
+        &Options::default(),
+    );
+    let invalid = r
+        .findings
+        .iter()
+        .find(|f| f.id == "invalid")
+        .expect("invalid");
+    assert!(
+        invalid
+            .message
+            .contains("`spec.rules[0].retry.attempts` is 0")
+            && invalid.message.contains("refuses the route"),
+        "{}",
+        invalid.message
+    );
+    let one = run(
+        &[("route.yaml", &route_with("{attempts: 1}"), None)],
+        &Options::default(),
+    );
+    assert!(!ids(&one).contains(&"invalid"));
+}

@@ -31,6 +31,15 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
         }
     }
     for (i, l) in r.layers.iter().enumerate() {
+        for m in &l.invalid {
+            out.push(PathFinding {
+                id: "invalid",
+                layers: vec![i],
+                message: format!("{}: {m}", name(r, i)),
+            });
+        }
+    }
+    for (i, l) in r.layers.iter().enumerate() {
         for m in &l.spelling {
             out.push(PathFinding {
                 id: "nonstandard_spelling",

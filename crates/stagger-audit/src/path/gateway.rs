@@ -136,6 +136,12 @@ pub(crate) fn route(
     let mut layer = Layer::new(f.name, System::GatewayApi, selector);
     layer.timeout = timeout;
     let r = rule_retry(f, rule, &field)?;
+    if r.attempts == Some(0) {
+        layer.invalid.push(format!(
+            "`{}` is 0, below the HTTPRoute CRD's minimum of 1 (`apis/v1/httproute_types.go`): the API server refuses the route, so it never runs; write 1 or more, or leave `retry` out",
+            field("retry.attempts")
+        ));
+    }
     if o.gateway == GatewayImpl::Istio {
         on_istio(&mut layer, r, mesh, o, &field("retry"))?;
     } else if !elsewhere(&mut layer, r, o.gateway) {
@@ -260,8 +266,16 @@ fn on_istio(
     Ok(())
 }
 
-/// Another implementation: connection errors and the codes, nothing
-/// without `retry` (then `false`: the layer is done).
+/// Another implementation, nothing without `retry` (then `false`: the
+/// layer is done):
+/// - Envoy Gateway translates the rule's `retry` into Envoy's policy with
+///   its own default triggers and, when the rule lists no `codes`, its
+///   default retriable status 503 (envoyproxy/gateway
+///   `internal/gatewayapi/route.go`, `processRouteRetry`, and
+///   `internal/xds/translator/route.go`, `buildRetryPolicy`); a timed-out
+///   try is not among those triggers;
+/// - any other follows GEP-1731: the codes, and connection errors
+///   ("disconnect, reset, timeout, TCP failure"), a timed-out try included.
 fn elsewhere(layer: &mut Layer, r: RuleRetry, g: GatewayImpl) -> bool {
     if !r.present {
         layer.retry_on = "nothing (no retry on the rule)".into();
@@ -277,11 +291,28 @@ fn elsewhere(layer: &mut Layer, r: RuleRetry, g: GatewayImpl) -> bool {
             .assumes
             .push("attempts unset: implementation-specific, counted as 2".into());
     }
-    let on = vec![
-        "connect-failure".to_string(),
-        "retriable-status-codes".to_string(),
-    ];
-    let listed = r.listed;
+    let (on, listed): (Vec<String>, Vec<u16>) = match g {
+        GatewayImpl::EnvoyGateway => {
+            let codes = if r.listed.is_empty() {
+                layer
+                    .assumes
+                    .push("no codes: Envoy Gateway's default retriable status 503".into());
+                vec![503]
+            } else {
+                r.listed
+            };
+            (
+                EG_DEFAULT_ON.split(',').map(str::to_string).collect(),
+                codes,
+            )
+        }
+        _ => (
+            ["connect-failure", "reset", "retriable-status-codes"]
+                .map(str::to_string)
+                .to_vec(),
+            r.listed,
+        ),
+    };
     layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
     layer.retry_on = if n == 0 {
         "nothing".into()
@@ -303,10 +334,13 @@ fn elsewhere(layer: &mut Layer, r: RuleRetry, g: GatewayImpl) -> bool {
         },
         _ => Pause::envoy_default(),
     };
-    layer.assumes.push(format!(
-        "run by {}: connection errors and the rule's codes are retried",
-        impl_name(g)
-    ));
+    layer.assumes.push(match g {
+        GatewayImpl::EnvoyGateway => "run by Envoy Gateway: its default triggers (connect-failure, refused-stream, unavailable, cancelled) and the codes; a timed-out try is not retried".to_string(),
+        _ => format!(
+            "run by {}: connection errors (disconnect, reset, timeout, TCP failure, as GEP-1731 asks) and the rule's codes are retried",
+            impl_name(g)
+        ),
+    });
     true
 }
 

@@ -350,6 +350,10 @@ pub struct Layer {
     /// snake_case), for the `nonstandard_spelling` finding.
     #[serde(skip)]
     pub(crate) spelling: Vec<String>,
+    /// Values the system rejects or ignores, each naming the field and
+    /// what the system does instead, for the `invalid` finding.
+    #[serde(skip)]
+    pub(crate) invalid: Vec<String>,
     /// The Kubernetes Service a Linkerd layer serves (a profile wins over
     /// route annotations for the same Service).
     #[serde(skip)]
@@ -395,6 +399,7 @@ impl Layer {
             assumes: Vec::new(),
             cut_by: None,
             spelling: Vec::new(),
+            invalid: Vec::new(),
             service: None,
             profile: false,
             delay: Duration::ZERO,
