@@ -132,6 +132,7 @@ pub fn grpc_code(code: u32) -> Class {
 /// or without pushback, since an operator who lists a code means it — and an
 /// unlisted one never. The "only with pushback" and "only if idempotent"
 /// rules of [`grpc_code`] are for calls without such a list.
+#[cfg(any(feature = "http", feature = "serde", test))]
 pub(crate) fn grpc_code_listed(code: u32, retryable: &[u32]) -> Class {
     if retryable.contains(&code) {
         Class::Transient

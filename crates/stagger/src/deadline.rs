@@ -129,6 +129,7 @@ pub(crate) fn format_timeout_ms(remaining: Duration) -> String {
 /// zeros are allowed whatever their number; a value of more than 12
 /// significant digits (over 31 years) is refused as nonsense rather than
 /// taken as "no deadline".
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn parse_timeout_ms(value: &str) -> Option<Duration> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
@@ -165,6 +166,7 @@ pub fn format_grpc_timeout(remaining: Duration) -> String {
 
 /// Parses `grpc-timeout` (1 to 8 ASCII digits then one of `H M S m u n`),
 /// else `None`.
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn parse_grpc_timeout(value: &str) -> Option<Duration> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     let unit_at = v.len().checked_sub(1)?;

@@ -27,6 +27,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+#[cfg(any(feature = "http", test, fuzzing))]
 use crate::outcome::Hint;
 
 #[cfg(test)]
@@ -67,10 +68,12 @@ pub struct InvalidHint {
 }
 
 impl InvalidHint {
+    #[cfg(any(feature = "http", test, fuzzing))]
     fn new(header: &'static str, value: &str) -> Self {
         Self::expecting(header, value, "a non-negative integer or an HTTP-date")
     }
 
+    #[cfg(any(feature = "http", test, fuzzing))]
     fn expecting(header: &'static str, value: &str, expected: &'static str) -> Self {
         // Keep error messages bounded whatever the server sent.
         let value: String = value.chars().take(64).collect();
@@ -105,6 +108,7 @@ impl std::error::Error for InvalidHint {}
 /// RFC 850 (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
 /// (`Sun Nov  6 08:49:37 1994`). Surrounding whitespace is allowed; signs,
 /// fractions, units and anything else are rejected.
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.is_empty() {
@@ -124,6 +128,7 @@ pub(crate) fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> 
 }
 
 /// The value of a string of ASCII digits, `None` if it overflows `u64`.
+#[cfg(any(feature = "http", test, fuzzing))]
 fn digits_u64(digits: &str) -> Option<u64> {
     digits.bytes().try_fold(0u64, |n, b| {
         n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
@@ -133,6 +138,7 @@ fn digits_u64(digits: &str) -> Option<u64> {
 /// Parses `grpc-retry-pushback-ms`: a non-negative integer is a pushback of
 /// that many milliseconds; a negative or unparseable value means the server
 /// asks not to be retried (gRPC [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)).
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn parse_pushback(value: &str) -> Hint {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
@@ -149,6 +155,7 @@ pub(crate) fn parse_pushback(value: &str) -> Hint {
 /// dropped). Surrounding whitespace is allowed; a sign, an exponent, a unit
 /// or anything else is rejected. Values too large for a `Duration`
 /// saturate.
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn parse_retry_after_ms(
     header: &'static str,
     value: &str,
@@ -178,6 +185,7 @@ pub(crate) fn parse_retry_after_ms(
 
 /// Parses `x-should-retry`: `true` or `false` (any case, surrounding
 /// whitespace allowed); anything else is malformed.
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t');
     if v.eq_ignore_ascii_case("true") {
@@ -195,6 +203,7 @@ pub(crate) fn parse_should_retry(value: &str) -> Result<bool, InvalidHint> {
 
 /// Turns a `Retry-After` header value into a [`Hint`] for the decision
 /// engine: the wait it asks for, or [`Hint::Invalid`] when it is malformed.
+#[cfg(any(feature = "http", test, fuzzing))]
 pub(crate) fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
     match parse_retry_after(value) {
         Ok(r) => Hint::RetryAfter(r.wait(now)),

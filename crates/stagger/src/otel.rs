@@ -26,16 +26,27 @@
 //! `grpc.client.call.retry_delay` is recorded for calls that made more
 //! than one attempt.
 
+// The spans are opened and closed by the HTTP drivers alone (the tower
+// layer, gRPC's included, and the reqwest middleware): without one of
+// them the feature keeps only the (never filled) span list.
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use std::borrow::Cow;
 
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use http::HeaderMap;
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use opentelemetry::propagation::Injector;
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
-use opentelemetry::{global, Context, KeyValue};
+use opentelemetry::Context;
+#[cfg(any(feature = "tower", feature = "reqwest"))]
+use opentelemetry::{global, KeyValue};
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use opentelemetry_semantic_conventions::attribute as semconv;
 
 #[cfg(any(feature = "tower", feature = "reqwest"))]
 use crate::drive::Answer;
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 use crate::outcome::Outcome;
 
 #[cfg(feature = "grpc")]
@@ -44,6 +55,7 @@ mod grpc;
 pub(crate) use grpc::{record_grpc_call, GrpcSpans};
 
 /// The name stagger's tracer and meter are registered under.
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(super) const SCOPE: &str = "stagger";
 
 /// The spans of one call's attempts, each open from its send to its answer.
@@ -61,8 +73,10 @@ impl std::fmt::Debug for AttemptSpans {
 }
 
 /// Writes the propagator's fields into a request's headers.
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(super) struct Headers<'a>(pub(super) &'a mut HeaderMap);
 
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 impl Injector for Headers<'_> {
     fn set(&mut self, key: &str, value: String) {
         if let (Ok(name), Ok(value)) = (
@@ -74,6 +88,7 @@ impl Injector for Headers<'_> {
     }
 }
 
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 impl AttemptSpans {
     /// Opens the span of attempt `id` (1-based, every attempt sent counted)
     /// for a request to `url` with `method`, and injects its context into
@@ -153,6 +168,7 @@ impl AttemptSpans {
 }
 
 /// The context of running attempt `id`'s span, taken out of `open`.
+#[cfg(any(feature = "tower", feature = "reqwest"))]
 pub(super) fn take(open: &mut Vec<(u32, Context)>, id: u32) -> Option<Context> {
     let i = open.iter().position(|(a, _)| *a == id)?;
     Some(open.swap_remove(i).1)

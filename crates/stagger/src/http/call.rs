@@ -539,6 +539,7 @@ impl Facts {
     /// Writes the headers every attempt carries into the head kept for
     /// them, once, so each attempt's copy has room for its own values: the
     /// attempt header, the call's idempotency key and its priority.
+    #[cfg(feature = "tower")]
     pub(crate) fn prepare(&self, headers: &mut HeaderMap) {
         headers.insert(RETRY_ATTEMPT, attempt_value(1));
         if let Some(k) = &self.key {
