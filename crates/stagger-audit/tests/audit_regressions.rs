@@ -638,3 +638,57 @@ fn gateway_api_attempts_0_is_an_invalid_finding_naming_the_field() {
     );
     assert!(!ids(&one).contains(&"invalid"));
 }
+
+const EG_POLICY: &str = "apiVersion: gateway.envoyproxy.io/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: retry-for-web, namespace: shop}
+spec:
+  targetRefs:
+  - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}
+  retry:
+    numRetries: 5
+    retryOn: {triggers: [connect-failure, retriable-status-codes], httpStatusCodes: [503]}
+";
+
+// Envoy Gateway builds a route's Envoy policy from `GetRetry()`, which
+// returns the HTTPRoute rule's own `retry` before the retry of a
+// BackendTrafficPolicy that targets the route (envoyproxy/gateway
+// `internal/ir/xds.go`): the route's 3 retries (4 tries) replace the
+// policy's 5. The audit reported the policy's 6 tries, or multiplied the
+// two as layers (24), and lost the HTTPRoute of a file holding both.
+#[test]
+fn envoy_gateway_route_retry_goes_before_the_policy_that_targets_it() {
+    let route = route_with("{attempts: 3, codes: [503]}");
+    let o = Options {
+        dead: Dead::Unavailable,
+        ..Options::default()
+    };
+    let path = run(
+        &[
+            ("route.yaml", &route, None),
+            ("policy.yaml", EG_POLICY, None),
+        ],
+        &o,
+    );
+    assert_eq!(path.layers.len(), 1, "one route, not two layers");
+    assert_eq!(path.dead.bottom_attempts, 4.0);
+    assert!(path.layers[0]
+        .assumes
+        .iter()
+        .any(|a| a.contains("replaces BackendTrafficPolicy retry-for-web")));
+    // Both in one file: the route is read, with the policy under it.
+    let both = format!("{route}---\n{EG_POLICY}");
+    let file = audit_file("both.yaml", &both, &o).unwrap();
+    assert_eq!(file.len(), 1);
+    assert_eq!(file[0].report.dead.bottom_attempts, 4.0);
+    // A rule without its own retry takes the policy's: 6 tries.
+    let bare = route_with("null").replace("    retry: null\n", "");
+    let policy = run(
+        &[
+            ("route.yaml", &bare, None),
+            ("policy.yaml", EG_POLICY, None),
+        ],
+        &o,
+    );
+    assert_eq!(policy.dead.bottom_attempts, 6.0);
+}

@@ -131,6 +131,22 @@ pub(crate) fn reader(d: &Value) -> &'static str {
     describe(&kind_of(std::slice::from_ref(d), ""))
 }
 
+/// Whether `docs` hold an HTTPRoute and `selector` names one (`ROUTE` or
+/// `ROUTE/RULE`), or nothing.
+fn names_a_route(selector: Option<&str>, docs: &[Value]) -> bool {
+    let mut routes = docs
+        .iter()
+        .filter(|d| tree::string(d, "kind") == Some("HTTPRoute"))
+        .map(|d| {
+            tree::get(d, "metadata")
+                .and_then(|m| tree::string(m, "name"))
+                .unwrap_or("")
+        })
+        .peekable();
+    let want = selector.map(|s| s.split('/').next().unwrap_or(s));
+    routes.peek().is_some() && want.is_none_or(|w| routes.any(|r| r == w))
+}
+
 fn api(d: &Value) -> &str {
     tree::string(d, "apiVersion").unwrap_or("")
 }
@@ -276,6 +292,16 @@ pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>,
         }
     }
     let mesh = mesh_default.as_ref();
+    // An Envoy Gateway policy on the path says who runs its routes.
+    let eg = Options {
+        gateway: super::GatewayImpl::EnvoyGateway,
+        ..*o
+    };
+    let routes_by = if read.iter().any(|(_, k, _)| matches!(k, Kind::EnvoyGateway)) {
+        &eg
+    } else {
+        o
+    };
     let mut layers: Vec<Layer> = Vec::new();
     for (f, k, docs) in read {
         let docs = &docs;
@@ -303,12 +329,25 @@ pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>,
                 }
             }
             Kind::Linkerd => layers.push(linkerd::layer(f, docs)?),
-            Kind::GatewayRoute => layers.push(gateway::route(f, docs, mesh, o)?),
+            Kind::GatewayRoute => layers.push(gateway::route(f, docs, mesh, routes_by)?),
             Kind::GatewayBudget => match last {
                 Some(l) if l.system.is_mesh() => gateway::add_budget(l, f, docs)?,
                 _ => layers.push(gateway::budget_layer(f, docs)?),
             },
-            Kind::EnvoyGateway => layers.push(gateway::envoy_gateway(f, docs)?),
+            Kind::EnvoyGateway if names_a_route(f.selector, docs) => {
+                // A route and the policy that targets it, in one file.
+                let mut l = gateway::route(f, docs, mesh, &eg)?;
+                gateway::policy_under_route(&mut l, f, docs)?;
+                layers.push(l);
+            }
+            Kind::EnvoyGateway => match last {
+                Some(l) if l.system == System::GatewayApi => {
+                    if !gateway::policy_under_route(l, f, docs)? {
+                        layers.push(gateway::envoy_gateway(f, docs)?);
+                    }
+                }
+                _ => layers.push(gateway::envoy_gateway(f, docs)?),
+            },
             Kind::IngressNginx => layers.push(nginx::ingress(f, docs, o)?),
             Kind::Nginx => layers.push(nginx::layer(f)?),
             Kind::Haproxy => layers.push(haproxy::layer(f)?),

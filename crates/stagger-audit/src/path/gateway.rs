@@ -136,6 +136,7 @@ pub(crate) fn route(
     let mut layer = Layer::new(f.name, System::GatewayApi, selector);
     layer.timeout = timeout;
     let r = rule_retry(f, rule, &field)?;
+    layer.own_retry = r.present;
     if r.attempts == Some(0) {
         layer.invalid.push(format!(
             "`{}` is 0, below the HTTPRoute CRD's minimum of 1 (`apis/v1/httproute_types.go`): the API server refuses the route, so it never runs; write 1 or more, or leave `retry` out",
@@ -499,6 +500,54 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         Rule::Envoy { on, codes: listed }
     };
     Ok(layer)
+}
+
+/// An Envoy Gateway `BackendTrafficPolicy` read into the layer of the
+/// HTTPRoute rule it targets (`false`, the route untouched, when it
+/// targets another): the route's own `retry` replaces the policy's
+/// (envoyproxy/gateway `internal/ir/xds.go`, `HTTPRoute.GetRetry`, returns
+/// the route's before the policy's), and the policy's retry applies only
+/// to a rule without one; its circuit breaker and retry budget hold
+/// either way (they are the cluster's).
+pub(crate) fn policy_under_route(
+    route: &mut Layer,
+    f: &PathInput<'_>,
+    docs: &[Value],
+) -> Result<bool, PathError> {
+    let name = route.selector.split('/').next().unwrap_or("").to_string();
+    let pols = of_kind(docs, &["BackendTrafficPolicy"]);
+    let Some(p) = pols.iter().find(|p| targets(p).iter().any(|t| *t == name)) else {
+        return Ok(false);
+    };
+    let one = PathInput::new(f.name, f.text, Some(name_of(p)));
+    let policy = envoy_gateway(&one, docs)?;
+    route.budget = policy.budget;
+    route.system = System::EnvoyGateway;
+    route.selector = format!("{} ← {}", route.selector, name_of(p));
+    if route.own_retry {
+        route.assumes.push(format!(
+            "the rule's own retry replaces BackendTrafficPolicy {}'s (Envoy Gateway takes a route's retry before a policy's); the policy's circuit breaker still holds",
+            name_of(p)
+        ));
+    } else {
+        route.max_tries = policy.max_tries;
+        route.retry_on = policy.retry_on;
+        route.rule = policy.rule;
+        route.pause = policy.pause;
+        route.non_idempotent = policy.non_idempotent;
+        route.per_try_timeout = policy.per_try_timeout.or(route.per_try_timeout);
+        route.assumes.push(format!(
+            "no retry on the rule: BackendTrafficPolicy {}'s applies",
+            name_of(p)
+        ));
+    }
+    for a in policy.assumes {
+        if !route.assumes.contains(&a) {
+            route.assumes.push(a);
+        }
+    }
+    route.invalid.extend(policy.invalid);
+    Ok(true)
 }
 
 /// The targets a BackendTrafficPolicy names.

@@ -354,6 +354,10 @@ pub struct Layer {
     /// what the system does instead, for the `invalid` finding.
     #[serde(skip)]
     pub(crate) invalid: Vec<String>,
+    /// Whether a Gateway API rule states its own `retry` (which Envoy
+    /// Gateway takes before a policy's).
+    #[serde(skip)]
+    pub(crate) own_retry: bool,
     /// The Kubernetes Service a Linkerd layer serves (a profile wins over
     /// route annotations for the same Service).
     #[serde(skip)]
@@ -400,6 +404,7 @@ impl Layer {
             cut_by: None,
             spelling: Vec::new(),
             invalid: Vec::new(),
+            own_retry: false,
             service: None,
             profile: false,
             delay: Duration::ZERO,

@@ -198,6 +198,32 @@ fn by_reader(name: &str, text: &str, docs: &[Value]) -> Option<Vec<Source>> {
     };
     joins("DestinationRule", "VirtualService", &mut readers);
     joins("Ingress", "ingress-nginx", &mut readers);
+    // An Envoy Gateway policy that targets an HTTPRoute of the file is read
+    // with it: the route's own retry goes before the policy's.
+    let routes: Vec<&str> = docs
+        .iter()
+        .filter(|d| tree::string(d, "kind") == Some("HTTPRoute"))
+        .filter_map(|d| tree::get(d, "metadata").and_then(|m| tree::string(m, "name")))
+        .collect();
+    let route_reader = docs
+        .iter()
+        .zip(&readers)
+        .find(|(d, _)| tree::string(d, "kind") == Some("HTTPRoute"))
+        .map(|(_, r)| *r);
+    if let Some(to) = route_reader {
+        for (r, d) in readers.iter_mut().zip(docs) {
+            let targets_a_route = tree::string(d, "kind") == Some("BackendTrafficPolicy")
+                && tree::get(d, "spec").is_some_and(|s| {
+                    tree::list(s, "targetRefs").iter().any(|t| {
+                        tree::string(t, "kind") == Some("HTTPRoute")
+                            && tree::string(t, "name").is_some_and(|n| routes.contains(&n))
+                    })
+                });
+            if targets_a_route {
+                *r = to;
+            }
+        }
+    }
     let mut groups: Vec<&str> = Vec::new();
     for r in &readers {
         if *r != OTHER && !groups.contains(r) {
