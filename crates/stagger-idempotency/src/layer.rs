@@ -367,7 +367,13 @@ fn scope(principal: &str, path: &str, key: &str) -> String {
         hash.update((part.len() as u64).to_be_bytes());
         hash.update(part.as_bytes());
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(64);
+    for b in hash.finalize().iter() {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 15)]));
+    }
+    out
 }
 
 fn replay(stored: StoredResponse) -> Response<Bytes> {
@@ -405,14 +411,19 @@ impl<St: Store> Run<St> {
         RB: Body<Data = Bytes> + Send,
         RB::Error: std::fmt::Display,
     {
-        let keeper = tokio::spawn(renew(
+        let renewals = renew(
             self.store.clone(),
             self.key.clone(),
             self.token,
             self.lease,
             self.config.max_run,
-        ));
-        let result = handler.await;
+        );
+        tokio::pin!(handler, renewals);
+        // The lease is renewed while the handler runs, in this same task.
+        let result = tokio::select! {
+            result = &mut handler => result,
+            () = &mut renewals => handler.await,
+        };
         let response = match result {
             Ok(response) => {
                 let (parts, body) = response.into_parts();
@@ -422,12 +433,10 @@ impl<St: Store> Run<St> {
                 }
             }
             Err(e) => {
-                keeper.abort();
                 let _ = self.store.release(&self.key, self.token).await;
                 return Err(e);
             }
         };
-        keeper.abort();
         let response = match response {
             Ok(response) => response,
             Err(why) => {
