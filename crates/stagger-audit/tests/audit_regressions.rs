@@ -692,3 +692,45 @@ fn envoy_gateway_route_retry_goes_before_the_policy_that_targets_it() {
     );
     assert_eq!(policy.dead.bottom_attempts, 6.0);
 }
+
+// resilience4j gives every `@Retry(name = …)` without an entry of its own
+// the `configs.default` properties (`CommonRetryConfigurationProperties`,
+// `getBackendProperties`, in resilience4j-framework-common), and its
+// `InstanceProperties` has `maxAttempts` but no `maxRetryAttempts` (removed
+// in 2.0.1), so that key binds to nothing and the default 3 applies. A
+// file with only `configs.default` was refused ("has no instances"), which
+// made `stagger audit DIR` exit 2.
+#[test]
+fn resilience4j_configs_default_alone_is_a_layer_of_3_naming_the_ignored_key() {
+    let app = "spring:\n  application:\n    name: shop\nresilience4j:\n  retry:\n    configs:\n      default:\n        maxRetryAttempts: 5\n        waitDuration: 100ms\n";
+    let o = Options::default();
+    let all = audit_file("application.yml", app, &o).unwrap();
+    assert_eq!(all.len(), 1);
+    let r = &all[0].report;
+    assert_eq!(r.layers[0].selector, "default");
+    assert_eq!(r.dead.bottom_attempts, 3.0);
+    let invalid = r
+        .findings
+        .iter()
+        .find(|f| f.id == "invalid")
+        .expect("invalid");
+    assert!(
+        invalid
+            .message
+            .contains("`resilience4j.retry.configs.default.maxRetryAttempts` binds to nothing")
+            && invalid.message.contains("the default 3 applies"),
+        "{}",
+        invalid.message
+    );
+    // With maxAttempts beside it, that applies.
+    let both = app.replace(
+        "maxRetryAttempts: 5",
+        "maxRetryAttempts: 5\n        maxAttempts: 2",
+    );
+    let r = &audit_file("application.yml", &both, &o).unwrap()[0].report;
+    assert_eq!(r.dead.bottom_attempts, 2.0);
+    assert!(r
+        .findings
+        .iter()
+        .any(|f| f.message.contains("maxAttempts 2 applies")));
+}

@@ -10,6 +10,13 @@
 //!   when `enableExponentialBackoff` is true;
 //! - an instance takes its `baseConfig`'s settings, or the `default`
 //!   config's, under its own; `backends` is a kept alias of `instances`;
+//!   every `@Retry(name = …)` without an entry of its own takes
+//!   `configs.default` whole (`CommonRetryConfigurationProperties`,
+//!   `getBackendProperties`), so a file with only `configs.default` is
+//!   one layer, named `default`;
+//! - `maxRetryAttempts` (removed in 2.0.1) binds to no property of
+//!   `InstanceProperties`: Spring ignores it, and `maxAttempts` (or its
+//!   default 3) applies;
 //! - `retryExceptions` lists what is retried (every exception when empty),
 //!   `ignoreExceptions` what never is;
 //! - Spring reads a bare number as a `Duration` in milliseconds
@@ -92,11 +99,22 @@ pub(crate) fn app_and_instances(d: &Value) -> (Option<String>, Vec<String>) {
     (app, instances)
 }
 
-/// An instance's settings over its base config's (or `default`'s).
+/// The name of the layer for every instance without an entry of its own,
+/// which takes `configs.default`.
+const DEFAULT: &str = "default";
+
+/// An instance's settings over its base config's (or `default`'s); an
+/// instance without an entry takes `configs.default` when there is one.
 fn settings(sec: &Value, name: &str) -> Option<Value> {
     let instances = tree::get(sec, "instances").or_else(|| tree::get(sec, "backends"));
-    let own = instances.and_then(|i| tree::get(i, name))?.clone();
     let configs = tree::get(sec, "configs");
+    let own = match instances.and_then(|i| tree::get(i, name)) {
+        Some(own) => own.clone(),
+        None if name == DEFAULT && configs.and_then(|c| tree::obj(c, DEFAULT)).is_some() => {
+            Value::Object(Map::new())
+        }
+        None => return None,
+    };
     let base = tree::string(&own, "baseConfig").unwrap_or("default");
     let mut out = configs
         .and_then(|c| tree::obj(c, base))
@@ -111,11 +129,16 @@ fn settings(sec: &Value, name: &str) -> Option<Value> {
 }
 
 fn names(sec: &Value) -> Vec<String> {
-    tree::get(sec, "instances")
+    let own: Vec<String> = tree::get(sec, "instances")
         .or_else(|| tree::get(sec, "backends"))
         .and_then(Value::as_object)
         .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let default = tree::get(sec, "configs").and_then(|c| tree::obj(c, DEFAULT));
+    if own.is_empty() && default.is_some() {
+        return vec![DEFAULT.to_string()];
+    }
+    own
 }
 
 /// Spring's `Duration`: a bare number in milliseconds, `100ms`, `5s`,
@@ -180,6 +203,29 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
         .map_err(|e| bad("waitDuration", e))?
         .unwrap_or(Duration::from_millis(500));
     let mut layer = Layer::new(f.name, System::Resilience4j, name.clone());
+    let own = tree::get(&retry, "instances")
+        .or_else(|| tree::get(&retry, "backends"))
+        .and_then(|i| tree::get(i, &name))
+        .is_some();
+    if !own {
+        layer.assumes.push(
+            "configs.default: every @Retry instance without an entry of its own takes it".into(),
+        );
+    }
+    if tree::get(&s, "maxRetryAttempts").is_some() {
+        let stated = if own {
+            at.clone()
+        } else {
+            "resilience4j.retry.configs.default".to_string()
+        };
+        layer.invalid.push(format!(
+            "`{stated}.maxRetryAttempts` binds to nothing (removed in resilience4j 2.0.1): Spring ignores it, so {}; write maxAttempts (it counts the first call)",
+            match attempts {
+                Some(n) => format!("maxAttempts {n} applies"),
+                None => "the default 3 applies".to_string(),
+            }
+        ));
+    }
     if attempts.is_none() {
         layer
             .assumes
