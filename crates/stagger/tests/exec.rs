@@ -554,3 +554,23 @@ fn a_timed_out_attempt_not_retried_names_the_timeout_and_idempotent() {
     assert!(said.contains("timed out"), "{said}");
     assert!(said.contains(".idempotent(true)"), "{said}");
 }
+
+/// The guarded preset on a fresh process: the budget has seen one request,
+/// so it grants one retry; the error says why the second is refused.
+#[test]
+fn a_budget_stop_says_a_new_client_earns_retries_with_traffic() {
+    let policy = Policy::guarded();
+    let mut answers = [Err("503"), Err("429"), Ok(200)].into_iter();
+    let err = (|| answers.next().unwrap())
+        .retry(&policy)
+        .sleep(|_| {})
+        .call()
+        .unwrap_err();
+    assert_eq!((err.reason(), err.attempts()), (StopReason::Budget, 2));
+    let said = err.to_string();
+    assert!(
+        said.contains("a new client earns retries with traffic"),
+        "{said}"
+    );
+    assert!(said.ends_with("429"), "{said}");
+}
