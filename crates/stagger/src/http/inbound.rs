@@ -113,7 +113,6 @@ impl Inbound {
     /// let mut h = HeaderMap::new();
     /// h.insert("x-retry-attempt", HeaderValue::from_static("3"));
     /// h.insert("x-request-timeout-ms", HeaderValue::from_static("250"));
-    /// let now = Instant::now();
     /// h.insert("x-criticality", HeaderValue::from_static("sheddable-plus"));
     /// let now = Instant::now();
     /// let inbound = Inbound::from_headers(&h, now);
