@@ -186,8 +186,10 @@ fn envoy_gateway_zero_retry_budget_lets_no_retry_through() {
     let b = one(&f, Some("circuitbreaker-retry-budget"), &shed);
     assert_eq!(b.layers[0].max_tries, Some(1));
     assert_eq!(b.dead.bottom_attempts, 1.0);
+    // Thresholds of 0 let nothing through: no attempt reaches the
+    // dependency (the e2e test expects a 503 from the gateway itself).
     let e = one(&f, Some("circuitbreaker-example"), &shed);
-    assert_eq!(e.dead.bottom_attempts, 1.0);
+    assert_eq!(e.dead.bottom_attempts, 0.0);
     assert!(e.layers[0]
         .assumes
         .iter()

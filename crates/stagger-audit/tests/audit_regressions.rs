@@ -734,3 +734,40 @@ fn resilience4j_configs_default_alone_is_a_layer_of_3_naming_the_ignored_key() {
         .iter()
         .any(|f| f.message.contains("maxAttempts 2 applies")));
 }
+
+// Envoy's cluster circuit breaker with `max_connections` or
+// `max_requests` at 0 (Envoy Gateway's `circuitBreaker.maxConnections`,
+// `maxParallelRequests`, set in `internal/xds/translator/cluster.go`)
+// never lets a request through: each overflows with 503 at the gateway.
+// It was reported as 1 attempt reaching the dependency.
+#[test]
+fn envoy_gateway_zero_circuit_breaker_thresholds_let_no_attempt_through() {
+    let policy = "apiVersion: gateway.envoyproxy.io/v1alpha1\nkind: BackendTrafficPolicy\nmetadata: {name: closed}\nspec:\n  targetRefs:\n  - {group: gateway.networking.k8s.io, kind: HTTPRoute, name: web}\n  circuitBreaker: {maxConnections: 0, maxParallelRequests: 0, maxPendingRequests: 0}\n  retry: {numRetries: 3}\n";
+    let o = Options::default();
+    let r = run(&[("policy.yaml", policy, None)], &o);
+    assert_eq!(r.dead.bottom_attempts, 0.0);
+    assert_eq!(r.at_rate.bottom_attempts, 0.0);
+    assert!(r
+        .findings
+        .iter()
+        .all(|f| f.id != "retries_at_several_layers"));
+    // Under the route it targets, and above a client that would retry.
+    let svc = r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+    let path = run(
+        &[
+            ("route.yaml", &route_with("{attempts: 2}"), None),
+            ("policy.yaml", policy, None),
+            ("svc.json", svc, None),
+        ],
+        &o,
+    );
+    assert_eq!(path.dead.bottom_attempts, 0.0);
+    // Pending requests at 0 alone still let requests through.
+    let pending = policy.replace("maxConnections: 0, maxParallelRequests: 0, ", "");
+    assert_eq!(
+        run(&[("policy.yaml", &pending, None)], &o)
+            .dead
+            .bottom_attempts,
+        4.0
+    );
+}

@@ -50,6 +50,14 @@ pub(crate) fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scen
     let mut q = o.failure_rate;
     let mut out = vec![];
     for l in layers.iter().rev() {
+        if l.overflows_all {
+            // It answers every call itself: nothing goes down, and the
+            // layer above sees its overflow answer every time.
+            out.push((seen, false, 0.0));
+            seen = rules::bottom_failure(Dead::Unavailable, protocol);
+            q = 1.0;
+            continue;
+        }
         let max_tries = l.rule.tries_on(seen).or(l.max_tries);
         let retries = l.rule.retries(seen, protocol) && max_tries != Some(1);
         let tries = if !retries {
@@ -184,6 +192,15 @@ impl<'a> Walk<'a> {
 
     fn layer(&mut self, i: usize, allowed: Option<Duration>) -> Run {
         let l = &self.layers[i];
+        if l.overflows_all {
+            let width = self.layers.len() - i;
+            return Run {
+                sent: vec![0.0; width],
+                seen: vec![None; width],
+                took: Some(FAST_FAILURE),
+                failure: rules::bottom_failure(Dead::Unavailable, self.protocol),
+            };
+        }
         let allowed = min_opt(allowed, l.timeout);
         let width = self.layers.len() - i;
         let mut sent = vec![0.0; width];

@@ -446,10 +446,19 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         .cloned()
         .unwrap_or(Value::Null);
     let zero = |k: &str| tree::uint(&cb, k).ok().flatten() == Some(0);
-    if zero("maxConnections") || zero("maxPendingRequests") || zero("maxParallelRequests") {
-        layer
-            .assumes
-            .push("a circuit breaker threshold of 0: requests overflow at once (503)".into());
+    if zero("maxConnections") || zero("maxParallelRequests") {
+        // Envoy's cluster circuit breaker: no connection, or no request in
+        // flight, is ever allowed, so every request overflows with 503
+        // before it reaches the dependency.
+        layer.overflows_all = true;
+        layer.assumes.push(
+            "a circuit breaker threshold of 0 (maxConnections or maxParallelRequests): every request overflows at once (503) and none reaches the dependency".into(),
+        );
+    } else if zero("maxPendingRequests") {
+        layer.assumes.push(
+            "maxPendingRequests 0: a request that finds every connection busy overflows at once (503)"
+                .into(),
+        );
     }
     let Some(retry) = tree::get(&spec, "retry").cloned() else {
         layer.retry_on = "nothing (no retry in the policy)".into();
@@ -522,6 +531,7 @@ pub(crate) fn policy_under_route(
     let one = PathInput::new(f.name, f.text, Some(name_of(p)));
     let policy = envoy_gateway(&one, docs)?;
     route.budget = policy.budget;
+    route.overflows_all |= policy.overflows_all;
     route.system = System::EnvoyGateway;
     route.selector = format!("{} ← {}", route.selector, name_of(p));
     if route.own_retry {

@@ -358,6 +358,11 @@ pub struct Layer {
     /// Gateway takes before a policy's).
     #[serde(skip)]
     pub(crate) own_retry: bool,
+    /// Whether the layer lets no request through at all (a circuit breaker
+    /// whose connection or request threshold is 0): it answers every call
+    /// itself (503, UNAVAILABLE for gRPC) and sends nothing down.
+    #[serde(skip)]
+    pub(crate) overflows_all: bool,
     /// The Kubernetes Service a Linkerd layer serves (a profile wins over
     /// route annotations for the same Service).
     #[serde(skip)]
@@ -405,6 +410,7 @@ impl Layer {
             spelling: Vec::new(),
             invalid: Vec::new(),
             own_retry: false,
+            overflows_all: false,
             service: None,
             profile: false,
             delay: Duration::ZERO,
