@@ -10,10 +10,12 @@
 //! server hung up first). The mirror case, HTTP/2 sent to an HTTP/1.1-only
 //! server, is as varied. Reading the error would name the mismatch only
 //! when the race went one way, so the proxy does not guess from it: once
-//! an exchange fails after the connection was made, it opens two short
-//! connections of its own to the upstream, one starting an HTTP/1.1
-//! request and one starting HTTP/2's connection preface, and reads what
-//! each gets back. An upstream that answers only the other protocol is
+//! an exchange fails after the connection was made, it asks the upstream
+//! on a short connection of its own whether it answers HTTP/2's
+//! connection preface and, only where that could name a mismatch, on
+//! another whether it answers an HTTP/1.1 request (so an HTTP/1.1
+//! upstream's log gains no request when an HTTP/1.1 exchange fails for
+//! another reason). An upstream that answers only the other protocol is
 //! named for it; any other failure is told in hyper's words.
 
 use std::time::Duration;
@@ -141,11 +143,17 @@ pub(super) async fn why_no_answer(
         return format!("cannot connect to it{cause}");
     }
     let hyper = hyper_says(e);
-    let opening = http1_opening(authority);
-    let (http1, http2) = tokio::join!(
-        ask(authority, &opening, 7, is_http1_answer, timeout),
-        ask(authority, HTTP2_OPENING, 9, is_http2_answer, timeout),
-    );
+    let http2 = ask(authority, HTTP2_OPENING, 9, is_http2_answer, timeout).await;
+    // HTTP/1.1 is asked about only when the answer could name a mismatch:
+    // an HTTP/1.1 request to an upstream that speaks HTTP/2, or an HTTP/2
+    // one to an upstream that does not.
+    let http1 = match (h2, http2) {
+        (false, Heard::Spoken) | (true, Heard::Refused) => {
+            let opening = http1_opening(authority);
+            ask(authority, &opening, 7, is_http1_answer, timeout).await
+        }
+        _ => Heard::Unknown,
+    };
     match mismatch(h2, http1, http2) {
         Some(named) => format!("{named} (hyper: {hyper})"),
         None => hyper,
