@@ -159,6 +159,17 @@ fn config(f: &Input<'_>, mut root: Value, prefix: &str) -> Result<Layer, AuditEr
             });
         }
     }
+    // gRPC takes a service config whole or not at all (A6; grpc-go's
+    // `serviceconfig` parse fails the config on any bad entry): a rejected
+    // one retries nothing, so its methods multiply nothing.
+    if layer
+        .findings
+        .iter()
+        .any(|f| f.id == "invalid" || f.id == "duplicate_names")
+    {
+        layer.methods.clear();
+        layer.attempts = 1;
+    }
     Ok(layer)
 }
 

@@ -771,3 +771,41 @@ fn envoy_gateway_zero_circuit_breaker_thresholds_let_no_attempt_through() {
         4.0
     );
 }
+
+// gRPC takes a service config whole or not at all (A6: a config that
+// fails validation is rejected, and the channel keeps running without
+// it): one bad entry and no method of it retries. The checklist said so
+// in its `invalid` finding, yet multiplied the good entry's 5 attempts.
+#[test]
+fn a_service_config_grpc_rejects_multiplies_nothing() {
+    let svc = r#"{"methodConfig":[
+      {"name":[{"service":"shop.Cart"}],"retryPolicy":{"maxAttempts":5,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}},
+      {"name":[{"service":"shop.Pay"}],"retryPolicy":{"maxAttempts":1,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+    let r = audit(&[Input::new("svc.json", svc)]).unwrap();
+    assert!(r.findings.iter().any(|f| f.id == "invalid"));
+    assert_eq!(r.bottom_attempts, 1);
+    assert!(
+        r.methods.is_empty(),
+        "no method of a rejected config retries"
+    );
+    // On a path: the field is named, never 5 attempts.
+    let e = audit_path(
+        &[PathInput::new("svc.json", svc, Some("shop.Cart/*"))],
+        &Options::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("maxAttempts"), "{e}");
+    // A config naming a method twice is rejected too: on a path, its
+    // layer retries nothing and says why.
+    let twice = svc
+        .replace("shop.Pay", "shop.Cart")
+        .replace(r#""maxAttempts":1,"#, r#""maxAttempts":2,"#);
+    let r = audit(&[Input::new("svc.json", &twice)]).unwrap();
+    assert_eq!(r.bottom_attempts, 1);
+    let path = run(
+        &[("svc.json", &twice, Some("shop.Cart/*"))],
+        &Options::default(),
+    );
+    assert_eq!(path.dead.bottom_attempts, 1.0);
+    assert!(path.findings.iter().any(|f| f.id == "invalid"));
+}

@@ -46,6 +46,21 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     let (method, selector) = pick(f, &config)?;
     let p = &method.policy;
     let mut layer = Layer::new(f.name, System::Grpc, selector);
+    // A config gRPC rejects is not applied at all: the client runs without
+    // it, retrying nothing (the checklist names the field).
+    if let Ok(report) = crate::audit(&[Input::new(f.name, f.text)]) {
+        let rejected: Vec<String> = report
+            .findings
+            .iter()
+            .filter(|x| x.id == "invalid" || x.id == "duplicate_names")
+            .map(|x| format!("{}: {}", x.method, x.message))
+            .collect();
+        if !rejected.is_empty() {
+            layer.retry_on = "nothing: gRPC rejects this service config".to_string();
+            layer.invalid = rejected;
+            return Ok(layer);
+        }
+    }
     layer.spelling = crate::spelling_messages(&seen);
     layer.timeout = p.timeout();
     layer.per_try_timeout = p.attempt_timeout();
