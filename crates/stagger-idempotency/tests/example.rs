@@ -140,6 +140,82 @@ fn a_bad_store_is_refused_with_a_message() {
     assert!(err.contains("--store") && err.contains("redis://"), "{err}");
 }
 
+/// A replica's answer lost to a client timeout, the retry landing on the other replica: with a
+/// shared store the retry waits for the first run (409) and gets its answer; with a store per
+/// replica it runs the order again. Returns the orders executed and whether the retry's final
+/// answer was a replay.
+fn lost_answer_retried_on_the_other_replica(store: &str) -> Option<(u64, bool)> {
+    let work = ["--store", store, "--work-ms", "400"];
+    let a = Replica::start(&work)?;
+    let b = Replica::start(&work)?;
+    let key = format!("lost-{}", uuid::Uuid::new_v4());
+    // The first attempt gives up after 100 ms, while replica A is still working.
+    let mut first = TcpStream::connect(&a.addr).unwrap();
+    let body = "{\"sku\":1}";
+    write!(
+        first,
+        "POST /api HTTP/1.1\r\nhost: t\r\nidempotency-key: \"{key}\"\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut lost = String::new();
+    assert!(
+        first.read_to_string(&mut lost).is_err(),
+        "the first answer came in time: {lost}"
+    );
+    drop(first);
+    // The retry goes to replica B, waiting as a 409 says, a bounded number of times.
+    let mut last = (0, String::new());
+    for _ in 0..50 {
+        let (status, head, _) = b.send("POST", "/api", Some(&key));
+        last = (status, head);
+        if status != 409 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(last.0, 200, "the retry's answer: {}", last.1);
+    std::thread::sleep(Duration::from_millis(500)); // A's detached work has ended either way
+    let count = |r: &Replica| r.orders()["by_key"][&key].as_u64().unwrap_or(0);
+    Some((
+        count(&a) + count(&b),
+        last.1.contains("idempotent-replayed: true"),
+    ))
+}
+
+#[test]
+fn a_lost_answer_retried_on_another_replica_runs_twice_on_memory_stores() {
+    if let Some((executed, replayed)) = lost_answer_retried_on_the_other_replica("memory") {
+        assert_eq!((executed, replayed), (2, false));
+    }
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn a_lost_answer_retried_on_another_replica_runs_once_sharing_redis() {
+    let Some(url) = servers::redis_url() else {
+        return;
+    };
+    if let Some((executed, replayed)) = lost_answer_retried_on_the_other_replica(&url) {
+        assert_eq!((executed, replayed), (1, true));
+    }
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn a_lost_answer_retried_on_another_replica_runs_once_sharing_postgres() {
+    let Some(url) = servers::postgres_url() else {
+        return;
+    };
+    if let Some((executed, replayed)) = lost_answer_retried_on_the_other_replica(&url) {
+        assert_eq!((executed, replayed), (1, true));
+    }
+}
+
 /// Two replicas behind a balancer: the retry lands on the other one. A shared store replays it;
 /// a store inside each replica runs it again (which is why the shared stores exist).
 fn two_replicas(store: &str) -> Option<(u64, u64)> {

@@ -136,10 +136,13 @@ async fn open(url: &str, table: &str) -> Result<Connection, StoreError> {
            expires_at timestamptz NOT NULL);
          CREATE INDEX IF NOT EXISTS {table}_expires_at ON {table} (expires_at);"
     );
-    if let Err(e) = client.batch_execute(&create).await {
-        // Two replicas creating the table at once: one loses the race on the catalog, and the
-        // table is there all the same.
-        if !e.to_string().contains("already exists") && !is_unique_violation(&e) {
+    // Replicas starting together race on the catalog: the loser of a CREATE ... IF NOT EXISTS
+    // gets a duplicate error although the object is there. Run the statements again: the second
+    // time they find it.
+    let mut tries = 0;
+    while let Err(e) = client.batch_execute(&create).await {
+        tries += 1;
+        if tries == 3 || !is_creation_race(&e) {
             return Err(error("creating the table", &e));
         }
     }
@@ -192,12 +195,27 @@ async fn open(url: &str, table: &str) -> Result<Connection, StoreError> {
     })
 }
 
-fn is_unique_violation(e: &tokio_postgres::Error) -> bool {
-    e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+fn is_creation_race(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    [
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::DUPLICATE_TABLE,
+        SqlState::DUPLICATE_OBJECT,
+    ]
+    .iter()
+    .any(|code| e.code() == Some(code))
 }
 
 fn error(doing: &str, e: &tokio_postgres::Error) -> StoreError {
-    StoreError::new(format!("PostgreSQL, {doing}: {e}"))
+    // The server's own message says what went wrong; the client's Display says only "db error".
+    match e.as_db_error() {
+        Some(db) => StoreError::new(format!(
+            "PostgreSQL, {doing}: {} ({})",
+            db.message(),
+            db.code().code()
+        )),
+        None => StoreError::new(format!("PostgreSQL, {doing}: {e}")),
+    }
 }
 
 async fn timed<T>(doing: &str, f: impl std::future::Future<Output = T>) -> Result<T, StoreError> {
