@@ -47,7 +47,16 @@ fn bad_examples_exit_1_and_name_every_checklist_item() {
     }
     let d = audit(&[&example("service-config-bad.json")]);
     assert_eq!(code(&d), Some(1));
-    assert!(d.stdout.contains("invalid") && d.stdout.contains("treats as 5"));
+    assert!(d.stdout.contains("treats as 5"), "{}", d.stdout);
+    // One entry gRPC rejects: the client runs without the whole config.
+    let d = audit(&[&example("service-config-rejected.json")]);
+    assert_eq!(code(&d), Some(1));
+    assert!(d.stdout.contains("invalid"), "{}", d.stdout);
+    assert!(
+        d.stdout.contains("attempts at the bottom of the path: 1"),
+        "{}",
+        d.stdout
+    );
 }
 
 #[test]
