@@ -809,3 +809,26 @@ fn a_service_config_grpc_rejects_multiplies_nothing() {
     assert_eq!(path.dead.bottom_attempts, 1.0);
     assert!(path.findings.iter().any(|f| f.id == "invalid"));
 }
+
+// A proxy sees what the hop below answers, not the dependency's failure.
+// nginx's `proxy_next_upstream error timeout` fires on "an error occurred
+// while establishing a connection with the server, passing a request to
+// it, or reading the response header" (nginx's ngx_http_upstream module);
+// a gRPC application that gave up answers with a gRPC status, a response,
+// so ingress-nginx does not try it again. 5 attempts reach the dead
+// dependency, not 5 × 5 = 25.
+#[test]
+fn ingress_nginx_over_a_grpc_app_does_not_retry_the_apps_answer() {
+    let ingress = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: shop\n  annotations:\n    nginx.ingress.kubernetes.io/proxy-next-upstream: error timeout\n    nginx.ingress.kubernetes.io/proxy-next-upstream-tries: \"5\"\nspec:\n  rules:\n  - http:\n      paths:\n      - path: /\n        pathType: Prefix\n        backend: {service: {name: shop, port: {number: 80}}}\n";
+    let svc = r#"{"methodConfig":[{"name":[{}],"retryPolicy":{"maxAttempts":5,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
+    let r = run(
+        &[("ingress.yaml", ingress, None), ("svc.json", svc, None)],
+        &Options::default(),
+    );
+    assert_eq!(r.protocol, Protocol::Grpc);
+    assert_eq!(r.dead.bottom_attempts, 5.0);
+    assert!(!ids(&r).contains(&"retries_at_several_layers"));
+    // Straight above a dependency that refuses connections, it tries 5 times.
+    let alone = run(&[("ingress.yaml", ingress, None)], &Options::default());
+    assert_eq!(alone.dead.bottom_attempts, 5.0);
+}

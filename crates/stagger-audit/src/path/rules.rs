@@ -192,7 +192,11 @@ impl Rule {
                     ConnectFailure | Reset => has("error"),
                     Timeout => has("timeout"),
                     Http(s) => has(&format!("http_{s}")),
-                    Grpc(_) => has("error"),
+                    // A gRPC status is an answer (HTTP 200 with its status in
+                    // the trailers): `error` fires only while connecting,
+                    // sending or reading the response header, and nginx has
+                    // no condition on a gRPC status.
+                    Grpc(_) => false,
                 }
             }
             Rule::Haproxy { on } => {
