@@ -832,3 +832,28 @@ fn ingress_nginx_over_a_grpc_app_does_not_retry_the_apps_answer() {
     let alone = run(&[("ingress.yaml", ingress, None)], &Options::default());
     assert_eq!(alone.dead.bottom_attempts, 5.0);
 }
+
+// `proxy_next_upstream` takes error, timeout, invalid_header, http_500,
+// http_502, http_503, http_504, http_403, http_404, http_429,
+// non_idempotent and off (nginx `src/http/modules/ngx_http_proxy_module.c`,
+// `ngx_http_proxy_next_upstream_masks`): `http_400` is none of them,
+// and was read without a word.
+#[test]
+fn nginx_http_400_is_an_invalid_finding_naming_the_values_nginx_takes() {
+    let conf = "http {\n  upstream app { server 10.0.0.1:80; server 10.0.0.2:80; }\n  server {\n    location / {\n      proxy_pass http://app;\n      proxy_next_upstream error http_400;\n    }\n  }\n}\n";
+    let r = run(&[("nginx.conf", conf, None)], &Options::default());
+    let invalid = r
+        .findings
+        .iter()
+        .find(|f| f.id == "invalid")
+        .expect("invalid");
+    assert!(
+        invalid
+            .message
+            .contains("http_400 is not a value nginx takes"),
+        "{}",
+        invalid.message
+    );
+    assert!(r.layers[0].retry_on.contains("error"));
+    assert!(!r.layers[0].retry_on.contains("http_400"));
+}

@@ -374,8 +374,36 @@ fn pick<'a>(f: &PathInput<'_>, locations: &'a [Location]) -> Result<&'a Location
 
 /// `proxy_next_upstream` and its tries onto `layer`; `servers` bounds the
 /// tries when known.
+/// The values `proxy_next_upstream` takes (nginx's proxy module,
+/// `ngx_http_proxy_next_upstream_masks`; ingress-nginx's annotation
+/// passes them on).
+const CONDITIONS: [&str; 12] = [
+    "error",
+    "timeout",
+    "invalid_header",
+    "http_500",
+    "http_502",
+    "http_503",
+    "http_504",
+    "http_403",
+    "http_404",
+    "http_429",
+    "non_idempotent",
+    "off",
+];
+
 fn apply_settings(layer: &mut Layer, on: &[String], tries: u64, servers: Option<u32>) {
     let on: Vec<String> = on.iter().map(|w| w.to_ascii_lowercase()).collect();
+    for w in on.iter().filter(|w| !CONDITIONS.contains(&w.as_str())) {
+        layer.invalid.push(format!(
+            "`proxy_next_upstream` {w} is not a value nginx takes ({}): nginx refuses a configuration that holds it (invalid value), and the audit reads the rest without it; remove it",
+            CONDITIONS.join(", ")
+        ));
+    }
+    let on: Vec<String> = on
+        .into_iter()
+        .filter(|w| CONDITIONS.contains(&w.as_str()))
+        .collect();
     let off = on.iter().any(|w| w == "off") || on.is_empty();
     let by_tries = if tries == 0 {
         u32::MAX
