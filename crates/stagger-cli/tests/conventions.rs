@@ -374,3 +374,41 @@ fn curl_and_timeout_habits_get_a_tip() {
         assert!(d.stderr.contains(ours), "{args:?}: {}", d.stderr);
     }
 }
+
+/// `stagger jitter -5s` got clap's "unexpected argument": a window that
+/// starts with `-` now reaches the parser, which names it.
+#[test]
+fn a_negative_window_is_refused_naming_the_window() {
+    let dir = TempDir::new("negative-window");
+    for args in [&["jitter", "-5s"][..], &["sleep", "-1s..5s"]] {
+        let d = stagger(args, &dir);
+        assert_eq!(code(&d), Some(2), "{args:?}: {}", d.stderr);
+        assert!(
+            d.stderr.contains(&format!("window `{}`", args[1])),
+            "{}",
+            d.stderr
+        );
+        assert!(d.stderr.contains("negative"), "{}", d.stderr);
+        assert!(!d.stderr.contains("unexpected argument"), "{}", d.stderr);
+    }
+}
+
+/// cli.md promises `-q` on every subcommand that talks on stderr; `grpc
+/// health` and `lab` refused it.
+#[test]
+fn grpc_health_and_lab_take_verbose_and_quiet() {
+    let dir = TempDir::new("talk-more");
+    for words in [&["grpc", "health"][..], &["lab"]] {
+        let mut argv = words.to_vec();
+        argv.push("--help");
+        let d = stagger(&argv, &dir);
+        assert!(d.stdout.contains("-v, --verbose"), "{words:?}");
+        assert!(d.stdout.contains("-q, --quiet"), "{words:?}");
+    }
+    // Nothing listens on port 9: could not connect (2), not bad usage (1).
+    let d = stagger(
+        &["grpc", "health", "127.0.0.1:9", "--attempts", "1", "-q"],
+        &dir,
+    );
+    assert_eq!(code(&d), Some(2), "{}", d.stderr);
+}

@@ -106,6 +106,7 @@ async fn json_has_the_documented_shape() {
             "elapsed_ms",
             "final_status",
             "idempotency_key",
+            "not_retried",
             "replayed",
             "stop_reason"
         ]
@@ -271,4 +272,22 @@ async fn a_keyed_409_with_retry_after_is_retried_and_the_replay_reported() {
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v["replayed"], false, "{v}");
     assert_eq!(s.seen.lock().unwrap().len(), 3);
+}
+
+/// A POST without a key on a 503 is sent once; the report used to say only
+/// "stop: not_retryable". The JSON names why and the error line points to
+/// `--idempotency-key`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unkeyed_post_not_retried_says_why_and_names_the_key_flag() {
+    let s = start(vec![(503, vec![], Duration::ZERO)]).await;
+    let out = stagger(args(&[&s.url, "-X", "POST", "--format", "json"])).await;
+    assert_eq!(out.status.code(), Some(22));
+    let v = json(&out);
+    assert_eq!(v["stop_reason"], "not_retryable");
+    assert_eq!(v["not_retried"], "not_idempotent");
+    let s = start(vec![(503, vec![], Duration::ZERO)]).await;
+    let out = stagger(args(&[&s.url, "-X", "POST"])).await;
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not_idempotent"), "{err}");
+    assert!(err.contains("--idempotency-key auto"), "{err}");
 }

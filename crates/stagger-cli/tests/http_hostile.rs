@@ -368,3 +368,20 @@ async fn a_body_without_length_that_never_closes_stops_at_the_deadline() {
         assert!(r.stderr().contains("deadline"), "{}", r.stderr());
     }
 }
+
+/// A server that resets every connection once it has read the request:
+/// the reset is retried, and the call ends with curl's 56 ("failure in
+/// receiving network data"), not a generic 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_reset_exits_56_as_curl_does() {
+    let (url, seen) = serve(|sock, _| async move {
+        // A zero linger makes the close a reset.
+        let _ = sock.set_zero_linger();
+        drop(sock);
+    })
+    .await;
+    let r = stagger(&[&url, "--retry", "1"], false).await;
+    assert_bounded(&r);
+    assert_eq!(r.code(), Some(56), "{}", r.stderr());
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 2);
+}

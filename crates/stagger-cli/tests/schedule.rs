@@ -79,3 +79,23 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert!(err.contains(flag), "{args:?}: {err}");
     }
 }
+
+/// Decorrelated jitter's range is the rule's, `[base, 3·base)` at retry 1,
+/// not the samples' minimum and maximum (one sample once printed the empty
+/// `[162.0, 162.0)`), and its `b_n` column is blank: it does not use it.
+#[test]
+fn decorrelated_range_is_the_rules_even_with_one_sample() {
+    let args = ["schedule", "--jitter", "decorrelated", "--samples", "1"];
+    let (code, out, err) = stagger(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let first = out.lines().nth(2).unwrap();
+    assert!(first.contains("[100.0, 300.0)"), "{out}");
+    assert_eq!(first.split_whitespace().nth(1), Some("-"), "{out}");
+    let mut json = args.to_vec();
+    json.extend(["--format", "json", "--attempts", "8"]);
+    let (_, out, _) = stagger(&json);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["retries"][0]["min_ms"], 100.0);
+    assert_eq!(v["retries"][0]["max_ms"], 300.0);
+    assert_eq!(v["retries"][6]["max_ms"], 10_000.0, "the cap");
+}

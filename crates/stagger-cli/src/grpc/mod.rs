@@ -21,7 +21,7 @@ use stagger::classify::grpc_code_name;
 use stagger::config::ServiceConfig;
 use stagger::grpc::{AttemptRecord, MethodPolicy, RetryLayer};
 
-use crate::args::{duration, limit, ScheduleArgs};
+use crate::args::{duration, limit, ScheduleArgs, Verbosity};
 
 /// gRPC tools.
 #[derive(Debug, clap::Args)]
@@ -85,9 +85,9 @@ pub struct HealthArgs {
     /// Output: text | json (e.g. `--format json`).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     format: String,
-    /// Print each attempt and wait to stderr.
-    #[arg(short = 'v', long)]
-    verbose: bool,
+    /// `-v` prints each attempt and wait on stderr; `-q` only errors.
+    #[command(flatten)]
+    talk: Verbosity,
 }
 
 /// A clap error for `stagger grpc …`: exit 1 for bad usage (0 for
@@ -198,7 +198,7 @@ fn health(a: &HealthArgs) -> ExitCode {
 type Records = Arc<Mutex<Vec<AttemptJson>>>;
 
 fn build_layer(a: &HealthArgs, records: Records) -> Result<RetryLayer, String> {
-    let (sink, verbose) = (records, a.verbose);
+    let (sink, verbose) = (records, a.talk.verbose);
     // A probe counts every try, a connection that was refused included:
     // `--attempts 1` connects once. So the layer makes no transparent
     // retries; a refused connection is an attempt like any other.
@@ -214,7 +214,7 @@ fn build_layer(a: &HealthArgs, records: Records) -> Result<RetryLayer, String> {
                         _ => "no answer".into(),
                     };
                     let next = match (r.delay, r.stop) {
-                        (Some(d), _) => format!("retry in {d:?}"),
+                        (Some(d), _) => format!("retrying in {}", crate::run::human(d)),
                         (None, Some(s)) => format!("stop: {s}"),
                         _ => String::new(),
                     };

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use stagger::http::{AttemptLog, RetryInfo, Settings};
 use stagger::reqwest::RetryMiddleware;
-use stagger::StopReason;
+use stagger::{NotRetried, StopReason};
 
 use crate::args::{duration, flag_error, limit, FormatArgs, PolicyArgs, UsageError, Verbosity};
 
@@ -41,8 +41,9 @@ Exit status: as curl's. 0 the final response is 1xx-3xx; 22 it is an HTTP
 error: one line on stderr, the body discarded unless --fail-with-body; 28 the
 deadline (-m), the last attempt's timeout or --connect-timeout passed; 7 no
 connection could be made; 60 the server's certificate was not trusted (see
---cacert, -k); 47 more redirects than --max-redirs; 23 the output could not
-be written; 2 bad usage (the message names the flag); 1 any other failure.
+--cacert, -k); 47 more redirects than --max-redirs; 56 the server reset the
+connection; 23 the output could not be written; 2 bad usage (the message
+names the flag); 1 any other failure.
 
 A failed call never writes the error page where the body goes, so
 `stagger http URL > data.json` leaves data.json empty and exits 22.";
@@ -167,6 +168,9 @@ struct Summary {
     /// request with the same key (`Idempotent-Replayed: true`): the write
     /// ran once.
     replayed: bool,
+    /// Why a failure that could have cleared was not retried
+    /// (`not_idempotent`, `server_said_no`, …); `null` otherwise.
+    not_retried: Option<&'static str>,
     attempts: Vec<AttemptJson>,
     /// Why the final response's body could not be read in full (absent when
     /// it was).
@@ -382,6 +386,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         elapsed,
         key,
         replayed: info.is_some_and(|i| i.replayed),
+        not_retried: info.and_then(|i| i.not_retried),
         logs: &logs,
         url: &shown_url,
     };
@@ -453,6 +458,7 @@ struct Done<'a> {
     elapsed: Duration,
     key: Option<String>,
     replayed: bool,
+    not_retried: Option<NotRetried>,
     logs: &'a [AttemptLog],
     url: &'a str,
 }
@@ -470,6 +476,7 @@ impl Done<'_> {
             elapsed,
             key,
             replayed,
+            not_retried,
             logs,
             url: shown_url,
         } = self;
@@ -480,6 +487,7 @@ impl Done<'_> {
                 elapsed_ms: ms(elapsed),
                 idempotency_key: key,
                 replayed,
+                not_retried: not_retried.map(|n| n.as_str()),
                 attempts: logs
                     .iter()
                     .map(|l| AttemptJson {
@@ -498,7 +506,11 @@ impl Done<'_> {
         } else if body_error.is_none() {
             let n = logs.len();
             let plural = if n == 1 { "" } else { "s" };
-            let how = format!("{reason} after {n} attempt{plural} in {} ms", ms(elapsed));
+            let why = not_retried.map(held_back).unwrap_or_default();
+            let how = format!(
+                "{reason}{why} after {n} attempt{plural} in {}",
+                crate::run::human(elapsed)
+            );
             let what = match &result {
                 Ok(s) => format!(
                     "HTTP {} {} from {shown_url}",
@@ -515,6 +527,19 @@ impl Done<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Why a failure that could have cleared was not retried, as the one
+/// stderr line says it after the stop reason; for a request that is not
+/// idempotent, the flag that makes retrying it safe.
+fn held_back(n: NotRetried) -> String {
+    match n {
+        NotRetried::NotIdempotent => ": not_idempotent, a POST or PATCH that reached the server \
+             is sent once; add `--idempotency-key auto` to retry it (the server must honour \
+             the key)"
+            .into(),
+        other => format!(": {}", other.as_str()),
     }
 }
 

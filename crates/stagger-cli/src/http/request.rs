@@ -218,8 +218,23 @@ pub fn curl_exit_code(e: &reqwest_middleware::Error, timed_out: bool) -> u8 {
         reqwest_middleware::Error::Reqwest(e) if e.is_redirect() => 47,
         _ if chain.contains("certificate") => 60,
         reqwest_middleware::Error::Reqwest(e) if e.is_connect() => 7,
+        // curl's "failure in receiving network data": the peer reset a
+        // connection that was open.
+        _ if io_kind(e) == Some(std::io::ErrorKind::ConnectionReset) => 56,
         _ => 1,
     }
+}
+
+/// The kind of the I/O error at the root of `e`, if one is.
+fn io_kind(e: &(dyn std::error::Error + 'static)) -> Option<std::io::ErrorKind> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cur = err.source();
+    }
+    None
 }
 
 /// One attempt as `stagger http -v` says it: the answer, the server's
@@ -232,13 +247,13 @@ pub fn attempt_line(log: &stagger::http::AttemptLog) -> String {
     };
     let hint = log
         .hint
-        .map(|h| format!(" (server hint {} ms)", h.as_millis()))
+        .map(|h| format!(" (server hint {})", crate::run::human(h)))
         .unwrap_or_default();
     match (log.delay, log.stop) {
         (Some(d), _) => format!(
-            "attempt {}: {what}{hint}; waiting {} ms",
+            "attempt {}: {what}{hint}; waiting {}",
             log.attempt,
-            d.as_millis()
+            crate::run::human(d)
         ),
         (None, Some(r)) => format!("attempt {}: {what}{hint}; stop: {r}", log.attempt),
         (None, None) => format!("attempt {}: {what}{hint}", log.attempt),

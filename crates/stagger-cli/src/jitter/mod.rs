@@ -48,7 +48,7 @@ Exit status: 0 printed; 2 bad usage (the message names the flag).";
 pub struct WindowArgs {
     /// `D` (anywhere in 0..D), `A..B` (anywhere in A..B), or `D` with `--spread`
     /// (e.g. `5m`, `30s..2m`).
-    #[arg(value_name = "D|A..B")]
+    #[arg(value_name = "D|A..B", allow_hyphen_values = true)]
     window: String,
     /// Draw within D ± S instead, S a duration or a percentage of D
     /// (e.g. `--spread 10%`, `--spread 5s`).

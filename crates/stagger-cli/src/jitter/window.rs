@@ -55,6 +55,11 @@ pub struct Window {
 /// what is wrong.
 pub fn window(spec: &str, spread: Option<Spread>) -> Result<Window, String> {
     let spec = spec.trim();
+    if spec.starts_with('-') {
+        return Err(format!(
+            "window `{spec}` is negative: a wait is zero or more (e.g. `5s`, `0..5m`)"
+        ));
+    }
     let w = match spec.split_once("..") {
         Some((a, b)) => {
             if spread.is_some() {

@@ -62,6 +62,10 @@ pub struct Args {
     /// Open the page in the default browser (xdg-open / open).
     #[arg(long)]
     open: bool,
+    /// `-q` keeps stderr for errors only (the URL still goes to stdout);
+    /// `-v` is accepted for symmetry.
+    #[command(flatten)]
+    talk: crate::args::Verbosity,
 }
 
 /// Runs the subcommand: binds, prints the URL, serves until interrupted.
@@ -79,7 +83,9 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         let addr = listener.local_addr()?;
         let url = lab::url(addr);
         println!("stagger lab: {url}");
-        eprintln!("serving until interrupted (Ctrl-C)");
+        if !a.talk.quiet {
+            eprintln!("serving until interrupted (Ctrl-C)");
+        }
         if a.open {
             open_browser(&url);
         }

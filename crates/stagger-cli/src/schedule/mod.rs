@@ -5,8 +5,8 @@ mod sample;
 use std::io::Write;
 use std::process::ExitCode;
 
-use sample::{schedule, Schedule, MAX_DRAWS, MAX_ROWS, MAX_SAMPLES};
-use stagger::Backoff;
+use sample::{schedule, top_included, Schedule, MAX_DRAWS, MAX_ROWS, MAX_SAMPLES};
+use stagger::{Backoff, Jitter};
 
 use crate::args::{FormatArgs, PolicyArgs, SeedArgs, UsageError};
 
@@ -123,12 +123,19 @@ fn print_table(
             .map(|x| format!("{x:.1}"))
             .collect();
         let more = if r.samples_ms.len() > 6 { " …" } else { "" };
+        // Decorrelated jitter draws from the previous delay, not from b_n.
+        let b_n = if b.jitter == Jitter::Decorrelated {
+            "-".to_string()
+        } else {
+            format!("{:.1}", r.backoff_ms)
+        };
+        let close = if top_included(b, r.retry) { ']' } else { ')' };
         writeln!(
             out,
-            "{:>5}  {:>11.1}  {:>25}  {:>11}  {}{}",
+            "{:>5}  {:>11}  {:>25}  {:>11}  {}{}",
             r.retry,
-            r.backoff_ms,
-            format!("[{:.1}, {:.1})", r.min_ms, r.max_ms),
+            b_n,
+            format!("[{:.1}, {:.1}{close}", r.min_ms, r.max_ms),
             mean,
             shown.join(" "),
             more

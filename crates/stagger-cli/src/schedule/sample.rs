@@ -15,9 +15,13 @@ pub struct Row {
     pub retry: u32,
     /// Its capped backoff.
     pub backoff_ms: f64,
-    /// The least delay the jitter can draw (for decorrelated, the least drawn).
+    /// The least delay the jitter can draw.
     pub min_ms: f64,
-    /// The most (excluded for the random jitters).
+    /// The most: excluded for the random jitters, except that decorrelated
+    /// jitter reaches the cap itself (`min(cap, …)`). For decorrelated
+    /// jitter these are the rule's widest range at this retry,
+    /// `[base, min(cap, base · 3^n))`, not the samples' (one sample would
+    /// make an empty range).
     pub max_ms: f64,
     /// The samples drawn.
     pub samples_ms: Vec<f64>,
@@ -38,6 +42,16 @@ pub const MAX_ROWS: u32 = 10_000;
 
 /// At most this many delays in one schedule (400 MB of samples).
 pub const MAX_DRAWS: usize = 50_000_000;
+
+/// Whether the top of retry `n`'s range can itself be drawn: `none` draws
+/// only `b_n`, and decorrelated jitter reaches the cap (`min(cap, …)`).
+pub fn top_included(backoff: &Backoff, n: u32) -> bool {
+    match backoff.jitter {
+        Jitter::None => true,
+        Jitter::Decorrelated => backoff.range(n).1 >= backoff.cap,
+        _ => false,
+    }
+}
 
 /// A duration in milliseconds, fractions kept.
 pub fn ms(d: Duration) -> f64 {
@@ -60,22 +74,11 @@ pub fn schedule(backoff: &Backoff, retries: u32, samples: usize, seed: u64) -> S
         .zip(1..)
         .map(|(samples_ms, n)| {
             let (lo, hi) = backoff.range(n);
-            let (min_ms, max_ms) = if backoff.jitter == Jitter::Decorrelated {
-                if samples_ms.is_empty() {
-                    (ms(lo), ms(hi))
-                } else {
-                    let min = samples_ms.iter().copied().fold(f64::INFINITY, f64::min);
-                    let max = samples_ms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    (min, max)
-                }
-            } else {
-                (ms(lo), ms(hi))
-            };
             Row {
                 retry: n,
                 backoff_ms: ms(backoff.backoff(n)),
-                min_ms,
-                max_ms,
+                min_ms: ms(lo),
+                max_ms: ms(hi),
                 samples_ms,
             }
         })
@@ -113,15 +116,23 @@ mod tests {
     }
 
     #[test]
-    fn decorrelated_range_is_the_samples_range() {
+    fn decorrelated_range_is_the_rules_not_the_samples() {
         let b = Backoff {
             jitter: Jitter::Decorrelated,
             ..Backoff::new()
         };
-        let s = schedule(&b, 3, 500, 1);
+        // One sample once made `[162.0, 162.0)`, an empty range.
+        let s = schedule(&b, 7, 1, 1);
+        let ranges: Vec<(f64, f64)> = s.retries.iter().map(|r| (r.min_ms, r.max_ms)).collect();
+        assert_eq!(ranges[0], (100.0, 300.0));
+        assert_eq!(ranges[1], (100.0, 900.0));
+        assert_eq!(ranges[6], (100.0, 10_000.0), "the cap");
+        assert!(!top_included(&b, 1) && top_included(&b, 7));
         for r in &s.retries {
-            let lo = r.samples_ms.iter().copied().fold(f64::INFINITY, f64::min);
-            assert_eq!(r.min_ms, lo);
+            assert!(r
+                .samples_ms
+                .iter()
+                .all(|x| *x >= r.min_ms && *x <= r.max_ms));
         }
     }
 }

@@ -346,7 +346,9 @@ async function updateJitter() {
         for (const x of r.samples_ms) h[Math.min(bins - 1, Math.floor(x / w))] += 1;
         h[bins] = h[bins - 1];
         data.push(h.map((c) => (100 * c) / r.samples_ms.length));
-        series.push({ label: `retry ${r.retry} (b=${fmt(r.backoff_ms, 0)} ms)`, stroke: PALETTE[i % PALETTE.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (v == null ? "–" : `${fmt(v, 1)} %`) });
+        // Decorrelated jitter draws from the previous delay, not from b_n: its label gives its range.
+        const about = j === "decorrelated" ? `${fmt(r.min_ms, 0)}–${fmt(r.max_ms, 0)} ms` : `b=${fmt(r.backoff_ms, 0)} ms`;
+        series.push({ label: `retry ${r.retry} (${about})`, stroke: PALETTE[i % PALETTE.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (v == null ? "–" : `${fmt(v, 1)} %`) });
       });
       const el = document.createElement("div");
       pn.appendChild(el);
