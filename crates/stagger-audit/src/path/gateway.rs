@@ -525,7 +525,7 @@ pub(crate) fn policy_under_route(
 ) -> Result<bool, PathError> {
     let name = route.selector.split('/').next().unwrap_or("").to_string();
     let pols = of_kind(docs, &["BackendTrafficPolicy"]);
-    let Some(p) = pols.iter().find(|p| targets(p).iter().any(|t| *t == name)) else {
+    let Some(p) = pols.iter().find(|p| targets(p).contains(&name)) else {
         return Ok(false);
     };
     let one = PathInput::new(f.name, f.text, Some(name_of(p)));

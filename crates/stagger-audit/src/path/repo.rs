@@ -230,7 +230,7 @@ fn by_reader(name: &str, text: &str, docs: &[Value]) -> Option<Vec<Source>> {
             groups.push(r);
         }
     }
-    let others = readers.iter().any(|r| *r == OTHER);
+    let others = readers.contains(&OTHER);
     if groups.len() == 1 && !others || groups.is_empty() {
         return None;
     }
