@@ -160,6 +160,31 @@ pub fn postgres_url() -> Option<String> {
         // SIGQUIT is PostgreSQL's immediate shutdown.
         watchdog(child.id(), "QUIT", Some(&dir));
         wait_for_port(port, &mut child, "postgres");
+        // A listening postgres may still refuse sessions while it starts up: wait until it takes
+        // one.
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ready = Command::new(bin.join("pg_isready"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-q",
+                ])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                break;
+            }
+            assert!(
+                Instant::now() < until,
+                "postgres did not accept sessions within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
         Some(format!("postgres://postgres@127.0.0.1:{port}/postgres"))
     })
     .clone()
