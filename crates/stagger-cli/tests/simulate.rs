@@ -474,3 +474,53 @@ fn the_priority_model_compares_at_each_load_given() {
         );
     }
 }
+
+/// `--model priority` printed a Markdown table, unlike every other model,
+/// and only a second load said which load it was: now a header line names
+/// the load and the columns are aligned text.
+#[test]
+fn the_priority_table_is_plain_text_headed_by_its_load() {
+    let out = stagger(
+        &[
+            "--model",
+            "priority",
+            "--load",
+            "0.5,3",
+            "--duration",
+            "2s",
+            "--runs",
+            "1",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains('|') && !text.contains("##"), "{text}");
+    let heads: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("priority:"))
+        .collect();
+    assert_eq!(heads.len(), 2, "{text}");
+    assert!(heads[0].contains("load 0.5× capacity"), "{text}");
+    assert!(heads[1].contains("load 3× capacity"), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("server ")), "{text}");
+}
+
+/// `simulate --help` listed `--out` under the priority model's heading.
+#[test]
+fn help_lists_out_among_the_shared_options() {
+    let out = stagger(&["--help"], None);
+    let help = String::from_utf8_lossy(&out.stdout);
+    let at = |s: &str| {
+        help.find(s)
+            .unwrap_or_else(|| panic!("{s} missing: {help}"))
+    };
+    assert!(
+        at("--out <DIR>") < at("Hedging model (--model hedging)"),
+        "{help}"
+    );
+    assert!(
+        at("--out <DIR>") < at("Priority model (--model priority)"),
+        "{help}"
+    );
+}

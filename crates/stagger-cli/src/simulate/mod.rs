@@ -153,14 +153,16 @@ pub struct Args {
     format: FormatArgs,
     #[command(flatten)]
     talk: Verbosity,
+    /// Report directory (report.html, results.json, series.csv). Default
+    /// ./stagger-report with the table format, none with json; `none` disables it.
+    // Before the models' own flags: a heading they set holds for every
+    // flag after them.
+    #[arg(long, value_name = "DIR")]
+    out: Option<String>,
     #[command(flatten)]
     hedging: crate::simulate::hedging::HedgingArgs,
     #[command(flatten)]
     priority: crate::simulate::priority::PriorityArgs,
-    /// Report directory (report.html, results.json, series.csv). Default
-    /// ./stagger-report with the table format, none with json; `none` disables it.
-    #[arg(long, value_name = "DIR")]
-    out: Option<String>,
 }
 
 fn usage(e: stagger_sim::SimError) -> anyhow::Error {
