@@ -857,3 +857,29 @@ fn nginx_http_400_is_an_invalid_finding_naming_the_values_nginx_takes() {
     assert!(r.layers[0].retry_on.contains("error"));
     assert!(!r.layers[0].retry_on.contains("http_400"));
 }
+
+// The advice names the layer's own place and words: nginx is a proxy, not
+// a mesh, and its never-sent conditions are error and timeout. The text
+// says "the dependency gets 1 attempt", not "1 attempt … reach".
+#[test]
+fn nginx_advice_speaks_of_the_proxy_and_one_attempt_is_singular() {
+    let conf = "http {\n  upstream app { server 10.0.0.1:80; server 10.0.0.2:80; }\n  server {\n    location / {\n      proxy_pass http://app;\n      proxy_next_upstream error timeout http_503 non_idempotent;\n    }\n  }\n}\n";
+    let r = run(&[("nginx.conf", conf, None)], &Options::default());
+    let advice = r
+        .findings
+        .iter()
+        .find(|f| f.id == "retries_non_idempotent")
+        .expect("non-idempotent");
+    assert!(
+        advice.message.contains("at the proxy"),
+        "{}",
+        advice.message
+    );
+    assert!(!advice.message.contains("mesh"), "{}", advice.message);
+    let one = "http {\n  upstream app { server 10.0.0.1:80; }\n  server { location / { proxy_pass http://app; } }\n}\n";
+    let text = run(&[("nginx.conf", one, None)], &Options::default()).text();
+    assert!(
+        text.contains("the dependency gets 1 attempt per call."),
+        "{text}"
+    );
+}

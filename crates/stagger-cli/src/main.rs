@@ -66,7 +66,7 @@ enum Command {
     Grpc(grpc::Args),
     /// Serve the interactive lab in a browser: failover, jitter, hedging, priorities, "retry?".
     Lab(lab::Args),
-    /// Check retry configs (gRPC service configs, policy files) against the production checklist.
+    /// Audit retry configs and the call paths they make: gRPC service configs, policy files, meshes, gateways, proxies, application configs, whole repositories and `kubectl` dumps (e.g. `stagger audit deploy/`).
     Audit(audit::Args),
 }
 

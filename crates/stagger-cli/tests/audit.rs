@@ -413,3 +413,18 @@ fn rate_and_latency_size_a_cap_and_one_without_the_other_is_a_usage_error() {
     assert_eq!(code(&bad), Some(2));
     assert!(bad.stderr.contains("--latency"), "{}", bad.stderr);
 }
+
+#[test]
+fn the_help_says_the_audit_reads_meshes_gateways_proxies_and_dumps() {
+    let dir = TempDir::new("audit");
+    let d = stagger(&["--help"], &dir);
+    let line = d
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("audit"))
+        .unwrap_or_default()
+        .to_string();
+    for word in ["meshes", "gateways", "proxies", "kubectl"] {
+        assert!(line.contains(word), "{word} missing from {line:?}");
+    }
+}

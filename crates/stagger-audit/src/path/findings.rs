@@ -3,7 +3,7 @@
 //! meshes that repeat non-idempotent requests, and no budget anywhere.
 
 use super::compose::{budgeted, count, round3};
-use super::{PathFinding, PathReport};
+use super::{PathFinding, PathReport, System};
 
 fn name(r: &PathReport, i: usize) -> String {
     let l = &r.layers[i];
@@ -24,8 +24,10 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
                 id: "retries_non_idempotent",
                 layers: vec![i],
                 message: format!(
-                    "{} retries on {why} for every method: a POST the application already handled runs again. Retry only 'never sent' failures (connect-failure, refused-stream) in the mesh, or limit it to idempotent routes",
-                    name(r, i)
+                    "{} retries on {why} for every method: a POST the application already handled runs again. Retry only 'never sent' failures ({}) {}, or limit it to idempotent routes",
+                    name(r, i),
+                    never_sent(l.system).0,
+                    never_sent(l.system).1
                 ),
             });
         }
@@ -51,6 +53,23 @@ pub(crate) fn all(r: &PathReport) -> Vec<PathFinding> {
     no_budget(r, &retrying, &mut out);
     out.extend(sizing(r));
     out
+}
+
+/// The conditions that retry only a request never sent, in the words of
+/// `system`, and where they are set.
+fn never_sent(system: System) -> (&'static str, &'static str) {
+    match system {
+        System::Nginx => (
+            "error, timeout: nginx passes a POST on only with non_idempotent",
+            "at the proxy",
+        ),
+        System::Haproxy => ("conn-failure, 0rtt-rejected", "at the proxy"),
+        System::Traefik => ("Traefik retries only those", "at the proxy"),
+        System::GatewayApi | System::EnvoyGateway => {
+            ("connect-failure, refused-stream", "at the gateway")
+        }
+        _ => ("connect-failure, refused-stream", "in the mesh"),
+    }
 }
 
 /// The client layer closest to the failure among those that retry (a

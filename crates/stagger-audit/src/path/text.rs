@@ -234,7 +234,7 @@ pub(crate) fn render(r: &PathReport) -> String {
     );
     let _ = writeln!(
         s,
-        "At failure rate {}: {} per call reach the dependency.",
+        "At failure rate {}, the dependency gets {} per call.",
         r.options.failure_rate,
         attempts(r.at_rate.bottom_attempts)
     );
