@@ -360,3 +360,50 @@ fn mixed_kinds_in_one_file_are_each_audited_in_text_json_and_sarif() {
         "{log}"
     );
 }
+
+/// Every regular file under `dir`, as the walk names it.
+fn files_under(dir: &std::path::Path, out: &mut Vec<String>) {
+    for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, out);
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+}
+
+#[test]
+fn every_file_of_the_published_folders_is_audited_or_listed_as_skipped() {
+    let Some(w4) = support::published::folder("w4-configs") else {
+        return;
+    };
+    let data = w4.parent().unwrap().to_path_buf();
+    let dir = TempDir::new("audit-repo");
+    for folder in ["w4-configs", "mesh-configs", "service-configs"] {
+        let root = data.join(folder);
+        let d = stagger(
+            &["audit", &root.display().to_string(), "--format", "json"],
+            &dir,
+        );
+        assert!(matches!(code(&d), Some(0 | 1)), "{folder}: {}", d.stderr);
+        let v = json(&d);
+        let mut seen: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        let whole = |name: &str| name.split('#').next().unwrap_or(name).to_string();
+        for o in v["objects"].as_array().unwrap() {
+            seen.insert(whole(o["file"].as_str().unwrap()));
+        }
+        for c in v["clients"].as_array().unwrap() {
+            seen.insert(whole(c["file"].as_str().unwrap()));
+        }
+        for k in v["skipped"].as_array().unwrap() {
+            assert!(!k["reason"].as_str().unwrap().is_empty(), "{k}");
+            seen.insert(whole(k["name"].as_str().unwrap()));
+        }
+        let mut all = Vec::new();
+        files_under(&root, &mut all);
+        for f in all {
+            assert!(seen.contains(&f), "{f} neither audited nor skipped");
+        }
+    }
+}
