@@ -883,3 +883,21 @@ fn nginx_advice_speaks_of_the_proxy_and_one_attempt_is_singular() {
         "{text}"
     );
 }
+
+// Traefik's retry middleware waits on an exponential back-off from
+// `initialInterval` with the multiplier 2^(1/(attempts−1))
+// (traefik `pkg/middlewares/retry/retry.go`, `newBackOff`): 4 attempts
+// from 500ms wait about 500, 630 and 794 ms, not three flat 500 ms.
+#[test]
+fn traefik_waits_grow_by_its_own_multiplier() {
+    let toml = "[http.middlewares.retry.retry]\n  attempts = 4\n  initialInterval = \"500ms\"\n";
+    let r = run(&[("traefik.toml", toml, None)], &Options::default());
+    assert_eq!(r.dead.bottom_attempts, 4.0);
+    let waited = r.dead.edge_waits.unwrap();
+    // 500 + 630 + 794 ms of waits, plus four refused connections of 1 ms.
+    let want = 500.0 * (1.0 + 2f64.powf(1.0 / 3.0) + 2f64.powf(2.0 / 3.0)) + 4.0;
+    assert!(
+        (waited.as_secs_f64() * 1000.0 - want).abs() < 1.0,
+        "{waited:?}, want {want} ms"
+    );
+}

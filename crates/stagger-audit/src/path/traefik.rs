@@ -11,7 +11,9 @@
 //!   decides);
 //! - it retries only when the server does not reply (a refused or reset
 //!   connection) and stops at the first answer, whatever its status;
-//! - `initialInterval` starts an exponential back-off (none when unset);
+//! - `initialInterval` starts an exponential back-off (none when unset)
+//!   whose multiplier is 2^(1/(attempts−1)): the last wait is about twice
+//!   the first;
 //! - Traefik answers a failed connection with 502.
 
 use serde_json::Value;
@@ -124,13 +126,20 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     layer.retry_on = "no reply (refused or reset connections); never an answer".into();
     layer.rule = Rule::Traefik;
     if let Some(i) = interval.filter(|d| !d.is_zero()) {
+        // Traefik's `newBackOff` (pkg/middlewares/retry/retry.go): an
+        // exponential back-off from initialInterval whose multiplier is
+        // 2^(1/(attempts-1)), so the last wait is about twice the first;
+        // its ±50 % randomization keeps the mean, and the back-off
+        // library caps a wait at 60 s.
+        let factor = 2f64.powf(1.0 / (attempts - 1) as f64);
         layer.pause = Pause::Steps {
             base: i,
-            factor: 1.0,
-            max: i * 2,
+            factor,
+            max: std::time::Duration::from_secs(60),
         };
         layer.assumes.push(format!(
-            "initialInterval {i:?}: counted at that interval (the back-off grows from it)"
+            "initialInterval {i:?}: each wait grows by 2^(1/{}) = {factor:.3} (Traefik's back-off), jittered ±50 % around it",
+            attempts - 1
         ));
     }
     Ok(layer)
