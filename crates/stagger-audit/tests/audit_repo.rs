@@ -132,3 +132,30 @@ fn a_dump_is_split_with_each_destination_rule_beside_its_virtual_service() {
     assert!(r.objects[7].report.layers[0].budget.is_some());
     assert!(r.objects[8].report.layers[0].budget.is_none());
 }
+
+// A path starts where traffic enters (an HTTPRoute rule, a VirtualService
+// bound to gateways). An application no route leads to, calling through
+// Istio's default sidecar, was walked as a path of its own.
+#[test]
+fn call_paths_start_where_traffic_enters_not_at_an_app_no_route_reaches() {
+    let sources = [
+        example("storefront-application.yml"),
+        example("edge-vs.yaml"),
+    ];
+    let r = audit_repo(&sources, &Options::default());
+    assert!(
+        r.paths.is_empty(),
+        "{:?}",
+        r.paths.iter().map(|p| &p.hops).collect::<Vec<_>>()
+    );
+    assert_eq!(r.objects.len(), 2, "each is still audited alone");
+    // With the route that enters, the path is there.
+    let mut with_route = sources.to_vec();
+    with_route.push(example("storefront-route.yaml"));
+    let r = audit_repo(&with_route, &Options::default());
+    assert!(r
+        .paths
+        .iter()
+        .all(|p| p.hops[0].starts_with("storefront-route.yaml")));
+    assert!(!r.paths.is_empty());
+}

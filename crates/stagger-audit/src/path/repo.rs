@@ -16,8 +16,9 @@
 //!   on Istio (any Istio object, or an HTTPRoute with `--gateway istio`) and
 //!   no file routes it — Istio's default policy (`@istio-sidecar:HOST`).
 //!
-//! Paths are walked from the edges and from every object nothing calls,
-//! at most [`MAX_HOPS`] layers deep and [`MAX_PATHS`] in all, each
+//! Paths are walked from the edges only (where traffic enters: an
+//! HTTPRoute rule, a VirtualService bound to gateways), at most
+//! [`MAX_HOPS`] layers deep and [`MAX_PATHS`] in all, each
 //! object once per path (a cycle ends the path).
 
 use std::collections::HashMap;
@@ -556,16 +557,10 @@ pub fn audit_repo(sources: &[Source], o: &Options) -> RepoReport {
     }
     let mut graph = Graph::new(nodes, on_istio(&docs, o));
     let count = graph.nodes.len();
-    let mut reached = vec![false; count];
-    for i in 0..count {
-        for j in graph.next(i) {
-            if let Some(r) = reached.get_mut(j) {
-                *r = true;
-            }
-        }
-    }
+    // Paths start where traffic enters: an application or a mesh route
+    // that no route leads to is a layer of no path the files imply.
     let starts: Vec<usize> = (0..count)
-        .filter(|&i| graph.nodes[i].role == Role::Edge || !reached[i])
+        .filter(|&i| graph.nodes[i].role == Role::Edge)
         .collect();
     let mut walked = Vec::new();
     for s in starts {
