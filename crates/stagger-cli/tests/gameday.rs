@@ -223,3 +223,22 @@ fn the_drill_thin_pods_budget_engages_in_a_stall() {
     assert!(f(r, "request_success") > 0.8, "{r}");
     assert!(r["recovered"] == true, "{r}");
 }
+
+/// The p99 counted successful requests only, so a strategy that failed most
+/// of its requests showed the best tail (and one that failed them all,
+/// none). Every request now counts, a failed one at the moment it failed.
+#[test]
+fn p99_counts_the_requests_that_failed() {
+    let dir = TempDir::new("gameday-p99");
+    let v = gameday(
+        &["--fault", "dead", "--strategy", "full", "--duration", "4s"],
+        &dir,
+    );
+    let r = row(&v, "full");
+    assert!(f(r, "request_success") < 0.01, "{r}");
+    // Each failed request spent its attempts and their waits first.
+    assert!(
+        r["latency"]["p99_ms"].as_u64().is_some_and(|ms| ms > 100),
+        "{r}"
+    );
+}

@@ -32,7 +32,8 @@ pub struct Series {
     pub rejected: Vec<u32>,
 }
 
-/// Latency of successful requests.
+/// Latency of every request over all its attempts: to its success, or to
+/// the moment it failed.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Latency {
     /// Median, ms.
@@ -319,7 +320,8 @@ until every 1 s window to the end of the traffic has ≥ 95 % of its new request
 most 1.25 attempts per new request (the simulator's definition). tail retries: retries ÷ requests over the last quarter of the run. budget: retries refused by the \
 budgets; breaker: times a pod's breaker opened; dup: orders applied twice at the server. goodput>: \
 requests succeeding per second from the fault clearing to the end of the traffic; p99: 99th percentile \
-of a request's latency over all its attempts; shed: attempts the server's ShedLayer answered at once ÷ \
+of a request's latency over all its attempts, every request counted (a failed one at the moment it \
+failed); shed: attempts the server's ShedLayer answered at once ÷ \
 attempts arriving.";
 
 /// A short description of the run for the report and `--help` readers.

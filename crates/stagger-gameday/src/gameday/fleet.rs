@@ -131,7 +131,8 @@ pub struct Outcome {
     pub attempts: u64,
     /// Requests by stop reason (`error` when the middleware gave none).
     pub stops: BTreeMap<String, u64>,
-    /// Latency of each successful request, ms.
+    /// Latency of each request, ms: to its success, or to the moment it
+    /// failed.
     pub latencies_ms: Vec<u32>,
     /// Retries refused by the pods' budgets.
     pub budget_refusals: u64,
@@ -428,13 +429,16 @@ async fn call(
     };
     let tries = info.map_or(1, |i| i.attempts);
     c.attempts.fetch_add(u64::from(tries), Relaxed);
+    // Every request's time to its answer, a failure's to the moment it
+    // failed: counting successes alone gave the strategy that failed the
+    // most the best tail.
+    let ms = ended.duration_since(started).as_millis();
+    c.latencies_ms
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .add(u32::try_from(ms).unwrap_or(u32::MAX));
     if ok {
         c.successes.add(ended);
-        let ms = ended.duration_since(started).as_millis();
-        c.latencies_ms
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add(u32::try_from(ms).unwrap_or(u32::MAX));
         c.stop(Some(StopReason::Success));
     } else {
         // A failed call whose last answer was a success status cannot

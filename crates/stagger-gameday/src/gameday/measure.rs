@@ -53,7 +53,8 @@ pub struct Raw {
     pub client_attempts: u64,
     /// Clients: requests that ended, by stop reason.
     pub stops: BTreeMap<String, u64>,
-    /// Clients: latency of each successful request, ms.
+    /// Clients: latency of each request, ms (a failed one's to the moment
+    /// it failed).
     pub latencies_ms: Vec<u32>,
     /// Retries refused by the pods' budgets.
     pub budget_refusals: u64,

@@ -168,8 +168,8 @@ pub struct ServerRun {
     pub sheddable: Level,
     /// The critical p99 over the unloaded p99.
     pub critical_p99_ratio: f64,
-    /// Requests the layer itself counted as shed (whole run; 0 for
-    /// tower-acc, which queues instead).
+    /// Requests the layer itself counted as shed, after the warm-up as the
+    /// 503 counts are (0 for tower-acc, which queues instead).
     pub layer_shed: u64,
 }
 
@@ -221,16 +221,20 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
         let drive = Drive::new(p, rate);
         let mut servers = Vec::new();
         for server in SERVERS {
-            let (run, layer_shed) = match server {
+            let run = match server {
                 "ShedLayer + priorities" => {
                     let shed = shed_layer(p, true, None)?;
-                    let r = drive.against(start(shed.clone(), &cpu).await?).await;
-                    (r, total(shed.stats()))
+                    let count = || total(shed.stats());
+                    drive
+                        .against(start(shed.clone(), &cpu).await?, &count)
+                        .await
                 }
                 "ShedLayer (no priorities)" => {
                     let shed = shed_layer(p, false, None)?;
-                    let r = drive.against(start(shed.clone(), &cpu).await?).await;
-                    (r, total(shed.stats()))
+                    let count = || total(shed.stats());
+                    drive
+                        .against(start(shed.clone(), &cpu).await?, &count)
+                        .await
                 }
                 _ => {
                     // Its defaults start at 20 (min 20, max 200); it starts
@@ -241,7 +245,7 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
                         .max_limit(p.limit as usize * 50)
                         .build();
                     let layer = tower_acc::ConcurrencyLimitLayer::new(aimd);
-                    (drive.against(start(layer, &cpu).await?).await, 0)
+                    drive.against(start(layer, &cpu).await?, &|| 0).await
                 }
             };
             servers.push(ServerRun {
@@ -249,7 +253,7 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
                 critical_p99_ratio: round(run.critical.p99_ms / unloaded, 100.0),
                 critical: run.critical,
                 sheddable: run.sheddable,
-                layer_shed,
+                layer_shed: run.layer_shed,
             });
         }
         let cpu = match p.cpu_trigger {
@@ -289,7 +293,7 @@ async fn unloaded(cpu: &Cpu, p: &PriorityParams, rate: f64, requests: u64) -> Re
         critical: 1.0,
         ..Drive::new(p, rate)
     };
-    let idle = quarter.against(start(Bare, cpu).await?).await;
+    let idle = quarter.against(start(Bare, cpu).await?, &|| 0).await;
     Ok(idle.critical.p99_ms.max(1e-3))
 }
 
@@ -419,10 +423,12 @@ struct Drive {
     seed: u64,
 }
 
-/// What one drive measured, by level.
+/// What one drive measured, by level, and what the layer counted as shed
+/// over the same requests.
 struct Measured {
     critical: Level,
     sheddable: Level,
+    layer_shed: u64,
 }
 
 impl Drive {
@@ -437,17 +443,22 @@ impl Drive {
         }
     }
 
-    /// Drives a started server, then stops it.
-    async fn against(&self, server: (String, tokio::task::JoinHandle<()>)) -> Measured {
+    /// Drives a started server, then stops it. `shed` reads the layer's
+    /// own count of shed requests.
+    async fn against(
+        &self,
+        server: (String, tokio::task::JoinHandle<()>),
+        shed: &dyn Fn() -> u64,
+    ) -> Measured {
         let (uri, server) = server;
-        let m = self.drive(&uri).await;
+        let m = self.drive(&uri, shed).await;
         server.abort();
         // Let the queue of work whose callers left drain before the next.
         tokio::time::sleep(Duration::from_millis(100)).await;
         m
     }
 
-    async fn drive(&self, uri: &str) -> Measured {
+    async fn drive(&self, uri: &str, layer_shed: &dyn Fn() -> u64) -> Measured {
         let client = client();
         let open = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
         let mut rng = FastRng::seeded(self.seed);
@@ -455,10 +466,16 @@ impl Drive {
         let mut calls = tokio::task::JoinSet::new();
         let start = tokio::time::Instant::now();
         let mut at = Duration::ZERO;
+        // The layer's count when the first counted request goes out: its
+        // sheds during the warm-up are not the table's.
+        let mut shed_in_warm_up = 0;
         for i in 0..self.requests {
             at += Duration::from_secs_f64(-(1.0 - rng.next_f64()).ln() / self.rate);
             let critical = rng.next_f64() < self.critical;
             tokio::time::sleep_until(start + at).await;
+            if i == warm {
+                shed_in_warm_up = layer_shed();
+            }
             let permit = open.clone().try_acquire_owned().ok();
             let (client, uri, deadline) = (client.clone(), uri.to_owned(), self.deadline);
             calls.spawn(async move {
@@ -482,6 +499,7 @@ impl Drive {
         Measured {
             critical: crit.level(),
             sheddable: shed.level(),
+            layer_shed: layer_shed().saturating_sub(shed_in_warm_up),
         }
     }
 }
@@ -566,7 +584,8 @@ pub fn table(p: &PriorityParams, r: &PriorityReport) -> String {
     s.push_str(
         "crit ok / shd ok: answered 200 in time (after a warm-up fifth)\n\
          ×idle: critical p99 over the unloaded p99\n\
-         c 503 / s 503: shed answers by level; failed: no answer in time; shed: the layer's count\n",
+         c 503 / s 503: shed answers by level; failed: no answer in time; shed: the layer's count\n\
+         (every count after the warm-up fifth)\n",
     );
     if let Some(c) = &r.cpu {
         s.push_str(&cpu::section(c));

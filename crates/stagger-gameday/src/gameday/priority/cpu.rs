@@ -111,7 +111,8 @@ async fn drive(p: &PriorityParams, cpu: &Cpu) -> Result<CpuRun, Error> {
     let drive = Drive::new(p, rate);
     let server = start(shed.clone(), cpu).await?;
     let sampler = Sampler::start(trigger, cpu.tids(), cpu.cores())?;
-    let measured = drive.against(server).await;
+    let count = || total(shed.stats());
+    let measured = drive.against(server, &count).await;
     let trace = sampler.stop();
     let stats = shed.stats();
     Ok(CpuRun {
@@ -125,7 +126,7 @@ async fn drive(p: &PriorityParams, cpu: &Cpu) -> Result<CpuRun, Error> {
             critical_p99_ratio: round(measured.critical.p99_ms / unloaded_ms, 100.0),
             critical: measured.critical,
             sheddable: measured.sheddable,
-            layer_shed: total(stats),
+            layer_shed: measured.layer_shed,
         },
         shed_by_cpu: stats.shed_cpu,
         holding: Holding::of(&trace, duration, threshold),

@@ -93,7 +93,7 @@ fn the_table_fits_in_100_columns() {
         cpu: None,
     };
     let t = table(&PriorityParams::default(), &r);
-    assert_eq!(t.lines().count(), 10, "{t}");
+    assert_eq!(t.lines().count(), 11, "{t}");
     for line in t.lines() {
         assert!(
             line.chars().count() <= 100,
