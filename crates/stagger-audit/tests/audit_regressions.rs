@@ -901,3 +901,21 @@ fn traefik_waits_grow_by_its_own_multiplier() {
         "{waited:?}, want {want} ms"
     );
 }
+
+// A route with several rules named on a path without one: the error names
+// each choice as it is written on the path, not `FILE:ROUTE/RULE`.
+#[test]
+fn a_route_with_several_rules_names_each_choice_in_full() {
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: web}\nspec:\n  rules:\n  - name: read\n    backendRefs: [{name: web}]\n  - backendRefs: [{name: web}]\n";
+    let e = audit_path(
+        &[PathInput::new("route.yaml", route, None)],
+        &Options::default(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("name one as route.yaml:web/read or route.yaml:web/1"),
+        "{e}"
+    );
+    assert_eq!(e.choices, ["web/read", "web/1"]);
+}

@@ -169,22 +169,22 @@ fn pick_rule<'a>(
         None if rules_.len() == 1 => Ok((0, &rules_[0])),
         None if rules_.is_empty() => Err(PathError::new(f.name, "spec.rules", "has no rules")),
         None => {
-            let labels: Vec<String> = rules_
+            let choices: Vec<String> = rules_
                 .iter()
                 .enumerate()
-                .map(|(i, r)| rule_label(i, r))
+                .map(|(i, r)| format!("{name}/{}", rule_label(i, r)))
                 .collect();
+            let named: Vec<String> = choices.iter().map(|c| format!("{}:{c}", f.name)).collect();
             Err(PathError::new(
                 f.name,
                 "spec.rules",
                 format!(
-                    "holds {} rules ({}): name one as {}:ROUTE/RULE",
+                    "holds {} rules: name one as {}",
                     rules_.len(),
-                    labels.join(", "),
-                    f.name
+                    named.join(" or ")
                 ),
             )
-            .with_choices(labels.iter().map(|l| format!("{name}/{l}")).collect()))
+            .with_choices(choices))
         }
         Some(x) => rules_
             .iter()
