@@ -83,6 +83,7 @@
 #![doc(test(attr(deny(unused_imports))))]
 
 mod a6;
+mod adaptive;
 mod backoff;
 mod breaker;
 pub mod budget;
@@ -142,6 +143,7 @@ pub use throttle::Throttle;
 /// the guardrails themselves; [`Guardrails`](guardrails::Guardrails)
 /// combines them.
 pub mod guardrails {
+    pub use crate::adaptive::{is_throttling_error_code, AdaptiveLimiter, LimiterSnapshot};
     pub use crate::breaker::{BreakerConfig, BreakerControl, BreakerOpen, Permit, Transition};
     pub use crate::event::BreakerState;
     pub use crate::guard::{Guardrail, Guardrails, Refusal, Ticket};
