@@ -919,3 +919,28 @@ fn a_route_with_several_rules_names_each_choice_in_full() {
     );
     assert_eq!(e.choices, ["web/read", "web/1"]);
 }
+
+// A `mode tcp` section relays a stream: the path is headed TCP, not HTTP,
+// and only a connection HAProxy could not make is retried (retry-on's
+// HTTP keywords do not apply).
+#[test]
+fn haproxy_mode_tcp_is_a_tcp_path_that_retries_only_connections() {
+    let cfg = "defaults\n    mode tcp\n    retries 2\n    retry-on conn-failure 503\n\nbackend db\n    server a 10.0.0.1:5432\n";
+    let refused = run(&[("haproxy.cfg", cfg, None)], &Options::default());
+    assert!(
+        refused.text().starts_with("Call path, edge first (TCP)"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(refused.dead.bottom_attempts, 3.0);
+    let shed = Options {
+        dead: Dead::Unavailable,
+        ..Options::default()
+    };
+    assert_eq!(
+        run(&[("haproxy.cfg", cfg, None)], &shed)
+            .dead
+            .bottom_attempts,
+        1.0
+    );
+}

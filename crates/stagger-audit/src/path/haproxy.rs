@@ -91,6 +91,8 @@ struct Settings {
     connect: Option<Duration>,
     server: Option<Duration>,
     redispatch: bool,
+    /// `mode tcp`: a relayed stream, whose only retry is a connection.
+    tcp: bool,
 }
 
 fn read(s: &mut Settings, sec: &Section, f: &PathInput<'_>) -> Result<u32, PathError> {
@@ -110,6 +112,7 @@ fn read(s: &mut Settings, sec: &Section, f: &PathInput<'_>) -> Result<u32, PathE
             }
             ("retry-on", _) => s.on = w[1..].to_vec(),
             ("option", "redispatch") => s.redispatch = true,
+            ("mode", m) => s.tcp = m.eq_ignore_ascii_case("tcp"),
             ("no", "option") if arg(2) == "redispatch" => s.redispatch = false,
             ("timeout", "connect") => {
                 s.connect = Some(time(arg(2)).ok_or_else(|| {
@@ -146,6 +149,7 @@ fn backends(f: &PathInput<'_>) -> Result<Vec<(String, Settings, u32)>, PathError
         connect: None,
         server: None,
         redispatch: false,
+        tcp: false,
     };
     let mut backends = Vec::new();
     for sec in &secs {
@@ -213,7 +217,17 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
         }
     };
     let mut layer = Layer::new(f.name, System::Haproxy, name);
-    let on: Vec<String> = s.on.iter().map(|w| w.to_ascii_lowercase()).collect();
+    layer.tcp = s.tcp;
+    let mut on: Vec<String> = s.on.iter().map(|w| w.to_ascii_lowercase()).collect();
+    if s.tcp && !on.iter().any(|w| w == "none") {
+        // retry-on is an HTTP mode setting: a TCP relay retries only the
+        // connection it could not make.
+        on = vec!["conn-failure".into()];
+        layer.assumes.push(
+            "mode tcp: HAProxy relays a stream and retries only a connection it could not make"
+                .into(),
+        );
+    }
     layer.per_try_timeout = s.server;
     if servers == 0 {
         layer.retry_on =

@@ -363,6 +363,10 @@ pub struct Layer {
     /// itself (503, UNAVAILABLE for gRPC) and sends nothing down.
     #[serde(skip)]
     pub(crate) overflows_all: bool,
+    /// Whether the layer relays a TCP stream (HAProxy `mode tcp`), not
+    /// HTTP requests.
+    #[serde(skip)]
+    pub(crate) tcp: bool,
     /// The Kubernetes Service a Linkerd layer serves (a profile wins over
     /// route annotations for the same Service).
     #[serde(skip)]
@@ -411,6 +415,7 @@ impl Layer {
             invalid: Vec::new(),
             own_retry: false,
             overflows_all: false,
+            tcp: false,
             service: None,
             profile: false,
             delay: Duration::ZERO,

@@ -217,6 +217,7 @@ fn notes(r: &PathReport, s: &mut String) {
 pub(crate) fn render(r: &PathReport) -> String {
     let mut s = String::new();
     let proto = match r.protocol {
+        Protocol::Http if r.layers.iter().all(|l| l.tcp) => "TCP",
         Protocol::Grpc => "gRPC",
         Protocol::Http => "HTTP",
     };
