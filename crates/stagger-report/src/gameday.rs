@@ -389,10 +389,11 @@ pub fn legend(p: &Params) -> String {
 }
 
 /// The top of the y axis shared by every strategy's chart: the highest
-/// load of any of them, and at least 1.2× capacity.
+/// load or count of successes of any of them, and at least 1.2× capacity.
 fn shared_top(rows: &[Row], p: &Params) -> f64 {
     rows.iter()
-        .flat_map(|r| r.series.load.iter().map(|x| f64::from(*x)))
+        .flat_map(|r| r.series.load.iter().chain(&r.series.successes))
+        .map(|x| f64::from(*x))
         .fold(p.capacity / 10.0 * 1.2, f64::max)
         .max(1.0)
 }
@@ -411,7 +412,8 @@ pub fn chart(row: &Row, p: &Params, top: f64) -> String {
     Histogram {
         first: &s.first_attempts,
         retries: &s.retries,
-        successes: Some(&s.successes),
+        successes: Some((&s.successes, "successes at the clients")),
+        title: None,
         shaded: vec![fault],
         lines: vec![
             (p.capacity / 10.0, "#000", "6,3", "capacity".into()),

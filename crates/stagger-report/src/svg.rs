@@ -13,15 +13,19 @@ const BOTTOM: f64 = 30.0;
 
 /// What one chart shows, per 100 ms bin: first attempts (blue) and retries
 /// (red) stacked, an optional line of successes (green), shaded spans
-/// (faults, in bins) and horizontal reference lines.
+/// (faults, in bins) and horizontal reference lines; with a title, also a
+/// legend, for a chart read on its own (the fault proxy's file).
 #[derive(Debug, Clone)]
 pub struct Histogram<'a> {
     /// First attempts per bin.
     pub first: &'a [u32],
     /// Retries per bin.
     pub retries: &'a [u32],
-    /// Successes per bin, drawn as a line.
-    pub successes: Option<&'a [u32]>,
+    /// Successes per bin, drawn as a line, and what they are (the legend's
+    /// words, e.g. "successes at the clients").
+    pub successes: Option<(&'a [u32], &'a str)>,
+    /// A title over the chart; with one, the chart carries its own legend.
+    pub title: Option<String>,
     /// `(from, to)` in bins.
     pub shaded: Vec<(f64, f64)>,
     /// `(value per bin, colour, dash pattern, label)`.
@@ -61,8 +65,48 @@ impl Histogram<'_> {
         self.shaded_and_bars(&p, &mut g);
         self.successes_and_lines(&p, &mut g);
         axes(&p, &mut g);
+        if let Some(t) = &self.title {
+            self.title_and_legend(t, &mut g);
+        }
         g.push_str("</svg>");
         g
+    }
+
+    /// The title on the left of the top margin, the legend on its right.
+    fn title_and_legend(&self, title: &str, g: &mut String) {
+        let _ = write!(
+            g,
+            r##"<text x="{LEFT}" y="14" font-size="12" font-weight="bold">{}</text>"##,
+            crate::escape(title)
+        );
+        let mut keys: Vec<(&str, String)> = vec![
+            ("#4a78c2", "first attempts".into()),
+            ("#d9534f", "retries".into()),
+        ];
+        if let Some((_, what)) = self.successes {
+            keys.push(("#2e8b57", what.to_string()));
+        }
+        if !self.shaded.is_empty() {
+            keys.push(("#ddd", "fault".into()));
+        }
+        // Right-aligned: each key a swatch and its words, about 6 px a
+        // character at this size.
+        let width: f64 = keys
+            .iter()
+            .map(|(_, w)| 20.0 + 6.0 * w.chars().count() as f64)
+            .sum();
+        let mut x = W - RIGHT - width;
+        for (colour, words) in keys {
+            let line = colour == "#2e8b57";
+            let (h, y) = if line { (3.0, 8.5) } else { (10.0, 5.0) };
+            let _ = write!(
+                g,
+                r##"<rect x="{x:.1}" y="{y}" width="12" height="{h}" fill="{colour}"/><text x="{:.1}" y="14">{}</text>"##,
+                x + 16.0,
+                crate::escape(&words)
+            );
+            x += 20.0 + 6.0 * words.chars().count() as f64;
+        }
     }
 
     /// The shaded spans, then first attempts and retries stacked per bin.
@@ -101,16 +145,23 @@ impl Histogram<'_> {
 
     /// The successes' line and the horizontal reference lines.
     fn successes_and_lines(&self, p: &Plot, g: &mut String) {
-        if let Some(ok) = self.successes {
+        if let Some((ok, _)) = self.successes {
+            // Never above the frame, whatever the top the caller chose.
             let pts: Vec<String> = ok
                 .iter()
                 .enumerate()
-                .map(|(i, v)| format!("{:.1},{:.1}", p.x(i as f64 + 0.5), p.y(f64::from(*v))))
+                .map(|(i, v)| {
+                    let v = f64::from(*v).min(p.top);
+                    format!("{:.1},{:.1}", p.x(i as f64 + 0.5), p.y(v))
+                })
                 .collect();
+            // A white casing under the green line: successes run along the
+            // top of the bars (most attempts succeed), where a bare line of
+            // their width disappears into their edges.
             let _ = write!(
                 g,
-                r##"<polyline points="{}" fill="none" stroke="#2e8b57" stroke-width="1.2"/>"##,
-                pts.join(" ")
+                r##"<polyline points="{pts}" fill="none" stroke="#fff" stroke-width="4" stroke-linejoin="round" opacity="0.9"/><polyline points="{pts}" fill="none" stroke="#2e8b57" stroke-width="2" stroke-linejoin="round"/>"##,
+                pts = pts.join(" ")
             );
         }
         for (v, color, dash, label) in &self.lines {
@@ -195,7 +246,69 @@ fn tick_step(top: f64) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use super::tick_step;
+    use super::{tick_step, Histogram, H, TOP};
+
+    fn chart(title: Option<&str>, top: f64) -> String {
+        Histogram {
+            first: &[5, 5, 5],
+            retries: &[0, 2, 0],
+            successes: Some((&[5, 30, 5], "upstream successes")),
+            title: title.map(str::to_string),
+            shaded: vec![(1.0, 2.0)],
+            lines: Vec::new(),
+            top,
+        }
+        .svg()
+    }
+
+    /// The polylines' y coordinates.
+    fn line_ys(svg: &str) -> Vec<f64> {
+        svg.split("points=\"")
+            .skip(1)
+            .flat_map(|rest| {
+                let pts = &rest[..rest.find('"').unwrap()];
+                pts.split(' ')
+                    .map(|xy| xy.split(',').nth(1).unwrap().parse::<f64>().unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The proxy's histogram.svg had no title and no legend.
+    #[test]
+    fn a_titled_chart_says_what_it_shows() {
+        let svg = chart(Some("arrivals at 127.0.0.1:8080"), 12.0);
+        for words in [
+            "arrivals at 127.0.0.1:8080",
+            "first attempts",
+            "retries",
+            "upstream successes",
+            "fault",
+        ] {
+            assert!(svg.contains(words), "{words}: {svg}");
+        }
+        assert!(!chart(None, 12.0).contains("first attempts"));
+    }
+
+    /// Its green line ran off the top when successes outnumbered the
+    /// axis's top.
+    #[test]
+    fn the_successes_line_stays_inside_the_frame() {
+        let ys = line_ys(&chart(None, 12.0));
+        assert!(!ys.is_empty());
+        assert!(ys.iter().all(|&y| (TOP..=H).contains(&y)), "{ys:?}");
+    }
+
+    /// The game-day report's green line vanished along the tops of the
+    /// bars: it is drawn last, over a white casing wider than itself.
+    #[test]
+    fn the_successes_line_is_drawn_over_the_bars_with_a_casing() {
+        let svg = chart(None, 40.0);
+        let casing = svg.find(r##"stroke="#fff""##).expect("a casing");
+        let line = svg.find(r##"stroke="#2e8b57""##).expect("the line");
+        let last_bar = svg.rfind("<rect").unwrap();
+        assert!(last_bar < casing && casing < line, "{svg}");
+    }
 
     /// The proxy's histogram read `0, 0, 1, 1, 1` on an axis topped at 1.
     #[test]

@@ -120,11 +120,14 @@ impl Report {
     /// per 100 ms, upstream successes as a line, faults shaded.
     pub fn svg(&self) -> String {
         let s = &self.series;
+        // The bars and the successes' line both fit under the top.
         let top = s
             .first_attempts
             .iter()
             .zip(&s.retries)
-            .map(|(f, r)| f64::from(f + r))
+            .map(|(f, r)| f + r)
+            .chain(s.upstream_ok.iter().copied())
+            .map(f64::from)
             .fold(1.0, f64::max)
             * 1.1;
         let n = s.first_attempts.len() as f64;
@@ -132,7 +135,11 @@ impl Report {
         Histogram {
             first: &s.first_attempts,
             retries: &s.retries,
-            successes: Some(&s.upstream_ok),
+            successes: Some((&s.upstream_ok, "upstream successes")),
+            title: Some(format!(
+                "stagger proxy: attempts arriving per {} ms",
+                self.bin_ms
+            )),
             shaded: self
                 .faults
                 .iter()
