@@ -72,14 +72,18 @@ impl std::fmt::Debug for Fingerprint {
     }
 }
 
-/// A claim's fencing token: random, so a late finisher from an earlier claim cannot match it.
+/// A claim's fencing token: 128 random bits, so a late finisher from an earlier claim cannot
+/// match it. Drawn from a fast generator keyed per process from the OS (no system call per
+/// token): replicas draw from different keys.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub struct Token(pub u128);
 
 impl Token {
     /// A fresh random token.
     pub fn new() -> Self {
-        Self(uuid::Uuid::new_v4().as_u128())
+        use stagger::random::{FastRng, RandomSource};
+        let mut rng = FastRng::fresh();
+        Self(u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64()))
     }
 }
 
