@@ -35,8 +35,8 @@ pub struct Schedule {
     pub cap: Duration,
     /// Timeout of one attempt, if the front-end enforces one.
     pub attempt_timeout: Option<Duration>,
-    /// Whether the policy learns a typical attempt from successes (its
-    /// deadline rule). Off in virtual time, where the simulator reports
+    /// Whether the policy learns a typical attempt from the attempts it
+    /// sees end (its deadline rule). Off in virtual time, where the simulator reports
     /// what the policy does rather than what it would learn.
     pub measure_latency: bool,
 }
