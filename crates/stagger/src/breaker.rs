@@ -11,12 +11,16 @@ use crate::rng::splitmix64;
 use crate::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::window::{Timebase, Window};
 
+#[cfg(feature = "tower")]
+mod admin;
 mod config;
 mod control;
 #[cfg(all(test, loom))]
 mod loom;
 mod ring;
 
+#[cfg(feature = "tower")]
+pub use admin::BreakerAdmin;
 pub use config::BreakerConfig;
 pub use control::{BreakerControl, Transition};
 use ring::CountRing;

@@ -144,6 +144,8 @@ pub use throttle::Throttle;
 /// combines them.
 pub mod guardrails {
     pub use crate::adaptive::{is_throttling_error_code, AdaptiveLimiter, LimiterSnapshot};
+    #[cfg(feature = "tower")]
+    pub use crate::breaker::BreakerAdmin;
     pub use crate::breaker::{BreakerConfig, BreakerControl, BreakerOpen, Permit, Transition};
     pub use crate::event::BreakerState;
     pub use crate::guard::{Guardrail, Guardrails, Refusal, Ticket};
