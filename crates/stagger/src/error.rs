@@ -64,6 +64,9 @@ pub(crate) struct Failed<E> {
     pub(crate) elapsed: Option<Duration>,
     pub(crate) last: Option<E>,
     pub(crate) timed_out: bool,
+    /// The last failure's result was unknown (a timeout the closure
+    /// reported itself, say): the work may have happened.
+    pub(crate) unknown: bool,
     pub(crate) retry_in: Option<Duration>,
     pub(crate) refused: Option<ConfigError>,
 }
@@ -121,6 +124,11 @@ impl<E> RetryError<E> {
     pub fn into_last(self) -> Option<E> {
         self.inner.last
     }
+
+    /// Marks the last failure's result as unknown.
+    pub(crate) fn set_unknown(&mut self) {
+        self.inner.unknown = true;
+    }
 }
 
 impl<E: fmt::Display> fmt::Display for RetryError<E> {
@@ -156,6 +164,11 @@ impl<E> RetryError<E> {
                 "the attempt timed out, so whether it took effect is unknown, and a call not \
                  declared idempotent is not repeated (declare it with `.idempotent(true)` if \
                  repeating it is safe)",
+            ),
+            StopReason::NotRetryable if self.inner.unknown => Some(
+                "whether the last attempt took effect is unknown (a timeout, say), and a call \
+                 not declared idempotent is not repeated (declare it with `.idempotent(true)` \
+                 if repeating it is safe)",
             ),
             StopReason::Budget => {
                 Some("the retry budget refused: a new client earns retries with traffic")

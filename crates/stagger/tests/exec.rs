@@ -574,3 +574,28 @@ fn a_budget_stop_says_a_new_client_earns_retries_with_traffic() {
     );
     assert!(said.ends_with("429"), "{said}");
 }
+
+/// The blocking twin: a closure that applies its attempt's timeout and
+/// reports it as an I/O timeout (an unknown result) is not repeated unless
+/// declared idempotent, and the error says so.
+#[test]
+fn a_blocking_timeout_not_retried_names_idempotent() {
+    use stagger::RetryAttemptExt;
+    let policy = Policy::builder()
+        .max_attempts(10)
+        .attempt_timeout(300 * MS)
+        .build()
+        .unwrap();
+    let err = (|_: &stagger::exec::Attempt| Err::<(), _>(io::Error::from(io::ErrorKind::TimedOut)))
+        .retry_with_attempt(&policy)
+        .when_classified()
+        .sleep(|_| {})
+        .call()
+        .unwrap_err();
+    assert_eq!(
+        (err.reason(), err.attempts()),
+        (StopReason::NotRetryable, 1)
+    );
+    let said = err.to_string();
+    assert!(said.contains(".idempotent(true)"), "{said}");
+}

@@ -244,6 +244,7 @@ impl<T, E> Report<T, E> {
                 elapsed: None,
                 last: None,
                 timed_out: false,
+                unknown: false,
                 retry_in: None,
                 refused: Some(why),
             })),
@@ -270,6 +271,7 @@ impl<T, E> Report<T, E> {
                 elapsed,
                 last,
                 timed_out,
+                unknown: false,
                 retry_in: call.retry_in(),
                 refused: None,
             })

@@ -41,7 +41,7 @@ use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
 use crate::outcome::Decision;
-use crate::outcome::{Failure, Outcome};
+use crate::outcome::{Class, Failure, Outcome};
 use crate::policy::Policy;
 
 /// One attempt, as the blocking executor hands it to a closure that asks
@@ -412,7 +412,14 @@ where
                     }
                 }
                 Decision::Stop(reason) => {
-                    return Report::finish(last.into_result(), &call, &self.clock, reason, false);
+                    let mut report =
+                        Report::finish(last.into_result(), &call, &self.clock, reason, false);
+                    // A blocking closure reports its own timeouts: say that
+                    // the result was unknown, which is why it stopped.
+                    if let (Err(e), Class::Unknown) = (&mut report.result, failure.class) {
+                        e.set_unknown();
+                    }
+                    return report;
                 }
             }
         }
