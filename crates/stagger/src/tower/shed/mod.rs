@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, Request, Response};
 use tokio::sync::Semaphore;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -22,6 +23,10 @@ use crate::clock::Clock;
 use crate::event::{Observer, ShedReason};
 use crate::http::inbound::{inbound_deadline, inbound_priority};
 use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock};
+use crate::http::{
+    ENVOY_ATTEMPT_COUNT, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT, PRIORITY, REQUEST_TIMEOUT,
+    RETRY_ATTEMPT,
+};
 use crate::limit::{Completion, CpuTrigger, Limiter, Token};
 use crate::priority::{Ceilings, Class, Priority};
 
@@ -462,21 +467,24 @@ struct Arrival {
 impl Arrival {
     fn read<B>(req: &Request<B>, shared: &Shared) -> Self {
         let headers = req.headers();
+        let seen = Seen::scan(headers);
         // Every spelling of a retry: `x-retry-attempt`, a mesh's
         // `x-envoy-attempt-count` and gRPC's
         // `grpc-previous-rpc-attempts`.
-        let retry = inbound_attempt(headers) > 1;
-        let grpc = is_grpc(headers);
+        let retry = seen.attempt && inbound_attempt(headers) > 1;
+        let grpc = seen.content_type && is_grpc(headers);
         let now = TokioClock.now();
         let inbound = req.extensions().get::<Inbound>();
         let deadline = match inbound {
             Some(inbound) => inbound.deadline(),
-            None => inbound_deadline(headers, now),
+            None if seen.timeout => inbound_deadline(headers, now),
+            None => None,
         };
         // The level is read only by a layer that sheds by it.
         let priority = shared.ceilings.is_some().then(|| match inbound {
             Some(inbound) => inbound.priority(),
-            None => inbound_priority(headers).unwrap_or_default(),
+            None if seen.priority => inbound_priority(headers).unwrap_or_default(),
+            None => Priority::default(),
         });
         let class = Class::new(priority.unwrap_or_default(), retry);
         Arrival {
@@ -486,6 +494,38 @@ impl Arrival {
             deadline,
             class,
         }
+    }
+}
+
+/// Which of the headers [`Arrival::read`] looks up a request carries,
+/// found in one pass over its names: most requests carry none of them, and
+/// a name compared is cheaper than a name hashed and looked up.
+#[derive(Debug, Default, PartialEq)]
+struct Seen {
+    attempt: bool,
+    content_type: bool,
+    timeout: bool,
+    priority: bool,
+}
+
+impl Seen {
+    fn scan(headers: &HeaderMap) -> Self {
+        let mut seen = Seen::default();
+        for name in headers.keys() {
+            if *name == CONTENT_TYPE {
+                seen.content_type = true;
+            } else if *name == RETRY_ATTEMPT
+                || *name == ENVOY_ATTEMPT_COUNT
+                || *name == GRPC_PREVIOUS_ATTEMPTS
+            {
+                seen.attempt = true;
+            } else if *name == REQUEST_TIMEOUT || *name == GRPC_TIMEOUT {
+                seen.timeout = true;
+            } else if *name == PRIORITY {
+                seen.priority = true;
+            }
+        }
+        seen
     }
 }
 
@@ -614,6 +654,49 @@ impl Drop for QueueSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_one_pass_reading_of_an_arrival_finds_every_header_the_lookups_find() {
+        let layer = ShedLayer::builder(4, 4)
+            .priorities(Ceilings::default())
+            .build();
+        let now = TokioClock.now();
+        let cases: &[&[(&str, &str)]] = &[
+            &[],
+            &[("accept", "*/*"), ("user-agent", "x")],
+            &[("x-retry-attempt", "2")],
+            &[("x-envoy-attempt-count", "3")],
+            &[
+                ("grpc-previous-rpc-attempts", "1"),
+                ("content-type", "application/grpc"),
+            ],
+            &[("content-type", "application/grpc"), ("grpc-timeout", "5S")],
+            &[
+                ("content-type", "application/json"),
+                ("x-request-timeout-ms", "900"),
+            ],
+            &[("x-criticality", "sheddable"), ("host", "a")],
+        ];
+        for headers in cases {
+            let mut req = Request::new(());
+            for (name, value) in *headers {
+                req.headers_mut().insert(
+                    http::HeaderName::from_static(name),
+                    http::HeaderValue::from_static(value),
+                );
+            }
+            let got = Arrival::read(&req, &layer.shared);
+            let h = req.headers();
+            assert_eq!(got.retry, inbound_attempt(h) > 1, "{headers:?}");
+            assert_eq!(got.grpc, is_grpc(h), "{headers:?}");
+            // Both deadlines are read against their own `now`: compare
+            // whether one is present, and its distance from that `now`.
+            let expected = inbound_deadline(h, now).map(|d| d - now);
+            assert_eq!(got.deadline.map(|d| d - got.now), expected, "{headers:?}");
+            let priority = inbound_priority(h).unwrap_or_default();
+            assert_eq!(got.class, Class::new(priority, got.retry), "{headers:?}");
+        }
+    }
 
     #[test]
     fn the_builder_settles_the_limits_whatever_the_order() {
