@@ -149,6 +149,21 @@ http {{
         read_log(&self.dir.join("logs/access.log"))
     }
 
+    /// The access log once it has `n` lines or more, or as it is after
+    /// 10 s: nginx writes a request's line after answering it, so a
+    /// client may hold the answer before the line exists (on a busy
+    /// machine, for a while).
+    pub fn log_of(&self, n: usize) -> Vec<Logged> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.len() >= n || Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// The HTTP/1.1 URL, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.h1)
