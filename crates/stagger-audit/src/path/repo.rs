@@ -406,8 +406,8 @@ fn nodes_of(source: usize, d: &Value, out: &mut Vec<Node>) {
 
 /// Whether the paths run on Istio: an Istio object, or a Gateway API
 /// route with Istio as the gateway.
-fn on_istio(docs: &[Vec<Value>], o: &Options) -> bool {
-    docs.iter().flatten().any(|d| {
+fn on_istio(docs: &[Value], o: &Options) -> bool {
+    docs.iter().any(|d| {
         let api = tree::string(d, "apiVersion").unwrap_or("");
         api.contains("istio.io")
             || (o.gateway == GatewayImpl::Istio
@@ -545,17 +545,18 @@ pub fn audit_repo(sources: &[Source], o: &Options) -> RepoReport {
             Err(e) => report.unreadable.push(e),
         }
     }
-    let docs: Vec<Vec<Value>> = sources
-        .iter()
-        .map(|s| objects(&s.name, &s.text).unwrap_or_default())
-        .collect();
+    // Each source's objects are read for the graph and dropped: only the
+    // nodes are kept, so memory follows one object, not the dump.
     let mut nodes = Vec::new();
-    for (i, ds) in docs.iter().enumerate() {
-        for d in ds {
+    let mut istio = false;
+    for (i, s) in sources.iter().enumerate() {
+        let ds = objects(&s.name, &s.text).unwrap_or_default();
+        istio = istio || on_istio(&ds, o);
+        for d in &ds {
             nodes_of(i, d, &mut nodes);
         }
     }
-    let mut graph = Graph::new(nodes, on_istio(&docs, o));
+    let mut graph = Graph::new(nodes, istio);
     let count = graph.nodes.len();
     // Paths start where traffic enters: an application or a mesh route
     // that no route leads to is a layer of no path the files imply.

@@ -239,14 +239,26 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
                 .iter()
                 .map(|(f, r)| json!({"file": f, "report": r}))
                 .collect();
-            serde_json::to_string(&json!({
-                "objects": repo.objects,
-                "clients": list,
-                "paths": repo.paths,
-                "paths_cut": repo.paths_cut,
-                "skipped": found.skipped,
-                "unreadable": unreadable,
-            }))? + "\n"
+            // Written straight from the reports (keys in the order a
+            // JSON object of them always had), not through a copy of
+            // every report as a JSON value.
+            #[derive(serde::Serialize)]
+            struct Out<'a> {
+                clients: &'a [serde_json::Value],
+                objects: &'a [stagger_audit::path::ObjectAudit],
+                paths: &'a [stagger_audit::path::RepoPath],
+                paths_cut: bool,
+                skipped: &'a [Skipped],
+                unreadable: &'a [String],
+            }
+            serde_json::to_string(&Out {
+                clients: &list,
+                objects: &repo.objects,
+                paths: &repo.paths,
+                paths_cut: repo.paths_cut,
+                skipped: &found.skipped,
+                unreadable: &unreadable,
+            })? + "\n"
         }
         Format::Sarif => sarif(&found, &repo, &clients, &unreadable),
     };
