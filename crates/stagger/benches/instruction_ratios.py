@@ -47,6 +47,8 @@ rows = [
      get("hedge_tower.tower_hedge_p95"), 1.0),
     ("ShedLayer AIMD / tower-acc Aimd", get("shed_stagger.stagger_shed_aimd"),
      get("shed_acc_aimd.tower_acc_aimd"), 1.0),
+    ("ShedLayer AIMD / tower-acc Aimd, http request", get("shed_stagger.stagger_shed_aimd"),
+     get("shed_acc_http.tower_acc_aimd_http"), 1.0),
     ("ShedLayer gradient / tower-acc Gradient2", get("shed_stagger.stagger_shed_gradient"),
      get("shed_acc_gradient.tower_acc_gradient2"), 1.0),
     ("gRPC layer / bare service", get("grpc_layer.stagger_grpc_layer"),
@@ -61,6 +63,6 @@ for label, ours, peer, target_ratio in rows:
         verdict = "+%.0f instructions per call" % (ours - peer)
     else:
         verdict = "target <= %.1fx: %s" % (target_ratio, "met" if ratio <= target_ratio else "missed")
-    print("  %-42s %5.2fx  (%.0f vs %.0f)  %s" % (label, ratio, ours, peer, verdict))
+    print("  %-47s %5.2fx  (%.0f vs %.0f)  %s" % (label, ratio, ours, peer, verdict))
 if missing:
     sys.exit("missing benchmarks: %s" % ", ".join(sorted(set(missing))))

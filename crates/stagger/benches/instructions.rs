@@ -275,6 +275,30 @@ fn shed_acc_aimd(state: (Runtime, Acc<tower_acc::Aimd>)) -> (Runtime, Acc<tower_
     count(state, acc_call)
 }
 
+/// tower-acc's AIMD around the same `http` service as the shed layer's
+/// (the unit rows above are the criterion bench's shape).
+fn acc_aimd_http() -> (Runtime, AccHttp) {
+    let algorithm = tower_acc::Aimd::builder()
+        .initial_limit(1000)
+        .max_limit(1000)
+        .build();
+    let svc =
+        tower_acc::ConcurrencyLimitLayer::new(algorithm).layer(tower::service_fn(answer as Answer));
+    warmed(svc, acc_http_call)
+}
+
+type AccHttp = tower_acc::ConcurrencyLimit<tower::util::ServiceFn<Answer>, tower_acc::Aimd>;
+
+fn acc_http_call(rt: &Runtime, svc: &mut AccHttp) -> bool {
+    cloned_call(rt, svc, Request::new(()))
+}
+
+#[library_benchmark]
+#[bench::tower_acc_aimd_http(setup = acc_aimd_http)]
+fn shed_acc_http(state: (Runtime, AccHttp)) -> (Runtime, AccHttp) {
+    count(state, acc_http_call)
+}
+
 #[library_benchmark]
 #[bench::tower_acc_gradient2(setup = acc_gradient)]
 fn shed_acc_gradient(
@@ -285,7 +309,7 @@ fn shed_acc_gradient(
 
 library_benchmark_group!(
     name = shedding;
-    benchmarks = shed_stagger, shed_acc_aimd, shed_acc_gradient
+    benchmarks = shed_stagger, shed_acc_aimd, shed_acc_http, shed_acc_gradient
 );
 
 // --- The gRPC layer against the bare service, in process (grpc.rs) -------
