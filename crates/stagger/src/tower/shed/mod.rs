@@ -431,14 +431,15 @@ where
             Gate::Limit(limiter) => match shared.acquire(limiter, class, now) {
                 Err(_) => Box::pin(async move { Ok(shared.shed(class, grpc)) }),
                 Ok(token) => {
-                    let held = Held {
-                        limiter: limiter.clone(),
+                    // The place keeps the layer's state alive: the limiter
+                    // is reached through it, not cloned.
+                    let mut held = Held {
+                        shared,
                         token: Some(token),
                         deadline,
                     };
                     Box::pin(async move {
-                        let mut held = held;
-                        shared.admitted.fetch_add(1, Ordering::Relaxed);
+                        held.shared.admitted.fetch_add(1, Ordering::Relaxed);
                         let result = async {
                             poll_fn(|cx| inner.poll_ready(cx)).await?;
                             inner.call(req).await
@@ -609,7 +610,7 @@ where
 /// ended when the service answers, or when the future is dropped (the
 /// caller hung up, or a layer outside cut the work off at the deadline).
 struct Held {
-    limiter: Limiter,
+    shared: Arc<Shared>,
     token: Option<Token>,
     deadline: Option<std::time::Instant>,
 }
@@ -629,7 +630,9 @@ impl Held {
         } else {
             Completion::Cancelled
         };
-        self.limiter.release(token, how, now);
+        if let Gate::Limit(limiter) = &self.shared.gate {
+            limiter.release(token, how, now);
+        }
     }
 }
 
