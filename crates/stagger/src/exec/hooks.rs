@@ -80,11 +80,6 @@ where
 }
 
 /// A hook called before each wait.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a notify hook for a call whose values are `{T}` and errors `{E}`",
-    label = "not a notify hook",
-    note = "pass a closure taking one argument, `|n: &stagger::exec::Notice<'_, {T}, {E}>| ...`"
-)]
 pub trait Notify<T, E> {
     /// Called with what failed and how long the executor will wait.
     fn notify(&mut self, notice: &Notice<'_, T, E>);

@@ -82,7 +82,9 @@ impl<'p, F, W, K, N, S, C, P> Retry<'p, F, W, K, N, S, C, P> {
     /// Calls `notify` before every wait with one argument, a [`Notice`]:
     /// the attempt that failed, its error (or the value judged a failure),
     /// its class, the delay about to be slept and the time since the first
-    /// attempt started.
+    /// attempt started. A hook of another shape is refused where the call
+    /// is run: `call` and `report` then say the closure "doesn't satisfy
+    /// `FnOnce<(&Notice<'_, T, E>,)>`".
     ///
     /// ```
     /// use stagger::exec::Notice;
