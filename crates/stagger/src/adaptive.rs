@@ -90,10 +90,8 @@ pub fn is_throttling_error_code(code: &str) -> bool {
 ///   holds `max(rate, 1)`; each attempt takes one token, waiting for it if
 ///   the bucket is empty.
 ///
-/// A wait is a reservation: the token is taken at once and the caller
-/// sleeps until it would have been there, so concurrent callers queue in
-/// order instead of racing for the next token. Time is measured from the
-/// limiter's creation (the send-rate buckets start there).
+/// Time is measured from the limiter's creation (the send-rate buckets
+/// start there).
 ///
 /// ```
 /// use stagger::guardrails::AdaptiveLimiter;
@@ -101,21 +99,22 @@ pub fn is_throttling_error_code(code: &str) -> bool {
 ///
 /// let t0 = Instant::now();
 /// let limiter = AdaptiveLimiter::new(t0);
-/// assert_eq!(limiter.acquire(t0), Duration::ZERO, "no throttle yet: no pacing");
+/// assert_eq!(limiter.acquire(t0), Ok(()), "no throttle yet: no pacing");
 /// // The server throttled a burst of 20 calls in its first second.
 /// for i in 0..20 {
 ///     let at = t0 + Duration::from_millis(50 * i);
-///     limiter.acquire(at);
 ///     limiter.record(i >= 15, at);
 /// }
-/// let now = t0 + Duration::from_secs(1);
 /// let rate = limiter.snapshot().fill_rate;
 /// assert!(rate < 20.0, "paced below the rate that was throttled: {rate}");
-/// let mut waited = Duration::ZERO;
+/// // Ten sends at once: each waits for its token.
+/// let mut now = t0 + Duration::from_secs(1);
 /// for _ in 0..10 {
-///     waited += limiter.acquire(now + waited);
+///     while let Err(wait) = limiter.acquire(now) {
+///         now += wait;
+///     }
 /// }
-/// assert!(waited > Duration::ZERO, "ten sends at once are spread out");
+/// assert!(now > t0 + Duration::from_secs(1), "the sends were spread out");
 /// ```
 #[derive(Clone)]
 pub struct AdaptiveLimiter {
@@ -156,8 +155,7 @@ pub struct LimiterSnapshot {
     pub fill_rate: f64,
     /// The most tokens the bucket holds.
     pub capacity: f64,
-    /// Tokens in the bucket at the last update (negative while callers
-    /// wait for tokens they reserved).
+    /// Tokens in the bucket at the last update.
     pub tokens: f64,
     /// The smoothed rate of responses, per second.
     pub measured_rate: f64,
@@ -208,22 +206,15 @@ impl AdaptiveLimiter {
         now.saturating_duration_since(self.shared.origin).as_nanos() as f64 / 1e9
     }
 
-    /// Takes the token an attempt needs at `now` and returns how long to
-    /// wait before sending it (zero until the first throttle, and while
-    /// the bucket has a token).
-    #[inline]
-    pub fn acquire(&self, now: Instant) -> Duration {
-        if !self.shared.enabled.load(Ordering::Acquire) {
-            return Duration::ZERO;
-        }
-        let t = self.seconds(now);
-        wait_of(self.lock().take(t, f64::INFINITY).unwrap_or(0.0))
-    }
-
-    /// As [`acquire`](Self::acquire), but only if the attempt could be sent
-    /// by `latest` (the call's deadline less what an attempt needs): if
-    /// not, nothing is taken and `None` says the call cannot be sent in
-    /// time, so it stops now instead of sleeping into its deadline.
+    /// Takes the token an attempt needs at `now`: `Ok` means send now;
+    /// `Err(wait)` means the bucket is empty, so sleep `wait` (when the next
+    /// token is due) and ask again, as botocore's waiting loop does. Before
+    /// the first throttle it is always `Ok`.
+    ///
+    /// Nothing is reserved while a caller sleeps, so when the rate rises the
+    /// first caller to ask again gets the token, and a caller whose
+    /// deadline comes before `now + wait` can stop at once: the wait could
+    /// not end in time.
     ///
     /// ```
     /// use stagger::guardrails::AdaptiveLimiter;
@@ -231,17 +222,18 @@ impl AdaptiveLimiter {
     ///
     /// let t0 = Instant::now();
     /// let limiter = AdaptiveLimiter::new(t0);
+    /// assert_eq!(limiter.acquire(t0), Ok(()), "no throttle yet: no pacing");
     /// limiter.record(true, t0); // throttled: now paced at 0.5 per second
-    /// assert_eq!(limiter.try_acquire(t0, t0 + Duration::from_millis(100)), None);
-    /// assert_eq!(limiter.try_acquire(t0, t0 + Duration::from_secs(5)), Some(Duration::from_secs(2)));
+    /// assert_eq!(limiter.acquire(t0), Err(Duration::from_secs(2)));
+    /// assert_eq!(limiter.acquire(t0 + Duration::from_secs(2)), Ok(()));
     /// ```
-    pub fn try_acquire(&self, now: Instant, latest: Instant) -> Option<Duration> {
+    #[inline]
+    pub fn acquire(&self, now: Instant) -> Result<(), Duration> {
         if !self.shared.enabled.load(Ordering::Acquire) {
-            return Some(Duration::ZERO);
+            return Ok(());
         }
         let t = self.seconds(now);
-        let room = latest.saturating_duration_since(now).as_secs_f64();
-        self.lock().take(t, room).map(wait_of)
+        self.lock().take(t).map_err(wait_of)
     }
 
     /// Tells the limiter a response arrived at `now`, and whether the
@@ -305,20 +297,16 @@ impl State {
         self.tokens = self.tokens.min(self.capacity);
     }
 
-    /// Reserves one token at `t` if it is there within `room` seconds;
-    /// returns the wait in seconds.
-    fn take(&mut self, t: f64, room: f64) -> Option<f64> {
+    /// Takes one token at `t`, or says in how many seconds one is due
+    /// (botocore `_acquire` and `_sleep_amount`).
+    fn take(&mut self, t: f64) -> Result<(), f64> {
         self.refill(t);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
-            return Some(0.0);
+            Ok(())
+        } else {
+            Err((1.0 - self.tokens) / self.fill_rate)
         }
-        let wait = (1.0 - self.tokens) / self.fill_rate;
-        if wait > room {
-            return None;
-        }
-        self.tokens -= 1.0;
-        Some(wait)
     }
 
     /// botocore `ClientRateLimiter.on_receiving_response`.
@@ -441,13 +429,27 @@ mod tests {
         let s = limiter.snapshot();
         assert!(s.enabled);
         assert_eq!((s.fill_rate, s.capacity), (0.5, 1.0));
-        // The bucket started empty: each send waits two seconds more.
-        let waits: Vec<_> = (0..3).map(|_| limiter.acquire(t0)).collect();
-        assert_eq!(
-            waits,
-            [2, 4, 6].map(Duration::from_secs),
-            "reservations queue in order"
-        );
+        // The bucket started empty: a token every two seconds.
+        let mut now = t0;
+        let mut sent = Vec::new();
+        for _ in 0..3 {
+            while let Err(wait) = limiter.acquire(now) {
+                now += wait;
+            }
+            sent.push(now - t0);
+        }
+        assert_eq!(sent, [2, 4, 6].map(Duration::from_secs));
+    }
+
+    #[test]
+    fn a_caller_told_to_wait_holds_nothing() {
+        let t0 = Instant::now();
+        let limiter = AdaptiveLimiter::new(t0);
+        limiter.record(true, t0);
+        let before = limiter.snapshot().tokens;
+        assert_eq!(limiter.acquire(t0), Err(Duration::from_secs(2)));
+        assert_eq!(limiter.acquire(t0), Err(Duration::from_secs(2)));
+        assert_eq!(limiter.snapshot().tokens, before, "nothing reserved");
     }
 
     #[test]
@@ -456,24 +458,10 @@ mod tests {
         let limiter = AdaptiveLimiter::new(t0);
         for i in 0..1_000 {
             let now = t0 + Duration::from_millis(i);
-            assert_eq!(limiter.acquire(now), Duration::ZERO);
+            assert_eq!(limiter.acquire(now), Ok(()));
             limiter.record(false, now);
         }
         assert!(!limiter.snapshot().enabled);
-    }
-
-    #[test]
-    fn a_wait_past_the_latest_send_takes_nothing() {
-        let t0 = Instant::now();
-        let limiter = AdaptiveLimiter::new(t0);
-        limiter.record(true, t0);
-        let before = limiter.snapshot().tokens;
-        assert_eq!(limiter.try_acquire(t0, t0 + Duration::from_secs(1)), None);
-        assert_eq!(limiter.snapshot().tokens, before, "nothing reserved");
-        assert_eq!(
-            limiter.try_acquire(t0, t0 + Duration::from_secs(2)),
-            Some(Duration::from_secs(2))
-        );
     }
 
     #[test]
