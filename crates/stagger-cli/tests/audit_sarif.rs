@@ -436,3 +436,53 @@ fn a_path_of_built_in_layers_only_tells_its_findings_as_notifications() {
         "{notes:?}"
     );
 }
+
+#[test]
+fn sarif_places_each_route_of_a_mixed_file_at_its_own_object() {
+    let dir = TempDir::new("audit-sarif");
+    let text = "apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: cart}
+spec:
+  hosts: [cart]
+  http:
+  - route:
+    - destination: {host: cart}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: first}
+spec:
+  rules:
+  - backendRefs: [{name: a}]
+    retry: {attempts: 4, codes: [503]}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: second}
+spec:
+  rules:
+  - backendRefs: [{name: b}]
+    retry: {attempts: 5, codes: [502]}
+";
+    std::fs::write(dir.path("mixed.yaml"), text).unwrap();
+    let d = stagger(&["audit", "mixed.yaml", "--format", "sarif"], &dir);
+    assert_eq!(code(&d), Some(1), "{}", d.stderr);
+    let log: Value = serde_json::from_str(&d.stdout).unwrap();
+    let lines: Vec<i64> = log["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["ruleId"] == "retries_non_idempotent")
+        .map(|r| {
+            r["locations"][0]["physicalLocation"]["region"]["startLine"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let want = [
+        line_with(text, "codes: [503]"),
+        line_with(text, "codes: [502]"),
+    ];
+    assert_eq!(lines, want);
+}

@@ -196,16 +196,22 @@ fn place(
     id: &str,
     message: &str,
 ) -> (String, usize) {
+    let first = selector.split('/').next().unwrap_or("");
+    let short = first.split('.').next().unwrap_or("");
     let (shown, text, names) = match file.split_once('#') {
-        Some((whole, object)) if text_of(texts, whole).is_some() => {
+        // One object of a dump: `FILE#KIND/NAMESPACE/NAME`.
+        Some((whole, object)) if object.contains('/') && text_of(texts, whole).is_some() => {
             let name = object.rsplit('/').next().unwrap_or(object);
             (whole, text_of(texts, whole).unwrap_or(""), vec![name])
         }
-        _ => {
-            let first = selector.split('/').next().unwrap_or("");
-            let short = first.split('.').next().unwrap_or("");
-            (file, text_of(texts, file).unwrap_or(""), vec![first, short])
-        }
+        // The objects one reader takes from a file of several kinds
+        // (`FILE#KIND`): the selector names the object.
+        Some((whole, _)) if text_of(texts, whole).is_some() => (
+            whole,
+            text_of(texts, whole).unwrap_or(""),
+            vec![first, short],
+        ),
+        _ => (file, text_of(texts, file).unwrap_or(""), vec![first, short]),
     };
     let names: Vec<&str> = names.into_iter().filter(|n| !n.is_empty()).collect();
     let at = object_line(text, &names);
