@@ -83,8 +83,11 @@ fn sort_objects(found: &mut Found, objects: Vec<Source>) {
 fn candidate(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+    // AWS shared config files go by `config`, `credentials` and names
+    // ending so (`aws_config`, `shared_config`).
     matches!(ext, "yaml" | "yml" | "json" | "toml" | "conf" | "cfg")
-        || matches!(name, "config" | "credentials")
+        || name.ends_with("config")
+        || name.ends_with("credentials")
 }
 
 /// Whether JSON or TOML text is a gRPC service config or a stagger policy
@@ -180,7 +183,7 @@ fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageErro
         if !candidate(&p) {
             found.skipped.push(Skipped::new(
                 shown,
-                "not a config file by its name (.yaml, .yml, .json, .toml, .conf, .cfg, config, credentials)",
+                "not a config file by its name (.yaml, .yml, .json, .toml, .conf, .cfg, or a name ending in config or credentials)",
             ));
             continue;
         }
