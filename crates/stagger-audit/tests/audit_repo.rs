@@ -159,3 +159,34 @@ fn call_paths_start_where_traffic_enters_not_at_an_app_no_route_reaches() {
         .all(|p| p.hops[0].starts_with("storefront-route.yaml")));
     assert!(!r.paths.is_empty());
 }
+
+// A file of a VirtualService and Istio's mesh config stays one source (the
+// mesh config is no layer of its own); a file of a VirtualService and an
+// HTTPRoute is one source per reader, and a Deployment beside them its own.
+#[test]
+fn a_small_file_of_several_kinds_is_split_by_reader_only_when_readers_differ() {
+    let vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a}\nspec:\n  hosts: [a]\n  http:\n  - route:\n    - destination: {host: a}\n";
+    let mesh = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: istio, namespace: istio-system}\ndata:\n  mesh: |\n    defaultHttpRetryPolicy:\n      attempts: 1\n";
+    let both = format!("{vs}---\n{mesh}");
+    let s = split_dump("mesh.yaml", &both);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].name, "mesh.yaml");
+    let r = audit_repo(&s, &Options::default());
+    assert!(r.unreadable.is_empty(), "{:?}", r.unreadable);
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  rules:\n  - backendRefs: [{name: a}]\n";
+    let deploy =
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d, namespace: x}\nspec: {}\n";
+    let mixed = format!("{vs}---\n{route}---\n{deploy}");
+    let names: Vec<String> = split_dump("m.yaml", &mixed)
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "m.yaml#VirtualService",
+            "m.yaml#HTTPRoute",
+            "m.yaml#Deployment/x/d"
+        ]
+    );
+}

@@ -198,6 +198,14 @@ fn by_reader(name: &str, text: &str, docs: &[Value]) -> Option<Vec<Source>> {
         }
     };
     joins("DestinationRule", "VirtualService", &mut readers);
+    // A mesh config sets the default of the VirtualServices beside it.
+    if let Some(&to) = readers.iter().find(|r| r.contains("VirtualService")) {
+        for r in readers.iter_mut() {
+            if r.contains("mesh config") {
+                *r = to;
+            }
+        }
+    }
     joins("Ingress", "ingress-nginx", &mut readers);
     // An Envoy Gateway policy that targets an HTTPRoute of the file is read
     // with it: the route's own retry goes before the policy's.
