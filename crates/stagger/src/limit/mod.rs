@@ -318,11 +318,16 @@ impl Limiter {
 
     /// The most requests of a kind that may be in flight for one more to be
     /// admitted: the whole limit for first attempts, the limit less the
-    /// reserve for retries.
+    /// reserve for retries. From a limit of 2, a reserve above 0 keeps at
+    /// least one place (rounding down would give retries the whole limit
+    /// below 5 places at the default 20 %); a limit of 1 keeps none, so an
+    /// idle server still serves a retry.
     fn admits(&self, retry: bool) -> u64 {
         let limit = u64::from(self.limit());
         if retry {
-            limit - limit * self.inner.reserve_ppm / 1_000_000
+            let ppm = self.inner.reserve_ppm;
+            let reserved = (limit * ppm / 1_000_000).max(u64::from(limit >= 2 && ppm > 0));
+            limit - reserved
         } else {
             limit
         }
@@ -508,6 +513,22 @@ mod tests {
             l.release(t, Completion::Served, now);
         }
         assert_eq!(l.in_flight(), 0);
+    }
+
+    #[test]
+    fn retries_stop_below_first_attempts_at_small_limits() {
+        // 2 to 4 places at the default 20 % reserve rounded to 0 reserved,
+        // so retries could take every place first attempts could.
+        for n in 2..=12u32 {
+            let l = Limiter::fixed(n);
+            assert!(l.admits(true) < l.admits(false), "limit {n}");
+            assert_eq!(l.admits(false), u64::from(n));
+        }
+        let none = Limiter::builder(Algorithm::Fixed(4))
+            .reserve(0.0)
+            .build()
+            .unwrap();
+        assert_eq!(none.admits(true), 4, "no reserve asked, none kept");
     }
 
     #[test]
