@@ -7,7 +7,7 @@
 //! All integers are big-endian. The token sits at a fixed offset so a Redis script can compare it
 //! without decoding the rest. Decoding checks every length: a record written by something else
 //! is an error, never a panic.
-#![cfg_attr(not(any(feature = "redis", feature = "postgres")), allow(dead_code))]
+#![cfg_attr(not(all(feature = "redis", feature = "postgres")), allow(dead_code))]
 
 use super::{Fingerprint, StoreError, StoredResponse, Token};
 use bytes::Bytes;
