@@ -423,3 +423,39 @@ fn every_file_of_the_published_folders_is_audited_or_listed_as_skipped() {
         }
     }
 }
+
+#[test]
+fn the_text_lists_a_screen_of_files_skipped_by_name_and_counts_the_rest() {
+    let dir = TempDir::new("audit-repo");
+    std::fs::create_dir_all(dir.path("tree/src")).unwrap();
+    for i in 0..25 {
+        std::fs::write(dir.path(&format!("tree/src/m{i:02}.rs")), "fn main() {}\n").unwrap();
+    }
+    std::fs::write(
+        dir.path("tree/deploy.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {}\n",
+    )
+    .unwrap();
+    let t = stagger(&["audit", "tree"], &dir);
+    assert!(matches!(code(&t), Some(0 | 1)), "{}", t.stderr);
+    assert!(
+        t.stdout
+            .contains("  tree/deploy.yaml: a Kubernetes Deployment"),
+        "{}",
+        t.stdout
+    );
+    let listed = t
+        .stdout
+        .lines()
+        .filter(|l| l.contains("tree/src/m"))
+        .count();
+    assert_eq!(listed, 20, "{}", t.stdout);
+    assert!(
+        t.stdout
+            .contains("… and 5 more files not named as configs (--format json lists every one)"),
+        "{}",
+        t.stdout
+    );
+    let j = stagger(&["audit", "tree", "--format", "json"], &dir);
+    assert_eq!(json(&j)["skipped"].as_array().unwrap().len(), 26);
+}

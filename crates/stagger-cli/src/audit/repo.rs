@@ -79,6 +79,11 @@ fn sort_objects(found: &mut Found, objects: Vec<Source>) {
     }
 }
 
+/// Why a file is skipped by its name alone.
+const BY_NAME: &str = "not a config file by its name";
+/// The files skipped by their name that the text lists one by one.
+const NAMED_SHOWN: usize = 20;
+
 /// Whether a file's name says it may be a retry config the audit reads.
 fn candidate(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -183,7 +188,7 @@ fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageErro
         if !candidate(&p) {
             found.skipped.push(Skipped::new(
                 shown,
-                "not a config file by its name (.yaml, .yml, .json, .toml, .conf, .cfg, or a name ending in config or credentials)",
+                format!("{BY_NAME} (.yaml, .yml, .json, .toml, .conf, .cfg, or a name ending in config or credentials)"),
             ));
             continue;
         }
@@ -407,8 +412,22 @@ fn text(
     }
     if !skipped.is_empty() {
         let _ = writeln!(s, "\nSkipped (not retry configs the audit reads):");
-        for k in skipped {
+        // Every object and config file skipped for what it holds; files
+        // skipped by their name (a repository's sources) up to a screen.
+        let by_name = |k: &&Skipped| k.reason.starts_with(BY_NAME);
+        for k in skipped.iter().filter(|k| !by_name(k)) {
             let _ = writeln!(s, "  {}: {}", k.name, k.reason);
+        }
+        let named: Vec<&Skipped> = skipped.iter().filter(by_name).collect();
+        for k in named.iter().take(NAMED_SHOWN) {
+            let _ = writeln!(s, "  {}: {}", k.name, k.reason);
+        }
+        if named.len() > NAMED_SHOWN {
+            let _ = writeln!(
+                s,
+                "  … and {} more files not named as configs (--format json lists every one)",
+                named.len() - NAMED_SHOWN
+            );
         }
     }
     let objects = repo.objects.len() + clients.len();
