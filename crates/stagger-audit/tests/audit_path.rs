@@ -2,7 +2,7 @@
 //! (the folder of published mesh configs beside the repository, read by
 //! path), and each reader's defaults against the rule its system documents.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

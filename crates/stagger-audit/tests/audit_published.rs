@@ -2,7 +2,7 @@
 //! the folder of published configs beside the repository, and each form
 //! those files use, read by the library's import and measured on its engine.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use stagger_audit::{audit, Input, Report};

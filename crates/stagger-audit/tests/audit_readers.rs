@@ -3,7 +3,7 @@
 //! published folder beside the repository), each held to the numbers its
 //! system documents.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

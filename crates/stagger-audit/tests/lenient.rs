@@ -1,7 +1,7 @@
 //! Published service configs read through the audit's lenient front to the import:
 //! the forms real files use are read and named, never silently accepted.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use stagger::config::ServiceConfig;
