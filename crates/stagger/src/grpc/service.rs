@@ -112,6 +112,9 @@ struct Sends<'a, S, M, B> {
     timed: Vec<(u32, Instant, Duration)>,
     hook: Option<&'a AttemptHook>,
     last_class: Option<Class>,
+    /// The gRPC status of the answer judged last (the answer the loop
+    /// ends with, when it ends with one), read once.
+    last_status: Option<u32>,
     /// The call's and its attempts' spans (feature `opentelemetry`).
     #[cfg(feature = "opentelemetry")]
     spans: Option<crate::otel::GrpcSpans>,
@@ -146,8 +149,12 @@ where
     }
 
     fn judge(&mut self, a: &Attempt, answer: &Answer<Self::Answer>) -> Verdict {
+        self.last_status = match answer {
+            Answer::Came(Ok(resp)) => attempt_status(resp.status(), resp.headers()),
+            _ => None,
+        };
         let f = match answer {
-            Answer::Came(Ok(resp)) => match attempt_status(resp.status(), resp.headers()) {
+            Answer::Came(Ok(resp)) => match self.last_status {
                 Some(0) => return Verdict::Report(Outcome::Success),
                 Some(code) => status_failure(code, resp.headers(), self.codes).0,
                 // Headers without a status: this attempt commits the call;
@@ -184,7 +191,8 @@ where
         let Some(hook) = self.hook else { return };
         let (status, error, pushback_ms) = match j.answer {
             Answer::Came(Ok(resp)) => {
-                let code = attempt_status(resp.status(), resp.headers());
+                // Told right after `judge` read this answer's status.
+                let code = self.last_status;
                 let pushback = code
                     .filter(|c| *c != 0)
                     .and_then(|c| status_failure(c, resp.headers(), self.codes).1);
@@ -262,6 +270,7 @@ where
         timed: Vec::new(),
         hook: d.shared.hook.as_ref(),
         last_class: None,
+        last_status: None,
         #[cfg(feature = "opentelemetry")]
         spans: d
             .shared
@@ -287,8 +296,8 @@ where
             if finish.end == End::Taken {
                 return Ok(committed(d, resp));
             }
-            let status = attempt_status(resp.status(), resp.headers());
-            Last::Response(resp, status)
+            // The last answer is the one judged last: its status is read.
+            Last::Response(resp, sends.last_status)
         }
         Some(Answer::Came(Err(e))) => {
             let kind = match d.last_class {
