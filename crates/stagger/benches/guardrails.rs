@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo bench -p stagger --bench guardrails -- --warm-up-time 1 --measurement-time 3
+//! cargo bench -p stagger --bench guardrails -- --warm-up-time 1 --measurement-time 3 'breaker call by state|pacing vs withdraw'
 //! ```
 //!
 //! Each measurement runs `iters` operations on every thread at once (they
@@ -24,7 +25,7 @@ use stagger::budget::{
     Budget, QuotaBudget, QuotaBudgetConfig, RatioBudget, RatioBudgetConfig, RefillBudget,
     RefillBudgetConfig, TokenBucket,
 };
-use stagger::guardrails::BreakerConfig;
+use stagger::guardrails::{AdaptiveLimiter, BreakerConfig, Transition};
 use stagger::{Breaker, Failure, Outcome};
 use tower::retry::budget::{Budget as _, TpsBudget};
 
@@ -324,6 +325,89 @@ fn breakers(c: &mut Criterion) {
     );
 }
 
+/// A breaker call (acquire and record) in each state an operator can set,
+/// beside the closed breaker's.
+fn breaker_states(c: &mut Criterion) {
+    let now = Instant::now();
+    for (name, to) in [
+        ("closed", None),
+        ("disabled", Some(Transition::Disable)),
+        ("metrics_only", Some(Transition::MetricsOnly)),
+        ("forced_open", Some(Transition::ForceOpen)),
+    ] {
+        contended(
+            c,
+            "breaker call by state",
+            name,
+            || {
+                let b = Breaker::default();
+                if let Some(t) = to {
+                    b.transition(t, now);
+                }
+                b
+            },
+            |b| {
+                if let Ok(p) = b.acquire(black_box(now)) {
+                    b.record(p, &Outcome::Success, None, black_box(now));
+                }
+            },
+        );
+    }
+}
+
+/// What pacing costs each attempt while nothing is throttled (the
+/// adaptive limiter's success path), beside a ratio budget's granted
+/// withdrawal; and the limiter once a throttle has enabled it.
+fn adaptive(c: &mut Criterion) {
+    let now = Instant::now();
+    let failure = Failure::transient();
+    contended(
+        c,
+        "pacing vs withdraw",
+        "adaptive acquire (success path)",
+        || AdaptiveLimiter::new(now),
+        |l| {
+            black_box(l.acquire(black_box(now))).ok();
+        },
+    );
+    contended(
+        c,
+        "pacing vs withdraw",
+        "adaptive acquire (enabled)",
+        || {
+            let l = AdaptiveLimiter::new(now);
+            l.record(true, now);
+            l
+        },
+        |l| {
+            black_box(l.acquire(black_box(now))).ok();
+        },
+    );
+    contended(
+        c,
+        "pacing vs withdraw",
+        "adaptive record (success)",
+        || AdaptiveLimiter::new(now),
+        |l| l.record(false, black_box(now)),
+    );
+    contended(
+        c,
+        "pacing vs withdraw",
+        "ratio withdraw",
+        || {
+            RatioBudget::new(RatioBudgetConfig {
+                floor: 1_000_000_000,
+                floor_per_request: None,
+                ..Default::default()
+            })
+            .unwrap()
+        },
+        |b| {
+            black_box(b.try_withdraw(&failure, black_box(now)));
+        },
+    );
+}
+
 fn reference(c: &mut Criterion) {
     contended(
         c,
@@ -336,5 +420,12 @@ fn reference(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, reference, budgets, breakers);
+criterion_group!(
+    benches,
+    reference,
+    budgets,
+    breakers,
+    breaker_states,
+    adaptive
+);
 criterion_main!(benches);

@@ -621,6 +621,9 @@ impl Inner {
                 probe: false,
             });
         }
+        if state_of(w) == FORCED {
+            return self.admit_forced(w);
+        }
         self.admit_slow(w, now, extra)
     }
 
@@ -631,9 +634,6 @@ impl Inner {
         now: Instant,
         extra: Option<&dyn Observer>,
     ) -> Result<Permit, BreakerOpen> {
-        if state_of(w) == FORCED {
-            return self.admit_forced(w);
-        }
         let now_ns = self.time.nanos(now);
         let deadline = now_ns.saturating_add(self.cfg.probe_timeout_ns);
         loop {
