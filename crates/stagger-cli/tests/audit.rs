@@ -2,8 +2,8 @@
 //! `examples/audit`, its exit codes (0 clean, 1 findings, 2 unusable input)
 //! and its JSON.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use common::*;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! packages, in `<workspace>/target/audit-venv` (made by `.ci/run`).
 //! Without them the tests print a note and pass, except under `CI`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -3,8 +3,8 @@
 //! says in one line what it found; the published files beside the
 //! repository are read without an unusable-input exit.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use common::*;
 use serde_json::Value;

@@ -3,8 +3,8 @@
 //! ones reported), a `kubectl get … -A -o yaml` dump read from stdin, and
 //! every call path the routes imply printed worst first.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::time::Duration;
 

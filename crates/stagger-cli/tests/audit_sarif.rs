@@ -5,8 +5,8 @@
 //! `STAGGER_SARIF_PYTHON` for another interpreter). Without it the tests
 //! print a note and pass, except under `CI`, where a missing validator fails.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

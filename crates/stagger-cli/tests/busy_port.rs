@@ -1,7 +1,7 @@
 //! A port a server subcommand cannot listen on is the same exit code
 //! whichever subcommand it is: 1, the machine's state, not a usage error.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 

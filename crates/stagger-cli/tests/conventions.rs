@@ -2,7 +2,7 @@
 //! timeout(1) and curl expects them: bare seconds, 0 = no limit, one
 //! `--format text|json`, `-v`/`-q`, help with examples and exit status.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

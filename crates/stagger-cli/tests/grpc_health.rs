@@ -1,8 +1,7 @@
 //! `stagger grpc health` against tonic-health on 127.0.0.1 behind a
 //! scripted fault layer: exit codes, the JSON, retries and their limits.
 
-#[path = "../../stagger/tests/grpc_support/mod.rs"]
-mod grpc_support;
+use crate::grpc_support;
 
 use std::process::Output;
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! `stagger grpc health` against a grpcio health server scripted to fail
 //! (Python, `crates/stagger/tests/interop/fault_server.py`).
 
-#[path = "../../stagger/tests/interop/mod.rs"]
-mod interop;
+use crate::interop;
 
 use std::process::{Command, Output};
 

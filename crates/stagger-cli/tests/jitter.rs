@@ -1,6 +1,6 @@
 //! `stagger sleep` and `stagger jitter` as scripts use them: the real binary.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! 400 naming them, foreign `Host`s are refused, and the decide endpoint
 //! answers with the engine's decision.
 
-mod lab_util;
+use crate::lab_util;
 
 use std::process::Command;
 

@@ -7,16 +7,12 @@
 //! Without chromium and chromedriver the test prints a note and passes,
 //! unless `CI` is set: then it fails.
 
-mod lab_util;
+use crate::webdriver;
 
 use std::time::Duration;
 
 use serde_json::Value;
 use webdriver::{open, Session};
-
-#[path = "lab_browser/webdriver.rs"]
-#[allow(dead_code)]
-mod webdriver;
 
 const LONG: Duration = Duration::from_secs(90);
 

@@ -5,7 +5,7 @@
 //! past its limit. Backoff bases are a few milliseconds so the suite stays
 //! fast; time tolerances are stated where they are checked.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
