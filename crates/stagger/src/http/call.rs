@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 
 use super::inbound::{outbound_priority, Inbound};
 use super::TokioClock;
@@ -564,8 +564,10 @@ impl Settings {
     }
 }
 
-/// `Idempotent-Replayed`: the server's mark on a stored answer it sent again.
-const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+/// `Idempotent-Replayed`: the server's mark on a stored answer it sent again
+/// (a `HeaderName`, so reading it on every answer parses no name).
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 
 /// Whether an answer is a replay (`Idempotent-Replayed: true`, the value
 /// read without regard to case).
