@@ -347,7 +347,22 @@ impl Facts {
             .cloned()
             .or_else(Inbound::current);
         let named = options.and_then(CallOptions::get_priority);
-        let priority = outbound_priority(named, headers, found.as_ref());
+        // The request's own key, priority and content type, found in one
+        // pass over its names: a name compared is cheaper than one hashed
+        // and looked up, and most requests carry none of them.
+        let (mut has_key, mut has_priority, mut has_type) = (false, false, false);
+        for name in headers.keys() {
+            has_key |= *name == IDEMPOTENCY_KEY;
+            has_priority |= *name == PRIORITY;
+            has_type |= *name == http::header::CONTENT_TYPE;
+        }
+        // Nothing to write when the call names no priority and serves no
+        // inbound request (nor one the request already carries).
+        let priority = if named.is_some() || (found.is_some() && !has_priority) {
+            outbound_priority(named, headers, found.as_ref())
+        } else {
+            None
+        };
         let inbound = found.filter(|_| settings.one_layer || settings.propagate_deadline);
         let policy = options.and_then(|o| o.policy.clone());
         // Boxed: rare, and large next to everything else a call keeps.
@@ -356,11 +371,10 @@ impl Facts {
             Box::new((p, hedging))
         }));
         let mut key = None;
-        if settings.idempotency_keys && needs_key(method) && !headers.contains_key(IDEMPOTENCY_KEY)
-        {
+        if settings.idempotency_keys && needs_key(method) && !has_key {
             key = Some(new_idempotency_key());
         }
-        let grpc = is_grpc(headers);
+        let grpc = has_type && is_grpc(headers);
         // A gRPC call is always a POST: its contract is the method's retry
         // policy, not the HTTP method rule.
         let idempotency = match options.and_then(|o| o.idempotent) {
@@ -397,7 +411,7 @@ impl Facts {
             one_layer: settings.one_layer,
             grpc,
             grpc_retryable: settings.grpc_retryable_codes.clone(),
-            keyed: key.is_some() || headers.contains_key(IDEMPOTENCY_KEY),
+            keyed: key.is_some() || has_key,
             key,
             priority,
             inbound,
