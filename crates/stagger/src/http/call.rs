@@ -637,6 +637,10 @@ pub(crate) fn propagate_priority(headers: &mut HeaderMap, extensions: &Extension
     let named = extensions
         .get::<CallOptions>()
         .and_then(CallOptions::get_priority);
+    if named.is_none() && inbound.is_none() {
+        // No priority to send: the request's headers need not be read.
+        return;
+    }
     if let Some(v) = outbound_priority(named, headers, inbound.as_ref()) {
         headers.insert(PRIORITY, v);
     }
