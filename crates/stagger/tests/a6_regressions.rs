@@ -4,7 +4,7 @@
 //! "Transparent Retries", "Hedging Policy", "Validation of retryPolicy").
 //! Scripted tower service, paused tokio time: every wait is exact.
 
-mod grpc_scripted;
+use crate::grpc_scripted;
 
 use std::time::Duration;
 

@@ -34,6 +34,10 @@ const FOREIGN: &[&str] = &[
     "Vec",
     "Request",
     "Response",
+    // Names of the AWS SDKs the adaptive limiter's docs compare with: the
+    // Rust SDK's limiter type and an AWS throttling error code.
+    "ClientRateLimiter",
+    "ThrottlingException",
     "ServiceBuilder",
     "Router",
     "Status",

@@ -2,7 +2,7 @@
 //! under paused tokio time: one throttling bucket per channel, transparent
 //! retries, a proxy's HTTP errors, and finding a method's policy.
 
-mod grpc_scripted;
+use crate::grpc_scripted;
 
 use bytes::Bytes;
 use grpc_scripted::{a6, call, request, unavailable, Scripted, Step};

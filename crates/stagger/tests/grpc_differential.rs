@@ -13,7 +13,7 @@
 //! no `hedgingPolicy`) the test says so and checks each against its own
 //! rule; docs/behaviour.md names the difference.
 
-mod interop;
+use crate::interop;
 
 use std::path::Path;
 use std::process::Command;

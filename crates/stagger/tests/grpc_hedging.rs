@@ -3,7 +3,7 @@
 //! and exact, and the script records when each attempt went out, what it
 //! carried, and whether it got to answer or was cancelled.
 
-mod grpc_scripted;
+use crate::grpc_scripted;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

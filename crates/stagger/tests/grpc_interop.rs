@@ -6,7 +6,7 @@
 //! stagger's server layers, `ShedLayer` and `DeadlineLayer`, on a tonic
 //! server. See `interop/mod.rs` for how the interpreter is found.
 
-mod interop;
+use crate::interop;
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -4,7 +4,7 @@
 //! rules (throttling, transparent retries, proxies, method lookup) are in
 //! `grpc_channel.rs`.
 
-mod grpc_scripted;
+use crate::grpc_scripted;
 
 use std::time::Duration;
 

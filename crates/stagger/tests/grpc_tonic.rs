@@ -3,7 +3,7 @@
 //! request bodies (tonic's, which are not `Clone`) replayed, and what a
 //! tonic caller sees.
 
-mod grpc_support;
+use crate::grpc_support;
 
 use std::time::Duration;
 

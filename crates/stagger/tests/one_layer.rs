@@ -2,7 +2,7 @@
 //! one-layer rule keeps C's load at most 4 attempts per request to A, where
 //! four layers of four attempts each would send it 64.
 
-mod common;
+use crate::common;
 
 use stagger::Backoff;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! (hooks never called, waits never counted, the one-layer mark never set).
 //! Every test runs under paused tokio time: each wait is virtual and exact.
 
-mod grpc_scripted;
+use crate::grpc_scripted;
 
 use stagger::Backoff;
 use std::convert::Infallible;

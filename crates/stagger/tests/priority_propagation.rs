@@ -3,8 +3,8 @@
 //! and the tower layer, and over gRPC through a real tonic channel; the
 //! call's own `CallOptions` or header win over the inbound one.
 
-mod common;
-mod grpc_support;
+use crate::common;
+use crate::grpc_support;
 
 use stagger::Backoff;
 use std::sync::{Arc, Mutex};

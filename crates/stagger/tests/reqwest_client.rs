@@ -1,7 +1,7 @@
 //! The reqwest middleware against the scripted server: the same rules as
 //! the tower layer, through reqwest.
 
-mod common;
+use crate::common;
 
 use stagger::Backoff;
 use std::time::{Duration, Instant};

@@ -9,7 +9,7 @@
 //! clock, so they see the same virtual time. A socket would add nothing
 //! the layers look at.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

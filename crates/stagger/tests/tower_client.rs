@@ -18,7 +18,7 @@
 //! backoff sleep between attempts is the only timer, armed when no attempt
 //! is in flight.
 
-mod common;
+use crate::common;
 
 use stagger::Backoff;
 use std::convert::Infallible;
