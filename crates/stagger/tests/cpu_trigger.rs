@@ -181,6 +181,8 @@ async fn the_trigger_sheds_sheddable_work_and_serves_critical_work() {
     let mut rng = FastRng::seeded(3);
     let mut now = Instant::now();
     let (mut served, mut offered) = ([0u32; 2], [0u32; 2]);
+    // The smoothed utilisation of each tick once the loop has settled.
+    let mut held = Vec::with_capacity(400);
     for tick in 0..600 {
         let mut admitted = 0u32;
         for _ in 0..100 {
@@ -205,6 +207,9 @@ async fn the_trigger_sheds_sheddable_work_and_serves_critical_work() {
         now += TICK;
         let u = (f64::from(admitted) / 62.5 + noise(&mut rng, 0.02)).min(1.0);
         trigger.observe(now, u);
+        if tick >= 200 {
+            held.push(trigger.utilisation());
+        }
     }
     let critical = f64::from(served[1]) / f64::from(offered[1]);
     let sheddable = f64::from(served[0]) / f64::from(offered[0]);
@@ -214,11 +219,13 @@ async fn the_trigger_sheds_sheddable_work_and_serves_critical_work() {
         (sheddable - 0.375).abs() < 0.05,
         "sheddable served {sheddable}"
     );
-    assert!(
-        (trigger.utilisation() - 0.8).abs() < 0.05,
-        "{}",
-        trigger.utilisation()
-    );
+    // The loop holds the target: the mean of the settled ticks' smoothed
+    // utilisation. The layer draws its shedding from a generator keyed per
+    // process, so one tick's value varies from run to run: the last tick
+    // alone missed ±0.05 in 1 run of 20; the mean of the 400 settled ticks
+    // held in 30 of 30.
+    let mean = held.iter().sum::<f64>() / held.len() as f64;
+    assert!((mean - 0.8).abs() < 0.05, "settled utilisation {mean}");
     let stats = layer.stats();
     assert!(stats.shed_cpu > 0 && stats.shed_cpu == stats.shed_first);
     let critical_shed = stats.shed_by_priority[usize::from(Priority::CRITICAL.rank())];
