@@ -108,21 +108,24 @@ pub(crate) fn objects_within(
     limit: usize,
 ) -> Result<Vec<Value>, PathError> {
     let mut out = Vec::new();
-    for d in tree::documents_within(name, text, limit)? {
-        let is_list = tree::string(&d, "kind").is_some_and(|k| k == "List" || k.ends_with("List"))
-            && tree::get(&d, "items").is_some_and(Value::is_array);
-        if is_list {
-            out.extend(
-                tree::list(&d, "items")
-                    .iter()
-                    .filter(|i| !i.is_null())
-                    .cloned(),
-            );
+    for mut d in tree::documents_within(name, text, limit)? {
+        if is_list(&d) {
+            // The items are moved out, not copied: a dump's tree is held once.
+            if let Some(Value::Array(items)) = tree::take(&mut d, "items") {
+                out.extend(items.into_iter().filter(|i| !i.is_null()));
+            }
         } else {
             out.push(d);
         }
     }
     Ok(out)
+}
+
+/// Whether a document is a Kubernetes list (`kind: List`, `…List`) of
+/// items.
+pub(crate) fn is_list(d: &Value) -> bool {
+    tree::string(d, "kind").is_some_and(|k| k == "List" || k.ends_with("List"))
+        && tree::get(d, "items").is_some_and(Value::is_array)
 }
 
 /// What one object is read as, in words (every object the audit does not

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::detect::{objects, objects_within, reader, ISTIO_SIDECAR};
+use super::detect::{is_list, objects, objects_within, reader, ISTIO_SIDECAR};
 use super::{audit_file, audit_path, resilience4j, tree};
 use super::{GatewayImpl, Options, PathError, PathInput, PathReport};
 
@@ -117,55 +117,132 @@ pub fn split_dump(name: &str, text: &str) -> Vec<Source> {
             text: text.to_string(),
         }]
     };
+    // A list as kubectl prints it is read item by item: only one object's
+    // tree is held at a time, never the dump's.
+    if let Some(items) = list_one_by_one(name, text) {
+        return grouped(items);
+    }
     let Ok(docs) = objects_within(name, text, tree::MAX_DUMP_BYTES) else {
         return whole();
     };
     if docs.len() <= SPLIT_ABOVE {
         return by_reader(name, text, &docs).unwrap_or_else(whole);
     }
-    // The host an Istio object is about, short name and namespace.
-    let key = |d: &Value| -> Option<(String, String)> {
-        let ns = namespace(d);
-        let spec = tree::get(d, "spec")?;
-        let host = match tree::string(d, "kind")? {
-            "VirtualService" => tree::list(spec, "hosts").first()?.as_str()?,
-            "DestinationRule" => tree::string(spec, "host")?,
-            _ => return None,
+    let items = docs
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| DumpObject::of(name, i, &d))
+        .collect();
+    grouped(items)
+}
+
+/// One object of a dump as [`split_dump`] keeps it once parsed: what it
+/// is grouped by, its source name and its text, not its tree.
+struct DumpObject {
+    /// The host an Istio object is about (short name, namespace).
+    key: Option<(String, String)>,
+    /// Its source name (`FILE#KIND/NAMESPACE/NAME`, or `FILE#N`).
+    name: String,
+    /// It as compact JSON.
+    text: String,
+}
+
+impl DumpObject {
+    /// The `i`-th (from 0) object `d` of file `file`.
+    fn of(file: &str, i: usize, d: &Value) -> DumpObject {
+        let name = match tree::string(d, "kind") {
+            Some(_) => object_name(file, d),
+            // Not a Kubernetes object (an application's config): its place.
+            None => format!("{file}#{}", i + 1),
         };
-        let h = Host::parse(host, ns);
-        Some((h.short, h.ns.unwrap_or_default()))
+        DumpObject {
+            key: host_key(d),
+            name,
+            text: d.to_string(),
+        }
+    }
+}
+
+/// The host an Istio `VirtualService` or `DestinationRule` is about, as
+/// its short name and namespace.
+fn host_key(d: &Value) -> Option<(String, String)> {
+    let ns = namespace(d);
+    let spec = tree::get(d, "spec")?;
+    let host = match tree::string(d, "kind")? {
+        "VirtualService" => tree::list(spec, "hosts").first()?.as_str()?,
+        "DestinationRule" => tree::string(spec, "host")?,
+        _ => return None,
     };
+    let h = Host::parse(host, ns);
+    Some((h.short, h.ns.unwrap_or_default()))
+}
+
+/// The objects of a list printed as kubectl prints it (see
+/// [`tree::list_items`]), each parsed alone; `None` when the text is not
+/// of that shape, an item does not read alone (an alias to another item),
+/// or it holds no more than [`SPLIT_ABOVE`] objects: it is then read
+/// whole.
+fn list_one_by_one(name: &str, text: &str) -> Option<Vec<DumpObject>> {
+    if text.len() > tree::MAX_DUMP_BYTES {
+        return None;
+    }
+    let (header, items) = tree::list_items(text)?;
+    if items.len() <= SPLIT_ABOVE {
+        return None;
+    }
+    let head = tree::documents_within(name, &header, tree::MAX_DUMP_BYTES).ok()?;
+    if head.len() != 1 || !is_list(&head[0]) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let mut docs = tree::documents_within(name, item, tree::MAX_DUMP_BYTES).ok()?;
+        let Some(Value::Array(mut one)) = docs.pop() else {
+            return None;
+        };
+        if !docs.is_empty() || one.len() != 1 {
+            return None;
+        }
+        let d = one.pop()?;
+        if !d.is_null() {
+            out.push(DumpObject::of(name, out.len(), &d));
+        }
+    }
+    (out.len() > SPLIT_ABOVE).then_some(out)
+}
+
+/// The sources of a dump's objects: one per object, the Istio
+/// `DestinationRule`s of a `VirtualService`'s host with it as a list.
+fn grouped(mut objects: Vec<DumpObject>) -> Vec<Source> {
     let mut groups: HashMap<(String, String), Vec<usize>> = HashMap::new();
-    let keys: Vec<Option<(String, String)>> = docs.iter().map(key).collect();
-    for (i, k) in keys.iter().enumerate() {
-        if let Some(k) = k {
+    for (i, o) in objects.iter().enumerate() {
+        if let Some(k) = &o.key {
             groups.entry(k.clone()).or_default().push(i);
         }
     }
+    // A list of several objects, keys in the order serde_json writes them.
+    let shell =
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": "\u{0}"}).to_string();
     let mut out = Vec::new();
-    for (i, d) in docs.iter().enumerate() {
-        let members = match &keys[i] {
-            Some(k) => match groups.get(k) {
-                Some(g) if g[0] == i => g.clone(),
-                Some(_) => continue,
-                None => vec![i],
-            },
+    for i in 0..objects.len() {
+        let members = match objects[i].key.as_ref().and_then(|k| groups.get(k)) {
+            Some(g) if g[0] == i => g.clone(),
+            Some(_) => continue,
             None => vec![i],
         };
-        let meta = tree::get(d, "metadata");
-        let field = |k: &str| meta.and_then(|m| tree::string(m, k)).unwrap_or("-");
         let text = if members.len() == 1 {
-            d.to_string()
+            std::mem::take(&mut objects[i].text)
         } else {
-            let items: Vec<&Value> = members.iter().map(|&j| &docs[j]).collect();
-            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()
+            let items: Vec<String> = members
+                .iter()
+                .map(|&j| std::mem::take(&mut objects[j].text))
+                .collect();
+            shell.replacen("\"\\u0000\"", &format!("[{}]", items.join(",")), 1)
         };
-        let name = match tree::string(d, "kind") {
-            Some(kind) => format!("{name}#{kind}/{}/{}", field("namespace"), field("name")),
-            // Not a Kubernetes object (an application's config): its place.
-            None => format!("{name}#{}", i + 1),
-        };
-        out.push(Source { name, text });
+        out.push(Source {
+            name: std::mem::take(&mut objects[i].name),
+            text,
+        });
     }
     out
 }
@@ -610,4 +687,91 @@ pub fn audit_repo(sources: &[Source], o: &Options) -> RepoReport {
             .total_cmp(&a.report.dead.bottom_attempts)
     });
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(kind: &str, name: &str, spec: &str) -> String {
+        format!("- apiVersion: networking.istio.io/v1\n  kind: {kind}\n  metadata: {{name: {name}, namespace: prod}}\n  spec:\n{spec}")
+    }
+
+    /// A list as kubectl prints it: VirtualServices, a DestinationRule of
+    /// one of their hosts, a comment, a null item and an application
+    /// config, with the list's own keys before and after the items.
+    fn list(n: usize) -> String {
+        let mut s = String::from("apiVersion: v1\nitems:\n# the objects\n");
+        for i in 0..n {
+            s += &object(
+                "VirtualService",
+                &format!("svc-{i}"),
+                &format!("    hosts: [svc-{i}]\n    http:\n    - route:\n      - destination: {{host: svc-{i}}}\n      retries: {{attempts: 2}}\n"),
+            );
+        }
+        s += &object(
+            "DestinationRule",
+            "svc-3",
+            "    host: svc-3\n    trafficPolicy: {connectionPool: {http: {maxRetries: 1}}}\n",
+        );
+        s += "-\n- spring:\n    application: {name: shop}\n";
+        s + "kind: List\nmetadata:\n  resourceVersion: \"\"\n"
+    }
+
+    /// The sources of a whole read of `text`: every object parsed at once.
+    fn read_whole(text: &str) -> Vec<Source> {
+        let docs = objects_within("-", text, tree::MAX_DUMP_BYTES).unwrap();
+        grouped(
+            docs.iter()
+                .enumerate()
+                .map(|(i, d)| DumpObject::of("-", i, d))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_kubectl_list_read_item_by_item_gives_the_sources_of_a_whole_read() {
+        let text = list(60);
+        let one_by_one = list_one_by_one("-", &text).expect("the list reads item by item");
+        assert_eq!(one_by_one.len(), 62, "the null item is no object");
+        let sources = grouped(one_by_one);
+        assert_eq!(sources, read_whole(&text));
+        assert_eq!(sources, split_dump("-", &text));
+        assert_eq!(sources.len(), 61, "the DestinationRule goes with svc-3");
+        assert_eq!(
+            sources[60].name, "-#62",
+            "the application is the 62nd object"
+        );
+        // A host's objects as one list, as serde_json writes it.
+        let docs = objects_within("-", &text, tree::MAX_DUMP_BYTES).unwrap();
+        let with =
+            serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [&docs[3], &docs[60]]});
+        assert_eq!(sources[3].text, with.to_string());
+    }
+
+    #[test]
+    fn a_list_whose_items_do_not_read_alone_is_read_whole() {
+        // The second item uses an anchor the first defines.
+        let text = list(60).replacen("retries: {attempts: 2}", "retries: &r {attempts: 2}", 1);
+        let text = text.replacen("retries: {attempts: 2}", "retries: *r", 1);
+        assert!(list_one_by_one("-", &text).is_none());
+        let sources = split_dump("-", &text);
+        assert_eq!(sources, read_whole(&text));
+        assert!(sources[1].text.contains("\"attempts\":2"));
+    }
+
+    #[test]
+    fn only_a_list_printed_as_kubectl_prints_it_is_read_item_by_item() {
+        let items = list(60);
+        // Items indented under `items:`, several documents, no list at all.
+        let indented = items.replace("\n- ", "\n  - ").replace("\n  ", "\n    ");
+        assert!(tree::list_items(&indented).is_none());
+        assert!(tree::list_items(&format!("{items}---\na: 1\n")).is_none());
+        assert!(tree::list_items("kind: List\nitems: []\n").is_none());
+        // Sixty items of a kind that is not a list are not its items.
+        let not_a_list = items.replace("kind: List", "kind: Deployment");
+        assert!(list_one_by_one("-", &not_a_list).is_none());
+        // Few objects: the file is read as a whole, as before.
+        assert!(list_one_by_one("-", &list(10)).is_none());
+    }
 }

@@ -54,6 +54,76 @@ pub(crate) fn documents_within(
         .map_err(|e| PathError::new(file, "", yaml_problem(&e.to_string())))
 }
 
+/// The items of a list as `kubectl get … -o yaml` prints it, each as its
+/// own text, so a dump is parsed one object at a time instead of as one
+/// tree of every object: `Some((header, items))` when `text` is one YAML
+/// document whose column-0 `items:` key holds a block sequence written at
+/// column 0 (`- ` lines). `header` is the rest of the document with
+/// `items: []` in place of the sequence; each item is a one-element YAML
+/// sequence (`- kind: …` and its indented lines). `None` for any other
+/// shape (several documents, an indented or flow sequence), which is then
+/// read whole.
+pub(crate) fn list_items(text: &str) -> Option<(String, Vec<&str>)> {
+    let mut header = String::new();
+    let mut items = Vec::new();
+    let mut in_items = false;
+    let mut seen_items = false;
+    let mut start: Option<usize> = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let here = at;
+        at += line.len();
+        let blank = line.trim().is_empty() || line.trim_start().starts_with('#');
+        let indented = line.starts_with([' ', '\t']);
+        if blank || indented {
+            if in_items {
+                // Inside an item, or a comment before the first one; an
+                // indented sequence (`  - …`) is not this shape.
+                if start.is_none() && !blank {
+                    return None;
+                }
+            } else {
+                header.push_str(line);
+            }
+            continue;
+        }
+        if line.starts_with("---") || line.starts_with("...") || line.starts_with('%') {
+            return None;
+        }
+        let item = line.starts_with('-')
+            && matches!(
+                line.as_bytes().get(1),
+                None | Some(b' ' | b'\t' | b'\n' | b'\r')
+            );
+        if in_items && item {
+            if let Some(s) = start.replace(here) {
+                items.push(&text[s..here]);
+            }
+            continue;
+        }
+        if in_items {
+            if let Some(s) = start.take() {
+                items.push(&text[s..here]);
+            }
+            in_items = false;
+        }
+        if line.trim_end() == "items:" {
+            if seen_items {
+                return None;
+            }
+            seen_items = true;
+            in_items = true;
+            header.push_str("items: []\n");
+            continue;
+        }
+        header.push_str(line);
+    }
+    if let Some(s) = start {
+        items.push(&text[s..]);
+    }
+    seen_items.then_some((header, items))
+}
+
 /// The reader's error in one line of words: where, and what (an alias
 /// bomb is named as one, not as the reader's internal counters).
 fn yaml_problem(message: &str) -> String {
@@ -94,6 +164,15 @@ pub(crate) fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
         .find(|(k, _)| fold(k) == want)
         .map(|(_, v)| v)
         .filter(|v| !v.is_null())
+}
+
+/// Takes the value under `key` out of `v` (the key found as [`get`]
+/// finds it), leaving the rest.
+pub(crate) fn take(v: &mut Value, key: &str) -> Option<Value> {
+    let want = fold(key);
+    let m = v.as_object_mut()?;
+    let k = m.keys().find(|k| fold(k) == want)?.clone();
+    m.remove(&k)
 }
 
 /// The object under `key`, if it is one.
