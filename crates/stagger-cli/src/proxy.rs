@@ -108,6 +108,7 @@ impl Args {
             .map_or(proxy::MAX_SPAN, |d| d + Duration::from_secs(1));
         c.connect_timeout = self.connect_timeout;
         c.stats_addr = self.metrics_addr;
+        c.chart = Some(stagger_report::proxy::chart);
         Ok(c)
     }
 }
@@ -159,7 +160,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         for (name, body) in [
             ("stats.json", format!("{json}\n")),
             ("histogram.txt", report.text()),
-            ("histogram.svg", report.svg()),
+            ("histogram.svg", stagger_report::proxy::chart(&report)),
         ] {
             let p = dir.join(name);
             std::fs::write(&p, body).with_context(|| format!("--out: writing {}", p.display()))?;

@@ -16,7 +16,8 @@
 //! Strategies are built and recovery is judged by [`stagger_sim`], the same
 //! as in the simulator ([`stagger_sim::Strategy::policy`],
 //! [`stagger_sim::recovery`]), so a game-day and a simulation can be laid
-//! side by side; the tables and pages are `stagger-report`'s.
+//! side by side. [`results`] is what a game-day measured, as plain data;
+//! the tables, pages and charts that show it are `stagger-report`'s.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -28,6 +29,7 @@ pub mod gameday;
 mod listen;
 pub mod proxy;
 mod reset;
+pub mod results;
 
 /// What kind of failure an [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

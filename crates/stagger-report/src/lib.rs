@@ -6,11 +6,13 @@
 //! - `simulate` (feature `simulate`, on by default): a `stagger_sim`
 //!   simulation (the table, `report.html` with its charts, `results.json`,
 //!   `series.csv`) and the hedging simulation;
-//! - [`gameday`]: a game-day's results (what each strategy's run measured,
-//!   per 100 ms) as the comparison table and `report.html`;
+//! - `gameday` (feature `gameday`, on by default): a game-day's results
+//!   (`stagger_gameday::results`, what each strategy's run measured, per
+//!   100 ms) as the comparison table and `report.html`;
+//! - `proxy` (feature `gameday`): the fault proxy's arrival histogram as
+//!   the chart of `histogram.svg` and `/stats?format=svg`;
 //! - [`svg`]: the arrival histogram (first attempts and retries per 100 ms)
-//!   that the game-day's report and the fault proxy's `histogram.svg` both
-//!   draw.
+//!   that the game-day's report and the fault proxy's chart both draw.
 //!
 //! The crate measures nothing and runs nothing: it turns results into text.
 //!
@@ -22,9 +24,11 @@
 #![warn(missing_docs)]
 
 use std::fmt;
-use std::path::Path;
 
+#[cfg(feature = "gameday")]
 pub mod gameday;
+#[cfg(feature = "gameday")]
+pub mod proxy;
 #[cfg(feature = "simulate")]
 pub mod simulate;
 pub mod svg;
@@ -59,8 +63,9 @@ impl std::error::Error for WriteError {
 }
 
 /// Creates `dir` if needed and writes each `(file name, contents)` in it.
-fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), WriteError> {
-    let failed = |what: &str, p: &Path, source| WriteError {
+#[cfg(any(feature = "simulate", feature = "gameday"))]
+fn write_files(dir: &std::path::Path, files: &[(&str, &str)]) -> Result<(), WriteError> {
+    let failed = |what: &str, p: &std::path::Path, source| WriteError {
         message: format!("{what} {}", p.display()),
         source,
     };
@@ -82,6 +87,7 @@ mod tests {
         );
     }
 
+    #[cfg(any(feature = "simulate", feature = "gameday"))]
     #[test]
     fn an_unwritable_report_names_the_file() {
         let dir = std::env::temp_dir().join(format!("stagger-report-{}", std::process::id()));

@@ -291,7 +291,10 @@ fn cleanup() -> anyhow::Result<ExitCode> {
 
 /// Runs each strategy of `plan` in turn, saying so unless `talk` is off;
 /// the rows.
-fn run_each(plan: &gameday::Plan, talk: bool) -> anyhow::Result<Vec<stagger_report::gameday::Row>> {
+fn run_each(
+    plan: &gameday::Plan,
+    talk: bool,
+) -> anyhow::Result<Vec<stagger_gameday::results::Row>> {
     let total = plan.strategies().len();
     let mut rows = Vec::with_capacity(total);
     for (i, s) in plan.strategies().iter().enumerate() {
@@ -322,7 +325,7 @@ fn run_each(plan: &gameday::Plan, talk: bool) -> anyhow::Result<Vec<stagger_repo
 /// The `--format json` document: the game-day's, with a soak's samples and
 /// verdict.
 fn json(
-    results: &stagger_report::gameday::Results,
+    results: &stagger_gameday::results::Results,
     verdict: Option<&soak::Verdict>,
 ) -> anyhow::Result<String> {
     Ok(match verdict {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use stagger_sim::recovery::{self, window_bins, Observed, PACED_WINDOW};
 
-use stagger_report::gameday::{Latency, Row, Series};
+use crate::results::{Latency, Row, Series};
 
 use crate::bins::BIN;
 

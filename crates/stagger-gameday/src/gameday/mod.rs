@@ -5,7 +5,7 @@
 //! capacity, injects a scripted [`Fault`], drives it with a fleet of clients
 //! using the library's reqwest middleware and guardrails (one set per pod,
 //! built by [`Strategy::guardrails`]), and measures what arrives at the
-//! server per 100 ms and what the clients got (`stagger_report::gameday::Row`; recovery as
+//! server per 100 ms and what the clients got ([`crate::results::Row`]; recovery as
 //! [`stagger_sim::recovery`] defines it). Everything is bounded: loopback
 //! only, at most [`MAX_DURATION`] of traffic and [`MAX_REQUESTS`] requests
 //! per strategy and [`MAX_TOTAL`] of traffic in all, every request under a
@@ -14,8 +14,7 @@
 //!
 //! The calling protocol: [`plan`] checks a [`Config`]; [`Plan::run_one`]
 //! runs each of [`Plan::strategies`] (minutes of wall-clock time each);
-//! [`Plan::results`] assembles the rows, which `stagger_report::gameday`
-//! renders.
+//! [`Plan::results`] assembles the rows, which `stagger-report` renders.
 
 use std::time::{Duration, Instant};
 
@@ -38,9 +37,9 @@ mod target;
 
 use crate::bins::{Timeline, BIN};
 use crate::fault::Fault;
+use crate::results::{Params, Results, Row};
 pub use fleet::Method;
 pub use netns::{cleanup, Cleanup};
-use stagger_report::gameday::{Params, Results, Row};
 
 /// Longest traffic period accepted.
 pub const MAX_DURATION: Duration = Duration::from_secs(120);

@@ -47,20 +47,6 @@ fn config() -> Config {
     }
 }
 
-/// `--fault none` described a fault "from 0.0 s to 0.0 s".
-#[test]
-fn a_baseline_is_described_as_no_fault() {
-    let c = Config {
-        fault: None,
-        ..config()
-    };
-    let legend = stagger_report::gameday::legend(plan(&c).unwrap().params());
-    assert!(legend.starts_with("no fault"), "{legend}");
-    assert!(!legend.contains("from 0.0 s"), "{legend}");
-    let legend = stagger_report::gameday::legend(plan(&config()).unwrap().params());
-    assert!(legend.starts_with("fault stall from 10.0 s"), "{legend}");
-}
-
 /// `--duration 1s` blamed `--fault-at`, a flag nobody typed.
 #[test]
 fn a_run_too_short_for_the_default_fault_start_names_duration() {

@@ -75,6 +75,10 @@ pub struct Config {
     pub max_connections: usize,
     /// Where `/stats` and `/metrics` are served (`None`: nowhere).
     pub stats_addr: Option<SocketAddr>,
+    /// What draws the histogram that `/stats?format=svg` serves (`None`:
+    /// that address answers 404). This crate draws nothing: `stagger proxy`
+    /// passes the report crate's chart.
+    pub chart: Option<fn(&Report) -> String>,
 }
 
 impl Config {
@@ -89,6 +93,7 @@ impl Config {
             connect_timeout: Duration::from_secs(2),
             max_connections: 4096,
             stats_addr: None,
+            chart: None,
         }
     }
 }
@@ -181,7 +186,7 @@ impl Proxy {
         });
         let (kill, _) = watch::channel(0u64);
         let stats = match cfg.stats_addr {
-            Some(a) => Some(stats::start(a, shared.clone(), start + span).await?),
+            Some(a) => Some(stats::start(a, shared.clone(), start + span, cfg.chart).await?),
             None => None,
         };
         let stats_addr = stats.as_ref().map(|s| s.0);

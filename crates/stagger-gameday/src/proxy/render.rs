@@ -1,10 +1,10 @@
-//! The arrival histogram of a [`Report`] as text, as an SVG chart and as
-//! Prometheus counters.
+//! The arrival histogram of a [`Report`] as text and as Prometheus
+//! counters, what the live `/stats` and `/metrics` serve. The chart is drawn
+//! by `stagger-report`; the proxy is handed it as [`super::Config::chart`].
 
 use std::fmt::Write as _;
 
 use super::record::Report;
-use stagger_report::svg::Histogram;
 
 impl Report {
     /// Requests that arrived.
@@ -114,41 +114,6 @@ impl Report {
             );
             let _ = writeln!(out, "{}", line.trim_end());
         }
-    }
-
-    /// The histogram as an SVG chart: first attempts and retries stacked
-    /// per 100 ms, upstream successes as a line, faults shaded.
-    pub fn svg(&self) -> String {
-        let s = &self.series;
-        // The bars and the successes' line both fit under the top.
-        let top = s
-            .first_attempts
-            .iter()
-            .zip(&s.retries)
-            .map(|(f, r)| f + r)
-            .chain(s.upstream_ok.iter().copied())
-            .map(f64::from)
-            .fold(1.0, f64::max)
-            * 1.1;
-        let n = s.first_attempts.len() as f64;
-        let bins = |x: f64| x * 1000.0 / self.bin_ms.max(1) as f64;
-        Histogram {
-            first: &s.first_attempts,
-            retries: &s.retries,
-            successes: Some((&s.upstream_ok, "upstream successes")),
-            title: Some(format!(
-                "stagger proxy: attempts arriving per {} ms",
-                self.bin_ms
-            )),
-            shaded: self
-                .faults
-                .iter()
-                .map(|w| (bins(w.start_s), w.end_s.map_or(n, bins)))
-                .collect(),
-            lines: Vec::new(),
-            top,
-        }
-        .svg()
     }
 
     /// The counters in the Prometheus text format (`--metrics-addr`).
