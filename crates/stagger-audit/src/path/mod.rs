@@ -82,8 +82,8 @@ pub use compose::count;
 pub use detect::{what_is, Reading};
 pub use file::{audit_file, FileReport};
 pub use repo::{
-    audit_repo, split_dump, ObjectAudit, RepoPath, RepoReport, Source, MAX_HOPS, MAX_PATHS,
-    SPLIT_ABOVE,
+    audit_repo, audit_repo_each, split_dump, ObjectAudit, RepoPath, RepoReport, Source, MAX_HOPS,
+    MAX_PATHS, SPLIT_ABOVE,
 };
 
 pub use failure::Failure;

@@ -617,16 +617,32 @@ impl Graph {
 /// Audits every source: each retrying object alone, then every call path
 /// the routes imply (see the module doc), worst first.
 pub fn audit_repo(sources: &[Source], o: &Options) -> RepoReport {
+    let mut objects = Vec::new();
+    let mut report = audit_repo_each(sources, o, |a| objects.push(a));
+    report.objects = objects;
+    report
+}
+
+/// [`audit_repo`] handing each object's audit to `each` as it is made,
+/// in file order, instead of keeping it: the report returned has no
+/// `objects`, so a caller that writes each one out holds one at a time.
+pub fn audit_repo_each(
+    sources: &[Source],
+    o: &Options,
+    mut each: impl FnMut(ObjectAudit),
+) -> RepoReport {
     let mut report = RepoReport::default();
     for s in sources {
         match audit_file(&s.name, &s.text, o) {
-            Ok(found) => report
-                .objects
-                .extend(found.into_iter().map(|f| ObjectAudit {
-                    file: s.name.clone(),
-                    selector: f.selector,
-                    report: f.report,
-                })),
+            Ok(found) => {
+                for f in found {
+                    each(ObjectAudit {
+                        file: s.name.clone(),
+                        selector: f.selector,
+                        report: f.report,
+                    });
+                }
+            }
             Err(e) => report.unreadable.push(e),
         }
     }
@@ -747,6 +763,22 @@ mod tests {
         let with =
             serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [&docs[3], &docs[60]]});
         assert_eq!(sources[3].text, with.to_string());
+    }
+
+    #[test]
+    fn each_object_audit_is_handed_over_in_file_order_and_not_kept() {
+        let sources = split_dump("-", &list(60));
+        let kept = audit_repo(&sources, &Options::default());
+        let mut handed = Vec::new();
+        let rest = audit_repo_each(&sources, &Options::default(), |a| handed.push(a));
+        assert!(rest.objects.is_empty());
+        assert_eq!(
+            handed.len(),
+            60,
+            "60 VirtualServices, one with its DestinationRule"
+        );
+        assert_eq!(handed, kept.objects);
+        assert_eq!(rest.paths, kept.paths);
     }
 
     #[test]

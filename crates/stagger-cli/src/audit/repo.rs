@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::json;
-use stagger_audit::path::{audit_repo, split_dump, what_is, Reading, RepoReport, Source};
+use stagger_audit::path::{
+    audit_repo, audit_repo_each, split_dump, what_is, Reading, RepoReport, Source,
+};
 use stagger_audit::{audit, Input, Report};
 
 use crate::args::AuditFormat as Format;
@@ -229,6 +231,9 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     } else {
         walk(Path::new(target), &mut found, &mut 0)?;
     }
+    if format == Format::Json {
+        return json(&found, &crate::audit::path::options(a));
+    }
     let mut repo = audit_repo(&found.sources, &crate::audit::path::options(a));
     let mut unreadable = std::mem::take(&mut found.unreadable);
     unreadable.extend(repo.unreadable.drain(..).map(|e| e.to_string()));
@@ -242,32 +247,7 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     let clean = repo.is_clean() && clients.iter().all(|(_, r)| r.is_clean());
     let out = match format {
         Format::Text => text(&repo, &clients, &found.skipped, &unreadable),
-        Format::Json => {
-            let list: Vec<_> = clients
-                .iter()
-                .map(|(f, r)| json!({"file": f, "report": r}))
-                .collect();
-            // Written straight from the reports (keys in the order a
-            // JSON object of them always had), not through a copy of
-            // every report as a JSON value.
-            #[derive(serde::Serialize)]
-            struct Out<'a> {
-                clients: &'a [serde_json::Value],
-                objects: &'a [stagger_audit::path::ObjectAudit],
-                paths: &'a [stagger_audit::path::RepoPath],
-                paths_cut: bool,
-                skipped: &'a [Skipped],
-                unreadable: &'a [String],
-            }
-            serde_json::to_string(&Out {
-                clients: &list,
-                objects: &repo.objects,
-                paths: &repo.paths,
-                paths_cut: repo.paths_cut,
-                skipped: &found.skipped,
-                unreadable: &unreadable,
-            })? + "\n"
-        }
+        Format::Json => unreachable!("written by `json`"),
         Format::Sarif => sarif(&found, &repo, &clients, &unreadable),
     };
     for e in &unreadable {
@@ -284,6 +264,110 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         ExitCode::from(1)
     };
     Ok((out, code))
+}
+
+/// `--format json`: written to stdout as the audit goes, each object's
+/// audit as it is made, so the objects of a dump are never all held (nor
+/// the text of them all). The keys are those of one JSON object, in the
+/// order it always had: `clients`, `objects`, `paths`, `paths_cut`,
+/// `skipped`, `unreadable`. The text returned is empty.
+fn json(found: &Found, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
+    let mut unreadable = found.unreadable.clone();
+    let mut client_errors = Vec::new();
+    let mut clean = true;
+    let mut list = Vec::new();
+    for (name, text) in &found.clients {
+        match audit(&[Input::new(name, text)]) {
+            Ok(r) => {
+                clean &= r.is_clean();
+                list.push(json!({"file": name, "report": r}));
+            }
+            Err(e) => client_errors.push(e.to_string()),
+        }
+    }
+    let mut out = Out::new();
+    out.write(b"{\"clients\":");
+    out.value(&list);
+    out.write(b",\"objects\":[");
+    let mut first = true;
+    let repo = audit_repo_each(&found.sources, o, |object| {
+        clean &= object.report.is_clean();
+        if !first {
+            out.write(b",");
+        }
+        first = false;
+        out.value(&object);
+    });
+    clean &= repo.is_clean();
+    unreadable.extend(repo.unreadable.iter().map(|e| e.to_string()));
+    unreadable.extend(client_errors);
+    out.write(b"],\"paths\":");
+    out.value(&repo.paths);
+    out.write(b",\"paths_cut\":");
+    out.value(&repo.paths_cut);
+    out.write(b",\"skipped\":");
+    out.value(&found.skipped);
+    out.write(b",\"unreadable\":");
+    out.value(&unreadable);
+    out.write(b"}\n");
+    out.finish()?;
+    for e in &unreadable {
+        eprintln!("error: {e}");
+    }
+    for e in &repo.unconnected {
+        eprintln!("note: a path the routes imply does not read: {e}");
+    }
+    let code = if !unreadable.is_empty() {
+        ExitCode::from(2)
+    } else if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    Ok((String::new(), code))
+}
+
+/// Buffered stdout that keeps the first error: a reader that has gone
+/// (a closed pipe) ends the writing quietly, as for the other formats.
+struct Out {
+    w: std::io::BufWriter<std::io::Stdout>,
+    error: Option<std::io::Error>,
+}
+
+impl Out {
+    fn new() -> Out {
+        Out {
+            w: std::io::BufWriter::new(std::io::stdout()),
+            error: None,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        if self.error.is_none() {
+            self.error = self.w.write_all(bytes).err();
+        }
+    }
+
+    fn value(&mut self, v: &impl serde::Serialize) {
+        if self.error.is_none() {
+            self.error = serde_json::to_writer(&mut self.w, v)
+                .err()
+                .map(std::io::Error::from);
+        }
+    }
+
+    fn finish(mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        let result = match self.error.take() {
+            Some(e) => Err(e),
+            None => self.w.flush(),
+        };
+        match result {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other,
+        }
+    }
 }
 
 fn sarif(
