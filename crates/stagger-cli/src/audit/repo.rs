@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::json;
-use stagger_audit::path::{
-    audit_repo, audit_repo_each, split_dump, what_is, Reading, RepoReport, Source,
-};
+use stagger_audit::path::{audit_repo_each, split_dump, what_is, Reading, RepoReport, Source};
 use stagger_audit::{audit, Input, Report};
 
 use crate::args::AuditFormat as Format;
@@ -234,7 +232,18 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     if format == Format::Json {
         return json(&found, &crate::audit::path::options(a));
     }
-    let mut repo = audit_repo(&found.sources, &crate::audit::path::options(a));
+    let mut objects = Vec::new();
+    let mut repo = audit_repo_each(
+        &found.sources,
+        &crate::audit::path::options(a),
+        |mut object| {
+            if format == Format::Text {
+                keep_what_the_text_prints(&mut object.report);
+            }
+            objects.push(object);
+        },
+    );
+    repo.objects = objects;
     let mut unreadable = std::mem::take(&mut found.unreadable);
     unreadable.extend(repo.unreadable.drain(..).map(|e| e.to_string()));
     let mut clients: Vec<(String, Report)> = Vec::new();
@@ -264,6 +273,21 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         ExitCode::from(1)
     };
     Ok((out, code))
+}
+
+/// Drops from an object's audit what the text does not print of it (its
+/// layers, numbers at a rate, sizing and the findings' words), keeping its
+/// attempts at a dead dependency and its findings' ids, so the text of a
+/// dump holds a few names and numbers per object, not every report.
+fn keep_what_the_text_prints(r: &mut stagger_audit::path::PathReport) {
+    r.layers = Vec::new();
+    r.sizing = Vec::new();
+    r.dead.layers = Vec::new();
+    r.at_rate.layers = Vec::new();
+    for f in &mut r.findings {
+        f.layers = Vec::new();
+        f.message = String::new();
+    }
 }
 
 /// `--format json`: written to stdout as the audit goes, each object's
