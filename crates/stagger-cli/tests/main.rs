@@ -2,15 +2,15 @@
 //! linked once instead of once per file. Files that must run in a process of their own are
 //! separate `[[test]]` targets in Cargo.toml, each with its reason.
 
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "../../stagger/tests/grpc_support/mod.rs"]
 mod grpc_support;
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 #[path = "../../stagger/tests/interop/mod.rs"]
 mod interop;
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod lab_util;
 #[allow(dead_code, unused_imports)]
 mod support;

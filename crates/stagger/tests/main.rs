@@ -4,32 +4,17 @@
 
 #[cfg(any(
     all(feature = "reqwest", feature = "tower"),
-    all(feature = "tower", feature = "reqwest"),
-    all(
-        feature = "tower",
-        feature = "reqwest",
-        feature = "grpc",
-        feature = "serde"
-    ),
     all(feature = "tower", feature = "serde")
 ))]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod common;
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod grpc_scripted;
-#[cfg(any(
-    all(feature = "grpc", feature = "serde"),
-    all(
-        feature = "tower",
-        feature = "reqwest",
-        feature = "grpc",
-        feature = "serde"
-    )
-))]
-#[allow(dead_code, unused_imports)]
+#[cfg(all(feature = "grpc", feature = "serde"))]
+#[allow(unused_imports)]
 mod grpc_support;
-#[cfg(any(all(feature = "grpc", feature = "serde")))]
-#[allow(dead_code, unused_imports)]
+#[cfg(all(feature = "grpc", feature = "serde"))]
+#[allow(unused_imports)]
 mod interop;
 
 #[cfg(all(feature = "grpc", feature = "serde"))]
@@ -43,7 +28,7 @@ mod breaker_controls;
 mod breaker_controls_metrics;
 mod budgets;
 mod counts_against;
-#[cfg(all(feature = "tower"))]
+#[cfg(feature = "tower")]
 mod cpu_trigger;
 mod doc_names;
 mod duration_props;
@@ -63,17 +48,17 @@ mod grpc_rules;
 mod grpc_tonic;
 mod guardrails;
 mod hedges_won;
-#[cfg(all(feature = "tower"))]
+#[cfg(feature = "tower")]
 mod http_hint_props;
-#[cfg(all(feature = "metrics"))]
+#[cfg(feature = "metrics")]
 mod metrics_contract;
-#[cfg(all(feature = "tower", feature = "reqwest"))]
+#[cfg(all(feature = "reqwest", feature = "tower"))]
 mod one_layer;
 #[cfg(all(feature = "grpc", feature = "serde"))]
 mod one_loop;
-#[cfg(all(feature = "http"))]
+#[cfg(feature = "http")]
 mod openai_differential;
-#[cfg(all(feature = "serde"))]
+#[cfg(feature = "serde")]
 mod policy_file_props;
 #[cfg(all(
     feature = "tower",
@@ -85,24 +70,24 @@ mod priority_propagation;
 mod priority_props;
 #[cfg(all(feature = "reqwest", feature = "tower"))]
 mod reqwest_client;
-#[cfg(all(feature = "reqwest"))]
+#[cfg(feature = "reqwest")]
 mod reqwest_hedge;
-#[cfg(all(feature = "tower", feature = "serde"))]
+#[cfg(all(feature = "serde", feature = "tower"))]
 mod rulebook;
-#[cfg(all(feature = "tower"))]
+#[cfg(feature = "tower")]
 mod server_hints;
-#[cfg(all(feature = "tower", feature = "reqwest"))]
+#[cfg(all(feature = "reqwest", feature = "tower"))]
 mod server_layers;
-#[cfg(all(feature = "serde"))]
+#[cfg(feature = "serde")]
 mod service_config;
-#[cfg(all(feature = "serde"))]
+#[cfg(feature = "serde")]
 mod service_config_props;
-#[cfg(all(feature = "tower"))]
+#[cfg(feature = "tower")]
 mod shed_limiter;
-#[cfg(all(feature = "tower"))]
+#[cfg(feature = "tower")]
 mod shed_priority;
 mod sli;
-#[cfg(all(feature = "tower", feature = "serde"))]
+#[cfg(all(feature = "serde", feature = "tower"))]
 mod tower_client;
-#[cfg(all(feature = "tower"))]
+#[cfg(feature = "tower")]
 mod tower_hedge;
