@@ -9,6 +9,7 @@ use http_body::Body;
 use http_body_util::{BodyExt, Either, Full, Limited};
 use sha2::{Digest, Sha256};
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -257,19 +258,9 @@ where
     };
     let arrived = Instant::now();
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, config.max_body).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            let detail = format!(
-                "the body is over {} bytes, the most this service fingerprints; nothing was executed",
-                config.max_body
-            );
-            return Ok(ours(Rule::BodyTooLarge.answer(&detail, None)));
-        }
-        Err(e) => {
-            let detail = format!("reading the body failed ({e}); nothing was executed");
-            return Ok(ours(Rule::BodyUnreadable.answer(&detail, None)));
-        }
+    let body = match read_body(body, config.max_body).await {
+        Ok(body) => body,
+        Err(refusal) => return Ok(ours(refusal)),
     };
     let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let fingerprint = Fingerprint::of(parts.method.as_str(), target, &body);
@@ -279,39 +270,14 @@ where
         .map(|f| f(&parts))
         .unwrap_or_default();
     let scoped = scope(&principal, parts.uri.path(), &key);
-    let lease = stagger::http::Inbound::from_headers(&parts.headers, arrived)
-        .deadline()
-        .map_or(config.lease, |deadline| {
-            deadline
-                .saturating_duration_since(arrived)
-                .max(Duration::from_millis(100))
-        });
+    let lease = lease(&config, &parts.headers, arrived);
 
     let token = match store.claim(&scoped, &fingerprint, lease).await {
-        Ok(Claim::Won(token)) => token,
-        Ok(Claim::Completed {
-            fingerprint: stored,
-            response,
-        }) => {
-            if stored != fingerprint {
-                return Ok(ours(reused(&key)));
-            }
-            return Ok(ours(replay(response)));
-        }
-        Ok(Claim::InFlight {
-            fingerprint: stored,
-            expires_in,
-        }) => {
-            if stored != fingerprint {
-                return Ok(ours(reused(&key)));
-            }
-            let wait = expires_in.min(Duration::from_secs(1));
-            let detail = "the first request with this key has not finished; retry after the \
-                          Retry-After interval to receive its answer";
-            return Ok(ours(Rule::KeyInUse.answer(detail, Some(wait))));
-        }
-        Err(e) if config.fail_open => {
-            let _ = e;
+        Ok(claim) => match won(claim, &fingerprint, &key) {
+            ControlFlow::Continue(token) => token,
+            ControlFlow::Break(answer) => return Ok(ours(answer)),
+        },
+        Err(_) if config.fail_open => {
             let request = Request::from_parts(parts, Either::Left(Full::new(body)));
             let future = inner.call(request);
             return Ok(future.await?.map(Either::Right));
@@ -327,7 +293,6 @@ where
     // Claimed: from here the work runs to its end even if the client hangs up, so its answer is
     // stored for the retry.
     let request = Request::from_parts(parts, Either::Left(Full::new(body)));
-    let handler = inner.call(request);
     let run = Run {
         store,
         config,
@@ -336,18 +301,62 @@ where
         fingerprint,
         lease,
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let _ = tx.send(run.finish(handler).await);
-    });
-    match rx.await {
-        Ok(Ok(response)) => Ok(ours(response)),
-        Ok(Err(e)) => Err(e),
-        // The handler panicked: its task is gone and so are its renewals; the lease lapses.
-        Err(_) => Ok(ours(Rule::HandlerFailed.answer(
-            "the handler stopped without an answer; the key is released when its lease ends",
-            None,
-        ))),
+    run.detached(inner.call(request)).await.map(ours)
+}
+
+/// The request body, whole, or the refusal that names why it cannot be fingerprinted.
+async fn read_body<B>(body: B, max: usize) -> Result<Bytes, Response<Bytes>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, max).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            let detail = format!(
+                "the body is over {max} bytes, the most this service fingerprints; nothing was executed"
+            );
+            Err(Rule::BodyTooLarge.answer(&detail, None))
+        }
+        Err(e) => {
+            let detail = format!("reading the body failed ({e}); nothing was executed");
+            Err(Rule::BodyUnreadable.answer(&detail, None))
+        }
+    }
+}
+
+/// A claim's lease: the caller's deadline when it sent one (at least 100 ms), else the
+/// configured bound.
+fn lease(config: &Config, headers: &http::HeaderMap, arrived: Instant) -> Duration {
+    stagger::http::Inbound::from_headers(headers, arrived)
+        .deadline()
+        .map_or(config.lease, |deadline| {
+            deadline
+                .saturating_duration_since(arrived)
+                .max(Duration::from_millis(100))
+        })
+}
+
+/// The token of a claim this request won, or the answer to a key another request holds: its
+/// replay, 409 while it runs, or 422 when it was made for another payload.
+fn won(claim: Claim, fingerprint: &Fingerprint, key: &str) -> ControlFlow<Response<Bytes>, Token> {
+    match claim {
+        Claim::Won(token) => ControlFlow::Continue(token),
+        Claim::Completed {
+            fingerprint: stored,
+            ..
+        }
+        | Claim::InFlight {
+            fingerprint: stored,
+            ..
+        } if stored != *fingerprint => ControlFlow::Break(reused(key)),
+        Claim::Completed { response, .. } => ControlFlow::Break(replay(response)),
+        Claim::InFlight { expires_in, .. } => {
+            let wait = expires_in.min(Duration::from_secs(1));
+            let detail = "the first request with this key has not finished; retry after the \
+                          Retry-After interval to receive its answer";
+            ControlFlow::Break(Rule::KeyInUse.answer(detail, Some(wait)))
+        }
     }
 }
 
@@ -405,6 +414,29 @@ struct Run<St> {
 }
 
 impl<St: Store> Run<St> {
+    /// Runs `handler` to its end in a task of its own, so a client that hangs up does not stop
+    /// it, and waits for its answer.
+    async fn detached<F, RB, E>(self, handler: F) -> Result<Response<Bytes>, E>
+    where
+        F: Future<Output = Result<Response<RB>, E>> + Send + 'static,
+        RB: Body<Data = Bytes> + Send + 'static,
+        RB::Error: std::fmt::Display,
+        E: Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _ = tx.send(self.finish(handler).await);
+        });
+        match rx.await {
+            Ok(answer) => answer,
+            // The handler panicked: its task is gone and so are its renewals; the lease lapses.
+            Err(_) => Ok(Rule::HandlerFailed.answer(
+                "the handler stopped without an answer; the key is released when its lease ends",
+                None,
+            )),
+        }
+    }
+
     async fn finish<F, RB, E>(self, handler: F) -> Result<Response<Bytes>, E>
     where
         F: Future<Output = Result<Response<RB>, E>> + Send,

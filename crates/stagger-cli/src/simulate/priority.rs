@@ -145,7 +145,7 @@ pub fn simulate(w: &Workload, loads: &[f64], seeds: &[u64]) -> String {
 
 /// The comparison at one load as the other models print theirs: a line
 /// naming the workload (its load included), then aligned columns, each
-/// figure the lowest and highest over the seeds.
+/// figure the lowest and highest over its random seeds.
 pub fn table(w: &Workload, seeds: &[u64]) -> String {
     let rows = priority::compare(w, seeds);
     let unloaded: Vec<Report> = seeds
