@@ -169,7 +169,8 @@ fn backends(f: &PathInput<'_>) -> Result<Vec<(String, Settings, u32)>, PathError
 }
 
 /// One backend (or `listen` section), by name.
-pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
+/// The backend (or listen section) the path names, or the only one that connects to servers.
+fn chosen(f: &PathInput<'_>) -> Result<(String, Settings, u32), PathError> {
     let mut backends = backends(f)?;
     // Sections that connect to no server are not offered as choices: a
     // stats page is no retrying layer.
@@ -179,7 +180,7 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
         .map(|b| b.0.clone())
         .collect();
     let serving = names.len();
-    let (name, s, servers) = match f.selector {
+    let chosen = match f.selector {
         None if backends.len() == 1 => backends.swap_remove(0),
         None if serving == 1 => {
             let i = backends.iter().position(|b| b.2 > 0).unwrap_or(0);
@@ -216,6 +217,11 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
             backends.swap_remove(i)
         }
     };
+    Ok(chosen)
+}
+
+pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    let (name, s, servers) = chosen(f)?;
     let mut layer = Layer::new(f.name, System::Haproxy, name);
     layer.tcp = s.tcp;
     let mut on: Vec<String> = s.on.iter().map(|w| w.to_ascii_lowercase()).collect();
