@@ -259,20 +259,26 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         Format::Json => unreachable!("written by `json`"),
         Format::Sarif => sarif(&found, &repo, &clients, &unreadable),
     };
-    for e in &unreadable {
+    let code = finish(&unreadable, &repo, clean);
+    Ok((out, code))
+}
+
+/// Tells the files that could not be read and the paths that did not, on stderr, and gives the
+/// exit code: 2 when a file could not be read, else 1 for a finding, else 0.
+fn finish(unreadable: &[String], repo: &RepoReport, clean: bool) -> ExitCode {
+    for e in unreadable {
         eprintln!("error: {e}");
     }
     for e in &repo.unconnected {
         eprintln!("note: a path the routes imply does not read: {e}");
     }
-    let code = if !unreadable.is_empty() {
+    if !unreadable.is_empty() {
         ExitCode::from(2)
     } else if clean {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
-    };
-    Ok((out, code))
+    }
 }
 
 /// Drops from an object's audit what the text does not print of it (its
@@ -335,19 +341,7 @@ fn json(found: &Found, o: &stagger_audit::path::Options) -> anyhow::Result<(Stri
     out.value(&unreadable);
     out.write(b"}\n");
     out.finish()?;
-    for e in &unreadable {
-        eprintln!("error: {e}");
-    }
-    for e in &repo.unconnected {
-        eprintln!("note: a path the routes imply does not read: {e}");
-    }
-    let code = if !unreadable.is_empty() {
-        ExitCode::from(2)
-    } else if clean {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    };
+    let code = finish(&unreadable, &repo, clean);
     Ok((String::new(), code))
 }
 
