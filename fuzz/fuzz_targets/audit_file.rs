@@ -26,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
             Ok(reports) => {
                 for r in reports {
                     assert!(r.report.dead.bottom_attempts >= 1.0);
-                    let _ = r.report.text();
+                    let _ = stagger_report::audit::path_text(&r.report);
                 }
             }
             Err(e) => {

@@ -21,8 +21,8 @@ fuzz_target!(|data: &[u8]| {
                 // Every layer tries at least once.
                 assert!(r.dead.bottom_attempts >= 1.0, "{}", r.dead.bottom_attempts);
                 assert!(r.at_rate.bottom_attempts >= 1.0, "{}", r.at_rate.bottom_attempts);
-                let _ = r.text();
-                let _ = r.svg();
+                let _ = stagger_report::audit::path_text(&r);
+                let _ = stagger_report::audit::path_svg(&r);
             }
             Err(e) => assert!(!e.file.is_empty()),
         }

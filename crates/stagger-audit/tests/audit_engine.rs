@@ -131,7 +131,7 @@ fn a_grpc_layer_reads_a_proxy_answer_through_the_library_map() {
     // Envoy answers the refused connection 503; gRPC maps it to
     // UNAVAILABLE, which the method lists.
     assert_eq!(stagger::classify::grpc_code_of_http(503), 14);
-    assert_eq!(r.dead.layers[0].tries, 3.0, "{}", r.text());
+    assert_eq!(r.dead.layers[0].tries, 3.0, "{:?}", r.dead);
 }
 
 fn hedging(delay: &str, non_fatal: &str) -> String {
@@ -152,7 +152,7 @@ fn hedges_sent_before_any_answer_all_reach_the_dependency() {
     };
     let at_once = hedging("0s", "");
     let r = run(&[("svc.json", &at_once)], &o);
-    assert_eq!(r.dead.bottom_attempts, 3.0, "{}", r.text());
+    assert_eq!(r.dead.bottom_attempts, 3.0, "{:?}", r.dead);
     // A hedge later than the answer: the fatal UNAVAILABLE ends the call.
     let later = hedging("1s", "");
     assert_eq!(run(&[("svc.json", &later)], &o).dead.bottom_attempts, 1.0);

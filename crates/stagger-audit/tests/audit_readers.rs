@@ -421,9 +421,6 @@ fn the_gateway_app_sidecar_path_makes_27_connects_and_names_the_breaker() {
         .as_deref()
         .unwrap()
         .contains("circuit breaker backendA"));
-    assert!(r
-        .text()
-        .contains("What cuts it at layer 2: circuit breaker backendA"));
     let found = ids(&r);
     assert!(found.contains(&"retries_at_several_layers"));
     assert!(found.contains(&"mesh_default_retries"));

@@ -89,9 +89,6 @@ fn a_cap_that_passes_the_bound_is_a_finding_naming_the_floor() {
         "{}",
         f.message
     );
-    assert!(r
-        .text()
-        .contains("Budget sizing at 100 requests/s and 500ms per attempt"));
 }
 
 #[test]
@@ -133,7 +130,7 @@ fn the_layers_above_multiply_the_rate_a_cap_sees() {
     let client = r#"{"methodConfig":[{"name":[{"service":"shop.Cart"}],"retryPolicy":{"maxAttempts":3,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,"retryableStatusCodes":["UNAVAILABLE"]}}]}"#;
     let text = with_max_retries(2, 10);
     let r = sized(&[("svc.json", client), ("dr.yaml", &text)], 100.0, 500, 4.0);
-    assert_eq!(r.dead.layers[0].tries, 3.0, "{}", r.text());
+    assert_eq!(r.dead.layers[0].tries, 3.0, "{:?}", r.dead);
     let z = r
         .sizing
         .iter()
@@ -159,7 +156,6 @@ fn without_a_rate_nothing_is_sized() {
     )
     .unwrap();
     assert!(r.sizing.is_empty());
-    assert!(!r.text().contains("Budget sizing"));
 }
 
 #[test]

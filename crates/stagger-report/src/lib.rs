@@ -9,6 +9,9 @@
 //! - `gameday` (feature `gameday`, on by default): a game-day's results
 //!   (`stagger_gameday::results`, what each strategy's run measured, per
 //!   100 ms) as the comparison table and `report.html`;
+//! - `audit` (feature `audit`, on by default): `stagger audit`'s table of
+//!   service configs, a call path as text and as an SVG picture, a
+//!   repository's audit as text, and the SARIF log of every finding;
 //! - `proxy` (feature `gameday`): the fault proxy's arrival histogram as
 //!   the chart of `histogram.svg` and `/stats?format=svg`;
 //! - [`svg`]: the arrival histogram (first attempts and retries per 100 ms)
@@ -25,13 +28,17 @@
 
 use std::fmt;
 
+#[cfg(feature = "audit")]
+pub mod audit;
 #[cfg(feature = "gameday")]
 pub mod gameday;
 #[cfg(feature = "gameday")]
 pub mod proxy;
 #[cfg(feature = "simulate")]
 pub mod simulate;
+mod style;
 pub mod svg;
+mod text;
 
 /// `s` made safe to put in HTML text or a double-quoted attribute value:
 /// `&`, `<`, `>` and `"` escaped. Every page and chart of this crate escapes

@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+use crate::style::{STROKE, SVG_FONT};
+
 const W: f64 = 960.0;
 const H: f64 = 280.0;
 const LEFT: f64 = 64.0;
@@ -60,7 +62,7 @@ impl Histogram<'_> {
         let mut g = String::new();
         let _ = write!(
             g,
-            r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" font-family="sans-serif" font-size="11">"##
+            r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" {SVG_FONT} font-size="11">"##
         );
         self.shaded_and_bars(&p, &mut g);
         self.successes_and_lines(&p, &mut g);
@@ -183,7 +185,7 @@ fn axes(p: &Plot, g: &mut String) {
     let ph = H - TOP - BOTTOM;
     let _ = write!(
         g,
-        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" stroke="#000"/><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#000"/>"##,
+        r##"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" stroke="{STROKE}"/><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="{STROKE}"/>"##,
         p.y(0.0),
         W - RIGHT,
         p.y(0.0),

@@ -69,12 +69,10 @@ mod library;
 mod linkerd;
 mod nginx;
 mod own;
-mod picture;
 mod repo;
 mod resilience4j;
 mod rules;
 mod sizing;
-mod text;
 mod traefik;
 mod tree;
 
@@ -389,11 +387,17 @@ pub struct Layer {
 
 impl Layer {
     /// The file's name without its directories, for reports.
-    pub(crate) fn file_name(&self) -> &str {
+    pub fn file_name(&self) -> &str {
         std::path::Path::new(&self.file)
             .file_name()
             .and_then(|n| n.to_str())
             .unwrap_or(&self.file)
+    }
+
+    /// Whether the layer relays a TCP stream (HAProxy `mode tcp`), not
+    /// HTTP requests: a path of such layers is a TCP path.
+    pub fn relays_tcp(&self) -> bool {
+        self.tcp
     }
 
     /// A layer that retries nothing, for a reader to fill in.
@@ -489,17 +493,6 @@ impl PathReport {
     /// Whether the path passed every check.
     pub fn is_clean(&self) -> bool {
         self.findings.is_empty()
-    }
-
-    /// The path as text, at most 120 columns.
-    pub fn text(&self) -> String {
-        text::render(self)
-    }
-
-    /// The path as an SVG picture: one box per layer with its tries, the
-    /// attempts at the bottom.
-    pub fn svg(&self) -> String {
-        picture::render(self)
     }
 }
 

@@ -9,12 +9,12 @@
 
 mod path;
 mod repo;
-mod sarif;
 
 use std::process::ExitCode;
 
 use stagger_audit::path::{what_is, Reading};
-use stagger_audit::{audit, Input, Report};
+use stagger_audit::{audit, Input};
+use stagger_report::audit::sarif::{locate_report, sarif, Texts};
 
 use crate::args::{AuditFormat as Format, UsageError};
 
@@ -114,15 +114,15 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     let report = audit(&inputs).map_err(|e| UsageError(e.to_string()))?;
     let text = match a.format {
         Format::Json => serde_json::to_string(&report)? + "\n",
-        Format::Text => table(&report),
+        Format::Text => stagger_report::audit::table(&report),
         Format::Sarif => {
-            let named: Vec<(&str, &str)> = a
+            let named: Texts = a
                 .files
                 .iter()
                 .zip(&texts)
                 .map(|(f, t)| (f.as_str(), t.as_str()))
                 .collect();
-            crate::audit::sarif::render(&crate::audit::sarif::from_report(&report, &named), &[])
+            sarif(&locate_report(&report, &named), &[])
         }
     };
     let code = if report.is_clean() {
@@ -143,138 +143,4 @@ fn write_out(bytes: &[u8]) -> std::io::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }
-}
-
-/// The widest line the table prints.
-pub const WIDTH: usize = 120;
-/// The widest method cell; longer names are cut with `…`.
-const METHOD: usize = 40;
-
-/// `s` in at most `w` columns: cut with `…` when longer.
-fn cell(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-/// A method label in at most `w` columns, keeping its `(+N)` count.
-fn method_cell(label: &str, w: usize) -> String {
-    match label.rsplit_once(" (+") {
-        Some((name, more)) if more.ends_with(')') && label.chars().count() > w => {
-            let tail = format!(" (+{more}");
-            let room = w.saturating_sub(tail.chars().count());
-            format!("{}{tail}", cell(name, room))
-        }
-        _ => cell(label, w),
-    }
-}
-
-/// `text` broken at spaces into lines of at most `w` columns (a longer word
-/// is cut).
-fn wrap(text: &str, w: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split(' ') {
-        let word = cell(word, w);
-        let len = line.chars().count();
-        if len > 0 && len + 1 + word.chars().count() > w {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(&word);
-    }
-    lines.push(line);
-    lines
-}
-
-/// An exact figure as computed (up to 5 decimals, no trailing zeros); an
-/// estimate to 3 decimals.
-fn figure(x: f64, exact: bool) -> String {
-    if exact {
-        let s = format!("{x:.5}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        format!("{x:.3}")
-    }
-}
-
-fn table(r: &Report) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    let width = r
-        .findings
-        .iter()
-        .map(|f| f.method.chars().count())
-        .chain(r.methods.iter().map(|m| m.method.chars().count()))
-        .chain(["method".len()])
-        .max()
-        .unwrap_or(6)
-        .min(METHOD);
-    if r.findings.is_empty() {
-        out.push_str("no findings\n");
-    } else {
-        let message = WIDTH - 20 - 1 - width - 2;
-        let _ = writeln!(out, "{:<20} {:<width$}  message", "finding", "method");
-        for f in &r.findings {
-            for (i, line) in wrap(&f.message, message).iter().enumerate() {
-                let (id, method) = match i {
-                    0 => (f.id, method_cell(&f.method, width)),
-                    _ => ("", String::new()),
-                };
-                let _ = writeln!(
-                    out,
-                    "{}",
-                    format!("{id:<20} {method:<width$}  {line}").trim_end()
-                );
-            }
-        }
-    }
-    if !r.methods.is_empty() {
-        out.push('\n');
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:>7}  {:>7}  attempts per logical request, on the library's engine",
-            "method", "dead", "half"
-        );
-        for m in &r.methods {
-            let a = &m.amplification;
-            let mut how = match a.sample {
-                None => "exact".to_string(),
-                Some(n) => format!("estimate, {n} requests"),
-            };
-            if let Some(n) = m.until_timeout {
-                let _ = write!(how, "; until the timeout: {n}");
-            }
-            let _ = writeln!(
-                out,
-                "{:<width$}  {:>7}  {:>7}  {how}",
-                method_cell(&m.method, width),
-                figure(a.dead, a.exact),
-                figure(a.half, a.exact)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "(dead: every attempt fails; half: each fails with probability 0.5; below 1: a breaker refused attempts;"
-        );
-        let _ = writeln!(
-            out,
-            " exact: every outcome path enumerated; estimate: sampled over seeded requests)"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "\nattempts at the bottom of the path: {}",
-        r.bottom_attempts
-    );
-    if !r.findings.is_empty() {
-        let n = r.findings.len();
-        let _ = writeln!(out, "{n} finding{}", if n == 1 { "" } else { "s" });
-    }
-    out
 }

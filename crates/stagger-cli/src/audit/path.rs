@@ -11,10 +11,10 @@ use stagger_audit::path::{
     audit_file, audit_path, split_dump, what_is, Dead, FileReport, GatewayImpl, IstioVersion,
     Options, PathInput, Protocol, Reading,
 };
+use stagger_report::audit::sarif::{locate_path, sarif, Located, Texts};
 
 use crate::args::AuditFormat as Format;
 use crate::args::UsageError;
-use crate::audit::sarif::Located;
 
 /// The failure the dead dependency shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -204,17 +204,17 @@ pub fn run_file(
         .iter()
         .all(|(_, _, rs)| rs.iter().all(|r| r.report.is_clean()));
     let out = if format == Format::Sarif {
-        let texts = [(file, text)];
+        let texts: Texts = [(file, text)].into_iter().collect();
         let found: Vec<Located> = read
             .iter()
             .flat_map(|(_, _, rs)| rs)
-            .flat_map(|r| crate::audit::sarif::from_path(&r.report, &texts))
+            .flat_map(|r| locate_path(&r.report, &texts))
             .collect();
         let notes: Vec<(&str, String)> = skipped
             .iter()
             .map(|(name, why)| ("note", format!("skipped {name}: {why}")))
             .collect();
-        crate::audit::sarif::render(&found, &notes)
+        sarif(&found, &notes)
     } else if format == Format::Json {
         let list: Vec<serde_json::Value> = read
             .iter()
@@ -240,7 +240,7 @@ pub fn run_file(
                     None => name.clone(),
                 };
                 s.push_str(&format!("== {name} ({kind})\n"));
-                s.push_str(&r.report.text());
+                s.push_str(&stagger_report::audit::path_text(&r.report));
                 s.push('\n');
             }
         }
@@ -286,19 +286,19 @@ pub fn run(a: &PathArgs, format: Format) -> anyhow::Result<(String, ExitCode)> {
     let options = options(a);
     let report = audit_path(&inputs, &options).map_err(|e| UsageError(e.to_string()))?;
     if let Some(svg) = &a.svg {
-        std::fs::write(svg, report.svg())
+        std::fs::write(svg, stagger_report::audit::path_svg(&report))
             .map_err(|e| UsageError(format!("{svg}: cannot write: {e}")))?;
     }
     let text = match format {
         Format::Json => serde_json::to_string(&report)? + "\n",
-        Format::Text => report.text(),
+        Format::Text => stagger_report::audit::path_text(&report),
         Format::Sarif => {
-            let named: Vec<(&str, &str)> = entries
+            let named: Texts = entries
                 .iter()
                 .zip(&texts)
                 .map(|((f, _), t)| (*f, t.as_str()))
                 .collect();
-            crate::audit::sarif::render(&crate::audit::sarif::from_path(&report, &named), &[])
+            sarif(&locate_path(&report, &named), &[])
         }
     };
     let code = if report.is_clean() {

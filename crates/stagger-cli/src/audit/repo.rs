@@ -7,7 +7,6 @@
 //! prints and picks the exit code: 0 clean, 1 findings, 2 a recognised
 //! file that cannot be read (reported, after the rest).
 
-use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,11 +14,11 @@ use std::process::ExitCode;
 use serde_json::json;
 use stagger_audit::path::{audit_repo_each, split_dump, what_is, Reading, RepoReport, Source};
 use stagger_audit::{audit, Input, Report};
+use stagger_report::audit::sarif::{locate_path, locate_report, Located, SarifWriter, Texts};
 
 use crate::args::AuditFormat as Format;
 use crate::args::UsageError;
 use crate::audit::path::PathArgs;
-use crate::audit::sarif::Located;
 
 /// The largest dump read from stdin.
 pub const MAX_STDIN: u64 = 64 << 20;
@@ -81,8 +80,6 @@ fn sort_objects(found: &mut Found, objects: Vec<Source>) {
 
 /// Why a file is skipped by its name alone.
 const BY_NAME: &str = "not a config file by its name";
-/// The files skipped by their name that the text lists one by one.
-const NAMED_SHOWN: usize = 20;
 
 /// Whether a file's name says it may be a retry config the audit reads.
 fn candidate(p: &Path) -> bool {
@@ -229,17 +226,17 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     } else {
         walk(Path::new(target), &mut found, &mut 0)?;
     }
-    if format == Format::Json {
-        return json(&found, &crate::audit::path::options(a));
+    match format {
+        Format::Json => return json(&found, &crate::audit::path::options(a)),
+        Format::Sarif => return sarif(&found, &crate::audit::path::options(a)),
+        Format::Text => {}
     }
     let mut objects = Vec::new();
     let mut repo = audit_repo_each(
         &found.sources,
         &crate::audit::path::options(a),
         |mut object| {
-            if format == Format::Text {
-                keep_what_the_text_prints(&mut object.report);
-            }
+            keep_what_the_text_prints(&mut object.report);
             objects.push(object);
         },
     );
@@ -254,11 +251,13 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         }
     }
     let clean = repo.is_clean() && clients.iter().all(|(_, r)| r.is_clean());
-    let out = match format {
-        Format::Text => text(&repo, &clients, &found.skipped, &unreadable),
-        Format::Json => unreachable!("written by `json`"),
-        Format::Sarif => sarif(&found, &repo, &clients, &unreadable),
-    };
+    let (by_name, listed) = found
+        .skipped
+        .iter()
+        .map(|k| (k.name.as_str(), k.reason.as_str()))
+        .partition(|(_, reason)| reason.starts_with(BY_NAME));
+    let skipped = stagger_report::audit::Skipped { listed, by_name };
+    let out = stagger_report::audit::repo_text(&repo, &clients, &skipped, unreadable.len());
     let code = finish(&unreadable, &repo, clean);
     Ok((out, code))
 }
@@ -388,29 +387,39 @@ impl Out {
     }
 }
 
-fn sarif(
-    found: &Found,
-    repo: &RepoReport,
-    clients: &[(String, Report)],
-    unreadable: &[String],
-) -> String {
-    let mut texts: Vec<(&str, &str)> = found
+/// `--format sarif`: written to stdout as the audit goes, each finding as
+/// its object's audit is made, so the objects of a dump are never all held
+/// (nor their findings, nor the log). The skipped and the unreadable are
+/// the run's notifications. The text returned is empty.
+fn sarif(found: &Found, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
+    let texts: Texts = found
         .sources
         .iter()
         .map(|s| (s.name.as_str(), s.text.as_str()))
+        .chain(found.clients.iter().map(|(n, t)| (n.as_str(), t.as_str())))
+        .chain(found.split.iter().map(|(n, t)| (n.as_str(), t.as_str())))
         .collect();
-    texts.extend(found.clients.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-    texts.extend(found.split.iter().map(|(n, t)| (n.as_str(), t.as_str())));
-    let mut all: Vec<Located> = Vec::new();
-    for o in &repo.objects {
-        all.extend(crate::audit::sarif::from_path(&o.report, &texts));
+    let mut unreadable = found.unreadable.clone();
+    let mut clean = true;
+    let mut log = Log::new(std::io::BufWriter::new(std::io::stdout()));
+    for (name, text) in &found.clients {
+        match audit(&[Input::new(name, text)]) {
+            Ok(r) => {
+                clean &= r.is_clean();
+                log.write(&locate_report(&r, &texts));
+            }
+            Err(e) => unreadable.push(e.to_string()),
+        }
     }
+    let repo = audit_repo_each(&found.sources, o, |object| {
+        clean &= object.report.is_clean();
+        log.write(&locate_path(&object.report, &texts));
+    });
     for p in &repo.paths {
-        all.extend(crate::audit::sarif::from_path(&p.report, &texts));
+        log.write(&locate_path(&p.report, &texts));
     }
-    for (_, r) in clients {
-        all.extend(crate::audit::sarif::from_report(r, &texts));
-    }
+    clean &= repo.is_clean();
+    unreadable.extend(repo.unreadable.iter().map(|e| e.to_string()));
     let notes: Vec<(&str, String)> = found
         .skipped
         .iter()
@@ -421,125 +430,36 @@ fn sarif(
                 .map(|e| ("error", format!("cannot read {e}"))),
         )
         .collect();
-    crate::audit::sarif::render(&all, &notes)
+    log.finish(&notes)?;
+    let code = finish(&unreadable, &repo, clean);
+    Ok((String::new(), code))
 }
 
-/// Finding ids in order of first appearance, each once with its count
-/// (`no_budget ×3`), or `no findings`.
-fn ids<'a>(all: impl Iterator<Item = &'a str>) -> String {
-    let mut seen: Vec<(&str, usize)> = Vec::new();
-    for id in all {
-        match seen.iter_mut().find(|(x, _)| *x == id) {
-            Some((_, n)) => *n += 1,
-            None => seen.push((id, 1)),
-        }
-    }
-    if seen.is_empty() {
-        return "no findings".to_string();
-    }
-    seen.iter()
-        .map(|(id, n)| match n {
-            1 => (*id).to_string(),
-            n => format!("{id} ×{n}"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+/// A SARIF log on stdout that keeps its first error: a reader that has gone
+/// (a closed pipe) ends the writing quietly, as for the other formats.
+struct Log<W: std::io::Write> {
+    w: Result<SarifWriter<W>, std::io::Error>,
 }
 
-/// A count with its noun, singular for one.
-fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+impl<W: std::io::Write> Log<W> {
+    fn new(out: W) -> Self {
+        Log {
+            w: SarifWriter::new(out),
+        }
+    }
 
-fn text(
-    repo: &RepoReport,
-    clients: &[(String, Report)],
-    skipped: &[Skipped],
-    unreadable: &[String],
-) -> String {
-    let mut s = String::new();
-    let findings = |r: &stagger_audit::path::PathReport| ids(r.findings.iter().map(|f| f.id));
-    let _ = writeln!(
-        s,
-        "Retrying objects, each alone (attempts at a dead dependency):"
-    );
-    for o in &repo.objects {
-        let name = match &o.selector {
-            Some(sel) => format!("{}:{sel}", o.file),
-            None => o.file.clone(),
-        };
-        let _ = writeln!(
-            s,
-            "  {:>7}  {name}  ({})",
-            stagger_audit::path::count(o.report.dead.bottom_attempts),
-            findings(&o.report)
-        );
-    }
-    for (f, r) in clients {
-        let _ = writeln!(
-            s,
-            "  {:>7}  {f}  ({})",
-            r.bottom_attempts,
-            ids(r.findings.iter().map(|x| x.id))
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\nCall paths the routes imply, worst first (attempts at a dead dependency for one call at the edge):"
-    );
-    if repo.paths.is_empty() {
-        let _ = writeln!(s, "  none: no route leads to another retrying object");
-    }
-    for p in &repo.paths {
-        let _ = writeln!(
-            s,
-            "  {:>7}  {}",
-            stagger_audit::path::count(p.report.dead.bottom_attempts),
-            p.hops.join(" → ")
-        );
-        for cut in p.report.layers.iter().filter_map(|l| l.cut_by.as_ref()) {
-            let _ = writeln!(s, "           cut by: {cut}");
-        }
-        for f in &p.report.findings {
-            let first = f.message.split(". ").next().unwrap_or(&f.message);
-            let _ = writeln!(s, "           {}: {first}", f.id);
+    fn write(&mut self, found: &[Located]) {
+        if let Ok(w) = &mut self.w {
+            if let Some(e) = found.iter().find_map(|f| w.write(f).err()) {
+                self.w = Err(e);
+            }
         }
     }
-    if repo.paths_cut {
-        let _ = writeln!(
-            s,
-            "  (the walk stopped at {} paths)",
-            stagger_audit::path::MAX_PATHS
-        );
-    }
-    if !skipped.is_empty() {
-        let _ = writeln!(s, "\nSkipped (not retry configs the audit reads):");
-        // Every object and config file skipped for what it holds; files
-        // skipped by their name (a repository's sources) up to a screen.
-        let by_name = |k: &&Skipped| k.reason.starts_with(BY_NAME);
-        for k in skipped.iter().filter(|k| !by_name(k)) {
-            let _ = writeln!(s, "  {}: {}", k.name, k.reason);
-        }
-        let named: Vec<&Skipped> = skipped.iter().filter(by_name).collect();
-        for k in named.iter().take(NAMED_SHOWN) {
-            let _ = writeln!(s, "  {}: {}", k.name, k.reason);
-        }
-        if named.len() > NAMED_SHOWN {
-            let _ = writeln!(
-                s,
-                "  … and {} more files not named as configs (--format json lists every one)",
-                named.len() - NAMED_SHOWN
-            );
+
+    fn finish(self, notes: &[(&str, String)]) -> std::io::Result<()> {
+        match self.w.and_then(|w| w.finish(notes)) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.map(drop),
         }
     }
-    let objects = repo.objects.len() + clients.len();
-    let _ = writeln!(
-        s,
-        "\n{}, {}, {} skipped (not retry configs), {} unreadable.",
-        count(objects, "object", "objects"),
-        count(repo.paths.len(), "path", "paths"),
-        skipped.len(),
-        unreadable.len()
-    );
-    s
 }

@@ -11,10 +11,6 @@ use stagger_sim::hedging::{Cancel, HedgingParams, HedgingResults, SweepPoint, SW
 use super::charts::{self, color, svg_or_note, Frame, Line};
 use crate::WriteError;
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}\
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-th:first-child,td:first-child{text-align:left}.note{color:#555}svg{display:block;margin:1em 0}";
-
 /// One line describing the run.
 pub fn describe(p: &HedgingParams) -> String {
     let capacity = match p.capacity {
@@ -69,10 +65,10 @@ pub fn write_report(
 
 /// The self-contained page.
 pub fn html(p: &HedgingParams, r: &HedgingResults, sweep: &[SweepPoint]) -> String {
-    let mut h = String::new();
+    let mut h = crate::style::head("stagger simulate: hedging", "");
     let _ = write!(
         h,
-        "<!doctype html><html lang=en><head><meta charset=utf-8><title>stagger simulate: hedging</title><style>{STYLE}</style></head><body><h1>stagger simulate — hedging</h1><p>{}</p>",
+        "<h1>stagger simulate — hedging</h1><p>{}</p>",
         crate::escape(&describe(p))
     );
     h.push_str("<p class=note>Every request was a call of the stagger library's own <code>HedgePolicy</code> in virtual time: its latency window chose the percentile delays, its budget capped the extra load.</p>");

@@ -519,25 +519,19 @@ fn cards(r: &Results, h: &mut String) {
     h.push_str("</div>");
 }
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1600px;padding:0 1em;color:#222}\
-h1{font-size:1.5em}h2{margin-top:2em;font-size:1.2em}.note{color:#666}\
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}\
-td:first-child,th:first-child{text-align:left}.grid{display:flex;flex-wrap:wrap;gap:8px}\
+/// What this page draws beyond the shared style: wider, a grid of charts,
+/// the summary cards and the charts' legends.
+const EXTRA: &str = "body{max-width:1600px}.grid{display:flex;flex-wrap:wrap;gap:8px}\
 .grid svg{width:760px;max-width:100%;height:auto}.cards{display:flex;flex-wrap:wrap;gap:12px}\
 .card{border:1px solid #ccd;border-radius:8px;padding:8px 14px;width:260px;background:#f8f9fc}\
-.card h3{margin:4px 0;font-size:1em}.card.num{background:#fdf8ee}pre{background:#f4f4f4;padding:8px;overflow:auto}\
+.card h3{margin:4px 0;font-size:1em}.card.num{background:#fdf8ee}\
 figure.chart{margin:0;width:760px;max-width:100%}figure.chart svg{width:760px;max-width:100%;height:auto}\
 .legend{font-size:12px;display:flex;flex-wrap:wrap;gap:4px 14px;padding:2px 0 10px 60px}\
 .legend i{display:inline-block;width:18px;height:3px;margin-right:5px;vertical-align:middle}";
 
 /// The whole page.
 pub(super) fn html(p: &Params, r: &Results) -> String {
-    let mut h = String::new();
-    let _ = write!(
-        h,
-        "<!doctype html><html lang=en><head><meta charset=utf-8><title>stagger simulate: {}</title><style>{STYLE}</style></head><body>",
-        r.model
-    );
+    let mut h = crate::style::head(&format!("stagger simulate: {}", r.model), EXTRA);
     let _ = write!(
         h,
         "<h1>stagger simulate — {}</h1><p>{}</p>",

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use stagger_sim::{Model, Params, Results, Row, Strategy};
 
+use crate::text::wrap;
+
 /// A human duration: `250ms`, `2s`, `1.5s`.
 pub(super) fn dur(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1e3;
@@ -96,27 +98,6 @@ pub(super) fn print(out: &mut impl Write, p: &Params, r: &Results) -> io::Result
         Model::Contention => contention(out, &r.strategies),
         Model::Layers => layers(out, &r.strategies),
     }
-}
-
-/// `text` in lines of at most `width` characters, broken at spaces; lines
-/// after the first start with `indent`. A word longer than a line stays whole.
-pub(super) fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let len = line.chars().count();
-        if len > 0 && len + 1 + word.chars().count() > width {
-            lines.push(std::mem::replace(&mut line, indent.to_string()));
-        }
-        if !line.is_empty() && !line.ends_with(' ') {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.trim().is_empty() {
-        lines.push(line);
-    }
-    lines
 }
 
 /// What the table's numbers rest on, one sentence each: the settings of

@@ -4,8 +4,12 @@
 
 use std::fmt::Write;
 
-use super::compose::count;
-use super::{Layer, LayerNumbers, PathReport};
+use stagger_audit::path::{count, Layer, LayerNumbers, PathReport};
+
+use super::path::attempts;
+use crate::escape as esc;
+use crate::style::{MUTED, STROKE, SVG_FONT};
+use crate::text::{cut, cut_front};
 
 const W: u32 = 560;
 const BOX_H: u32 = 58;
@@ -13,28 +17,28 @@ const GAP: u32 = 26;
 /// Characters of a box's bold title and of its second line that fit left
 /// of the figures on its right (13 px sans-serif, 0.6 em a character at
 /// most: 7.8 px; the figures take the right 100 px).
-pub(crate) const TITLE_CHARS: usize = 52;
-pub(crate) const LINE_CHARS: usize = 52;
+const TITLE_CHARS: usize = 52;
+const LINE_CHARS: usize = 52;
 
-use stagger_report::escape as esc;
-
-pub(crate) fn render(r: &PathReport) -> String {
+/// The path as an SVG picture: one box per layer with its tries, the
+/// attempts at the bottom.
+pub fn path_svg(r: &PathReport) -> String {
     let n = r.layers.len() as u32;
     let h = 40 + (n + 1) * (BOX_H + GAP) + 10;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" font-family="sans-serif" font-size="13">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" {SVG_FONT} font-size="13">"#
     );
     let _ = writeln!(
         s,
         r#"<title>Retries along the call path: {} at the bottom</title>"#,
-        super::text::attempts(r.dead.bottom_attempts)
+        attempts(r.dead.bottom_attempts)
     );
     let _ = writeln!(
         s,
         r##"<text x="12" y="24" font-size="15" font-weight="bold">One call, dependency down: {} reach it</text>"##,
-        super::text::attempts(r.dead.bottom_attempts)
+        attempts(r.dead.bottom_attempts)
     );
     let mut y = 40;
     for (i, (l, num)) in r.layers.iter().zip(&r.dead.layers).enumerate() {
@@ -43,7 +47,7 @@ pub(crate) fn render(r: &PathReport) -> String {
     }
     let _ = writeln!(
         s,
-        r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="#f7c6c6" stroke="#555"/>"##,
+        r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="#f7c6c6" stroke="{STROKE}"/>"##,
         W - 24
     );
     let _ = writeln!(
@@ -56,7 +60,7 @@ pub(crate) fn render(r: &PathReport) -> String {
         r##"<text x="{}" y="{}" text-anchor="end" font-size="18" font-weight="bold">{}</text>"##,
         W - 24,
         y + 36,
-        super::text::attempts(r.dead.bottom_attempts)
+        attempts(r.dead.bottom_attempts)
     );
     s.push_str("</svg>\n");
     s
@@ -73,7 +77,7 @@ fn layer_box(s: &mut String, i: usize, l: &Layer, num: &LayerNumbers, y: u32) {
     };
     let _ = writeln!(
         s,
-        r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="{fill}" stroke="#555"{stroke}/>"##,
+        r##"<rect x="12" y="{y}" width="{}" height="{BOX_H}" rx="6" fill="{fill}" stroke="{STROKE}"{stroke}/>"##,
         W - 24
     );
     let mut title = format!("{}. {} {}", i + 1, l.system, l.selector);
@@ -88,14 +92,14 @@ fn layer_box(s: &mut String, i: usize, l: &Layer, num: &LayerNumbers, y: u32) {
         r##"<text x="24" y="{}" font-weight="bold"><title>{}</title>{}</text>"##,
         y + 20,
         esc(&title),
-        esc(&super::text::cut_front(&title, TITLE_CHARS))
+        esc(&cut_front(&title, TITLE_CHARS))
     );
     let _ = writeln!(
         s,
-        r##"<text x="24" y="{}" fill="#444"><title>{}</title>{}</text>"##,
+        r##"<text x="24" y="{}" fill="{MUTED}"><title>{}</title>{}</text>"##,
         y + 40,
         esc(&format!("{} — retries on {}", l.file, l.retry_on)),
-        esc(&super::text::cut(&line, LINE_CHARS))
+        esc(&cut(&line, LINE_CHARS))
     );
     let _ = writeln!(
         s,
@@ -106,7 +110,7 @@ fn layer_box(s: &mut String, i: usize, l: &Layer, num: &LayerNumbers, y: u32) {
     );
     let _ = writeln!(
         s,
-        r##"<text x="{}" y="{}" text-anchor="end" fill="#444">sends {}</text>"##,
+        r##"<text x="{}" y="{}" text-anchor="end" fill="{MUTED}">sends {}</text>"##,
         W - 24,
         y + 44,
         count(num.sends)
@@ -114,14 +118,14 @@ fn layer_box(s: &mut String, i: usize, l: &Layer, num: &LayerNumbers, y: u32) {
     let ay = y + BOX_H;
     let _ = writeln!(
         s,
-        r##"<line x1="{}" y1="{ay}" x2="{}" y2="{}" stroke="#555" stroke-width="2"/>"##,
+        r##"<line x1="{}" y1="{ay}" x2="{}" y2="{}" stroke="{STROKE}" stroke-width="2"/>"##,
         W / 2,
         W / 2,
         ay + GAP - 4
     );
     let _ = writeln!(
         s,
-        r##"<path d="M{} {} l-5 -8 h10 z" fill="#555"/>"##,
+        r##"<path d="M{} {} l-5 -8 h10 z" fill="{STROKE}"/>"##,
         W / 2,
         ay + GAP
     );

@@ -1,51 +1,33 @@
-//! The path as text: one row per layer, the totals, the assumptions and the
-//! findings, at most 120 columns.
+//! A call path as text: one row per layer, the totals, the assumptions and
+//! the findings, in at most 120 columns.
 
 use std::fmt::Write;
 use std::time::Duration;
 
-use super::compose::{count, round3};
-use super::{Budget, Dead, PathReport, Protocol};
+use stagger_audit::path::{count, Budget, Dead, PathReport, Protocol};
 
-const WIDTH: usize = 120;
+use crate::text::{cut, cut_middle, WIDTH};
 
-pub(crate) fn cut(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        return s.to_string();
+/// `text` wrapped to the table's width, every line indented by `indent`.
+fn wrap(text: &str, indent: usize) -> String {
+    let pad = " ".repeat(indent);
+    let mut out = String::new();
+    for line in crate::text::wrap(text, WIDTH - indent, "") {
+        let _ = writeln!(out, "{pad}{line}");
     }
-    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
-    out.push('…');
     out
 }
 
-/// `s` in at most `w` columns, cut at the front with `…` (its end kept).
-pub(crate) fn cut_front(s: &str, w: usize) -> String {
-    let n = s.chars().count();
-    if n <= w {
-        return s.to_string();
-    }
-    let tail: String = s.chars().skip(n + 1 - w.max(1)).collect();
-    format!("…{tail}")
-}
-
-/// `s` in at most `w` columns, its middle cut with `…` (both ends kept).
-fn cut_middle(s: &str, w: usize) -> String {
-    let n = s.chars().count();
-    if n <= w {
-        return s.to_string();
-    }
-    let head = w.saturating_sub(1).div_ceil(2);
-    let tail = w.saturating_sub(1) - head;
-    let start: String = s.chars().take(head).collect();
-    let end: String = s.chars().skip(n - tail).collect();
-    format!("{start}…{end}")
+/// An estimate as the table shows it: to three decimals, then as a count.
+fn figure(x: f64) -> String {
+    count((x * 1000.0).round() / 1000.0)
 }
 
 /// A layer's name, `FILE WHAT`, in at most `w` columns, so layers of one
 /// file never read alike: the file is cut before what the layer is
 /// (system and selector); a cluster-local host drops its
 /// `.svc.cluster.local`; a selector still too long loses its middle.
-pub(crate) fn layer_name(file: &str, what: &str, w: usize) -> String {
+fn layer_name(file: &str, what: &str, w: usize) -> String {
     let full = format!("{file} {what}");
     if full.chars().count() <= w {
         return full;
@@ -59,26 +41,8 @@ pub(crate) fn layer_name(file: &str, what: &str, w: usize) -> String {
     cut_middle(&what, w)
 }
 
-fn wrap(text: &str, indent: usize) -> String {
-    let w = WIDTH - indent;
-    let mut out = String::new();
-    let mut line = String::new();
-    for word in text.split(' ') {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > w {
-            let _ = writeln!(out, "{}{line}", " ".repeat(indent));
-            line.clear();
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(&cut(word, w));
-    }
-    let _ = writeln!(out, "{}{line}", " ".repeat(indent));
-    out
-}
-
 /// A count of attempts: "1 attempt", "2.40 attempts".
-pub(crate) fn attempts(x: f64) -> String {
+pub(super) fn attempts(x: f64) -> String {
     if x == 1.0 {
         "1 attempt".to_string()
     } else {
@@ -86,7 +50,7 @@ pub(crate) fn attempts(x: f64) -> String {
     }
 }
 
-pub(crate) fn budget(b: Option<&Budget>) -> String {
+fn budget(b: Option<&Budget>) -> String {
     match b {
         None => "none".to_string(),
         Some(Budget::Ratio { ratio, .. }) => format!("ratio {}", count(*ratio)),
@@ -130,13 +94,13 @@ fn sizing(r: &PathReport, s: &mut String) {
                 &format!(
                     "layer {}: {} requests/s, {} in flight; the cap of {} lets {} retries/s through of {} wanted: {} tries per request, {}; {floor}",
                     z.layer + 1,
-                    count(round3(z.rate)),
-                    count(round3(z.active)),
-                    count(round3(z.cap)),
-                    count(round3(z.allowed_per_second)),
-                    count(round3(z.wanted_per_second)),
-                    count(round3(z.tries)),
-                    attempts(round3(z.bottom_attempts)),
+                    figure(z.rate),
+                    figure(z.active),
+                    figure(z.cap),
+                    figure(z.allowed_per_second),
+                    figure(z.wanted_per_second),
+                    figure(z.tries),
+                    attempts((z.bottom_attempts * 1000.0).round() / 1000.0),
                 ),
                 2,
             ));
@@ -214,10 +178,11 @@ fn notes(r: &PathReport, s: &mut String) {
     }
 }
 
-pub(crate) fn render(r: &PathReport) -> String {
+/// The path as text, at most 120 columns.
+pub fn path_text(r: &PathReport) -> String {
     let mut s = String::new();
     let proto = match r.protocol {
-        Protocol::Http if r.layers.iter().all(|l| l.tcp) => "TCP",
+        Protocol::Http if r.layers.iter().all(|l| l.relays_tcp()) => "TCP",
         Protocol::Grpc => "gRPC",
         Protocol::Http => "HTTP",
     };

@@ -1,7 +1,27 @@
 //! `stagger audit --format sarif`: the findings as a SARIF 2.1.0 log, each
 //! at its file and line, with every check of the audit as a rule carrying
 //! its help text (`stagger_audit::checks`). Code-scanning services and
-//! editors read this format; the exit code stays the audit's.
+//! editors read this format.
+//!
+//! [`SarifWriter`] writes the log as the findings come, so an audit of a
+//! large cluster dump never holds them all; [`sarif`] is the whole log of a
+//! few findings as one string.
+//!
+//! ```
+//! use stagger_audit::path::{audit_path, Options, PathInput};
+//! use stagger_report::audit::sarif::{locate_path, sarif, Texts};
+//!
+//! let vs = "kind: VirtualService\nspec:\n  hosts: [a]\n  http:\n  - retries: {attempts: 9}\n";
+//! let report = audit_path(&[PathInput::new("vs.yaml", vs, None)], &Options::default()).unwrap();
+//! let texts: Texts = [("vs.yaml", vs)].into_iter().collect();
+//! let log = sarif(&locate_path(&report, &texts), &[]);
+//! let log: serde_json::Value = serde_json::from_str(&log).unwrap();
+//! let result = &log["runs"][0]["results"][0];
+//! assert_eq!(result["locations"][0]["physicalLocation"]["region"]["startLine"], 5);
+//! ```
+
+use std::collections::HashMap;
+use std::io::{self, Write};
 
 use serde_json::{json, Value};
 use stagger_audit::checks::CHECKS;
@@ -9,7 +29,25 @@ use stagger_audit::path::PathReport;
 use stagger_audit::Report;
 
 /// The text of every file read, by the name it was given.
-pub type Texts<'a> = [(&'a str, &'a str)];
+#[derive(Debug, Default, Clone)]
+pub struct Texts<'a> {
+    by_name: HashMap<&'a str, &'a str>,
+}
+
+impl<'a> Texts<'a> {
+    /// The text of `file`, if it was read.
+    fn get(&self, file: &str) -> Option<&'a str> {
+        self.by_name.get(file).copied()
+    }
+}
+
+impl<'a> FromIterator<(&'a str, &'a str)> for Texts<'a> {
+    fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(names_and_texts: I) -> Self {
+        Texts {
+            by_name: names_and_texts.into_iter().collect(),
+        }
+    }
+}
 
 /// One finding at a place in a file.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,11 +58,6 @@ pub struct Located {
     pub message: String,
     /// The file and its 1-based line, then any other layers it concerns.
     pub places: Vec<(String, usize)>,
-}
-
-/// The text of `file`, if it was read.
-fn text_of<'a>(texts: &Texts<'a>, file: &str) -> Option<&'a str> {
-    texts.iter().find(|(n, _)| *n == file).map(|(_, t)| *t)
 }
 
 /// The 1-based number of the first line at or after line `from` (1-based)
@@ -54,11 +87,11 @@ fn keys(id: &str) -> &'static [&'static str] {
 
 /// The findings of the one-file checklist, each at the line of the method
 /// it concerns (the key it is about when the file has one).
-pub fn from_report(r: &Report, texts: &Texts<'_>) -> Vec<Located> {
+pub fn locate_report(r: &Report, texts: &Texts<'_>) -> Vec<Located> {
     r.findings
         .iter()
         .map(|f| {
-            let text = text_of(texts, &f.file).unwrap_or("");
+            let text = texts.get(&f.file).unwrap_or("");
             let service = f.method.split('/').next().unwrap_or("");
             let start = match service {
                 "" | "*" => line_of(text, &["methodConfig"], 1),
@@ -200,18 +233,16 @@ fn place(
     let short = first.split('.').next().unwrap_or("");
     let (shown, text, names) = match file.split_once('#') {
         // One object of a dump: `FILE#KIND/NAMESPACE/NAME`.
-        Some((whole, object)) if object.contains('/') && text_of(texts, whole).is_some() => {
+        Some((whole, object)) if object.contains('/') && texts.get(whole).is_some() => {
             let name = object.rsplit('/').next().unwrap_or(object);
-            (whole, text_of(texts, whole).unwrap_or(""), vec![name])
+            (whole, texts.get(whole).unwrap_or(""), vec![name])
         }
         // The objects one reader takes from a file of several kinds
         // (`FILE#KIND`): the selector names the object.
-        Some((whole, _)) if text_of(texts, whole).is_some() => (
-            whole,
-            text_of(texts, whole).unwrap_or(""),
-            vec![first, short],
-        ),
-        _ => (file, text_of(texts, file).unwrap_or(""), vec![first, short]),
+        Some((whole, _)) if texts.get(whole).is_some() => {
+            (whole, texts.get(whole).unwrap_or(""), vec![first, short])
+        }
+        _ => (file, texts.get(file).unwrap_or(""), vec![first, short]),
     };
     let names: Vec<&str> = names.into_iter().filter(|n| !n.is_empty()).collect();
     let at = object_line(text, &names);
@@ -229,7 +260,7 @@ fn place(
 /// is a file (a built-in layer such as `@istio-sidecar` has none: its
 /// finding is placed at the path's files, which imply it), the others as
 /// related places. A path of built-in layers only has no place.
-pub fn from_path(r: &PathReport, texts: &Texts<'_>) -> Vec<Located> {
+pub fn locate_path(r: &PathReport, texts: &Texts<'_>) -> Vec<Located> {
     r.findings
         .iter()
         .map(|f| {
@@ -306,92 +337,139 @@ fn pascal(id: &str) -> String {
         .collect()
 }
 
-/// The SARIF 2.1.0 log of `found`: one run of the `stagger` tool whose
-/// rules are every check of the audit. `notes` are what the run tells
-/// beside its results, each with its level (`note` for a file or object
-/// skipped, `error` for one that cannot be read), as the run's
-/// notifications: nothing read or left out goes unsaid.
-pub fn render(found: &[Located], notes: &[(&str, String)]) -> String {
-    let rules: Vec<Value> = CHECKS
-        .iter()
-        .map(|c| {
-            json!({
-                "id": c.id,
-                "name": pascal(c.id),
-                "shortDescription": {"text": c.summary},
-                "fullDescription": {"text": c.help},
-                "help": {"text": c.help},
-                "defaultConfiguration": {"level": if c.id == "invalid" { "error" } else { "warning" }}
+fn level(rule: &str) -> &'static str {
+    if rule == "invalid" {
+        "error"
+    } else {
+        "warning"
+    }
+}
+
+/// A SARIF 2.1.0 log written as its findings come: one run of the
+/// `stagger` tool whose rules are every check of the audit, one result per
+/// line. Only the findings no file holds are kept until [`finish`]
+/// (code scanning refuses a result without a location, so each is told as
+/// a notification of the run instead).
+///
+/// [`finish`]: SarifWriter::finish
+#[derive(Debug)]
+pub struct SarifWriter<W: Write> {
+    out: W,
+    results: usize,
+    nowhere: Vec<Value>,
+}
+
+impl<W: Write> SarifWriter<W> {
+    /// Starts the log on `out`: its header and the rules.
+    pub fn new(mut out: W) -> io::Result<Self> {
+        let rules: Vec<Value> = CHECKS
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "name": pascal(c.id),
+                    "shortDescription": {"text": c.summary},
+                    "fullDescription": {"text": c.help},
+                    "help": {"text": c.help},
+                    "defaultConfiguration": {"level": level(c.id)}
+                })
             })
+            .collect();
+        let tool = json!({"driver": {
+            "name": "stagger",
+            "version": env!("CARGO_PKG_VERSION"),
+            "rules": rules
+        }});
+        out.write_all(
+            b"{\"$schema\":\"https://json.schemastore.org/sarif-2.1.0.json\",\"version\":\"2.1.0\",\"runs\":[{\"tool\":",
+        )?;
+        serde_json::to_writer(&mut out, &tool)?;
+        out.write_all(b",\"results\":[")?;
+        Ok(SarifWriter {
+            out,
+            results: 0,
+            nowhere: Vec::new(),
         })
-        .collect();
-    // A result without a location is refused by code scanning, so a finding
-    // no file holds (a path of built-in layers only) is told as a
-    // notification of the run instead.
-    let (placed, nowhere): (Vec<&Located>, Vec<&Located>) =
-        found.iter().partition(|f| !f.places.is_empty());
-    let notes: Vec<Value> = nowhere
-        .iter()
-        .map(|f| {
-            json!({
+    }
+
+    /// Writes one finding as a result at its first place, its other places
+    /// as related locations.
+    pub fn write(&mut self, f: &Located) -> io::Result<()> {
+        let Some((file, line)) = f.places.first() else {
+            self.nowhere.push(json!({
                 "level": "warning",
                 "message": {"text": format!("{}: {}", f.rule, f.message)},
                 "descriptor": {"id": f.rule}
-            })
-        })
-        .chain(
-            notes
+            }));
+            return Ok(());
+        };
+        let mut result = json!({
+            "ruleId": f.rule,
+            "level": level(f.rule),
+            "message": {"text": f.message},
+            "locations": [location(file, *line)],
+        });
+        if let Some(i) = CHECKS.iter().position(|c| c.id == f.rule) {
+            result["ruleIndex"] = json!(i);
+        }
+        if f.places.len() > 1 {
+            let related: Vec<Value> = f.places[1..]
                 .iter()
-                .map(|(level, text)| json!({"level": level, "message": {"text": text}})),
-        )
-        .collect();
-    let results: Vec<Value> = placed
-        .into_iter()
-        .map(|f| {
-            let index = CHECKS.iter().position(|c| c.id == f.rule);
-            let mut result = json!({
-                "ruleId": f.rule,
-                "level": if f.rule == "invalid" { "error" } else { "warning" },
-                "message": {"text": f.message},
-            });
-            if let Some(i) = index {
-                result["ruleIndex"] = json!(i);
-            }
-            if let Some((file, line)) = f.places.first() {
-                result["locations"] = json!([location(file, *line)]);
-            }
-            if f.places.len() > 1 {
-                let related: Vec<Value> = f.places[1..]
+                .enumerate()
+                .map(|(i, (file, line))| {
+                    let mut l = location(file, *line);
+                    l["id"] = json!(i + 1);
+                    l
+                })
+                .collect();
+            result["relatedLocations"] = json!(related);
+        }
+        self.out
+            .write_all(if self.results == 0 { b"\n" } else { b",\n" })?;
+        serde_json::to_writer(&mut self.out, &result)?;
+        self.results += 1;
+        Ok(())
+    }
+
+    /// Ends the log: `notes` are what the run tells beside its results,
+    /// each with its level (`note` for a file or object skipped, `error`
+    /// for one that cannot be read), as the run's notifications, after the
+    /// findings no file holds: nothing read or left out goes unsaid.
+    /// Gives back the writer, flushed.
+    pub fn finish(mut self, notes: &[(&str, String)]) -> io::Result<W> {
+        let notes: Vec<Value> = std::mem::take(&mut self.nowhere)
+            .into_iter()
+            .chain(
+                notes
                     .iter()
-                    .enumerate()
-                    .map(|(i, (file, line))| {
-                        let mut l = location(file, *line);
-                        l["id"] = json!(i + 1);
-                        l
-                    })
-                    .collect();
-                result["relatedLocations"] = json!(related);
-            }
-            result
-        })
-        .collect();
-    let log = json!({
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "stagger",
-                "version": env!("CARGO_PKG_VERSION"),
-                "rules": rules
-            }},
-            "invocations": [{
-                "executionSuccessful": true,
-                "toolExecutionNotifications": notes
-            }],
-            "results": results
-        }]
-    });
-    serde_json::to_string_pretty(&log).unwrap_or_default() + "\n"
+                    .map(|(level, text)| json!({"level": level, "message": {"text": text}})),
+            )
+            .collect();
+        let invocations = json!([{
+            "executionSuccessful": true,
+            "toolExecutionNotifications": notes
+        }]);
+        self.out.write_all(b"],\n\"invocations\":")?;
+        serde_json::to_writer(&mut self.out, &invocations)?;
+        self.out.write_all(b"}]}\n")?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
+/// The whole SARIF 2.1.0 log of `found`, with `notes` as the run's
+/// notifications (see [`SarifWriter::finish`]).
+pub fn sarif(found: &[Located], notes: &[(&str, String)]) -> String {
+    let write = || -> io::Result<Vec<u8>> {
+        let mut w = SarifWriter::new(Vec::new())?;
+        for f in found {
+            w.write(f)?;
+        }
+        w.finish(notes)
+    };
+    // Writing to memory fails only on a value serde cannot write, which
+    // these are not.
+    String::from_utf8(write().unwrap_or_default()).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -402,6 +480,40 @@ mod tests {
     fn a_file_name_becomes_a_uri_reference() {
         assert_eq!(uri("a b/c.yaml"), "a%20b/c.yaml");
         assert_eq!(uri("/etc/x.json"), "file:///etc/x.json");
+    }
+
+    #[test]
+    fn the_log_is_json_with_every_result_located_and_the_rest_notified() {
+        let placed = Located {
+            rule: "invalid",
+            message: "a".into(),
+            places: vec![("a b.yaml".into(), 3), ("c.yaml".into(), 1)],
+        };
+        let nowhere = Located {
+            rule: "no_budget_on_path",
+            message: "b".into(),
+            places: vec![],
+        };
+        let log: Value =
+            serde_json::from_str(&sarif(&[placed, nowhere], &[("note", "skipped x".into())]))
+                .unwrap();
+        let run = &log["runs"][0];
+        assert_eq!(log["version"], "2.1.0");
+        assert_eq!(run["results"].as_array().unwrap().len(), 1);
+        let r = &run["results"][0];
+        assert_eq!(r["level"], "error");
+        assert_eq!(
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "a%20b.yaml"
+        );
+        assert_eq!(r["relatedLocations"][0]["id"], 1);
+        let notes = &run["invocations"][0]["toolExecutionNotifications"];
+        assert_eq!(notes[0]["descriptor"]["id"], "no_budget_on_path");
+        assert_eq!(notes[1]["message"]["text"], "skipped x");
+        assert_eq!(
+            run["tool"]["driver"]["rules"].as_array().unwrap().len(),
+            CHECKS.len()
+        );
     }
 
     #[test]
