@@ -63,6 +63,7 @@ mod failure;
 mod file;
 mod findings;
 mod gateway;
+mod gather;
 mod haproxy;
 mod istio;
 mod library;
@@ -85,6 +86,7 @@ pub use repo::{
 };
 
 pub use failure::Failure;
+pub use gather::{Gathered, Skipped, MAX_BYTES};
 use rules::{Pause, Rule};
 pub use sizing::Sizing;
 

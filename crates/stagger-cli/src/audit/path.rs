@@ -128,17 +128,16 @@ fn split(entry: &str) -> (&str, Option<&str>) {
     (entry, None)
 }
 
-/// The largest file the audit reads (a config file, not a data dump).
-pub const MAX_BYTES: u64 = 4 << 20;
-
-/// A file's text, refused over [`MAX_BYTES`] before it is read.
+/// A file's text, refused over the audit's limit
+/// ([`stagger_audit::path::MAX_BYTES`]) before it is read.
 pub fn read(f: &str) -> Result<String, UsageError> {
     let len = std::fs::metadata(f)
         .map_err(|e| UsageError(format!("{f}: cannot read: {e}")))?
         .len();
-    if len > MAX_BYTES {
+    if len > stagger_audit::path::MAX_BYTES {
         return Err(UsageError(format!(
-            "{f}: {len} bytes, larger than the {MAX_BYTES} (4 MiB) the audit reads: not a config file"
+            "{f}: {len} bytes, larger than the {} (4 MiB) the audit reads: not a config file",
+            stagger_audit::path::MAX_BYTES
         )));
     }
     std::fs::read_to_string(f).map_err(|e| UsageError(format!("{f}: cannot read: {e}")))

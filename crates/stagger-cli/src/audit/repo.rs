@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::json;
-use stagger_audit::path::{audit_repo_each, split_dump, what_is, Reading, RepoReport, Source};
+use stagger_audit::path::{audit_repo_each, Gathered, RepoReport};
 use stagger_audit::{audit, Input, Report};
 use stagger_report::audit::sarif::{locate_path, locate_report, Located, SarifWriter, Texts};
 
@@ -25,131 +25,9 @@ pub const MAX_STDIN: u64 = 64 << 20;
 /// The most files one directory walk reads.
 pub const MAX_FILES: usize = 100_000;
 
-/// What a walk found.
-#[derive(Default)]
-struct Found {
-    /// Mesh, gateway, proxy and application configs (and dump objects).
-    sources: Vec<Source>,
-    /// gRPC service configs and stagger policy files, with their audits.
-    clients: Vec<(String, String)>,
-    /// Files read object by object (a dump), by name, with their text.
-    split: Vec<(String, String)>,
-    /// Files and objects that are not retry configs, each with why.
-    skipped: Vec<Skipped>,
-    /// Recognised files that cannot be read, as messages.
-    unreadable: Vec<String>,
-}
-
-/// A file or an object the audit does not read, and why.
-#[derive(Debug, serde::Serialize)]
-struct Skipped {
-    /// The file, or the object as `FILE#KIND/NAMESPACE/NAME`.
-    name: String,
-    /// The object's Kubernetes kind, when it is one object of a file.
-    kind: Option<String>,
-    /// Why it is not read.
-    reason: String,
-}
-
-impl Skipped {
-    fn new(name: String, reason: impl Into<String>) -> Self {
-        let kind = name
-            .split_once('#')
-            .and_then(|(_, o)| o.split_once('/'))
-            .map(|(k, _)| k.to_string());
-        Skipped {
-            name,
-            kind,
-            reason: reason.into(),
-        }
-    }
-}
-
-/// The sources of one file or dump the readers take; the objects none
-/// takes are listed in `skipped` with what they are.
-fn sort_objects(found: &mut Found, objects: Vec<Source>) {
-    for s in objects {
-        match what_is(&s.name, &s.text) {
-            Reading::Other(what) if s.name.contains('#') => {
-                found.skipped.push(Skipped::new(s.name, what));
-            }
-            _ => found.sources.push(s),
-        }
-    }
-}
-
-/// Why a file is skipped by its name alone.
-const BY_NAME: &str = "not a config file by its name";
-
-/// Whether a file's name says it may be a retry config the audit reads.
-fn candidate(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
-    // AWS shared config files go by `config`, `credentials` and names
-    // ending so (`aws_config`, `shared_config`).
-    matches!(ext, "yaml" | "yml" | "json" | "toml" | "conf" | "cfg")
-        || name.ends_with("config")
-        || name.ends_with("credentials")
-}
-
-/// Whether JSON or TOML text is a gRPC service config or a stagger policy
-/// file rather than some other JSON or TOML (a `package.json`, a
-/// `Cargo.toml`).
-fn is_client(name: &str, text: &str) -> bool {
-    let keys = [
-        "methodConfig",
-        "method_config",
-        "retryThrottling",
-        "retry_throttling",
-    ];
-    if keys.iter().any(|k| text.contains(k)) {
-        return true;
-    }
-    name.ends_with(".toml")
-        && !text.contains("[package]")
-        && !text.contains("[workspace]")
-        && text.lines().any(|l| {
-            let l = l.trim_start();
-            ["attempts", "jitter", "[budget]", "backoff", "deadline"]
-                .iter()
-                .any(|k| l.starts_with(k))
-        })
-}
-
-/// Sorts one file into `found`.
-fn take(found: &mut Found, name: String, bytes: Vec<u8>) {
-    let Ok(text) = String::from_utf8(bytes) else {
-        found.skipped.push(Skipped::new(name, "not UTF-8 text"));
-        return;
-    };
-    match what_is(&name, &text) {
-        Reading::Client if is_client(&name, &text) => found.clients.push((name, text)),
-        Reading::Path(what) if what != "a YAML file" => {
-            let objects = split_dump(&name, &text);
-            if objects.len() > 1 {
-                found.split.push((name, text));
-            }
-            sort_objects(found, objects);
-        }
-        // An unparseable .yaml/.yml: recognised by its name, reported.
-        Reading::Path(_) if name.ends_with(".yaml") || name.ends_with(".yml") => {
-            found.sources.push(Source { name, text });
-        }
-        Reading::Other(what) => found.skipped.push(Skipped::new(name, what)),
-        Reading::Client => found.skipped.push(Skipped::new(
-            name,
-            "JSON or TOML that is neither a gRPC service config nor a stagger policy file",
-        )),
-        Reading::Path(what) => found.skipped.push(Skipped::new(
-            name,
-            format!("{what} that does not parse, and not named .yaml or .yml"),
-        )),
-    }
-}
-
 /// Every file under `dir`, sorted, skipping hidden directories and build
 /// output (`target`, `node_modules`).
-fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageError> {
+fn walk(dir: &Path, found: &mut Gathered, seen: &mut usize) -> Result<(), UsageError> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| UsageError(format!("{}: cannot read: {e}", dir.display())))?
         .filter_map(Result::ok)
@@ -177,28 +55,12 @@ fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageErro
         }
         let shown = p.strip_prefix(".").unwrap_or(&p).display().to_string();
         if !meta.is_file() {
-            found
-                .skipped
-                .push(Skipped::new(shown, "not a regular file"));
-            continue;
-        }
-        if !candidate(&p) {
-            found.skipped.push(Skipped::new(
-                shown,
-                format!("{BY_NAME} (.yaml, .yml, .json, .toml, .conf, .cfg, or a name ending in config or credentials)"),
-            ));
-            continue;
-        }
-        if meta.len() > crate::audit::path::MAX_BYTES {
-            found.unreadable.push(format!(
-                "{shown}: {} bytes, larger than the 4 MiB the audit reads",
-                meta.len()
-            ));
-            continue;
-        }
-        match std::fs::read(&p) {
-            Ok(bytes) => take(found, shown, bytes),
-            Err(e) => found.unreadable.push(format!("{shown}: cannot read: {e}")),
+            found.not_a_file(shown);
+        } else if found.wants(&shown, meta.len()) {
+            match std::fs::read(&p) {
+                Ok(bytes) => found.file(shown, bytes),
+                Err(e) => found.cannot_read(&shown, e),
+            }
         }
     }
     Ok(())
@@ -206,7 +68,7 @@ fn walk(dir: &Path, found: &mut Found, seen: &mut usize) -> Result<(), UsageErro
 
 /// `stagger audit DIR` (or `-` for stdin): what to print and the exit code.
 pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String, ExitCode)> {
-    let mut found = Found::default();
+    let mut found = Gathered::default();
     if target == "-" {
         let mut bytes = Vec::new();
         std::io::stdin()
@@ -221,8 +83,7 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         }
         let text = String::from_utf8(bytes)
             .map_err(|_| UsageError("stdin: not UTF-8 text".to_string()))?;
-        let objects = split_dump("-", &text);
-        sort_objects(&mut found, objects);
+        found.dump("-".to_string(), text);
     } else {
         walk(Path::new(target), &mut found, &mut 0)?;
     }
@@ -251,13 +112,7 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
         }
     }
     let clean = repo.is_clean() && clients.iter().all(|(_, r)| r.is_clean());
-    let (by_name, listed) = found
-        .skipped
-        .iter()
-        .map(|k| (k.name.as_str(), k.reason.as_str()))
-        .partition(|(_, reason)| reason.starts_with(BY_NAME));
-    let skipped = stagger_report::audit::Skipped { listed, by_name };
-    let out = stagger_report::audit::repo_text(&repo, &clients, &skipped, unreadable.len());
+    let out = stagger_report::audit::repo_text(&repo, &clients, &found.skipped, unreadable.len());
     let code = finish(&unreadable, &repo, clean);
     Ok((out, code))
 }
@@ -300,7 +155,7 @@ fn keep_what_the_text_prints(r: &mut stagger_audit::path::PathReport) {
 /// the text of them all). The keys are those of one JSON object, in the
 /// order it always had: `clients`, `objects`, `paths`, `paths_cut`,
 /// `skipped`, `unreadable`. The text returned is empty.
-fn json(found: &Found, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
+fn json(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
     let mut unreadable = found.unreadable.clone();
     let mut client_errors = Vec::new();
     let mut clean = true;
@@ -391,7 +246,7 @@ impl Out {
 /// its object's audit is made, so the objects of a dump are never all held
 /// (nor their findings, nor the log). The skipped and the unreadable are
 /// the run's notifications. The text returned is empty.
-fn sarif(found: &Found, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
+fn sarif(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
     let texts: Texts = found
         .sources
         .iter()

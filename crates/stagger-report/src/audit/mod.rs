@@ -23,7 +23,7 @@ mod table;
 
 pub use path::path_text;
 pub use picture::path_svg;
-pub use repo::{repo_text, Skipped};
+pub use repo::repo_text;
 pub use table::table;
 
 #[cfg(test)]

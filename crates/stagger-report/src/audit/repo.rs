@@ -3,21 +3,11 @@
 
 use std::fmt::Write;
 
-use stagger_audit::path::RepoReport;
+use stagger_audit::path::{RepoReport, Skipped};
 use stagger_audit::Report;
 
 /// The files skipped by their name that the text lists one by one.
 const NAMED_SHOWN: usize = 20;
-
-/// What the audit of a repository did not read, each as its name and why.
-#[derive(Debug, Default, Clone)]
-pub struct Skipped<'a> {
-    /// Objects and config files skipped for what they hold: each is listed.
-    pub listed: Vec<(&'a str, &'a str)>,
-    /// Files skipped by their name alone (a repository's sources): the
-    /// first 20 are listed, the rest counted.
-    pub by_name: Vec<(&'a str, &'a str)>,
-}
 
 /// Finding ids in order of first appearance, each once with its count
 /// (`no_budget ×3`), or `no findings`.
@@ -52,7 +42,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 pub fn repo_text(
     repo: &RepoReport,
     clients: &[(String, Report)],
-    skipped: &Skipped<'_>,
+    skipped: &[Skipped],
     unreadable: usize,
 ) -> String {
     let mut s = String::new();
@@ -110,21 +100,20 @@ pub fn repo_text(
             stagger_audit::path::MAX_PATHS
         );
     }
-    if !skipped.listed.is_empty() || !skipped.by_name.is_empty() {
+    if !skipped.is_empty() {
         let _ = writeln!(s, "\nSkipped (not retry configs the audit reads):");
         // Every object and config file skipped for what it holds; files
         // skipped by their name (a repository's sources) up to a screen.
-        for (name, reason) in &skipped.listed {
-            let _ = writeln!(s, "  {name}: {reason}");
+        let (by_name, listed): (Vec<&Skipped>, Vec<&Skipped>) =
+            skipped.iter().partition(|k| k.by_name);
+        for k in listed.iter().chain(by_name.iter().take(NAMED_SHOWN)) {
+            let _ = writeln!(s, "  {}: {}", k.name, k.reason);
         }
-        for (name, reason) in skipped.by_name.iter().take(NAMED_SHOWN) {
-            let _ = writeln!(s, "  {name}: {reason}");
-        }
-        if skipped.by_name.len() > NAMED_SHOWN {
+        if by_name.len() > NAMED_SHOWN {
             let _ = writeln!(
                 s,
                 "  … and {} more files not named as configs (--format json lists every one)",
-                skipped.by_name.len() - NAMED_SHOWN
+                by_name.len() - NAMED_SHOWN
             );
         }
     }
@@ -134,7 +123,7 @@ pub fn repo_text(
         "\n{}, {}, {} skipped (not retry configs), {} unreadable.",
         count(objects, "object", "objects"),
         count(repo.paths.len(), "path", "paths"),
-        skipped.listed.len() + skipped.by_name.len(),
+        skipped.len(),
         unreadable
     );
     s
