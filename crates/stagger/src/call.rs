@@ -32,6 +32,9 @@ pub struct Call<R = LazyRng> {
     /// one after a failure goes out at once, or after the server's hint,
     /// never after a backoff.
     pub(crate) hedged: bool,
+    /// The next attempt's pacing is already taken (the loop waited for it
+    /// through [`Policy::pace`](crate::Policy)): admitting it takes no more.
+    pub(crate) paced: bool,
     /// Which attempts started as hedges (bit `k - 1` for attempt `k`, the
     /// first 64), so the answer that wins can be told a hedge's.
     pub(crate) hedges: u64,
@@ -113,6 +116,7 @@ impl<R> Call<R> {
             transparent_left: 0,
             transparent: 0,
             hedged: false,
+            paced: false,
             hedges: 0,
             scheduled: None,
             rng,

@@ -111,3 +111,17 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
         (**self).now()
     }
 }
+
+/// A clock that reads no earlier than a floor: a driver's sleeper said a
+/// wait until the floor is over, and its word is taken over the clock's
+/// (a sleeper that returns early must not make the driver wait again and
+/// again for the same instant).
+pub(crate) struct NotBefore<'a, C: ?Sized>(pub(crate) &'a C, pub(crate) Option<Instant>);
+
+impl<C: Clock + ?Sized> Clock for NotBefore<'_, C> {
+    #[inline]
+    fn now(&self) -> Instant {
+        let t = self.0.now();
+        self.1.map_or(t, |floor| t.max(floor))
+    }
+}

@@ -28,10 +28,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::call::{Call, LazyRng};
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, NotBefore};
 use crate::hedge::{HedgePolicy, HedgeStep, HedgedCall};
 use crate::outcome::{Decision, Failure, NotRetried, Outcome, StopReason};
-use crate::policy::Policy;
+use crate::policy::{Pace, Policy};
 
 /// The attempt the engine asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +207,7 @@ impl<'p> Plan<'p> {
                 state: State::Ready,
                 waited: Duration::ZERO,
                 backoff: None,
+                paced_until: None,
             }),
         }
     }
@@ -350,6 +351,9 @@ pub(crate) struct Retrying<'p> {
     waited: Duration,
     /// The backoff just decided, until the loop starts waiting it.
     backoff: Option<Duration>,
+    /// The end of the pacing wait the loop was last told to wait: once the
+    /// sleeper says it is over, the engine's time is at least this.
+    paced_until: Option<Instant>,
 }
 
 impl Retrying<'_> {
@@ -362,6 +366,25 @@ impl Retrying<'_> {
                 wait: self.backoff.take(),
             },
             State::Ready | State::Until(_) => {
+                match self
+                    .policy
+                    .pace(&mut self.call, NotBefore(clock, self.paced_until))
+                {
+                    Pace::Go => self.paced_until = None,
+                    Pace::Until(at, wait) => {
+                        self.paced_until = Some(at);
+                        self.waited = self.waited.saturating_add(wait);
+                        self.state = State::Until(at);
+                        return Step::WaitUntil {
+                            at,
+                            wait: Some(wait),
+                        };
+                    }
+                    Pace::Stop(r) => {
+                        self.state = State::Done(r);
+                        return Step::Stop(r);
+                    }
+                }
                 match self.policy.start_attempt(&mut self.call, clock) {
                     Ok(timeout) => {
                         self.state = State::Running;

@@ -127,6 +127,14 @@ pub struct Failure {
     /// wait came instead; this fact also covers a malformed hint skipped
     /// for a later one. Counted as an invalid hint; never fails the call.
     pub invalid_hint: bool,
+    /// The server throttled the request: HTTP 429, gRPC
+    /// `RESOURCE_EXHAUSTED`, or a throttling error code (AWS's
+    /// `x-amzn-errortype`, see
+    /// [`is_throttling_error_code`](crate::guardrails::is_throttling_error_code)).
+    /// A custom classifier sets it for whatever else its API throttles with.
+    /// An [`AdaptiveLimiter`](crate::guardrails::AdaptiveLimiter) on the
+    /// policy lowers its send rate on it.
+    pub throttled: bool,
     /// The caller's own deadline ended the attempt (set by the engine, not
     /// by front-ends): the dependency is not to blame, so gRPC's throttling
     /// takes no token for it.
@@ -144,6 +152,7 @@ impl Failure {
             should_retry: None,
             overloaded: false,
             invalid_hint: false,
+            throttled: false,
             past_deadline: false,
         }
     }
@@ -158,6 +167,13 @@ impl Failure {
     /// [`not_sent`](Failure::not_sent)).
     pub const fn not_sent(mut self) -> Self {
         self.not_sent = true;
+        self
+    }
+
+    /// States that the server throttled the request (see
+    /// [`throttled`](Failure::throttled)).
+    pub const fn throttled(mut self) -> Self {
+        self.throttled = true;
         self
     }
 

@@ -120,6 +120,18 @@ impl Default for Policy {
     }
 }
 
+/// What the engine says before an attempt a pacing guardrail may hold back
+/// ([`Policy::pace`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// Start the attempt now.
+    Go,
+    /// Wait until this instant (this long from now), then ask again.
+    Until(Instant, Duration),
+    /// The wait would pass the deadline: the call stops.
+    Stop(StopReason),
+}
+
 impl Policy {
     /// A builder starting from the defaults.
     pub fn builder() -> PolicyBuilder {
@@ -203,6 +215,33 @@ impl Policy {
         self.start_attempt_watched(call, clock.now())
     }
 
+    /// Before the next attempt is started, what a pacing guardrail asks
+    /// of a driver that can wait ([`Guardrail::pace`]): go now (the pacing
+    /// is taken, [`start_attempt`](Self::start_attempt) takes no more),
+    /// wait until an instant and ask again, or stop because that wait
+    /// would pass the deadline (`throttled`, the wait in `retry_in`).
+    #[inline]
+    pub(crate) fn pace<R: RandomSource, C: Clock>(&self, call: &mut Call<R>, clock: C) -> Pace {
+        let Some(g) = &self.guardrail else {
+            return Pace::Go;
+        };
+        if call.paced {
+            return Pace::Go;
+        }
+        let now = clock.now();
+        let Some(wait) = g.pace(call.attempt.saturating_add(1), now) else {
+            call.paced = true;
+            return Pace::Go;
+        };
+        match now.checked_add(wait) {
+            Some(at) if call.deadline.is_none_or(|d| at < d) => Pace::Until(at, wait),
+            _ => {
+                call.retry_in = Some(wait);
+                Pace::Stop(self.stop(call, StopReason::Throttled))
+            }
+        }
+    }
+
     fn start_attempt_watched<R: RandomSource>(
         &self,
         call: &mut Call<R>,
@@ -216,6 +255,14 @@ impl Policy {
         }
         let next = call.attempt.saturating_add(1);
         if let Some(g) = &self.guardrail {
+            // A caller of this protocol is refused what the drivers wait
+            // (see `pace`), with the wait in `retry_in`.
+            if !std::mem::take(&mut call.paced) {
+                if let Some(wait) = g.pace(next, now) {
+                    call.retry_in = Some(wait);
+                    return Err(self.stop(call, StopReason::Throttled));
+                }
+            }
             if let Err(r) = g.before_attempt(next, &mut call.ticket, &mut call.rng, now) {
                 call.retry_in = r.retry_in;
                 return Err(self.stop(call, r.reason));

@@ -58,6 +58,8 @@ mod one_layer;
 mod one_loop;
 #[cfg(feature = "http")]
 mod openai_differential;
+#[cfg(feature = "tower")]
+mod pacing;
 #[cfg(feature = "serde")]
 mod policy_file_props;
 #[cfg(all(

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crate::call::Call;
 use crate::classify::Classify;
-use crate::clock::{Clock, MonotonicClock};
+use crate::clock::{Clock, MonotonicClock, NotBefore};
 use crate::error::ConfigError;
 use crate::error::RetryError;
 use crate::exec::settings::{DefaultSettings, Settings};
@@ -42,7 +42,7 @@ use crate::exec::{
 };
 use crate::outcome::Decision;
 use crate::outcome::{Class, Failure, Outcome};
-use crate::policy::Policy;
+use crate::policy::{Pace, Policy};
 
 /// One attempt, as the blocking executor hands it to a closure that asks
 /// for it ([`RetryAttemptExt::retry_with_attempt`]).
@@ -366,7 +366,31 @@ where
         if self.notify.wants() {
             call.start_clock(self.clock.now());
         }
+        // The end of the last pacing wait: once slept, the engine's time is
+        // at least this, whatever the clock reads.
+        let mut paced_until = None;
         loop {
+            match policy.pace(&mut call, NotBefore(&self.clock, paced_until)) {
+                Pace::Go => paced_until = None,
+                Pace::Until(at, wait) => {
+                    paced_until = Some(at);
+                    self.sleep.sleep(wait);
+                    if self.sleep.interrupted() {
+                        let reason = crate::outcome::StopReason::Cancelled;
+                        return Report::finish(
+                            last.into_result(),
+                            &call,
+                            &self.clock,
+                            reason,
+                            false,
+                        );
+                    }
+                    continue;
+                }
+                Pace::Stop(reason) => {
+                    return Report::finish(last.into_result(), &call, &self.clock, reason, false)
+                }
+            }
             let timeout = match policy.start_attempt(&mut call, &self.clock) {
                 Ok(t) => t,
                 Err(reason) => {

@@ -66,6 +66,7 @@ pub(crate) fn status_failure(
     let shown = raw.and_then(|s| s.trim().parse::<i64>().ok());
     let mut failure = Failure::new(class);
     failure.hint = hint;
+    failure.throttled = code == 8;
     (failure, shown)
 }
 
@@ -117,5 +118,12 @@ mod tests {
             status_failure(13, &h(&[]), Some(&[13])).0.class,
             Class::Transient
         );
+    }
+
+    #[test]
+    fn resource_exhausted_is_a_throttle_whether_or_not_it_is_retried() {
+        assert!(status_failure(8, &h(&[]), None).0.throttled);
+        assert!(status_failure(8, &h(&[]), Some(&[8])).0.throttled);
+        assert!(!status_failure(14, &h(&[]), Some(&[14])).0.throttled);
     }
 }

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::adaptive::AdaptiveLimiter;
 use crate::breaker::{Breaker, Permit};
 use crate::budget::{Budget, Withdrawal};
 use crate::event::Observer;
@@ -62,6 +63,17 @@ impl Ticket {
 /// call's [`Ticket`], which every hook of the same call sees.
 /// [`Guardrails`] is the ready implementation.
 pub trait Guardrail: Send + Sync {
+    /// Before attempt `attempt` (1-based) is admitted, first attempts
+    /// included: how long it must wait to be sent, if it must (a client-side
+    /// rate limiter's pacing); `None` means it may go now and whatever
+    /// pacing it needed is taken. The engine waits the time when the call's
+    /// deadline allows and asks again; when the wait would pass the
+    /// deadline it stops the call as [`Throttled`](StopReason::Throttled).
+    fn pace(&self, attempt: u32, now: Instant) -> Option<Duration> {
+        let _ = (attempt, now);
+        None
+    }
+
     /// Before attempt `attempt` (1-based) starts. Refusing stops the call
     /// without running the attempt. `rng` is the call's own random stream
     /// (for probabilistic rules such as adaptive throttling).
@@ -127,6 +139,9 @@ const BREAKER_BITS: u64 = HAS_PERMIT | (0xffff << PERMIT_SHIFT);
 /// adaptive throttle into the engine's one [`Guardrail`] seam, in this
 /// order:
 ///
+/// - **before every attempt is admitted**: the adaptive limiter's pacing
+///   ([`pacing`](Guardrails::pacing)): the attempt waits for its token, or
+///   the call stops as `throttled` when that wait would pass its deadline.
 /// - **before every attempt**: the breaker (an open breaker stops the call
 ///   with `breaker_open`), then the throttle (`throttled`, first attempts
 ///   included); a first attempt that passes counts as a request for the
@@ -135,8 +150,9 @@ const BREAKER_BITS: u64 = HAS_PERMIT | (0xffff << PERMIT_SHIFT);
 ///   while the breaker is still open stops now, so a dependency that is
 ///   plainly down gets zero retries), then the budget (`budget`). Both stop
 ///   the call at once, without sleeping.
-/// - **after every attempt**: the breaker, the throttle and the budget are
-///   told the outcome (a success refunds what the call's last retry cost,
+/// - **after every attempt**: the breaker, the throttle, the adaptive
+///   limiter (whether the server throttled it) and the budget are told the
+///   outcome (a success refunds what the call's last retry cost,
 ///   for budgets that refund).
 ///
 /// Per-call state (the breaker permit, the last retry's cost) rides in the
@@ -183,6 +199,7 @@ pub struct Guardrails {
     budget: Option<Arc<dyn Budget>>,
     breaker: Option<Breaker>,
     throttle: Option<Throttle>,
+    pacing: Option<AdaptiveLimiter>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -192,6 +209,7 @@ impl fmt::Debug for Guardrails {
             .field("budget", &self.budget)
             .field("breaker", &self.breaker)
             .field("throttle", &self.throttle)
+            .field("pacing", &self.pacing)
             .field("observer", &self.observer.is_some())
             .finish()
     }
@@ -221,6 +239,15 @@ impl Guardrails {
         self
     }
 
+    /// Paces every attempt, first attempts included, by `limiter` (the AWS
+    /// SDKs' adaptive mode), and tells it every outcome: after the first
+    /// throttle, attempts wait for the rate the server accepts. Share one
+    /// limiter (clones share it) across a client's calls.
+    pub fn pacing(mut self, limiter: AdaptiveLimiter) -> Self {
+        self.pacing = Some(limiter);
+        self
+    }
+
     /// Also sends the breaker's state changes to `observer` (a policy built
     /// with [`PolicyBuilder::breaker`](crate::PolicyBuilder::breaker) passes its own observer here).
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
@@ -240,6 +267,11 @@ impl Guardrails {
 }
 
 impl Guardrail for Guardrails {
+    #[inline]
+    fn pace(&self, _attempt: u32, now: Instant) -> Option<Duration> {
+        self.pacing.as_ref()?.acquire(now).err()
+    }
+
     #[inline]
     fn before_attempt(
         &self,
@@ -334,6 +366,9 @@ impl Guardrail for Guardrails {
         if let Some(th) = &self.throttle {
             th.record(outcome, now);
         }
+        if let Some(limiter) = &self.pacing {
+            limiter.record(matches!(outcome, Outcome::Failure(f) if f.throttled), now);
+        }
         if let Some(budget) = &self.budget {
             match outcome {
                 Outcome::Success => {
@@ -359,11 +394,15 @@ pub(crate) struct Parts {
     pub(crate) budget: Option<Arc<dyn Budget>>,
     pub(crate) breaker: Option<Breaker>,
     pub(crate) throttle: Option<Throttle>,
+    pub(crate) pacing: Option<AdaptiveLimiter>,
 }
 
 impl Parts {
     pub(crate) fn is_empty(&self) -> bool {
-        self.budget.is_none() && self.breaker.is_none() && self.throttle.is_none()
+        self.budget.is_none()
+            && self.breaker.is_none()
+            && self.throttle.is_none()
+            && self.pacing.is_none()
     }
 
     pub(crate) fn into_guardrail(
@@ -377,6 +416,7 @@ impl Parts {
             budget: self.budget,
             breaker: self.breaker,
             throttle: self.throttle,
+            pacing: self.pacing,
             observer,
         }))
     }

@@ -38,6 +38,10 @@ pub(crate) const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-re
 /// `x-envoy-overloaded`: Envoy answered on its own while shedding load
 /// (upstream circuit breaking or maintenance mode).
 pub(crate) const ENVOY_OVERLOADED: HeaderName = HeaderName::from_static("x-envoy-overloaded");
+/// `x-amzn-errortype`: the error code of an AWS service's answer
+/// (`ThrottlingException`, or `CODE:URL`), which tells a throttle from
+/// another 400.
+pub(crate) const AMZN_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
 /// `x-envoy-attempt-count`: the 1-based attempt number Envoy stamps on each
 /// try it sends upstream; above 1 the request is a mesh's retry.
 pub(crate) const ENVOY_ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
@@ -76,6 +80,23 @@ pub(crate) fn read(
     failure.overloaded =
         status == StatusCode::SERVICE_UNAVAILABLE && headers.contains_key(ENVOY_OVERLOADED);
     failure
+}
+
+/// Whether an answer is the server throttling the request: HTTP 429 (when
+/// no `grpc-status` says otherwise), gRPC `RESOURCE_EXHAUSTED` (8), or an
+/// AWS error code the SDKs count as throttling in `x-amzn-errortype`.
+pub(crate) fn throttled(status: StatusCode, grpc_code: Option<u32>, headers: &HeaderMap) -> bool {
+    let aws = || {
+        headers
+            .get(AMZN_ERROR_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(':').next().unwrap_or("").trim())
+            .is_some_and(crate::adaptive::is_throttling_error_code)
+    };
+    match grpc_code {
+        Some(code) => code == 8 || aws(),
+        None => status == StatusCode::TOO_MANY_REQUESTS || aws(),
+    }
 }
 
 /// The first usable HTTP wait: `retry-after-ms`, `x-ms-retry-after-ms`,
@@ -220,6 +241,22 @@ mod tests {
         assert!(read_http(503, &[("x-envoy-overloaded", "true")]).overloaded);
         assert!(!read_http(503, &[]).overloaded);
         assert!(!read_http(429, &[("x-envoy-overloaded", "true")]).overloaded);
+    }
+
+    #[test]
+    fn a_throttle_is_told_by_429_resource_exhausted_or_an_aws_code() {
+        let none = h(&[]);
+        assert!(throttled(StatusCode::TOO_MANY_REQUESTS, None, &none));
+        assert!(!throttled(StatusCode::SERVICE_UNAVAILABLE, None, &none));
+        assert!(throttled(StatusCode::OK, Some(8), &none));
+        assert!(!throttled(StatusCode::TOO_MANY_REQUESTS, Some(14), &none));
+        let aws = h(&[(
+            "x-amzn-errortype",
+            "ThrottlingException:http://internal.amazon.com/coral/com.amazon.coral.availability/",
+        )]);
+        assert!(throttled(StatusCode::BAD_REQUEST, None, &aws));
+        let other = h(&[("x-amzn-errortype", "ValidationException")]);
+        assert!(!throttled(StatusCode::BAD_REQUEST, None, &other));
     }
 
     #[test]

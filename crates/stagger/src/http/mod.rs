@@ -282,13 +282,9 @@ pub(crate) fn raw_response_failure(
         Some(c) => classify::grpc_code(c),
         None => classify::http_failure(status.as_u16(), retry_500, keyed)?,
     };
-    Some(hints::read(
-        Failure::new(class),
-        status,
-        headers,
-        code.is_some(),
-        now,
-    ))
+    let mut failure = hints::read(Failure::new(class), status, headers, code.is_some(), now);
+    failure.throttled = hints::throttled(status, code, headers);
+    Some(failure)
 }
 
 /// A transport error (no response) as the engine's [`Failure`]: its class

@@ -166,7 +166,7 @@ impl PolicyBuilder {
         if self.guardrail.is_some() && !self.parts.is_empty() {
             return Err(ConfigError::new(
                 "guardrail",
-                "a custom guardrail cannot be combined with budget/breaker/throttle",
+                "a custom guardrail cannot be combined with budget/breaker/throttle/pacing",
             ));
         }
         Ok(self.build_unchecked())
@@ -229,6 +229,30 @@ impl PolicyBuilder {
     /// ```
     pub fn throttle(mut self, throttle: Throttle) -> Self {
         self.parts.throttle = Some(throttle);
+        self
+    }
+
+    /// Paces every attempt, the first included, by an adaptive client rate
+    /// limiter (the AWS SDKs' adaptive mode), told of every throttle
+    /// ([`Failure::throttled`](crate::Failure::throttled)): after the first,
+    /// an attempt waits for the rate the server accepts; a wait that would
+    /// pass the call's deadline stops it (`throttled`). Every front-end
+    /// driven by the policy waits it (the tower, reqwest and gRPC layers and
+    /// the executors); a caller of [`Policy::start_attempt`] is refused with
+    /// `throttled` and [`Call::retry_in`](crate::Call::retry_in) saying
+    /// how long to wait. One limiter per client: clones share it.
+    ///
+    /// ```
+    /// use stagger::guardrails::AdaptiveLimiter;
+    /// use stagger::Policy;
+    /// use std::time::Instant;
+    ///
+    /// let limiter = AdaptiveLimiter::new(Instant::now());
+    /// let policy = Policy::builder().pacing(limiter.clone()).build().unwrap();
+    /// # let _ = policy;
+    /// ```
+    pub fn pacing(mut self, limiter: crate::guardrails::AdaptiveLimiter) -> Self {
+        self.parts.pacing = Some(limiter);
         self
     }
 }
