@@ -225,7 +225,7 @@ impl ServiceConfig {
         bucket: Option<&TokenBucket>,
     ) -> Result<Option<Policy>, ConfigError> {
         match self.method(service, method) {
-            Some(m) if m.policy.has_retry_policy() => m.policy.engine(bucket, None).map(Some),
+            Some(m) if m.policy.has_retry_policy() => m.policy.engine(bucket, None, None).map(Some),
             _ => Ok(None),
         }
     }
@@ -255,7 +255,7 @@ impl ServiceConfig {
         let Some(m) = self.method(service, method) else {
             return Ok(None);
         };
-        let engine = m.policy.engine(bucket, None)?;
+        let engine = m.policy.engine(bucket, None, None)?;
         m.policy.hedge_engine(&engine, bucket)
     }
 }

@@ -220,3 +220,24 @@ async fn a_503_is_no_throttle_and_paces_nothing() {
         "1 ms answer + 10 ms backoff"
     );
 }
+
+// A gRPC channel's limiter hears RESOURCE_EXHAUSTED as a throttle and
+// paces the retry it allows (A6 lists 8 here), as the tower layer does a 429.
+#[cfg(feature = "grpc")]
+#[tokio::test(start_paused = true)]
+async fn the_grpc_layer_paces_after_resource_exhausted() {
+    use crate::grpc_scripted::{a6, call, request, Scripted, Step};
+    let limiter = AdaptiveLimiter::new(tokio::time::Instant::now().into_std());
+    let layer = stagger::grpc::RetryLayer::builder()
+        .default_policy(a6(3, &[8]))
+        .pacing(limiter.clone())
+        .build()
+        .unwrap();
+    let svc = Scripted::new([Step::TrailersOnly(8, &[])], Step::SlowOk(Duration::ZERO));
+    let (status, report) = call(&layer, &svc, request(b"x")).await;
+    assert_eq!(status, Some(0));
+    assert_eq!(report.get().attempts, 2);
+    assert!(limiter.snapshot().enabled);
+    let gaps = svc.gaps_ms();
+    assert!(gaps[0] >= 1990, "the token, not the backoff: {gaps:?}");
+}

@@ -9,6 +9,7 @@ use super::method::{Entry, MethodPolicy, Methods};
 use super::service::RetryService;
 use super::shared::{Shared, Unchanged};
 use super::{AttemptHook, AttemptRecord};
+use crate::adaptive::AdaptiveLimiter;
 use crate::budget::{TokenBucket, TokenBucketConfig};
 use crate::error::ConfigError;
 use crate::event::Observer;
@@ -47,6 +48,7 @@ impl RetryLayer {
             entries: Vec::new(),
             fallback: MethodPolicy::no_retries(),
             throttling: None,
+            pacing: None,
             max_replay_bytes: crate::http::Settings::DEFAULT_MAX_REPLAY_BYTES,
             transparent_retries: MAX_TRANSPARENT_RETRIES,
             one_layer: true,
@@ -88,6 +90,7 @@ pub struct RetryLayerBuilder {
     entries: Vec<Entry>,
     fallback: MethodPolicy,
     throttling: Option<(f64, f64)>,
+    pacing: Option<AdaptiveLimiter>,
     max_replay_bytes: usize,
     transparent_retries: u32,
     one_layer: bool,
@@ -133,6 +136,22 @@ impl RetryLayerBuilder {
     /// (0, 1000] and a positive `token_ratio` (three decimals).
     pub fn throttling(mut self, max_tokens: f64, token_ratio: f64) -> Self {
         self.throttling = Some((max_tokens, token_ratio));
+        self
+    }
+
+    /// Paces every attempt of every method, first attempts included, by an
+    /// adaptive client rate limiter (see
+    /// [`PolicyBuilder::pacing`](crate::PolicyBuilder::pacing)), told of
+    /// every `RESOURCE_EXHAUSTED`: one limiter for the channel.
+    ///
+    /// ```
+    /// use stagger::guardrails::AdaptiveLimiter;
+    /// let limiter = AdaptiveLimiter::new(std::time::Instant::now());
+    /// let layer = stagger::grpc::RetryLayer::builder().pacing(limiter).build().unwrap();
+    /// # let _ = layer;
+    /// ```
+    pub fn pacing(mut self, limiter: AdaptiveLimiter) -> Self {
+        self.pacing = Some(limiter);
         self
     }
 
@@ -203,6 +222,7 @@ impl RetryLayerBuilder {
             &self.entries,
             &self.fallback,
             bucket.as_ref(),
+            self.pacing.as_ref(),
             self.observer.as_ref(),
         )?;
         Ok(RetryLayer {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::adaptive::AdaptiveLimiter;
 use crate::backoff::{Backoff, Jitter};
 use crate::budget::{Budget, TokenBucket};
 use crate::error::ConfigError;
@@ -203,10 +204,12 @@ impl MethodPolicy {
     }
 
     /// The engine policy for this method, drawing on the channel's
-    /// throttling `bucket` and telling `observer` its events.
+    /// throttling `bucket`, paced by the channel's adaptive limiter, and
+    /// telling `observer` its events.
     pub(crate) fn engine(
         &self,
         bucket: Option<&TokenBucket>,
+        pacing: Option<&AdaptiveLimiter>,
         observer: Option<&Arc<dyn Observer>>,
     ) -> Result<Policy, ConfigError> {
         let mut b = Policy::builder()
@@ -217,6 +220,9 @@ impl MethodPolicy {
         }
         if let Some(t) = bucket {
             b = b.budget(t.clone());
+        }
+        if let Some(l) = pacing {
+            b = b.pacing(l.clone());
         }
         if let Some(o) = observer {
             b = b.observer(o.clone());
@@ -381,10 +387,11 @@ impl Methods {
         entries: &[Entry],
         fallback: &MethodPolicy,
         bucket: Option<&TokenBucket>,
+        pacing: Option<&AdaptiveLimiter>,
         observer: Option<&Arc<dyn Observer>>,
     ) -> Result<Methods, ConfigError> {
         let resolve = |p: &MethodPolicy| -> Result<Arc<Resolved>, ConfigError> {
-            let engine = p.engine(bucket, observer)?;
+            let engine = p.engine(bucket, pacing, observer)?;
             Ok(Arc::new(Resolved {
                 hedge: p.hedge_engine(&engine, bucket)?,
                 engine,
@@ -458,12 +465,12 @@ mod tests {
             (("shop.Cart".into(), "Add".into()), p(4)),
             ((String::new(), String::new()), p(5)),
         ];
-        let m = Methods::build(&entries, &MethodPolicy::no_retries(), None, None).unwrap();
+        let m = Methods::build(&entries, &MethodPolicy::no_retries(), None, None, None).unwrap();
         let attempts = |path| m.find(path).engine.max_attempts();
         assert_eq!(attempts("/shop.Cart/Add"), 2, "the first entry wins");
         assert_eq!(attempts("/shop.Cart/Remove"), 3);
         assert_eq!(attempts("/shop.Till/Pay"), 5);
-        let none = Methods::build(&[], &MethodPolicy::no_retries(), None, None).unwrap();
+        let none = Methods::build(&[], &MethodPolicy::no_retries(), None, None, None).unwrap();
         assert_eq!(none.find("/a.B/C").engine.max_attempts(), 1);
     }
 
