@@ -342,7 +342,7 @@ fn hedge<R: RandomSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stagger::budget::TokenBucket;
+    use stagger::guardrails::budget::TokenBucket;
     use stagger::hedging::HedgePolicyConfig;
     use stagger::{Backoff, Class, HedgeDelay, Jitter};
 

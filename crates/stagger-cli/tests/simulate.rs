@@ -215,7 +215,7 @@ fn the_first_screen_fits_100_columns_shows_budget_alone_and_no_identical_rows() 
         );
     }
     // The guardrails in use are said in the library's own words.
-    let budget = stagger::budget::RatioBudget::default().to_string();
+    let budget = stagger::guardrails::budget::RatioBudget::default().to_string();
     assert!(table.replace("\n  ", " ").contains(&budget), "{table}");
 }
 
@@ -269,7 +269,7 @@ fn the_report_describes_the_guardrails_the_run_used() {
             .replace('>', "&gt;")
     };
     for said in [
-        stagger::budget::RatioBudget::default().to_string(),
+        stagger::guardrails::budget::RatioBudget::default().to_string(),
         stagger::Breaker::default().to_string(),
         stagger::Throttle::default().to_string(),
         stagger::export::SliWindow::default().to_string(),

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use stagger::budget::RatioBudget;
+use stagger::guardrails::budget::RatioBudget;
 use stagger::guardrails::BreakerConfig;
 use stagger::guardrails::Guardrails;
 use stagger::{Backoff, Breaker, Jitter, Observer, Policy, Throttle};

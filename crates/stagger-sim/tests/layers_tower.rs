@@ -16,7 +16,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
-use stagger::budget::TokenBucket;
+use stagger::guardrails::budget::TokenBucket;
 use stagger::http::Settings;
 use stagger::random::{FastRng, RandomSource};
 use stagger::tower::{DeadlineLayer, ReplayBody, RetryLayer};

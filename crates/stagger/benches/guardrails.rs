@@ -21,7 +21,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use stagger::budget::{
+use stagger::guardrails::budget::{
     Budget, QuotaBudget, QuotaBudgetConfig, RatioBudget, RatioBudgetConfig, RefillBudget,
     RefillBudgetConfig, TokenBucket,
 };

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use stagger::budget::RatioBudget;
 use stagger::export::MetricsObserver;
+use stagger::guardrails::budget::RatioBudget;
 use stagger::guardrails::Guardrails;
 use stagger::{Breaker, Policy, RetryExt};
 

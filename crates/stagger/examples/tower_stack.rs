@@ -21,7 +21,7 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use stagger::budget::{RatioBudget, RatioBudgetConfig};
+use stagger::guardrails::budget::{RatioBudget, RatioBudgetConfig};
 use stagger::http::RetryInfo;
 use stagger::tower::RetryLayer;
 use stagger::{Breaker, Policy};

@@ -1,11 +1,13 @@
 //! The backoff schedule and its jitters.
 
+pub mod scheduled;
+
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::error::ConfigError;
-use crate::rng::RandomSource;
+use crate::outcome::error::ConfigError;
+use crate::random::RandomSource;
 
 /// How a delay is drawn from the capped backoff `b_n`.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -363,7 +365,7 @@ fn scale(b: u64, u: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::FastRng;
+    use crate::random::FastRng;
 
     const MS: Duration = Duration::from_millis(1);
 

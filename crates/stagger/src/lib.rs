@@ -1,5 +1,22 @@
 //! # stagger — retries that help a recovering dependency
 //!
+//! **The floor plan**, in import order (each part uses only those above it):
+//!
+//! | part | what it holds |
+//! |---|---|
+//! | the vocabulary, at the root | [`Outcome`], [`Failure`], [`StopReason`] … and the errors; [`hint`] (server hints), [`classify`], [`Backoff`] and [`scheduled`] jitter, [`deadline`], [`time`], [`random`], [`priority`] |
+//! | [`guardrails`] | budgets, the breaker and its operator controls, the throttle, the adaptive limiter |
+//! | the engine | [`Policy`], [`HedgePolicy`] ([`hedging`]), the per-call [`Call`], the attempt loop every driver runs, and the files that configure them (`config`) |
+//! | the fact readers | `http` and `grpc`: what an answer says, as the engine's facts |
+//! | the drivers | `tower`, `reqwest`, [`exec`]: they send what the engine says and wait what it says |
+//! | the server side | [`limit`] (adaptive concurrency limits, the CPU trigger), and `tower`'s shedding and deadline layers |
+//! | observing | [`Observer`], [`Event`], [`export`] (metrics, tracing, OpenTelemetry, the retry-ratio SLI) |
+//!
+//! The engine and the guardrails never touch a socket, a runtime, a timer or
+//! the system clock of their own accord: they are told the time and the
+//! facts, and answer what to do next. The crate builds without any of its
+//! transport features, and CI checks that it does.
+//!
 //! Retries turn a blip into a non-event, or into an outage that outlasts its
 //! trigger: clients that failed together retry together, layers multiply
 //! attempts, and retry load keeps a dependency down after the fault is gone.
@@ -55,7 +72,7 @@
 //! | retry a closure or a blocking call | [`RetryExt`] (`.retry(&policy)`), [`RetryAttemptExt`] when the closure needs the attempt number |
 //! | retry an async operation | [`AsyncRetryExt`] (runtime-agnostic; tokio's timer with feature `tokio`) |
 //! | say how many attempts and how long between them | [`Policy::builder`] → [`PolicyBuilder`], [`Backoff`], [`Jitter`] |
-//! | cap retries at a share of real traffic | [`budget`] (`RatioBudget`, [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s `TokenBucket`, …) on [`PolicyBuilder::budget`] |
+//! | cap retries at a share of real traffic | [`guardrails::budget`] (`RatioBudget`, [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md)'s `TokenBucket`, …) on [`PolicyBuilder::budget`] |
 //! | stop calling a dependency that is plainly down | [`Breaker`], [`Throttle`]; their builders in [`guardrails`] |
 //! | cut the latency tail without a storm | [`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]; the sans-IO protocol in [`hedging`] |
 //! | retry (or hedge) HTTP through tower or reqwest | `tower::RetryLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`); hedging is their `http::Settings::hedging` setting |
@@ -82,126 +99,49 @@
 // import in one (the README's once had one) fails its doc test.
 #![doc(test(attr(deny(unused_imports))))]
 
-mod a6;
-mod adaptive;
 mod backoff;
-mod breaker;
-pub mod budget;
-mod call;
 pub mod classify;
-mod clock;
-#[cfg(feature = "serde")]
-pub mod config;
 pub mod deadline;
-mod describe;
-mod drive;
-mod error;
-mod event;
+mod engine;
 pub mod exec;
-pub mod export;
 #[cfg(any(feature = "grpc", feature = "serde"))]
 pub mod grpc;
-mod guard;
-mod hedge;
-pub mod hint;
+pub mod guardrails;
 #[cfg(feature = "http")]
 pub mod http;
-mod latency;
 pub mod limit;
-#[cfg(feature = "opentelemetry")]
-mod otel;
+mod observe;
 mod outcome;
-mod policy;
 pub mod priority;
+pub mod random;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
-mod rng;
-pub mod scheduled;
-mod sli;
-mod sync;
-mod throttle;
+pub mod time;
 #[cfg(feature = "tower")]
 pub mod tower;
-mod window;
+
+pub use backoff::scheduled;
+#[cfg(feature = "serde")]
+pub use engine::config;
+pub use engine::hedging;
+pub use observe::export;
+#[cfg(fuzzing)]
+#[doc(hidden)]
+pub use outcome::fuzzing;
+pub use outcome::hint;
 
 pub use backoff::{Backoff, Jitter};
-pub use breaker::Breaker;
-pub use call::Call;
-pub use error::{ConfigError, RetryError};
-pub use event::{Event, Observer};
+pub use engine::call::Call;
+pub use engine::hedge::{HedgeDelay, HedgePolicy};
+pub use engine::policy::{Policy, PolicyBuilder};
 pub use exec::future::AsyncRetryExt;
 pub use exec::hedge::HedgeExt;
 pub use exec::sync::{RetryAttemptExt, RetryExt};
-pub use hedge::{HedgeDelay, HedgePolicy};
+pub use guardrails::breaker::Breaker;
+pub use guardrails::throttle::Throttle;
+pub use observe::event::{Event, Observer};
+pub use outcome::error::{ConfigError, RetryError};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
-pub use policy::{Policy, PolicyBuilder};
-pub use throttle::Throttle;
-
-/// The shared guardrails' secondary types: builders, refusals, the breaker's
-/// state, and the [`Guardrail`](guardrails::Guardrail) trait with which a
-/// policy consults them. [`Breaker`], [`Throttle`] and the [`budget`]s are
-/// the guardrails themselves; [`Guardrails`](guardrails::Guardrails)
-/// combines them.
-pub mod guardrails {
-    pub use crate::adaptive::{is_throttling_error_code, AdaptiveLimiter, LimiterSnapshot};
-    #[cfg(feature = "tower")]
-    pub use crate::breaker::BreakerAdmin;
-    pub use crate::breaker::{BreakerConfig, BreakerControl, BreakerOpen, Permit, Transition};
-    pub use crate::event::BreakerState;
-    pub use crate::guard::{Guardrail, Guardrails, Refusal, Ticket};
-    pub use crate::throttle::ThrottleConfig;
-}
-
-/// Hedged requests' secondary types: the builder, and the sans-IO protocol
-/// ([`HedgedCall`](hedging::HedgedCall) driven by
-/// [`HedgePolicy::poll`] and [`HedgePolicy::report`]) a front-end speaks.
-pub mod hedging {
-    pub use crate::hedge::{HedgePolicyConfig, HedgeStep, HedgedCall, MAX_HEDGE_ATTEMPTS};
-}
-
-/// Time as the engine reads it: the [`Clock`](time::Clock) seam, the real
-/// monotonic clock and a manual one for tests and simulations.
-pub mod time {
-    pub use crate::clock::{Clock, ManualClock, MonotonicClock};
-}
-
-/// Randomness as the engine draws it: the
-/// [`RandomSource`](random::RandomSource) seam and the fast, seedable
-/// generator every call gets by default.
-pub mod random {
-    pub use crate::rng::{FastRng, RandomSource};
-}
-
-/// The header parsers one by one, for the fuzz targets (`cargo fuzz` builds
-/// with `--cfg fuzzing`); not part of the API, which reads them through the
-/// transports' fact readers.
-#[cfg(fuzzing)]
-#[doc(hidden)]
-pub mod fuzzing {
-    use std::time::{Duration, SystemTime};
-
-    use crate::hint::{InvalidHint, RetryAfter};
-    use crate::Hint;
-
-    pub fn format_timeout_ms(remaining: Duration) -> String {
-        crate::deadline::format_timeout_ms(remaining)
-    }
-    pub fn parse_timeout_ms(value: &str) -> Option<Duration> {
-        crate::deadline::parse_timeout_ms(value)
-    }
-    pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
-        crate::deadline::parse_grpc_timeout(value)
-    }
-    pub fn parse_pushback(value: &str) -> Hint {
-        crate::hint::parse_pushback(value)
-    }
-    pub fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
-        crate::hint::parse_retry_after(value)
-    }
-    pub fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
-        crate::hint::retry_after_hint(value, now)
-    }
-}
 
 /// The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]

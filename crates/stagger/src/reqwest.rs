@@ -69,7 +69,7 @@ use reqwest_middleware::{Middleware, Next, Result};
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Engine, Judged, Verdict};
+use crate::engine::drive::{drive, timed_out, Answer, Attempt, Attempts, Engine, Judged, Verdict};
 use crate::http::{error_chain, error_failure, is_nested, AttemptTimedOut, Facts, Nested, Opened};
 use crate::http::{RetryInfo, Settings, TokioClock};
 use crate::outcome::{Class, Failure, NotRetried, Outcome};
@@ -173,7 +173,7 @@ impl<'a> Attempts for Sends<'a> {
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
         #[cfg(feature = "opentelemetry")]
         if let Some(spans) = &mut self.facts.spans {
-            let answer = crate::otel::span_answer(j.answer, |r| r.status().as_u16());
+            let answer = crate::observe::otel::span_answer(j.answer, |r| r.status().as_u16());
             spans.end(a.id, answer, j.outcome);
         }
         let answer = match j.answer {

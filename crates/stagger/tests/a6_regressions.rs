@@ -263,7 +263,7 @@ fn a_token_ratio_above_max_tokens_is_accepted() {
 
 #[test]
 fn token_ratio_digits_past_the_third_are_dropped_not_rounded() {
-    use stagger::budget::Budget;
+    use stagger::guardrails::budget::Budget;
     let c = ServiceConfig::from_json(r#"{"retryThrottling":{"maxTokens":10,"tokenRatio":0.5466}}"#)
         .unwrap();
     let b = c.throttling_bucket().unwrap();

@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
 
-use stagger::budget::QuotaBudget;
+use stagger::guardrails::budget::QuotaBudget;
 use stagger::guardrails::AdaptiveLimiter;
 use stagger::random::FastRng;
 use stagger::{Call, Class, Decision, Outcome, Policy};

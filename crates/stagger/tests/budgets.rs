@@ -5,7 +5,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stagger::budget::{
+use stagger::guardrails::budget::{
     Budget, QuotaBudget, QuotaBudgetConfig, RatioBudget, RatioBudgetConfig, RefillBudget,
     RefillBudgetConfig, TokenBucket, TokenBucketConfig, Withdrawal,
 };

@@ -13,8 +13,8 @@ use stagger::StopReason;
 use std::io;
 use tower::{Layer, Service, ServiceExt};
 
-use stagger::budget::Budget;
 use stagger::config::ServiceConfig;
+use stagger::guardrails::budget::Budget;
 use stagger::Failure;
 
 #[tokio::test(start_paused = true)]

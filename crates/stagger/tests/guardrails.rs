@@ -5,10 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use proptest::prelude::*;
-use stagger::budget::{
+use stagger::export::Stats;
+use stagger::guardrails::budget::{
     QuotaBudget, RatioBudget, RatioBudgetConfig, RefillBudget, RefillBudgetConfig,
 };
-use stagger::export::Stats;
 use stagger::guardrails::{BreakerConfig, BreakerState, Guardrails};
 use stagger::random::FastRng;
 use stagger::time::{Clock, ManualClock};

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use stagger::budget::{RatioBudget, RatioBudgetConfig};
 use stagger::export::MetricsObserver;
 use stagger::export::SliWindow;
+use stagger::guardrails::budget::{RatioBudget, RatioBudgetConfig};
 use stagger::guardrails::BreakerConfig;
 use stagger::guardrails::Guardrails;
 use stagger::time::ManualClock;

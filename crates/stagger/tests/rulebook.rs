@@ -12,9 +12,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
-use stagger::budget::{Budget, TokenBucket};
 use stagger::exec::Attempt;
 use stagger::export::Stats;
+use stagger::guardrails::budget::{Budget, TokenBucket};
 use stagger::http::{Inbound, RetryInfo};
 use stagger::tower::{DeadlineLayer, ReplayBody, RetryLayer, ShedLayer};
 use stagger::{

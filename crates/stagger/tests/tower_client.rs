@@ -556,10 +556,12 @@ async fn methods_other_than_post_and_patch_are_retried() {
 async fn clones_share_the_budget() {
     bounded(LIMIT, async {
         let server = Scripted::new(vec![status(503); 20]);
-        let bucket = stagger::budget::TokenBucket::new(stagger::budget::TokenBucketConfig {
-            max_tokens: 4.0,
-            token_ratio: 0.1,
-        })
+        let bucket = stagger::guardrails::budget::TokenBucket::new(
+            stagger::guardrails::budget::TokenBucketConfig {
+                max_tokens: 4.0,
+                token_ratio: 0.1,
+            },
+        )
         .unwrap();
         let policy = Policy::builder()
             .max_attempts(5)

@@ -32,15 +32,15 @@ use std::time::{Duration, Instant};
 
 use pin_project_lite::pin_project;
 
-use crate::clock::{Clock, MonotonicClock};
-use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Plan, Verdict};
-use crate::error::RetryError;
+use crate::engine::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Plan, Verdict};
+use crate::engine::policy::Policy;
 use crate::exec::settings::{DefaultSettings, Settings};
 use crate::exec::sync::{judge, Answers, Kept, Retry};
 use crate::exec::{AcceptAll, AllTransient, Classifier, Notice, Notify, OkCheck, Report, Silent};
+use crate::outcome::error::RetryError;
 use crate::outcome::Decision;
 use crate::outcome::{Failure, Outcome};
-use crate::policy::Policy;
+use crate::time::{Clock, MonotonicClock};
 
 /// Something that waits asynchronously. Implemented for every
 /// `FnMut(Duration) -> impl Future<Output = ()>`.
@@ -236,7 +236,7 @@ where
         // Dropping the plan mid-attempt (the caller gave up) tells the
         // guardrails, so a breaker's half-open probe slot is freed at once
         // instead of after its probe timeout.
-        let mut plan = Plan::new(policy, None, call);
+        let mut plan = Plan::new(policy, None, call, &clock);
         let (first, first_failure) = match first {
             Some((kept, failure)) => (kept.into_answer(), Some(failure)),
             None => (None, None),

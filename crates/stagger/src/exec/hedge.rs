@@ -37,14 +37,14 @@
 
 use std::future::Future;
 
-use crate::call::Call;
-use crate::clock::{Clock, MonotonicClock};
-use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, End, Plan, Verdict};
-use crate::error::RetryError;
+use crate::engine::call::Call;
+use crate::engine::drive::{drive, timed_out, Answer, Attempt, Attempts, End, Plan, Verdict};
+use crate::engine::hedge::HedgePolicy;
 use crate::exec::future::{DefaultSleeper, Sleeper};
 use crate::exec::{AllTransient, Classifier, Report};
-use crate::hedge::HedgePolicy;
+use crate::outcome::error::RetryError;
 use crate::outcome::{Idempotency, Outcome, StopReason};
+use crate::time::{Clock, MonotonicClock};
 
 /// Adds `.hedge(&policy)` to every `FnMut(u32) -> impl Future<Output = Result<T, E>>`
 /// (the argument is the attempt number, from 1).
@@ -152,7 +152,7 @@ where
     {
         let policy = self.policy;
         let call = Call::new().idempotency(self.idempotency);
-        let mut plan = Plan::new(policy.policy(), Some(policy), call);
+        let mut plan = Plan::new(policy.policy(), Some(policy), call, &self.clock);
         let mut attempts = Closure {
             op: &mut self.op,
             when: &mut self.when,
@@ -202,7 +202,7 @@ where
 #[cfg(all(test, not(loom), feature = "tokio"))]
 mod tests {
     use super::*;
-    use crate::hedge::{HedgeDelay, HedgePolicyConfig};
+    use crate::engine::hedge::{HedgeDelay, HedgePolicyConfig};
     use crate::outcome::Class;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Arc;

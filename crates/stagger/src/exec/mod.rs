@@ -24,11 +24,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::call::Call;
-use crate::clock::Clock;
-use crate::error::RetryError;
+use crate::engine::call::Call;
+use crate::outcome::error::RetryError;
 use crate::outcome::Class;
 use crate::outcome::StopReason;
+use crate::time::Clock;
 
 pub(crate) mod future;
 pub(crate) mod hedge;
@@ -238,9 +238,9 @@ impl<T, E> Report<T, E> {
 
     /// A call the executor refused to run: `why` names the setting.
     #[cold]
-    pub(crate) fn refused(why: crate::error::ConfigError) -> Self {
+    pub(crate) fn refused(why: crate::outcome::error::ConfigError) -> Self {
         Report {
-            result: Err(RetryError::from(crate::error::Failed {
+            result: Err(RetryError::from(crate::outcome::error::Failed {
                 reason: StopReason::NotRetryable,
                 attempts: 0,
                 elapsed: None,
@@ -267,7 +267,7 @@ impl<T, E> Report<T, E> {
             .started()
             .map(|s| clock.now().saturating_duration_since(s));
         let result = result.map_err(|last| {
-            RetryError::from(crate::error::Failed {
+            RetryError::from(crate::outcome::error::Failed {
                 reason,
                 attempts,
                 elapsed,

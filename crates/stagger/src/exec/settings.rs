@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::call::Call;
-use crate::call::LazyRng;
-use crate::clock::Clock;
-use crate::rng::FastRng;
+use crate::engine::call::Call;
+use crate::engine::call::LazyRng;
+use crate::random::FastRng;
+use crate::time::Clock;
 
 /// Per-call settings of an executor, set through its builder methods
 /// (`deadline`, `timeout`, `idempotent`, `seed`).

@@ -31,18 +31,18 @@
 
 use std::time::Duration;
 
-use crate::call::Call;
 use crate::classify::Classify;
-use crate::clock::{Clock, MonotonicClock, NotBefore};
-use crate::error::ConfigError;
-use crate::error::RetryError;
+use crate::engine::call::Call;
+use crate::engine::policy::{Pace, Policy};
 use crate::exec::settings::{DefaultSettings, Settings};
 use crate::exec::{
     AcceptAll, AllTransient, ByClass, Classifier, Notice, Notify, OkCheck, Report, Silent,
 };
+use crate::outcome::error::ConfigError;
+use crate::outcome::error::RetryError;
 use crate::outcome::Decision;
 use crate::outcome::{Class, Failure, Outcome};
-use crate::policy::{Pace, Policy};
+use crate::time::{Clock, MonotonicClock, NotBefore};
 
 /// One attempt, as the blocking executor hands it to a closure that asks
 /// for it ([`RetryAttemptExt::retry_with_attempt`]).

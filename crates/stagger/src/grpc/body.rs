@@ -13,7 +13,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::method::Resolved;
 use super::{grpc_status, status_failure, AttemptHook, AttemptRecord};
-use crate::call::Call;
+use crate::engine::call::Call;
 use crate::http::TokioClock;
 use crate::outcome::{Decision, Failure, NotRetried, Outcome, StopReason};
 

@@ -10,11 +10,11 @@ use http::{HeaderMap, HeaderValue, Response};
 use super::body::{CallReport, GrpcBody, Watch};
 use super::method::Resolved;
 use super::shared::Shared;
-use crate::call::Call;
-use crate::clock::Clock;
 use crate::deadline::parse_grpc_timeout;
+use crate::engine::call::Call;
 use crate::http::{mark_if_gave_up, Inbound, TokioClock, GRPC_STATUS, GRPC_TIMEOUT};
 use crate::outcome::{Class, Idempotency, NotRetried, StopReason};
+use crate::time::Clock;
 use crate::tower::{BoxError, Error, ErrorKind};
 
 /// One call's state between attempts. Dropped mid-attempt (the caller gave

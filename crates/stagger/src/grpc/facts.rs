@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::classify::{grpc_code_listed, grpc_code_of_http};
-use crate::hint::parse_pushback;
 pub(crate) use crate::http::grpc_status;
 use crate::http::GRPC_PUSHBACK;
+use crate::outcome::hint::parse_pushback;
 use crate::outcome::{Failure, StopReason};
 
 /// One attempt as reported to an

@@ -15,12 +15,14 @@ use super::body::GrpcBody;
 use super::call::{committed, conclude, Driver, Last};
 use super::shared::{MakeBody, Shared};
 use super::{attempt_status, never_sent, status_failure, AttemptHook, AttemptRecord};
-use crate::clock::Clock;
 use crate::deadline::format_grpc_timeout;
-use crate::drive::{drive, Answer, Attempt, Attempts, End, Judged, Overflow, Plan, Verdict};
+use crate::engine::drive::{
+    drive, Answer, Attempt, Attempts, End, Judged, Overflow, Plan, Verdict,
+};
 use crate::http::{error_chain, error_class, rebuild, AttemptTimedOut};
 use crate::http::{TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
 use crate::outcome::{Class, Decision, Failure, NotRetried, Outcome, StopReason};
+use crate::time::Clock;
 use crate::tower::{
     nested, BoxError, Error, ErrorKind, Replay, ReplayBody, ResponseFuture, Sending,
 };
@@ -117,7 +119,7 @@ struct Sends<'a, S, M, B> {
     last_status: Option<u32>,
     /// The call's and its attempts' spans (feature `opentelemetry`).
     #[cfg(feature = "opentelemetry")]
-    spans: Option<crate::otel::GrpcSpans>,
+    spans: Option<crate::observe::otel::GrpcSpans>,
 }
 
 impl<S, M, B, ResB> Attempts for Sends<'_, S, M, B>
@@ -251,7 +253,7 @@ where
     let limit = shared.max_replay_bytes;
     let (mut d, call) = Driver::new(shared, req.headers(), req.extensions(), req.uri().path());
     let method = d.method.clone();
-    let mut plan = Plan::new(&method.engine, method.hedge.as_ref(), call);
+    let mut plan = Plan::new(&method.engine, method.hedge.as_ref(), call, &TokioClock);
     let (mut parts, body) = req.into_parts();
     crate::http::propagate_priority(&mut parts.headers, &parts.extensions);
     let body = if plan.side_by_side() {
@@ -275,7 +277,7 @@ where
         spans: d
             .shared
             .trace_attempts
-            .then(|| crate::otel::GrpcSpans::open(parts.uri.path())),
+            .then(|| crate::observe::otel::GrpcSpans::open(parts.uri.path())),
     };
     let finish = drive(&mut plan, &mut sends, &TokioClock, tokio::time::sleep).await;
     #[cfg(feature = "opentelemetry")]
@@ -290,7 +292,7 @@ where
     d.waited = plan.waited();
     d.call = plan.take_call();
     #[cfg(feature = "opentelemetry")]
-    crate::otel::record_grpc_call(&parts.uri, &d.call, d.waited);
+    crate::observe::otel::record_grpc_call(&parts.uri, &d.call, d.waited);
     let last = match finish.last {
         Some(Answer::Came(Ok(resp))) => {
             if finish.end == End::Taken {

@@ -6,7 +6,7 @@ use std::fmt;
 
 use super::method::Methods;
 use super::AttemptHook;
-use crate::budget::TokenBucket;
+use crate::guardrails::budget::TokenBucket;
 use crate::tower::ReplayBody;
 
 /// Turns the body the layer replays into the body the inner service takes.

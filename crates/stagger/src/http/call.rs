@@ -14,15 +14,15 @@ use super::{
     attempt_value, is_grpc, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
     timeout_header, IDEMPOTENCY_KEY, PRIORITY, RETRY_ATTEMPT,
 };
-use crate::call::Call;
-use crate::clock::Clock;
-use crate::drive::{End, Plan};
-use crate::hedge::HedgePolicy;
+use crate::engine::call::Call;
+use crate::engine::drive::{End, Plan};
+use crate::engine::hedge::HedgePolicy;
+use crate::engine::policy::Policy;
 use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
 };
-use crate::policy::Policy;
 use crate::priority::Priority;
+use crate::time::Clock;
 
 /// How a call ended, put in the final response's extensions (and carried by
 /// the error when there is no response).
@@ -302,7 +302,7 @@ pub(crate) struct Facts {
     last_class: Option<Class>,
     /// The attempts' client spans (feature `opentelemetry`).
     #[cfg(feature = "opentelemetry")]
-    pub(crate) spans: Option<crate::otel::AttemptSpans>,
+    pub(crate) spans: Option<crate::observe::otel::AttemptSpans>,
 }
 
 /// A call as its request opens it: the facts, the engine's per-call state,
@@ -419,7 +419,7 @@ impl Facts {
             #[cfg(feature = "opentelemetry")]
             spans: settings
                 .trace_attempts
-                .then(crate::otel::AttemptSpans::default),
+                .then(crate::observe::otel::AttemptSpans::default),
         };
         Opened { facts, call, own }
     }
@@ -572,8 +572,8 @@ impl Settings {
     #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
     pub(crate) fn plan<'a>(&'a self, own: &'a Own, call: Call) -> Plan<'a> {
         match own.0.as_deref() {
-            Some((policy, hedging)) => Plan::new(policy, hedging.as_ref(), call),
-            None => Plan::new(&self.policy, self.hedging.as_ref(), call),
+            Some((policy, hedging)) => Plan::new(policy, hedging.as_ref(), call, &TokioClock),
+            None => Plan::new(&self.policy, self.hedging.as_ref(), call, &TokioClock),
         }
     }
 }

@@ -25,7 +25,9 @@ use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::GRPC_PUSHBACK;
-use crate::hint::{parse_pushback, parse_retry_after_ms, parse_should_retry, retry_after_hint};
+use crate::outcome::hint::{
+    parse_pushback, parse_retry_after_ms, parse_should_retry, retry_after_hint,
+};
 use crate::outcome::{Failure, Hint};
 
 /// `retry-after-ms`: the wait in milliseconds (the header the OpenAI and
@@ -91,7 +93,7 @@ pub(crate) fn throttled(status: StatusCode, grpc_code: Option<u32>, headers: &He
             .get(AMZN_ERROR_TYPE)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.split(':').next().unwrap_or("").trim())
-            .is_some_and(crate::adaptive::is_throttling_error_code)
+            .is_some_and(crate::guardrails::adaptive::is_throttling_error_code)
     };
     match grpc_code {
         Some(code) => code == 8 || aws(),
@@ -145,7 +147,7 @@ fn grpc_wait(headers: &HeaderMap, mut wait: Option<Hint>, invalid: &mut bool) ->
     #[cfg(feature = "grpc")]
     if wait.is_none() {
         if let Some(v) = headers.get(GRPC_STATUS_DETAILS) {
-            match crate::hint::parse_status_details(v.as_bytes()) {
+            match crate::outcome::hint::parse_status_details(v.as_bytes()) {
                 Ok(Some(d)) => wait = Some(Hint::RetryAfter(d)),
                 Ok(None) => {}
                 Err(_) => *invalid = true,
@@ -279,7 +281,7 @@ mod tests {
         assert_eq!(f.hint, Some(Hint::DoNotRetry));
         #[cfg(feature = "grpc")]
         {
-            let details = crate::hint::encode_for_test(8, Some((1, 0)), false);
+            let details = crate::outcome::hint::encode_for_test(8, Some((1, 0)), false);
             let mut m = h(&[]);
             m.insert(GRPC_STATUS_DETAILS, details.parse().unwrap());
             let f = read(

@@ -15,7 +15,7 @@
 //! - hints: `retry-after-ms`, `x-ms-retry-after-ms`, `Retry-After`,
 //!   `grpc-retry-pushback-ms`, `x-should-retry` and Envoy's
 //!   `x-envoy-overloaded`, read by one reader through the parsers of
-//!   [`hint`](crate::hint), never re-implemented;
+//!   [`hint`](crate::outcome::hint), never re-implemented;
 //! - headers that travel with each attempt: [`RETRY_ATTEMPT`],
 //!   [`REQUEST_TIMEOUT`] / `grpc-timeout`, and the `x-no-retry` answer of
 //!   a layer below that already retried (the one-layer rule).
@@ -408,7 +408,7 @@ fn find_io<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a io::Error> {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct TokioClock;
 
-impl crate::clock::Clock for TokioClock {
+impl crate::time::Clock for TokioClock {
     #[inline]
     fn now(&self) -> std::time::Instant {
         tokio::time::Instant::now().into_std()

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::{check_range, update_limit, Completion, OncePerRoundTrip, Sample};
-use crate::error::ConfigError;
-use crate::sync::{AtomicU64, Ordering};
+use crate::guardrails::sync::{AtomicU64, Ordering};
+use crate::outcome::error::ConfigError;
 
 /// The `aimd` limit: grows by `1/limit` for each answer in time while at
 /// least half the limit is in use (so one round trip at the limit adds

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use super::{check_range, nanos, update_limit, Completion, OncePerRoundTrip, Sample};
-use crate::error::ConfigError;
-use crate::rng::splitmix64;
-use crate::sync::{AtomicU64, Ordering, Origin};
+use crate::guardrails::sync::{AtomicU64, Ordering, Origin};
+use crate::outcome::error::ConfigError;
+use crate::random::splitmix64;
 
 /// The `gradient` limit (after Netflix's Gradient2). Two running averages
 /// of the latency of finished work: a short-term one over about

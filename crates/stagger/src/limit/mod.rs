@@ -58,9 +58,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::error::ConfigError;
+use crate::guardrails::sync::{AtomicU64, Ordering, Padded};
+use crate::outcome::error::ConfigError;
 use crate::priority::{Ceilings, Class};
-use crate::sync::{AtomicU64, Ordering, Padded};
 
 mod aimd;
 mod cpu;
@@ -189,7 +189,7 @@ impl LimiterBuilder {
             Algorithm::Gradient(g) => {
                 g.validate()?;
                 let seed = self.seed.unwrap_or_else(|| {
-                    crate::rng::RandomSource::next_u64(&mut crate::rng::FastRng::fresh())
+                    crate::random::RandomSource::next_u64(&mut crate::random::FastRng::fresh())
                 });
                 (g.initial, Algo::Gradient(gradient::State::new(g, seed)))
             }
@@ -430,7 +430,7 @@ struct Sample {
 /// overload counts once, not once per answer.
 #[derive(Default)]
 struct OncePerRoundTrip {
-    origin: crate::sync::Origin,
+    origin: crate::guardrails::sync::Origin,
     /// When the limit was last cut, in nanoseconds from the origin (+1, so
     /// 0 means never).
     last: AtomicU64,
@@ -487,7 +487,7 @@ fn update_limit(limit: &AtomicU64, min: u32, max: u32, f: impl Fn(f64) -> f64) {
 
 /// A duration in nanoseconds as the gradient averages it.
 fn nanos(d: Duration) -> u64 {
-    crate::sync::nanos(d).max(1)
+    crate::guardrails::sync::nanos(d).max(1)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! each level keeps a share no lower level can take.
 
 use super::Priority;
-use crate::error::ConfigError;
+use crate::outcome::error::ConfigError;
 
 /// A request as the shedding rule sees it: its level and whether it is a
 /// retry (an inbound attempt number of 2 or more).

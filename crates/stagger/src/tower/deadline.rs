@@ -9,10 +9,10 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::clock::Clock;
 use crate::http::{
     is_grpc, is_grpc_failure, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS, NO_RETRY,
 };
+use crate::time::Clock;
 
 /// Reads `x-request-timeout-ms` (or `grpc-timeout` for gRPC) and
 /// `x-retry-attempt` from each request and runs the inner service inside

@@ -13,7 +13,7 @@ use tower_service::Service;
 use super::body::{prepare, Prepared, ReplayBody};
 use super::error::{AttemptTimedOut, BoxError, Error, ErrorKind};
 use super::future::{ResponseFuture, Sending};
-use crate::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Verdict};
+use crate::engine::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Verdict};
 use crate::http::{error_chain, error_failure, rebuild, Facts, RetryInfo, Settings};
 use crate::http::{Opened, TokioClock};
 use crate::outcome::{Outcome, StopReason};
@@ -133,7 +133,7 @@ where
     fn judged(&mut self, a: &Attempt, j: Judged<'_, Self::Answer>) {
         #[cfg(feature = "opentelemetry")]
         if let Some(spans) = &mut self.facts.spans {
-            let answer = crate::otel::span_answer(j.answer, |r| r.status().as_u16());
+            let answer = crate::observe::otel::span_answer(j.answer, |r| r.status().as_u16());
             spans.end(a.id, answer, j.outcome);
         }
         let answer = match j.answer {
@@ -169,13 +169,13 @@ where
         let body = match prepare(body, settings.max_replay_bytes).await {
             Ok(b) => b,
             Err(e) => {
-                let stopped = crate::drive::End::Stopped(StopReason::NotRetryable);
+                let stopped = crate::engine::drive::End::Stopped(StopReason::NotRetryable);
                 let info = facts.summary(&plan, stopped, None);
                 return Err(Error::new(ErrorKind::Body, info, Some(e.into())));
             }
         };
         if let Prepared::Once(_, why) = &body {
-            crate::drive::Engine::commit(&mut plan, *why);
+            crate::engine::drive::Engine::commit(&mut plan, *why);
         }
         facts.prepare(&mut parts.headers);
         let mut sends = Sends {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::{HeaderMap, HeaderValue, StatusCode};
 use serde::Serialize;
-use stagger::budget::{Budget, RatioBudget};
+use stagger::guardrails::budget::{Budget, RatioBudget};
 use stagger::http::{error_failure, is_idempotent, response_failure};
 use stagger::random::FastRng;
 use stagger::{

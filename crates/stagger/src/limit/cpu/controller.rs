@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::ConfigError;
+use crate::outcome::error::ConfigError;
 
 /// Turns CPU readings into a shed rate that moves smoothly: the share of
 /// arriving work to turn away so the process stays near its threshold.

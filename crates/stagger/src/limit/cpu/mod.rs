@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::error::ConfigError;
-use crate::event::{Event, Observer};
+use crate::observe::event::{Event, Observer};
+use crate::outcome::error::ConfigError;
 use crate::priority::Class;
-use crate::rng::RandomSource;
+use crate::random::RandomSource;
 
 mod controller;
 mod source;
@@ -76,7 +76,7 @@ impl CpuTriggerBuilder {
     }
 
     /// Reports every reading as an [`Event::Overload`], so a
-    /// [`MetricsObserver`](crate::export::MetricsObserver) sets the
+    /// [`MetricsObserver`](crate::observe::export::MetricsObserver) sets the
     /// `stagger_cpu_utilisation` and `stagger_shed_rate` gauges.
     pub fn observer(mut self, observer: Arc<dyn Observer>) -> Self {
         self.observer = Some(observer);
@@ -353,7 +353,7 @@ mod tests {
             for i in 0..40 {
                 t.sheds(
                     if i % 4 == 0 { crawler } else { checkout },
-                    &mut crate::rng::FastRng::seeded(i),
+                    &mut crate::random::FastRng::seeded(i),
                 );
             }
             now += Duration::from_millis(100);

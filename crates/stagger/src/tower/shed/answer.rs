@@ -8,11 +8,11 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
 use super::Shared;
-use crate::event::{Event, ShedReason};
 use crate::http::{GRPC_PUSHBACK, GRPC_STATUS};
 use crate::limit::{Limiter, Token};
+use crate::observe::event::{Event, ShedReason};
 use crate::priority::{retry_after_factor, Class, Priority};
-use crate::rng::{FastRng, RandomSource};
+use crate::random::{FastRng, RandomSource};
 
 impl Shared {
     /// A place in `limiter` for a request of `class`: by the priority

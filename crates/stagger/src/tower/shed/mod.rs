@@ -19,8 +19,6 @@ use tower_service::Service;
 mod answer;
 
 use super::deadline::deadline_response;
-use crate::clock::Clock;
-use crate::event::{Observer, ShedReason};
 use crate::http::inbound::{inbound_deadline, inbound_priority};
 use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock};
 use crate::http::{
@@ -28,7 +26,9 @@ use crate::http::{
     RETRY_ATTEMPT,
 };
 use crate::limit::{Completion, CpuTrigger, Limiter, Token};
+use crate::observe::event::{Observer, ShedReason};
 use crate::priority::{Ceilings, Class, Priority};
+use crate::time::Clock;
 
 /// Load shedding for a server: at most `max_concurrency` requests run at
 /// once and at most `max_queue` wait. A first attempt may wait in the whole
@@ -252,7 +252,7 @@ impl ShedBuilder {
 
     /// Reports every request turned away as an [`Event::Shed`](crate::Event::Shed) with its
     /// [`ShedReason`], so a
-    /// [`MetricsObserver`](crate::export::MetricsObserver) counts them as
+    /// [`MetricsObserver`](crate::observe::export::MetricsObserver) counts them as
     /// `stagger_shed_total{reason}` (registered at 0 when the layer is
     /// built).
     ///
@@ -417,7 +417,7 @@ where
         if shared
             .cpu
             .as_ref()
-            .is_some_and(|cpu| cpu.sheds(class, &mut crate::rng::FastRng::fresh()))
+            .is_some_and(|cpu| cpu.sheds(class, &mut crate::random::FastRng::fresh()))
         {
             return Box::pin(async move { Ok(shared.refuse(class, ShedReason::Cpu, grpc)) });
         }

@@ -1,0 +1,718 @@
+//! The one attempt loop every asynchronous front-end runs, written once.
+//!
+//! A call is a set of attempts. Retrying is the case with one attempt in
+//! flight, hedging the case with several, and the engine alone decides which
+//! (see [`Plan`]): when the next attempt starts (after a backoff, after a
+//! hedge delay, at once after a non-fatal failure or a transparent retry),
+//! which answer ends the call and what each attempt costs the guardrails.
+//! The loop starts what the engine says, polls every running attempt and its
+//! time limit, reports each answer, waits until the engine's next instant,
+//! and drops whatever still runs once the call is over. Nothing here depends
+//! on the transport, so the async executors, the tower layer, the reqwest
+//! middleware and the gRPC layer share it and keep only what is theirs: how
+//! attempt k's request is built, which facts an answer carries (through
+//! their protocol's one fact reader) and what the caller gets at the end.
+//!
+//! The success path keeps nothing it does not need: the first attempt runs
+//! in place (no box, no list), the clock is read only when a rule asks for
+//! the time, and the list of attempts side by side is made only when a
+//! second one starts while the first still runs.
+//!
+//! The loop is runtime-agnostic: time comes from a [`Clock`] and waits from
+//! any `FnMut(Duration) -> impl Future` (tokio's timer, or the user's
+//! sleeper in the executor).
+
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use crate::engine::call::{Call, LazyRng};
+use crate::engine::hedge::{HedgePolicy, HedgeStep, HedgedCall};
+use crate::engine::policy::{Pace, Policy};
+use crate::outcome::{Decision, Failure, NotRetried, Outcome, StopReason};
+use crate::time::{Clock, NotBefore};
+
+/// The attempt the engine asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Attempt {
+    /// The engine's id of the attempt (transparent retries included).
+    pub(crate) id: u32,
+    /// The number the attempt is sent as (`x-retry-attempt`, and
+    /// `grpc-previous-rpc-attempts` + 1): attempts that never left the
+    /// client do not count.
+    pub(crate) number: u32,
+    /// Its time limit, `min(attempt_timeout, remaining)`, if bounded.
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// How one attempt ended.
+#[derive(Debug)]
+pub(crate) enum Answer<T> {
+    /// The transport's answer (a response or an error).
+    Came(T),
+    /// The attempt's time limit passed first.
+    TimedOut,
+}
+
+/// What the front-end reads from an answer.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// The facts, for the engine to judge.
+    Report(Outcome),
+    /// This answer is the call's, whatever the engine would say (a gRPC
+    /// response whose headers commit the call): every other attempt is
+    /// cancelled.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    Take,
+}
+
+/// The request body can no longer be sent again: attempt `leader` (the one
+/// furthest along, if it still runs) goes on alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Overflow {
+    pub(crate) leader: Option<u32>,
+    pub(crate) why: NotRetried,
+}
+
+/// How the call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    /// The engine stopped it.
+    Stopped(StopReason),
+    /// The front-end took an answer ([`Verdict::Take`]).
+    Taken,
+}
+
+impl End {
+    /// The stop reason the caller is told: a taken answer is the call's
+    /// success as far as retrying goes.
+    pub(crate) fn reason(self) -> StopReason {
+        match self {
+            End::Stopped(r) => r,
+            End::Taken => StopReason::Success,
+        }
+    }
+}
+
+/// What the loop hands back: how the call ended and the last answer
+/// reported (the winner, after a success). Answers of cancelled attempts are
+/// never kept.
+#[derive(Debug)]
+pub(crate) struct Finish<T> {
+    pub(crate) end: End,
+    pub(crate) last: Option<Answer<T>>,
+}
+
+/// One transport's part of a call.
+pub(crate) trait Attempts {
+    /// What an attempt resolves to.
+    type Answer;
+    /// A running attempt.
+    type Future: Future<Output = Self::Answer>;
+
+    /// Builds and starts `attempt`, or `None` when the request cannot be
+    /// sent again (a one-shot body already spent).
+    fn start(&mut self, attempt: Attempt) -> Option<Self::Future>;
+
+    /// The facts of `attempt`'s answer.
+    fn judge(&mut self, attempt: &Attempt, answer: &Answer<Self::Answer>) -> Verdict;
+
+    /// Told after the engine judged `attempt`'s answer: what it was and what
+    /// the engine said (an attempt hook's input). The default does nothing.
+    fn judged(&mut self, _attempt: &Attempt, _judged: Judged<'_, Self::Answer>) {}
+
+    /// Ready once the request body outgrew what can be replayed; the default
+    /// never does.
+    fn poll_overflow(&mut self, _cx: &mut Context<'_>) -> Poll<Overflow> {
+        Poll::Pending
+    }
+}
+
+/// An answer as the engine judged it, for [`Attempts::judged`].
+pub(crate) struct Judged<'a, T> {
+    pub(crate) answer: &'a Answer<T>,
+    pub(crate) outcome: &'a Outcome,
+    pub(crate) decision: Decision,
+    /// The next attempt is a transparent retry (this one never left).
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) transparent: bool,
+}
+
+/// What the loop must do next, as the engine says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Start this attempt now.
+    Send(Attempt),
+    /// Wait for an answer or the instant `at`, whichever comes first;
+    /// `wait` is the exact wait when the engine just chose it (a retry's
+    /// backoff, handed to the sleeper as drawn), `None` to read it off the
+    /// clock.
+    WaitUntil { at: Instant, wait: Option<Duration> },
+    /// Wait for an answer.
+    Wait,
+    /// The call is over: drop every attempt still running.
+    Stop(StopReason),
+}
+
+/// A call's engine as the loop drives it: the sans-IO protocol of
+/// [`Policy`] (one attempt in flight) or of [`HedgePolicy`] (several).
+pub(crate) trait Engine {
+    /// What to do next; the clock is read only if a rule needs the time.
+    fn poll<C: Clock>(&mut self, clock: &C) -> Step;
+    /// How running attempt `id` ended; `None` if it was not running.
+    fn report<C: Clock>(&mut self, id: u32, outcome: Outcome, clock: &C) -> Option<Decision>;
+    /// No further attempt may be sent, for `why`.
+    fn commit(&mut self, why: NotRetried);
+    /// The front-end cancelled running attempt `id` on its own.
+    fn withdraw(&mut self, id: u32);
+    /// The caller gave up: the call stops with `cancelled` unless it
+    /// already stopped, and the attempts still running give back what they
+    /// hold.
+    fn cancel<C: Clock>(&mut self, clock: &C);
+    /// Running attempt `id`'s answer is the call's, whatever its outcome
+    /// will be (a gRPC response whose headers commit the call): the call
+    /// stops, every other attempt is cancelled, and `id` stays open for the
+    /// front-end to report to the retry policy when it ends.
+    fn take<C: Clock>(&mut self, id: u32, clock: &C);
+    /// The wait until `at` is over: the sleeper says so, whatever the
+    /// clock reads (a test's instant sleeper, a timer that fires a little
+    /// early). The default trusts the clock.
+    fn waited(&mut self, _at: Instant) {}
+    /// The call's state.
+    fn call(&self) -> &Call;
+}
+
+/// The engine of one call: retried (one attempt at a time under the retry
+/// [`Policy`]) or hedged (under a [`HedgePolicy`]), chosen once from the
+/// call's facts by [`Plan::new`]. Dropping a plan whose attempts still run
+/// gives back what they hold (a half-open breaker's probe slot).
+pub(crate) enum Plan<'p> {
+    Retry(Retrying<'p>),
+    Hedge(Hedging<'p>),
+}
+
+impl<'p> Plan<'p> {
+    /// The engine for `call`: hedged when `hedging` is set and the call can
+    /// hedge ([`HedgePolicy::can_hedge`]), retried by `policy` otherwise.
+    /// `clock` is the one clock it reads, also when it is dropped or
+    /// cancelled (the loop is given the same one).
+    pub(crate) fn new(
+        policy: &'p Policy,
+        hedging: Option<&'p HedgePolicy>,
+        call: Call,
+        clock: &'p dyn Clock,
+    ) -> Self {
+        match hedging {
+            Some(h) if h.can_hedge(&call) => Plan::Hedge(Hedging {
+                policy: h,
+                call: h.call(call),
+                clock,
+            }),
+            _ => Plan::Retry(Retrying {
+                policy,
+                clock,
+                call,
+                state: State::Ready,
+                waited: Duration::ZERO,
+                backoff: None,
+                paced_until: None,
+            }),
+        }
+    }
+
+    /// Whether the call's attempts may run side by side (it hedges), so a
+    /// replayed body must let any of them read on.
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn side_by_side(&self) -> bool {
+        matches!(self, Plan::Hedge(_))
+    }
+
+    /// The call's state (attempts made, idempotency, why not retried).
+    pub(crate) fn call(&self) -> &Call {
+        match self {
+            Plan::Retry(r) => &r.call,
+            Plan::Hedge(h) => h.call.call(),
+        }
+    }
+
+    /// Time waited on the engine's word between attempts.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn waited(&self) -> Duration {
+        match self {
+            Plan::Retry(r) => r.waited,
+            Plan::Hedge(h) => h.call.waited(),
+        }
+    }
+
+    /// The call's state, taken out once the call is over (the plan is left
+    /// with a blank call and nothing running).
+    #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
+    pub(crate) fn take_call(&mut self) -> Call {
+        match self {
+            Plan::Retry(r) => {
+                r.state = State::Done(StopReason::Cancelled);
+                std::mem::take(&mut r.call)
+            }
+            Plan::Hedge(h) => {
+                h.policy.cancel(&mut h.call, h.clock.now());
+                std::mem::take(&mut h.call.call)
+            }
+        }
+    }
+}
+
+impl Drop for Plan<'_> {
+    fn drop(&mut self) {
+        let clock = match self {
+            Plan::Retry(r) => r.clock,
+            Plan::Hedge(h) => h.clock,
+        };
+        self.cancel(&clock);
+    }
+}
+
+impl Engine for Plan<'_> {
+    fn call(&self) -> &Call {
+        Plan::call(self)
+    }
+
+    fn take<C: Clock>(&mut self, id: u32, clock: &C) {
+        match self {
+            Plan::Retry(r) => {
+                if r.state == State::Running && id == r.call.attempts() {
+                    r.state = State::Done(StopReason::Success);
+                }
+            }
+            Plan::Hedge(h) => {
+                h.policy.withdraw(&mut h.call, id);
+                h.policy.cancel(&mut h.call, clock.now());
+            }
+        }
+    }
+
+    #[inline]
+    fn poll<C: Clock>(&mut self, clock: &C) -> Step {
+        match self {
+            Plan::Retry(r) => r.poll(clock),
+            Plan::Hedge(h) => h.poll(clock),
+        }
+    }
+
+    #[inline]
+    fn report<C: Clock>(&mut self, id: u32, outcome: Outcome, clock: &C) -> Option<Decision> {
+        match self {
+            Plan::Retry(r) => r.report(id, outcome, clock),
+            Plan::Hedge(h) => h.report(id, outcome, clock),
+        }
+    }
+
+    fn commit(&mut self, why: NotRetried) {
+        match self {
+            Plan::Retry(r) => r.call.commit(why),
+            Plan::Hedge(h) => h.call.commit(why),
+        }
+    }
+
+    fn waited(&mut self, at: Instant) {
+        // A retry's backoff is the sleeper's to keep; a hedge's delays are
+        // read off the clock the hedging policy keeps its window by.
+        if let Plan::Retry(r) = self {
+            if r.state == State::Until(at) {
+                r.state = State::Ready;
+            }
+        }
+    }
+
+    fn withdraw(&mut self, id: u32) {
+        match self {
+            Plan::Retry(r) => r.withdraw(id),
+            Plan::Hedge(h) => h.policy.withdraw(&mut h.call, id),
+        }
+    }
+
+    #[inline]
+    fn cancel<C: Clock>(&mut self, clock: &C) {
+        match self {
+            Plan::Retry(r) => r.cancel(clock),
+            Plan::Hedge(h) => {
+                if h.call.in_flight() > 0 {
+                    h.policy.cancel(&mut h.call, clock.now());
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// The next attempt may start now.
+    Ready,
+    /// One attempt runs.
+    Running,
+    /// The next attempt may start at this instant.
+    Until(Instant),
+    Done(StopReason),
+}
+
+/// A retried call: [`Policy::start_attempt`] and [`Policy::decide`] as a
+/// poll/report engine with one attempt in flight.
+pub(crate) struct Retrying<'p> {
+    policy: &'p Policy,
+    clock: &'p dyn Clock,
+    call: Call<LazyRng>,
+    state: State,
+    waited: Duration,
+    /// The backoff just decided, until the loop starts waiting it.
+    backoff: Option<Duration>,
+    /// The end of the pacing wait the loop was last told to wait: once the
+    /// sleeper says it is over, the engine's time is at least this.
+    paced_until: Option<Instant>,
+}
+
+impl Retrying<'_> {
+    fn poll<C: Clock>(&mut self, clock: &C) -> Step {
+        match self.state {
+            State::Done(r) => Step::Stop(r),
+            State::Running => Step::Wait,
+            State::Until(at) if clock.now() < at => Step::WaitUntil {
+                at,
+                wait: self.backoff.take(),
+            },
+            State::Ready | State::Until(_) => {
+                match self
+                    .policy
+                    .pace(&mut self.call, NotBefore(clock, self.paced_until))
+                {
+                    Pace::Go => self.paced_until = None,
+                    Pace::Until(at, wait) => {
+                        self.paced_until = Some(at);
+                        self.waited = self.waited.saturating_add(wait);
+                        self.state = State::Until(at);
+                        return Step::WaitUntil {
+                            at,
+                            wait: Some(wait),
+                        };
+                    }
+                    Pace::Stop(r) => {
+                        self.state = State::Done(r);
+                        return Step::Stop(r);
+                    }
+                }
+                match self.policy.start_attempt(&mut self.call, clock) {
+                    Ok(timeout) => {
+                        self.state = State::Running;
+                        let id = self.call.attempts();
+                        Step::Send(Attempt {
+                            id,
+                            number: id - self.call.transparent_retries_made(),
+                            timeout,
+                        })
+                    }
+                    Err(r) => {
+                        self.state = State::Done(r);
+                        Step::Stop(r)
+                    }
+                }
+            }
+        }
+    }
+
+    fn report<C: Clock>(&mut self, id: u32, outcome: Outcome, clock: &C) -> Option<Decision> {
+        if self.state != State::Running || id != self.call.attempts() {
+            return None;
+        }
+        let decision = self.policy.decide(&mut self.call, outcome, clock);
+        self.state = match decision {
+            Decision::Retry { after } if after.is_zero() => State::Ready,
+            Decision::Retry { after } => {
+                self.waited = self.waited.saturating_add(after);
+                self.backoff = Some(after);
+                match clock.now().checked_add(after) {
+                    Some(at) => State::Until(at),
+                    // Past what a clock can hold: no caller waits that long.
+                    None => State::Done(StopReason::Deadline),
+                }
+            }
+            Decision::Stop(r) => State::Done(r),
+        };
+        Some(decision)
+    }
+
+    fn withdraw(&mut self, id: u32) {
+        if self.state == State::Running && id == self.call.attempts() {
+            self.policy.abandon(&mut self.call, self.clock);
+            self.state = State::Done(StopReason::NotRetryable);
+        }
+    }
+
+    fn cancel<C: Clock>(&mut self, clock: &C) {
+        match self.state {
+            State::Done(_) => {}
+            State::Running => {
+                self.policy.abandon(&mut self.call, clock);
+                self.state = State::Done(StopReason::Cancelled);
+            }
+            _ => self.state = State::Done(StopReason::Cancelled),
+        }
+    }
+}
+
+/// A hedged call: [`HedgePolicy::poll`] and [`HedgePolicy::report`].
+pub(crate) struct Hedging<'p> {
+    policy: &'p HedgePolicy,
+    call: HedgedCall,
+    clock: &'p dyn Clock,
+}
+
+impl Hedging<'_> {
+    fn poll<C: Clock>(&mut self, clock: &C) -> Step {
+        match self.policy.poll(&mut self.call, clock.now()) {
+            HedgeStep::Send { attempt, timeout } => {
+                let call = self.call.call();
+                Step::Send(Attempt {
+                    id: attempt,
+                    number: call.attempts() - call.transparent_retries_made(),
+                    timeout,
+                })
+            }
+            HedgeStep::WaitUntil(at) => Step::WaitUntil { at, wait: None },
+            HedgeStep::Wait => Step::Wait,
+            HedgeStep::Stop(r) => Step::Stop(r),
+        }
+    }
+
+    fn report<C: Clock>(&mut self, id: u32, outcome: Outcome, clock: &C) -> Option<Decision> {
+        self.policy.judge(&mut self.call, id, outcome, clock.now())
+    }
+}
+
+/// An attempt running beside the first one.
+struct Beside<F, S> {
+    attempt: Attempt,
+    answer: Pin<Box<F>>,
+    limit: Option<Pin<Box<S>>>,
+}
+
+/// Runs a call to its end under `engine`: attempts from `attempts`, time
+/// from `clock`, waits from `sleep`. The attempts still running when it
+/// returns have been dropped (cancelled).
+pub(crate) async fn drive<E, A, C, S, Sl>(
+    engine: &mut E,
+    attempts: &mut A,
+    clock: &C,
+    mut sleep: S,
+) -> Finish<A::Answer>
+where
+    E: Engine,
+    A: Attempts,
+    C: Clock,
+    S: FnMut(Duration) -> Sl,
+    Sl: Future<Output = ()>,
+{
+    // The oldest running attempt runs in place; attempts sent while it runs
+    // go in a list, made only then.
+    let mut lead = pin!(None::<A::Future>);
+    let mut lead_attempt: Option<Attempt> = None;
+    let mut lead_limit = pin!(None::<Sl>);
+    let mut beside: Vec<Beside<A::Future, Sl>> = Vec::new();
+    // The engine's next instant and the wait until it, in place.
+    let mut timer = pin!(None::<Sl>);
+    let mut timer_at: Option<Instant> = None;
+    let mut last = None;
+    let mut overflowed = false;
+    let end = poll_fn(|cx| loop {
+        // Checked before the engine is asked for a step and again before an
+        // answer is judged: an attempt that outgrew the buffer as it was sent
+        // has made the call unrepeatable by the time it answers.
+        if !overflowed && overflow(engine, attempts, &mut lead_attempt, &mut beside, cx) {
+            overflowed = true;
+            if lead_attempt.is_none() {
+                lead.set(None);
+                lead_limit.set(None);
+            }
+        }
+        match engine.poll(clock) {
+            Step::Send(a) => {
+                let Some(answer) = attempts.start(a) else {
+                    engine.cancel(clock);
+                    return Poll::Ready(End::Stopped(StopReason::NotRetryable));
+                };
+                if lead_attempt.is_none() && beside.is_empty() {
+                    lead.set(Some(answer));
+                    lead_attempt = Some(a);
+                    lead_limit.set(a.timeout.map(&mut sleep));
+                } else {
+                    beside.push(Beside {
+                        attempt: a,
+                        answer: Box::pin(answer),
+                        limit: a.timeout.map(|t| Box::pin(sleep(t))),
+                    });
+                }
+                continue;
+            }
+            Step::Stop(r) => return Poll::Ready(End::Stopped(r)),
+            Step::WaitUntil { at, wait } => {
+                if timer_at != Some(at) {
+                    let wait = wait.unwrap_or_else(|| at.saturating_duration_since(clock.now()));
+                    timer.set(Some(sleep(wait)));
+                    timer_at = Some(at);
+                }
+            }
+            Step::Wait => {
+                if timer_at.take().is_some() {
+                    timer.set(None);
+                }
+            }
+        }
+        let came = poll_lead(lead.as_mut(), &mut lead_attempt, lead_limit.as_mut(), cx)
+            .or_else(|| poll_beside(&mut beside, cx));
+        if let Some((a, answer)) = came {
+            if !overflowed && overflow(engine, attempts, &mut lead_attempt, &mut beside, cx) {
+                overflowed = true;
+                if lead_attempt.is_none() {
+                    lead.set(None);
+                    lead_limit.set(None);
+                }
+            }
+            let taken = judge(engine, attempts, clock, &a, &answer);
+            last = Some(answer);
+            if taken {
+                return Poll::Ready(End::Taken);
+            }
+            continue;
+        }
+        if let Some(fired) = poll_timer(timer.as_mut(), &mut timer_at, cx) {
+            if let Some(at) = fired {
+                engine.waited(at);
+            }
+            continue;
+        }
+        return Poll::Pending;
+    })
+    .await;
+    Finish { end, last }
+}
+
+/// Whether the request body has just outgrown what can be replayed: if so the
+/// engine is told, and every running attempt but the leader is withdrawn
+/// (the lead slot's, by clearing `lead_attempt`; the caller drops it).
+fn overflow<E: Engine, A: Attempts, F, S>(
+    engine: &mut E,
+    attempts: &mut A,
+    lead_attempt: &mut Option<Attempt>,
+    beside: &mut Vec<Beside<F, S>>,
+    cx: &mut Context<'_>,
+) -> bool {
+    let Poll::Ready(o) = attempts.poll_overflow(cx) else {
+        return false;
+    };
+    engine.commit(o.why);
+    // Every attempt but the leader is cancelled at once, and its answer is
+    // never the call's.
+    if let Some(a) = lead_attempt.filter(|a| Some(a.id) != o.leader) {
+        engine.withdraw(a.id);
+        *lead_attempt = None;
+    }
+    beside.retain(|r| {
+        let keep = Some(r.attempt.id) == o.leader;
+        if !keep {
+            engine.withdraw(r.attempt.id);
+        }
+        keep
+    });
+    true
+}
+
+/// Hands an attempt's answer to the engine (and what the engine said to
+/// the attempts' hook): `true` when it is the one answer the call takes.
+fn judge<E: Engine, A: Attempts, C: Clock>(
+    engine: &mut E,
+    attempts: &mut A,
+    clock: &C,
+    a: &Attempt,
+    answer: &Answer<A::Answer>,
+) -> bool {
+    match attempts.judge(a, answer) {
+        Verdict::Report(outcome) => {
+            let transparent = engine.call().transparent_retries_made();
+            if let Some(decision) = engine.report(a.id, outcome, clock) {
+                let judged = Judged {
+                    answer,
+                    outcome: &outcome,
+                    decision,
+                    transparent: engine.call().transparent_retries_made() > transparent,
+                };
+                attempts.judged(a, judged);
+            }
+            false
+        }
+        Verdict::Take => {
+            engine.take(a.id, clock);
+            true
+        }
+    }
+}
+
+/// Polls the attempt running in place: its answer, if it has one, with the
+/// slot emptied.
+fn poll_lead<F: Future, S: Future<Output = ()>>(
+    mut lead: Pin<&mut Option<F>>,
+    lead_attempt: &mut Option<Attempt>,
+    mut lead_limit: Pin<&mut Option<S>>,
+    cx: &mut Context<'_>,
+) -> Option<(Attempt, Answer<F::Output>)> {
+    let a = (*lead_attempt)?;
+    let answer = poll_one(
+        lead.as_mut().as_pin_mut(),
+        lead_limit.as_mut().as_pin_mut(),
+        cx,
+    )?;
+    lead.set(None);
+    *lead_attempt = None;
+    lead_limit.set(None);
+    Some((a, answer))
+}
+
+/// Polls the engine's timer: once it fired, `Some` of the instant it was
+/// set for (taken), with the timer cleared.
+fn poll_timer<S: Future<Output = ()>>(
+    mut timer: Pin<&mut Option<S>>,
+    timer_at: &mut Option<Instant>,
+    cx: &mut Context<'_>,
+) -> Option<Option<Instant>> {
+    timer.as_mut().as_pin_mut()?.poll(cx).is_ready().then(|| {
+        timer.set(None);
+        timer_at.take()
+    })
+}
+
+/// Polls one running attempt and its time limit: its answer, if it has one.
+fn poll_one<F: Future, S: Future<Output = ()>>(
+    answer: Option<Pin<&mut F>>,
+    limit: Option<Pin<&mut S>>,
+    cx: &mut Context<'_>,
+) -> Option<Answer<F::Output>> {
+    if let Poll::Ready(a) = answer?.poll(cx) {
+        return Some(Answer::Came(a));
+    }
+    limit?.poll(cx).is_ready().then_some(Answer::TimedOut)
+}
+
+/// The first attempt beside the lead (in the order they were sent) that
+/// answered or ran out of time, taken out of the list.
+fn poll_beside<F: Future, S: Future<Output = ()>>(
+    beside: &mut Vec<Beside<F, S>>,
+    cx: &mut Context<'_>,
+) -> Option<(Attempt, Answer<F::Output>)> {
+    let (i, answer) = beside.iter_mut().enumerate().find_map(|(i, r)| {
+        let limit = r.limit.as_mut().map(Pin::as_mut);
+        Some((i, poll_one(Some(r.answer.as_mut()), limit, cx)?))
+    })?;
+    Some((beside.remove(i).attempt, answer))
+}
+
+/// The fact of an attempt that ran out of time: its result is unknown.
+pub(crate) fn timed_out() -> Verdict {
+    Verdict::Report(Outcome::Failure(Failure::timeout()))
+}
