@@ -4,11 +4,12 @@
 //!
 //! | part | what it holds |
 //! |---|---|
-//! | the vocabulary, at the root | [`Outcome`], [`Failure`], [`StopReason`] … and the errors; [`hint`] (server hints), [`classify`], [`Backoff`] and [`scheduled`] jitter, [`deadline`], [`time`], [`random`], [`priority`] |
+//! | the vocabulary, at the root | [`Outcome`], [`Failure`], [`StopReason`] … and the errors; [`hint`] (server hints), [`deadline`] (deadline propagation), [`classify`], [`Backoff`] and [`scheduled`] jitter, [`time`], [`random`], [`priority`] |
 //! | [`guardrails`] | budgets, the breaker and its operator controls, the throttle, the adaptive limiter |
-//! | the engine | [`Policy`], [`HedgePolicy`] ([`hedging`]), the per-call [`Call`], the attempt loop every driver runs, and the files that configure them (`config`) |
+//! | the engine | [`Policy`], [`HedgePolicy`] ([`hedging`]), the per-call [`Call`], and the attempt loop every driver runs |
+//! | `config` | service configs and policy files read into policies and the layers' settings (feature `serde`) |
 //! | the fact readers | `http` and `grpc`: what an answer says, as the engine's facts |
-//! | the drivers | `tower`, `reqwest`, [`exec`]: they send what the engine says and wait what it says |
+//! | the drivers | `tower` (with the breaker's admin endpoint), `reqwest`, [`exec`]: they send what the engine says and wait what it says |
 //! | the server side | [`limit`] (adaptive concurrency limits, the CPU trigger), and `tower`'s shedding and deadline layers |
 //! | observing | [`Observer`], [`Event`], [`export`] (metrics, tracing, OpenTelemetry, the retry-ratio SLI) |
 //!
@@ -101,7 +102,8 @@
 
 mod backoff;
 pub mod classify;
-pub mod deadline;
+#[cfg(feature = "serde")]
+pub mod config;
 mod engine;
 pub mod exec;
 #[cfg(any(feature = "grpc", feature = "serde"))]
@@ -121,14 +123,12 @@ pub mod time;
 pub mod tower;
 
 pub use backoff::scheduled;
-#[cfg(feature = "serde")]
-pub use engine::config;
 pub use engine::hedging;
 pub use observe::export;
 #[cfg(fuzzing)]
 #[doc(hidden)]
 pub use outcome::fuzzing;
-pub use outcome::hint;
+pub use outcome::{deadline, hint};
 
 pub use backoff::{Backoff, Jitter};
 pub use engine::call::Call;

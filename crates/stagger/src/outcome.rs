@@ -4,8 +4,10 @@
 //! answers ([`Decision`]) and why a call stopped ([`StopReason`],
 //! [`NotRetried`]). It imports nothing from the rest of the crate, so every
 //! other module can use it without a cycle. Beside it: the errors
-//! (`error`) and the server hints' parsers ([`hint`]).
+//! (`error`), the server hints' parsers ([`hint`]) and deadline propagation
+//! ([`deadline`]).
 
+pub mod deadline;
 pub(crate) mod error;
 pub mod hint;
 
@@ -21,13 +23,13 @@ pub mod fuzzing {
     use crate::Hint;
 
     pub fn format_timeout_ms(remaining: Duration) -> String {
-        crate::deadline::format_timeout_ms(remaining)
+        crate::outcome::deadline::format_timeout_ms(remaining)
     }
     pub fn parse_timeout_ms(value: &str) -> Option<Duration> {
-        crate::deadline::parse_timeout_ms(value)
+        crate::outcome::deadline::parse_timeout_ms(value)
     }
     pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
-        crate::deadline::parse_grpc_timeout(value)
+        crate::outcome::deadline::parse_grpc_timeout(value)
     }
     pub fn parse_pushback(value: &str) -> Hint {
         crate::outcome::hint::parse_pushback(value)

@@ -7,7 +7,8 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use stagger::guardrails::{BreakerAdmin, BreakerControl, BreakerState};
+use stagger::guardrails::{BreakerControl, BreakerState};
+use stagger::tower::BreakerAdmin;
 use stagger::Breaker;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -35,6 +35,7 @@ mod duration_props;
 mod engine;
 mod exec;
 mod fleet_dashboard;
+mod floor_plan;
 #[cfg(all(feature = "grpc", feature = "serde"))]
 mod grpc_channel;
 #[cfg(all(feature = "grpc", feature = "serde"))]

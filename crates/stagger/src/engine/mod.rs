@@ -1,7 +1,6 @@
 //! The engine: the retry [`Policy`](crate::Policy) and the
 //! [`HedgePolicy`](crate::HedgePolicy), the per-call state they keep
-//! ([`Call`](crate::Call)), the plan that drives one call's attempts, and
-//! the configuration files that build them.
+//! ([`Call`](crate::Call)), and the plan that drives one call's attempts.
 //!
 //! The engine is sans-IO: it never touches a socket, a runtime, a timer or
 //! the system clock on its own; it is told the time and the facts, and
@@ -9,8 +8,6 @@
 
 pub(crate) mod a6;
 pub(crate) mod call;
-#[cfg(feature = "serde")]
-pub mod config;
 pub(crate) mod describe;
 pub(crate) mod drive;
 pub(crate) mod hedge;

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
-use crate::deadline::{self, LatencyEstimate};
 use crate::engine::call::{Call, Scheduled};
 use crate::guardrails::guard::Guardrail;
 use crate::observe::event::{Event, Observer};
+use crate::outcome::deadline::{self, LatencyEstimate};
 use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,
 };

@@ -62,7 +62,8 @@ impl CallSettings {
             None => LazyRng::default(),
         };
         let mut call = Call::with_rng(rng).idempotent(self.idempotent);
-        let deadline = crate::deadline::earliest(&[self.deadline], &[self.timeout], || clock.now());
+        let deadline =
+            crate::outcome::deadline::earliest(&[self.deadline], &[self.timeout], || clock.now());
         if let Some(d) = deadline {
             call = call.deadline(d);
         }

@@ -10,9 +10,9 @@ use http::{HeaderMap, HeaderValue, Response};
 use super::body::{CallReport, GrpcBody, Watch};
 use super::method::Resolved;
 use super::shared::Shared;
-use crate::deadline::parse_grpc_timeout;
 use crate::engine::call::Call;
 use crate::http::{mark_if_gave_up, Inbound, TokioClock, GRPC_STATUS, GRPC_TIMEOUT};
+use crate::outcome::deadline::parse_grpc_timeout;
 use crate::outcome::{Class, Idempotency, NotRetried, StopReason};
 use crate::time::Clock;
 use crate::tower::{BoxError, Error, ErrorKind};
@@ -69,10 +69,11 @@ impl Driver {
             .and_then(|v| v.to_str().ok())
             .and_then(parse_grpc_timeout);
         let inbound_deadline = inbound.as_ref().and_then(Inbound::deadline);
-        let deadline =
-            crate::deadline::earliest(&[inbound_deadline], &[method.timeout, caller], || {
-                TokioClock.now()
-            });
+        let deadline = crate::outcome::deadline::earliest(
+            &[inbound_deadline],
+            &[method.timeout, caller],
+            || TokioClock.now(),
+        );
         if let Some(d) = deadline {
             call = call.deadline(d);
         }

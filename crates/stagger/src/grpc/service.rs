@@ -15,12 +15,12 @@ use super::body::GrpcBody;
 use super::call::{committed, conclude, Driver, Last};
 use super::shared::{MakeBody, Shared};
 use super::{attempt_status, never_sent, status_failure, AttemptHook, AttemptRecord};
-use crate::deadline::format_grpc_timeout;
 use crate::engine::drive::{
     drive, Answer, Attempt, Attempts, End, Judged, Overflow, Plan, Verdict,
 };
 use crate::http::{error_chain, error_class, rebuild, AttemptTimedOut};
 use crate::http::{TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
+use crate::outcome::deadline::format_grpc_timeout;
 use crate::outcome::{Class, Decision, Failure, NotRetried, Outcome, StopReason};
 use crate::time::Clock;
 use crate::tower::{

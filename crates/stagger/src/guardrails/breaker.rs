@@ -11,16 +11,12 @@ use crate::outcome::error::ConfigError;
 use crate::outcome::{Class, Outcome};
 use crate::random::splitmix64;
 
-#[cfg(feature = "tower")]
-mod admin;
 mod config;
 mod control;
 #[cfg(all(test, loom))]
 mod loom;
 mod ring;
 
-#[cfg(feature = "tower")]
-pub use admin::BreakerAdmin;
 pub use config::BreakerConfig;
 pub use control::{BreakerControl, Transition};
 use ring::CountRing;

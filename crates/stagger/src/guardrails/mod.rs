@@ -17,8 +17,6 @@ pub(crate) mod window;
 
 pub use crate::observe::event::BreakerState;
 pub use adaptive::{is_throttling_error_code, AdaptiveLimiter, LimiterSnapshot};
-#[cfg(feature = "tower")]
-pub use breaker::BreakerAdmin;
 pub use breaker::{BreakerConfig, BreakerControl, BreakerOpen, Permit, Transition};
 pub use guard::{Guardrail, Guardrails, Refusal, Ticket};
 pub use throttle::ThrottleConfig;

@@ -387,7 +387,7 @@ impl Facts {
             None => Idempotency::NotIdempotent,
         };
         let timeout = options.and_then(|o| o.timeout).or(settings.timeout);
-        let deadline = crate::deadline::earliest(
+        let deadline = crate::outcome::deadline::earliest(
             &[
                 options.and_then(|o| o.deadline),
                 inbound.as_ref().and_then(Inbound::deadline),

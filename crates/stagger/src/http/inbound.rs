@@ -50,7 +50,7 @@ use std::time::Instant;
 use http::{HeaderMap, HeaderValue};
 
 use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, PRIORITY, REQUEST_TIMEOUT};
-use crate::deadline::{parse_grpc_timeout, parse_timeout_ms};
+use crate::outcome::deadline::{parse_grpc_timeout, parse_timeout_ms};
 use crate::priority::Priority;
 
 tokio::task_local! {

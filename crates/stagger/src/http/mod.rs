@@ -72,7 +72,7 @@ pub const RETRY_ATTEMPT: HeaderName = HeaderName::from_static("x-retry-attempt")
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// `x-request-timeout-ms`: the caller's remaining time, in whole milliseconds.
 pub const REQUEST_TIMEOUT: HeaderName =
-    HeaderName::from_static(crate::deadline::REQUEST_TIMEOUT_HEADER);
+    HeaderName::from_static(crate::outcome::deadline::REQUEST_TIMEOUT_HEADER);
 /// `grpc-timeout`: the caller's remaining time, gRPC's encoding.
 pub(crate) const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// `grpc-status`: a gRPC call's status code.
@@ -452,7 +452,7 @@ impl StdError for AttemptTimedOut {}
 /// gRPC, `x-request-timeout-ms` otherwise.
 pub(crate) fn timeout_header(grpc: bool, remaining: Duration) -> (HeaderName, HeaderValue) {
     if grpc {
-        let v = crate::deadline::format_grpc_timeout(remaining);
+        let v = crate::outcome::deadline::format_grpc_timeout(remaining);
         (
             GRPC_TIMEOUT,
             HeaderValue::from_str(&v).unwrap_or(HeaderValue::from_static("0n")),

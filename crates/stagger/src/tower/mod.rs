@@ -90,6 +90,7 @@
 //! [`CallOptions`]: crate::http::CallOptions
 
 mod body;
+mod breaker_admin;
 mod deadline;
 mod error;
 mod future;
@@ -100,6 +101,7 @@ mod shed;
 #[cfg(feature = "grpc")]
 pub(crate) use body::Replay;
 pub use body::ReplayBody;
+pub use breaker_admin::BreakerAdmin;
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub(crate) use error::BoxError;
 pub use error::{Error, ErrorKind};

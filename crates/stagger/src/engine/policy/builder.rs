@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use super::Policy;
 use crate::backoff::{Backoff, Jitter};
-use crate::deadline::LatencyEstimate;
 use crate::guardrails::breaker::Breaker;
 use crate::guardrails::budget::{Budget, RatioBudget};
 use crate::guardrails::guard::{Guardrail, Parts};
 use crate::guardrails::throttle::Throttle;
 use crate::observe::event::Observer;
+use crate::outcome::deadline::LatencyEstimate;
 use crate::outcome::error::ConfigError;
 
 /// Builds a [`Policy`]; [`build`](PolicyBuilder::build) validates every field

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 
-use super::{BreakerControl, Transition};
+use crate::guardrails::{BreakerControl, Transition};
 
 /// An HTTP endpoint over a [`BreakerControl`] that a service mounts on its
 /// admin router: `GET` lists every attached breaker and its state, `POST`
@@ -34,7 +34,8 @@ use super::{BreakerControl, Transition};
 /// beyond `+` and `%XX`).
 ///
 /// ```
-/// use stagger::guardrails::{BreakerAdmin, BreakerControl};
+/// use stagger::guardrails::BreakerControl;
+/// use stagger::tower::BreakerAdmin;
 /// use stagger::Breaker;
 ///
 /// let control = BreakerControl::new();
