@@ -716,3 +716,222 @@ fn poll_beside<F: Future, S: Future<Output = ()>>(
 pub(crate) fn timed_out() -> Verdict {
     Verdict::Report(Outcome::Failure(Failure::timeout()))
 }
+
+/// The loop without a runtime: a scripted transport whose answers come at
+/// virtual instants, waits that end at virtual instants, and an executor
+/// that steps a `ManualClock` to the next instant anything waits for (the
+/// way a sans-IO protocol's tests step a pair of endpoints).
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::task::Waker;
+
+    use super::*;
+    use crate::engine::hedge::HedgePolicyConfig;
+    use crate::outcome::Idempotency;
+    use crate::time::ManualClock;
+    use crate::{Backoff, HedgeDelay, Jitter};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Every instant something waits for, so the executor knows where to
+    /// step next.
+    type Instants = Rc<RefCell<Vec<Instant>>>;
+
+    /// Ready once the clock reaches `at`, with `value`.
+    struct At<T> {
+        at: Instant,
+        clock: ManualClock,
+        due: Instants,
+        value: Option<T>,
+    }
+
+    impl<T: Unpin> Future for At<T> {
+        type Output = T;
+        fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<T> {
+            if self.clock.now() >= self.at {
+                return Poll::Ready(self.value.take().expect("polled after its end"));
+            }
+            let at = self.at;
+            self.due.borrow_mut().push(at);
+            Poll::Pending
+        }
+    }
+
+    /// Answers attempt `k` (1-based) with `script[k - 1]`: after this long,
+    /// this outcome. Records when each attempt started.
+    struct Script {
+        script: Vec<(Duration, Outcome)>,
+        clock: ManualClock,
+        due: Instants,
+        started: Vec<(u32, Duration)>,
+        origin: Instant,
+    }
+
+    impl Attempts for Script {
+        type Answer = Outcome;
+        type Future = At<Outcome>;
+
+        fn start(&mut self, attempt: Attempt) -> Option<At<Outcome>> {
+            let now = self.clock.now();
+            self.started.push((attempt.id, now - self.origin));
+            let (after, outcome) = self.script[attempt.id as usize - 1];
+            Some(At {
+                at: now + after,
+                clock: self.clock.clone(),
+                due: self.due.clone(),
+                value: Some(outcome),
+            })
+        }
+
+        fn judge(&mut self, _attempt: &Attempt, answer: &Answer<Outcome>) -> Verdict {
+            match answer {
+                Answer::Came(o) => Verdict::Report(*o),
+                Answer::TimedOut => timed_out(),
+            }
+        }
+    }
+
+    /// Runs `fut` to its end on `clock`: whenever it waits, the clock steps
+    /// to the earliest instant anything waits for. Bounded: a loop that
+    /// never ends fails the test.
+    fn run<F: Future>(fut: F, clock: &ManualClock, due: &Instants) -> F::Output {
+        let mut fut = pin!(fut);
+        let mut cx = Context::from_waker(Waker::noop());
+        for _ in 0..1_000 {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            let next = due.borrow_mut().drain(..).min().expect("waits for nothing");
+            clock.advance(next.saturating_duration_since(clock.now()));
+        }
+        panic!("the loop did not end in 1,000 steps");
+    }
+
+    fn fail() -> Outcome {
+        Outcome::Failure(Failure::transient())
+    }
+
+    fn script(clock: &ManualClock, due: &Instants, s: &[(u64, Outcome)]) -> Script {
+        Script {
+            script: s
+                .iter()
+                .map(|&(ms, o)| (Duration::from_millis(ms), o))
+                .collect(),
+            clock: clock.clone(),
+            due: due.clone(),
+            started: Vec::new(),
+            origin: clock.now(),
+        }
+    }
+
+    fn sleeper(clock: &ManualClock, due: &Instants) -> impl FnMut(Duration) -> At<()> {
+        let (clock, due) = (clock.clone(), due.clone());
+        move |d| At {
+            at: clock.now() + d,
+            clock: clock.clone(),
+            due: due.clone(),
+            value: Some(()),
+        }
+    }
+
+    #[test]
+    fn a_retried_call_sends_after_each_backoff_and_stops_on_success() {
+        let clock = ManualClock::new();
+        let due = Instants::default();
+        let policy = Policy::builder()
+            .max_attempts(3)
+            .backoff(Backoff {
+                base: 100 * MS,
+                jitter: Jitter::None,
+                ..Backoff::new()
+            })
+            .build()
+            .unwrap();
+        let mut plan = Plan::new(&policy, None, Call::new(), &clock);
+        let mut t = script(
+            &clock,
+            &due,
+            &[(10, fail()), (10, fail()), (10, Outcome::Success)],
+        );
+        let finish = run(
+            drive(&mut plan, &mut t, &clock, sleeper(&clock, &due)),
+            &clock,
+            &due,
+        );
+        assert_eq!(finish.end, End::Stopped(StopReason::Success));
+        assert!(matches!(finish.last, Some(Answer::Came(Outcome::Success))));
+        // 10 ms answers, then waits of 100 and 200 ms.
+        assert_eq!(
+            t.started,
+            [(1, Duration::ZERO), (2, 110 * MS), (3, 320 * MS)]
+        );
+        assert_eq!(clock.elapsed(), 330 * MS);
+        assert_eq!(plan.waited(), 300 * MS);
+    }
+
+    #[test]
+    fn an_attempt_past_its_timeout_is_a_timed_out_failure() {
+        let clock = ManualClock::new();
+        let due = Instants::default();
+        let policy = Policy::builder()
+            .max_attempts(2)
+            .attempt_timeout(50 * MS)
+            .backoff(Backoff {
+                base: 10 * MS,
+                jitter: Jitter::None,
+                ..Backoff::new()
+            })
+            .build()
+            .unwrap();
+        // A timed-out attempt's result is unknown: retried only when the
+        // request is idempotent.
+        let call = Call::new().idempotency(Idempotency::Idempotent);
+        let mut plan = Plan::new(&policy, None, call, &clock);
+        let mut t = script(
+            &clock,
+            &due,
+            &[(1_000, Outcome::Success), (5, Outcome::Success)],
+        );
+        let finish = run(
+            drive(&mut plan, &mut t, &clock, sleeper(&clock, &due)),
+            &clock,
+            &due,
+        );
+        assert_eq!(finish.end, End::Stopped(StopReason::Success));
+        assert_eq!(t.started, [(1, Duration::ZERO), (2, 60 * MS)]);
+        assert_eq!(clock.elapsed(), 65 * MS);
+    }
+
+    #[test]
+    fn a_hedged_call_sends_its_hedge_at_the_delay_and_takes_the_first_answer() {
+        let clock = ManualClock::new();
+        let due = Instants::default();
+        let policy = Policy::builder().max_attempts(2).build().unwrap();
+        let hedging = HedgePolicy::new(HedgePolicyConfig {
+            max_attempts: 2,
+            delay: HedgeDelay::Fixed(50 * MS),
+            max_extra_load: None,
+            ..Default::default()
+        })
+        .unwrap();
+        let call = Call::new().idempotency(Idempotency::Idempotent);
+        let mut plan = Plan::new(&policy, Some(&hedging), call, &clock);
+        assert!(plan.side_by_side());
+        let mut t = script(
+            &clock,
+            &due,
+            &[(200, Outcome::Success), (30, Outcome::Success)],
+        );
+        let finish = run(
+            drive(&mut plan, &mut t, &clock, sleeper(&clock, &due)),
+            &clock,
+            &due,
+        );
+        assert_eq!(finish.end, End::Stopped(StopReason::Success));
+        assert_eq!(t.started, [(1, Duration::ZERO), (2, 50 * MS)]);
+        // The hedge answered at 80 ms; the first attempt was dropped.
+        assert_eq!(clock.elapsed(), 80 * MS);
+    }
+}
