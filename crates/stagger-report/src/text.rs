@@ -1,12 +1,12 @@
 //! Text for a terminal: the one width every table keeps to, and the one way
 //! to fit a cell or a paragraph into it.
 
-#![cfg_attr(not(feature = "audit"), allow(dead_code))]
-
 /// The widest line a table prints.
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 pub(crate) const WIDTH: usize = 120;
 
 /// `s` in at most `w` columns, its end cut with `…`.
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 pub(crate) fn cut(s: &str, w: usize) -> String {
     if s.chars().count() <= w {
         return s.to_string();
@@ -17,6 +17,7 @@ pub(crate) fn cut(s: &str, w: usize) -> String {
 }
 
 /// `s` in at most `w` columns, cut at the front with `…` (its end kept).
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 pub(crate) fn cut_front(s: &str, w: usize) -> String {
     let n = s.chars().count();
     if n <= w {
@@ -27,6 +28,7 @@ pub(crate) fn cut_front(s: &str, w: usize) -> String {
 }
 
 /// `s` in at most `w` columns, its middle cut with `…` (both ends kept).
+#[cfg_attr(not(feature = "audit"), allow(dead_code))]
 pub(crate) fn cut_middle(s: &str, w: usize) -> String {
     let n = s.chars().count();
     if n <= w {
@@ -42,6 +44,7 @@ pub(crate) fn cut_middle(s: &str, w: usize) -> String {
 /// `text` in lines of at most `width` columns, broken at spaces; lines after
 /// the first start with `indent` (counted in the width). A word longer than
 /// its line is cut with `…`.
+#[cfg_attr(not(any(feature = "simulate", feature = "audit")), allow(dead_code))]
 pub(crate) fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
