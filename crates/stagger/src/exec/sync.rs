@@ -351,6 +351,17 @@ where
         self.drive(first)
     }
 
+    /// Sleeps `d`; `Err(cancelled)` when the sleeper was woken because the
+    /// caller gave up.
+    fn wait(&mut self, d: Duration) -> Result<(), crate::outcome::StopReason> {
+        self.sleep.sleep(d);
+        if self.sleep.interrupted() {
+            Err(crate::outcome::StopReason::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
     #[inline(always)]
     fn drive(mut self, mut first: Option<Failed<T, E>>) -> Report<T, E> {
         if !F::SEES_ATTEMPT && self.policy.attempt_timeout().is_some() {
@@ -370,27 +381,21 @@ where
         // at least this, whatever the clock reads.
         let mut paced_until = None;
         loop {
-            match policy.pace(&mut call, NotBefore(&self.clock, paced_until)) {
-                Pace::Go => paced_until = None,
+            let paced = match policy.pace(&mut call, NotBefore(&self.clock, paced_until)) {
+                Pace::Go => Ok(()),
                 Pace::Until(at, wait) => {
                     paced_until = Some(at);
-                    self.sleep.sleep(wait);
-                    if self.sleep.interrupted() {
-                        let reason = crate::outcome::StopReason::Cancelled;
-                        return Report::finish(
-                            last.into_result(),
-                            &call,
-                            &self.clock,
-                            reason,
-                            false,
-                        );
+                    match self.wait(wait) {
+                        Ok(()) => continue,
+                        cancelled => cancelled,
                     }
-                    continue;
                 }
-                Pace::Stop(reason) => {
-                    return Report::finish(last.into_result(), &call, &self.clock, reason, false)
-                }
+                Pace::Stop(reason) => Err(reason),
+            };
+            if let Err(reason) = paced {
+                return Report::finish(last.into_result(), &call, &self.clock, reason, false);
             }
+            paced_until = None;
             let timeout = match policy.start_attempt(&mut call, &self.clock) {
                 Ok(t) => t,
                 Err(reason) => {
@@ -423,9 +428,7 @@ where
                         self.notify
                             .notify(&notice(&last, &call, failure, after, &self.clock));
                     }
-                    self.sleep.sleep(after);
-                    if self.sleep.interrupted() {
-                        let reason = crate::outcome::StopReason::Cancelled;
+                    if let Err(reason) = self.wait(after) {
                         return Report::finish(
                             last.into_result(),
                             &call,
