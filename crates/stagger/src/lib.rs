@@ -106,7 +106,7 @@ pub mod classify;
 pub mod config;
 mod engine;
 pub mod exec;
-#[cfg(any(feature = "grpc", feature = "serde"))]
+#[cfg(any(feature = "grpc", feature = "serde", feature = "http"))]
 pub mod grpc;
 pub mod guardrails;
 #[cfg(feature = "http")]

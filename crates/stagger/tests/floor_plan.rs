@@ -124,3 +124,11 @@ fn the_engine_reads_no_clock_it_was_not_given() {
     );
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+// gRPC's words are spelled once, in `grpc/wire.rs`; the HTTP reader calls
+// them when it meets a `grpc-status`.
+#[test]
+fn http_holds_no_grpc_words_of_its_own() {
+    let found = uses(&library_code("http"), &["\"grpc-", "application/grpc"]);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -12,8 +12,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stagger::classify::grpc_code_name;
+use stagger::grpc::grpc_status;
 use stagger::grpc::{CallReport, RetryLayer};
-use stagger::http::grpc_status;
 use stagger::StopReason;
 use tower::{Layer, Service, ServiceExt};
 

@@ -9,7 +9,8 @@
 
 use http::HeaderMap;
 use stagger::classify::GRPC_CODE_NAMES;
-use stagger::http::grpc_status;
+use stagger::grpc::grpc_status;
+pub(super) use stagger::grpc::is_grpc;
 
 /// A gRPC status code's name (`UNAVAILABLE` for 14), or the number for
 /// one gRPC does not define.
@@ -21,14 +22,6 @@ pub fn name(code: u32) -> String {
 
 /// gRPC's status when a call ends without one (UNKNOWN).
 pub(super) const UNKNOWN: u32 = 2;
-
-/// Whether an answer is a gRPC one (`content-type: application/grpc`,
-/// with or without a `+proto` or `+json` suffix).
-pub(super) fn is_grpc(h: &HeaderMap) -> bool {
-    h.get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/grpc"))
-}
 
 /// The `grpc-status` in `h`, if there is one (an unreadable value is
 /// UNKNOWN, as a client would take it).

@@ -7,9 +7,8 @@ use http::{HeaderMap, StatusCode};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::wire::{grpc_status, GRPC_PUSHBACK};
 use crate::classify::{grpc_code_listed, grpc_code_of_http};
-pub(crate) use crate::http::grpc_status;
-use crate::http::GRPC_PUSHBACK;
 use crate::outcome::hint::parse_pushback;
 use crate::outcome::{Failure, StopReason};
 

@@ -68,11 +68,14 @@ mod call;
 mod facts;
 #[cfg(feature = "grpc")]
 mod layer;
+#[cfg(any(feature = "grpc", feature = "serde"))]
 mod method;
 #[cfg(feature = "grpc")]
 mod service;
 #[cfg(feature = "grpc")]
 mod shared;
+#[cfg(feature = "http")]
+pub(crate) mod wire;
 
 #[cfg(feature = "grpc")]
 pub use body::{CallReport, GrpcBody, Summary};
@@ -81,9 +84,12 @@ pub(crate) use facts::never_sent;
 #[cfg(feature = "grpc")]
 pub use facts::AttemptRecord;
 #[cfg(feature = "grpc")]
-pub(crate) use facts::{attempt_status, grpc_status, status_failure, AttemptHook};
+pub(crate) use facts::{attempt_status, status_failure, AttemptHook};
 #[cfg(feature = "grpc")]
 pub use layer::{RetryLayer, RetryLayerBuilder};
+#[cfg(any(feature = "grpc", feature = "serde"))]
 pub use method::{MethodPolicy, MethodPolicyBuilder};
 #[cfg(feature = "grpc")]
 pub use service::RetryService;
+#[cfg(feature = "http")]
+pub use wire::{grpc_status, is_grpc};

@@ -14,12 +14,13 @@ use tower_service::Service;
 use super::body::GrpcBody;
 use super::call::{committed, conclude, Driver, Last};
 use super::shared::{MakeBody, Shared};
+use super::wire::GRPC_TIMEOUT;
 use super::{attempt_status, never_sent, status_failure, AttemptHook, AttemptRecord};
 use crate::engine::drive::{
     drive, Answer, Attempt, Attempts, End, Judged, Overflow, Plan, Verdict,
 };
+use crate::http::TokioClock;
 use crate::http::{error_chain, error_class, rebuild, AttemptTimedOut};
-use crate::http::{TokioClock, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
 use crate::outcome::deadline::format_grpc_timeout;
 use crate::outcome::{Class, Decision, Failure, NotRetried, Outcome, StopReason};
 use crate::time::Clock;
@@ -317,9 +318,7 @@ where
 /// Writes attempt `a`'s headers: `grpc-previous-rpc-attempts` from the
 /// second attempt on, and the time it has left as `grpc-timeout`.
 fn stamp(headers: &mut HeaderMap, a: Attempt) {
-    if a.number > 1 {
-        headers.insert(GRPC_PREVIOUS_ATTEMPTS, HeaderValue::from(a.number - 1));
-    }
+    super::wire::mark_attempt(headers, a.number);
     if let Some(t) = a.timeout {
         if let Ok(v) = HeaderValue::from_str(&format_grpc_timeout(t)) {
             headers.insert(GRPC_TIMEOUT, v);

@@ -24,7 +24,9 @@ use std::time::SystemTime;
 use http::header::{HeaderName, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
-use super::GRPC_PUSHBACK;
+use crate::grpc::wire::GRPC_PUSHBACK;
+#[cfg(feature = "grpc")]
+use crate::grpc::wire::GRPC_STATUS_DETAILS;
 use crate::outcome::hint::{
     parse_pushback, parse_retry_after_ms, parse_should_retry, retry_after_hint,
 };
@@ -47,11 +49,6 @@ pub(crate) const AMZN_ERROR_TYPE: HeaderName = HeaderName::from_static("x-amzn-e
 /// `x-envoy-attempt-count`: the 1-based attempt number Envoy stamps on each
 /// try it sends upstream; above 1 the request is a mesh's retry.
 pub(crate) const ENVOY_ATTEMPT_COUNT: HeaderName = HeaderName::from_static("x-envoy-attempt-count");
-/// `grpc-status-details-bin`: a gRPC server's `google.rpc.Status`, whose
-/// details may hold a `google.rpc.RetryInfo` (read with feature `grpc`).
-#[cfg(feature = "grpc")]
-pub(crate) const GRPC_STATUS_DETAILS: HeaderName =
-    HeaderName::from_static("grpc-status-details-bin");
 
 /// Adds to `failure` every hint `headers` carry: the wait (by the
 /// precedence in the module doc), the server's `x-should-retry` verdict,

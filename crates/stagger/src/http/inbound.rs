@@ -49,7 +49,9 @@ use std::time::Instant;
 
 use http::{HeaderMap, HeaderValue};
 
-use super::{inbound_attempt, is_grpc, GRPC_TIMEOUT, PRIORITY, REQUEST_TIMEOUT};
+use super::{inbound_attempt, PRIORITY, REQUEST_TIMEOUT};
+use crate::grpc::is_grpc;
+use crate::grpc::wire::GRPC_TIMEOUT;
 use crate::outcome::deadline::{parse_grpc_timeout, parse_timeout_ms};
 use crate::priority::Priority;
 

@@ -9,9 +9,9 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::http::{
-    is_grpc, is_grpc_failure, Inbound, TokioClock, GRPC_PUSHBACK, GRPC_STATUS, NO_RETRY,
-};
+use crate::grpc::is_grpc;
+use crate::grpc::wire::{is_grpc_failure, GRPC_PUSHBACK, GRPC_STATUS};
+use crate::http::{Inbound, TokioClock, NO_RETRY};
 use crate::time::Clock;
 
 /// Reads `x-request-timeout-ms` (or `grpc-timeout` for gRPC) and

@@ -8,7 +8,7 @@ use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 
 use super::Shared;
-use crate::http::{GRPC_PUSHBACK, GRPC_STATUS};
+use crate::grpc::wire::{GRPC_PUSHBACK, GRPC_STATUS};
 use crate::limit::{Limiter, Token};
 use crate::observe::event::{Event, ShedReason};
 use crate::priority::{retry_after_factor, Class, Priority};

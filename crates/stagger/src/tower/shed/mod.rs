@@ -19,12 +19,11 @@ use tower_service::Service;
 mod answer;
 
 use super::deadline::deadline_response;
+use crate::grpc::is_grpc;
+use crate::grpc::wire::{GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
 use crate::http::inbound::{inbound_deadline, inbound_priority};
-use crate::http::{inbound_attempt, is_grpc, Inbound, TokioClock};
-use crate::http::{
-    ENVOY_ATTEMPT_COUNT, GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT, PRIORITY, REQUEST_TIMEOUT,
-    RETRY_ATTEMPT,
-};
+use crate::http::{inbound_attempt, Inbound, TokioClock};
+use crate::http::{ENVOY_ATTEMPT_COUNT, PRIORITY, REQUEST_TIMEOUT, RETRY_ATTEMPT};
 use crate::limit::{Completion, CpuTrigger, Limiter, Token};
 use crate::observe::event::{Observer, ShedReason};
 use crate::priority::{Ceilings, Class, Priority};
