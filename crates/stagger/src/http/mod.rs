@@ -4,7 +4,7 @@
 //! A retry layer that only sees "error or not" retries a `400` as eagerly as
 //! a `503`, repeats a `POST` that may already have charged a card, and
 //! ignores the server telling it when to come back. This module turns what
-//! an HTTP exchange carries into the [`Failure`] the decision engine
+//! an HTTP exchange carries into the [`Failure`](crate::Failure) the decision engine
 //! understands, with these rules (`docs/behaviour.md` in the repository has each in full):
 //!
 //! - statuses: 502/503/504 and 429 are transient, 408 and timeouts are
