@@ -80,7 +80,7 @@
 //! | retry gRPC as A6 says, from a service config | `grpc::RetryLayer` (feature `grpc`), `config::ServiceConfig` (feature `serde`) |
 //! | shed load on the server, retries first | [`limit`], `tower::ShedLayer`, `tower::DeadlineLayer` |
 //! | shed the least important work first, or when the CPU runs hot | [`priority`] (levels, `x-criticality`), `tower::ShedBuilder::priorities`, [`limit::CpuTrigger`] |
-//! | drive the engine from my own front-end | [`Policy::start_attempt`], [`Policy::decide`] with a [`Call`] and a [`Failure`] → [`Decision`] |
+//! | drive the engine from my own front-end | [`exec::Plan`] (`poll` → [`exec::Step`], `report`), or per attempt [`Policy::start_attempt`], [`Policy::decide`] with a [`Call`] and a [`Failure`] → [`Decision`] |
 //! | see what retries do | [`Observer`], [`Event`]; [`export`] (metrics, tracing, in-process stats, the retry-ratio SLI) |
 //! | jitter scheduled work (TTLs, ticks, reconnects) | [`scheduled`] |
 //! | test with virtual time and seeded randomness | [`time`] (`ManualClock`), [`random`] (`FastRng`) |

@@ -69,7 +69,7 @@ use reqwest_middleware::{Middleware, Next, Result};
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::engine::drive::{drive, timed_out, Answer, Attempt, Attempts, Engine, Judged, Verdict};
+use crate::engine::drive::{drive, timed_out, Answer, Attempt, Attempts, Judged, Verdict};
 use crate::http::{error_chain, error_failure, is_nested, AttemptTimedOut, Facts, Nested, Opened};
 use crate::http::{RetryInfo, Settings, TokioClock};
 use crate::outcome::{Class, Failure, NotRetried, Outcome};

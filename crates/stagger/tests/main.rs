@@ -33,6 +33,7 @@ mod cpu_trigger;
 mod doc_names;
 mod duration_props;
 mod engine;
+mod engine_protocol;
 mod exec;
 mod fleet_dashboard;
 mod floor_plan;

@@ -33,17 +33,22 @@ use crate::engine::policy::{Pace, Policy};
 use crate::outcome::{Decision, Failure, NotRetried, Outcome, StopReason};
 use crate::time::{Clock, NotBefore};
 
-/// The attempt the engine asked for.
+/// One attempt, as the engine asks for it ([`Step::Send`]) and as the
+/// executors hand it to a closure that asks for it
+/// ([`RetryAttemptExt::retry_with_attempt`](crate::RetryAttemptExt::retry_with_attempt)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Attempt {
-    /// The engine's id of the attempt (transparent retries included).
-    pub(crate) id: u32,
-    /// The number the attempt is sent as (`x-retry-attempt`, and
+#[non_exhaustive]
+pub struct Attempt {
+    /// The engine's id of the attempt, from 1 (transparent retries
+    /// included): what a [`Plan`] is told its outcome by.
+    pub id: u32,
+    /// The attempt number it is sent as, from 1 (`x-retry-attempt`, and
     /// `grpc-previous-rpc-attempts` + 1): attempts that never left the
     /// client do not count.
-    pub(crate) number: u32,
-    /// Its time limit, `min(attempt_timeout, remaining)`, if bounded.
-    pub(crate) timeout: Option<Duration>,
+    pub number: u32,
+    /// How long this attempt may take: `min(attempt_timeout, time left
+    /// before the deadline)`, `None` when unbounded.
+    pub timeout: Option<Duration>,
 }
 
 /// How one attempt ended.
@@ -139,16 +144,22 @@ pub(crate) struct Judged<'a, T> {
     pub(crate) transparent: bool,
 }
 
-/// What the loop must do next, as the engine says.
+/// What a driver must do next, as the engine says ([`Plan::poll`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// Start this attempt now.
+#[non_exhaustive]
+pub enum Step {
+    /// Start this attempt now (then ask again: a hedged call may want
+    /// another at once).
     Send(Attempt),
-    /// Wait for an answer or the instant `at`, whichever comes first;
-    /// `wait` is the exact wait when the engine just chose it (a retry's
-    /// backoff, handed to the sleeper as drawn), `None` to read it off the
-    /// clock.
-    WaitUntil { at: Instant, wait: Option<Duration> },
+    /// Wait for an answer or the instant `at`, whichever comes first, then
+    /// tell the plan ([`Plan::slept`]) and ask again.
+    WaitUntil {
+        /// When to ask again.
+        at: Instant,
+        /// The exact wait when the engine just chose it (a retry's backoff
+        /// as drawn, a pacing wait), `None` to read it off the clock.
+        wait: Option<Duration>,
+    },
     /// Wait for an answer.
     Wait,
     /// The call is over: drop every attempt still running.
@@ -183,11 +194,62 @@ pub(crate) trait Engine {
     fn call(&self) -> &Call;
 }
 
-/// The engine of one call: retried (one attempt at a time under the retry
-/// [`Policy`]) or hedged (under a [`HedgePolicy`]), chosen once from the
-/// call's facts by [`Plan::new`]. Dropping a plan whose attempts still run
-/// gives back what they hold (a half-open breaker's probe slot).
-pub(crate) enum Plan<'p> {
+/// The engine of one call, as every driver speaks it: the sans-IO protocol
+/// of a call's attempts, whether retried one at a time under a [`Policy`]
+/// or hedged several at once under a [`HedgePolicy`] (chosen once, from the
+/// call's facts, by [`Plan::new`]). The tower, reqwest and gRPC layers and
+/// the executors all drive it; a front-end of your own drives it the same
+/// way:
+///
+/// 1. [`poll`](Plan::poll): [`Step::Send`] an attempt, [`Step::WaitUntil`]
+///    an instant (then [`slept`](Plan::slept)), [`Step::Wait`] for an
+///    answer, or [`Step::Stop`];
+/// 2. [`report`](Plan::report) each attempt's [`Outcome`] by its id;
+/// 3. [`commit`](Plan::commit) when the request can no longer be sent
+///    again, [`cancel`](Plan::cancel) when the caller gives up.
+///
+/// The plan reads only the clock it is given, also when it is dropped;
+/// dropping a plan whose attempts still run gives back what they hold (a
+/// half-open breaker's probe slot).
+///
+/// ```
+/// use stagger::exec::{Plan, Step};
+/// use stagger::time::ManualClock;
+/// use stagger::{Backoff, Call, Failure, Jitter, Outcome, Policy, StopReason};
+/// use std::time::Duration;
+///
+/// let policy = Policy::builder()
+///     .max_attempts(3)
+///     .backoff(Backoff { base: Duration::from_millis(100), jitter: Jitter::None, ..Backoff::new() })
+///     .build()?;
+/// let clock = ManualClock::new();
+/// let mut plan = Plan::new(&policy, None, Call::new(), &clock);
+/// let mut sent = Vec::new();
+/// let reason = loop {
+///     match plan.poll() {
+///         Step::Send(a) => {
+///             sent.push(clock.elapsed());
+///             // The transport's answer: the first two attempts fail.
+///             let outcome = if a.number < 3 { Outcome::Failure(Failure::transient()) } else { Outcome::Success };
+///             clock.advance(Duration::from_millis(10));
+///             plan.report(a.id, outcome);
+///         }
+///         Step::WaitUntil { at, .. } => {
+///             clock.advance(at - stagger::time::Clock::now(&clock));
+///             plan.slept(at);
+///         }
+///         Step::Stop(reason) => break reason,
+///         _ => unreachable!("one attempt at a time, answered at once"),
+///     }
+/// };
+/// assert_eq!(reason, StopReason::Success);
+/// assert_eq!(sent, [Duration::ZERO, Duration::from_millis(110), Duration::from_millis(320)]);
+/// # Ok::<(), stagger::ConfigError>(())
+/// ```
+pub struct Plan<'p>(Kind<'p>);
+
+/// Which engine a plan runs.
+enum Kind<'p> {
     Retry(Retrying<'p>),
     Hedge(Hedging<'p>),
 }
@@ -197,19 +259,19 @@ impl<'p> Plan<'p> {
     /// hedge ([`HedgePolicy::can_hedge`]), retried by `policy` otherwise.
     /// `clock` is the one clock it reads, also when it is dropped or
     /// cancelled (the loop is given the same one).
-    pub(crate) fn new(
+    pub fn new(
         policy: &'p Policy,
         hedging: Option<&'p HedgePolicy>,
         call: Call,
         clock: &'p dyn Clock,
     ) -> Self {
         match hedging {
-            Some(h) if h.can_hedge(&call) => Plan::Hedge(Hedging {
+            Some(h) if h.can_hedge(&call) => Plan(Kind::Hedge(Hedging {
                 policy: h,
                 call: h.call(call),
                 clock,
-            }),
-            _ => Plan::Retry(Retrying {
+            })),
+            _ => Plan(Kind::Retry(Retrying {
                 policy,
                 clock,
                 call,
@@ -217,7 +279,49 @@ impl<'p> Plan<'p> {
                 waited: Duration::ZERO,
                 backoff: None,
                 paced_until: None,
-            }),
+            })),
+        }
+    }
+
+    /// What to do next. The clock is read only when a rule needs the time.
+    #[inline]
+    pub fn poll(&mut self) -> Step {
+        let clock = self.clock();
+        Engine::poll(self, &clock)
+    }
+
+    /// How attempt `id` ended: the decision (retry after how long, or stop
+    /// and why), or `None` when that attempt was not running (already
+    /// reported or cancelled).
+    pub fn report(&mut self, id: u32, outcome: Outcome) -> Option<Decision> {
+        let clock = self.clock();
+        Engine::report(self, id, outcome, &clock)
+    }
+
+    /// The wait until `at` ([`Step::WaitUntil`]) is over, whatever the clock
+    /// reads (a sleeper that returned a little early).
+    pub fn slept(&mut self, at: Instant) {
+        Engine::waited(self, at);
+    }
+
+    /// No further attempt may be sent, for `why` (the request body cannot
+    /// be sent again, say); the running ones go on.
+    pub fn commit(&mut self, why: NotRetried) {
+        Engine::commit(self, why);
+    }
+
+    /// The caller gave up: the call stops as `cancelled` unless it already
+    /// stopped, and the attempts still running give back what they hold.
+    pub fn cancel(&mut self) {
+        let clock = self.clock();
+        Engine::cancel(self, &clock);
+    }
+
+    /// The clock the plan was given.
+    fn clock(&self) -> &'p dyn Clock {
+        match &self.0 {
+            Kind::Retry(r) => r.clock,
+            Kind::Hedge(h) => h.clock,
         }
     }
 
@@ -225,23 +329,22 @@ impl<'p> Plan<'p> {
     /// replayed body must let any of them read on.
     #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
     pub(crate) fn side_by_side(&self) -> bool {
-        matches!(self, Plan::Hedge(_))
+        matches!(self.0, Kind::Hedge(_))
     }
 
     /// The call's state (attempts made, idempotency, why not retried).
-    pub(crate) fn call(&self) -> &Call {
-        match self {
-            Plan::Retry(r) => &r.call,
-            Plan::Hedge(h) => h.call.call(),
+    pub fn call(&self) -> &Call {
+        match &self.0 {
+            Kind::Retry(r) => &r.call,
+            Kind::Hedge(h) => h.call.call(),
         }
     }
 
     /// Time waited on the engine's word between attempts.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    pub(crate) fn waited(&self) -> Duration {
-        match self {
-            Plan::Retry(r) => r.waited,
-            Plan::Hedge(h) => h.call.waited(),
+    pub fn waited(&self) -> Duration {
+        match &self.0 {
+            Kind::Retry(r) => r.waited,
+            Kind::Hedge(h) => h.call.waited(),
         }
     }
 
@@ -249,12 +352,12 @@ impl<'p> Plan<'p> {
     /// with a blank call and nothing running).
     #[cfg_attr(not(feature = "grpc"), allow(dead_code))]
     pub(crate) fn take_call(&mut self) -> Call {
-        match self {
-            Plan::Retry(r) => {
+        match &mut self.0 {
+            Kind::Retry(r) => {
                 r.state = State::Done(StopReason::Cancelled);
                 std::mem::take(&mut r.call)
             }
-            Plan::Hedge(h) => {
+            Kind::Hedge(h) => {
                 h.policy.cancel(&mut h.call, h.clock.now());
                 std::mem::take(&mut h.call.call)
             }
@@ -264,11 +367,16 @@ impl<'p> Plan<'p> {
 
 impl Drop for Plan<'_> {
     fn drop(&mut self) {
-        let clock = match self {
-            Plan::Retry(r) => r.clock,
-            Plan::Hedge(h) => h.clock,
-        };
-        self.cancel(&clock);
+        self.cancel();
+    }
+}
+
+impl std::fmt::Debug for Plan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("hedged", &self.side_by_side())
+            .field("call", self.call())
+            .finish()
     }
 }
 
@@ -278,13 +386,13 @@ impl Engine for Plan<'_> {
     }
 
     fn take<C: Clock>(&mut self, id: u32, clock: &C) {
-        match self {
-            Plan::Retry(r) => {
+        match &mut self.0 {
+            Kind::Retry(r) => {
                 if r.state == State::Running && id == r.call.attempts() {
                     r.state = State::Done(StopReason::Success);
                 }
             }
-            Plan::Hedge(h) => {
+            Kind::Hedge(h) => {
                 h.policy.withdraw(&mut h.call, id);
                 h.policy.cancel(&mut h.call, clock.now());
             }
@@ -293,31 +401,31 @@ impl Engine for Plan<'_> {
 
     #[inline]
     fn poll<C: Clock>(&mut self, clock: &C) -> Step {
-        match self {
-            Plan::Retry(r) => r.poll(clock),
-            Plan::Hedge(h) => h.poll(clock),
+        match &mut self.0 {
+            Kind::Retry(r) => r.poll(clock),
+            Kind::Hedge(h) => h.poll(clock),
         }
     }
 
     #[inline]
     fn report<C: Clock>(&mut self, id: u32, outcome: Outcome, clock: &C) -> Option<Decision> {
-        match self {
-            Plan::Retry(r) => r.report(id, outcome, clock),
-            Plan::Hedge(h) => h.report(id, outcome, clock),
+        match &mut self.0 {
+            Kind::Retry(r) => r.report(id, outcome, clock),
+            Kind::Hedge(h) => h.report(id, outcome, clock),
         }
     }
 
     fn commit(&mut self, why: NotRetried) {
-        match self {
-            Plan::Retry(r) => r.call.commit(why),
-            Plan::Hedge(h) => h.call.commit(why),
+        match &mut self.0 {
+            Kind::Retry(r) => r.call.commit(why),
+            Kind::Hedge(h) => h.call.commit(why),
         }
     }
 
     fn waited(&mut self, at: Instant) {
         // A retry's backoff is the sleeper's to keep; a hedge's delays are
         // read off the clock the hedging policy keeps its window by.
-        if let Plan::Retry(r) = self {
+        if let Kind::Retry(r) = &mut self.0 {
             if r.state == State::Until(at) {
                 r.state = State::Ready;
             }
@@ -325,17 +433,17 @@ impl Engine for Plan<'_> {
     }
 
     fn withdraw(&mut self, id: u32) {
-        match self {
-            Plan::Retry(r) => r.withdraw(id),
-            Plan::Hedge(h) => h.policy.withdraw(&mut h.call, id),
+        match &mut self.0 {
+            Kind::Retry(r) => r.withdraw(id),
+            Kind::Hedge(h) => h.policy.withdraw(&mut h.call, id),
         }
     }
 
     #[inline]
     fn cancel<C: Clock>(&mut self, clock: &C) {
-        match self {
-            Plan::Retry(r) => r.cancel(clock),
-            Plan::Hedge(h) => {
+        match &mut self.0 {
+            Kind::Retry(r) => r.cancel(clock),
+            Kind::Hedge(h) => {
                 if h.call.in_flight() > 0 {
                     h.policy.cancel(&mut h.call, clock.now());
                 }

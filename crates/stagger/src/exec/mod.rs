@@ -1,4 +1,6 @@
-//! Executors: the front-ends that run a closure under a [`Policy`].
+//! Executors: the front-ends that run a closure under a [`Policy`], and
+//! the protocol every front-end speaks to the engine ([`Plan`], [`Step`],
+//! [`Attempt`]), for a front-end of your own.
 //!
 //! They own the sleeping and the clock reading; every rule comes from
 //! [`Policy::decide`](crate::Policy::decide). Entry points are extension
@@ -42,9 +44,10 @@ use settings::{CallSettings, Settings};
 // executors' type parameters (the default classifier, check, hook, sleeper
 // and the closure wrappers) and the traits closures already implement are
 // not named here: a user passes a closure and never writes their names.
+pub use crate::engine::drive::{Attempt, Plan, Step};
 pub use hedge::Hedged;
 pub(crate) use hooks::{AcceptAll, AllTransient, ByClass, Classifier, Notify, OkCheck, Silent};
-pub use sync::{Attempt, BlockingSleeper, Retry};
+pub use sync::{BlockingSleeper, Retry};
 
 // The builder methods of a retried call, blocking or async: each one
 // replaces one part of the configured call and keeps the rest.

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use crate::classify::Classify;
 use crate::engine::call::Call;
+use crate::engine::drive::Attempt;
 use crate::engine::policy::{Pace, Policy};
 use crate::exec::settings::{DefaultSettings, Settings};
 use crate::exec::{
@@ -43,19 +44,6 @@ use crate::outcome::error::RetryError;
 use crate::outcome::Decision;
 use crate::outcome::{Class, Failure, Outcome};
 use crate::time::{Clock, MonotonicClock, NotBefore};
-
-/// One attempt, as the blocking executor hands it to a closure that asks
-/// for it ([`RetryAttemptExt::retry_with_attempt`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Attempt {
-    /// The attempt number, from 1.
-    pub number: u32,
-    /// How long this attempt may take: `min(attempt_timeout, time left
-    /// before the deadline)`, `None` when unbounded. The closure applies
-    /// it to its own I/O; the executor cannot interrupt it.
-    pub timeout: Option<Duration>,
-}
 
 /// The body of a blocking retried call: a closure that takes nothing
 /// ([`Plain`]) or one that takes the [`Attempt`] ([`WithAttempt`]).
@@ -333,6 +321,7 @@ where
             return Err(None);
         }
         let first = Attempt {
+            id: 1,
             number: 1,
             timeout: self.policy.attempt_timeout(),
         };
@@ -403,6 +392,7 @@ where
                 }
             };
             let attempt = Attempt {
+                id: call.attempts(),
                 number: call.attempts(),
                 timeout,
             };
