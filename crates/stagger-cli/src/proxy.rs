@@ -109,6 +109,7 @@ impl Args {
         c.connect_timeout = self.connect_timeout;
         c.stats_addr = self.metrics_addr;
         c.chart = Some(stagger_report::proxy::chart);
+        c.text = Some(stagger_report::proxy::text);
         Ok(c)
     }
 }
@@ -154,12 +155,12 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
     if a.format.json() {
         println!("{json}");
     } else {
-        print!("{}", report.text());
+        print!("{}", stagger_report::proxy::text(&report));
     }
     if let Some(dir) = &a.out {
         for (name, body) in [
             ("stats.json", format!("{json}\n")),
-            ("histogram.txt", report.text()),
+            ("histogram.txt", stagger_report::proxy::text(&report)),
             ("histogram.svg", stagger_report::proxy::chart(&report)),
         ] {
             let p = dir.join(name);

@@ -50,9 +50,9 @@ async fn grpc_retries_through_the_proxy_are_counted_and_the_trailers_pass() {
         .map(|(k, v)| (k.as_str(), *v))
         .collect();
     assert_eq!(by, [("OK", 1), ("UNAVAILABLE", 2)]);
-    assert!(r
-        .text()
-        .contains("gRPC calls by grpc-status: OK 1, UNAVAILABLE 2"));
+    assert!(
+        stagger_report::proxy::text(&r).contains("gRPC calls by grpc-status: OK 1, UNAVAILABLE 2")
+    );
 }
 
 /// The proxy counted gRPC UNAVAILABLE (HTTP 200 + grpc-status 14) as

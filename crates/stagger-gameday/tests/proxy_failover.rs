@@ -38,10 +38,5 @@ async fn a_failover_counts_the_open_connections_it_dropped_not_one_per_failover(
     let r = p.report();
     p.stop();
     assert_eq!((r.failovers, r.failover_dropped), (1, 3), "{r:?}");
-    let text = r.text();
-    assert!(
-        text.contains("failovers 1 (open connections dropped 3; new ones refused by the kernel"),
-        "{text}"
-    );
     drop(open);
 }

@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use stagger_gameday::gameday::soak::{Verdict, MAX_GROWTH_PCT};
 use stagger_gameday::results::{Params, Results, Row};
 
 use crate::svg::Histogram;
@@ -314,10 +315,57 @@ pub fn write_report(
     )
 }
 
+/// A soak's verdict in a few lines, printed under the table.
+pub fn soak(v: &Verdict) -> String {
+    let mb = |kb: f64| kb / 1024.0;
+    let [a, b] = v.warm_window_s;
+    let [c, d] = v.end_window_s;
+    format!(
+        "soak: resident memory {:.1} MiB over {a:.0}–{b:.0} s, {:.1} MiB over {c:.0}–{d:.0} s \
+         ({:+.1} %, bound {} %; most {:.1} MiB)\n\
+         soak: open descriptors {:.0} → {:.0} ({:+.1} %; most {})\n\
+         soak: {}",
+        mb(v.rss_warm_kb),
+        mb(v.rss_end_kb),
+        v.rss_growth_pct,
+        MAX_GROWTH_PCT,
+        mb(v.rss_max_kb as f64),
+        v.fds_warm,
+        v.fds_end,
+        v.fds_growth_pct,
+        v.fds_max,
+        if v.flat { "flat" } else { "GREW" }
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use stagger_gameday::results::Series;
+
+    #[test]
+    fn a_soak_verdict_says_its_bound_and_whether_it_grew() {
+        let v = Verdict {
+            warm_window_s: [60.0, 120.0],
+            end_window_s: [540.0, 600.0],
+            rss_warm_kb: 10_240.0,
+            rss_end_kb: 11_264.0,
+            rss_max_kb: 11_400,
+            rss_growth_pct: 10.0,
+            fds_warm: 12.0,
+            fds_end: 12.0,
+            fds_max: 14,
+            fds_growth_pct: 0.0,
+            flat: false,
+            samples: Vec::new(),
+        };
+        let text = soak(&v);
+        assert!(
+            text.contains("10.0 MiB over 60–120 s, 11.0 MiB over 540–600 s (+10.0 %, bound 5 %"),
+            "{text}"
+        );
+        assert!(text.ends_with("soak: GREW"), "{text}");
+    }
 
     fn row(name: &str, load: u32) -> Row {
         let n = 20;

@@ -402,7 +402,7 @@ pub fn run(a: &Args) -> anyhow::Result<ExitCode> {
         print!("{}", stagger_report::gameday::table(&results));
         println!("\n{}", stagger_report::gameday::KEY);
         if let Some(v) = &verdict {
-            println!("\n{}", soak::text(v));
+            println!("\n{}", stagger_report::gameday::soak(v));
         }
     }
     if let Some(dir) = &a.out {

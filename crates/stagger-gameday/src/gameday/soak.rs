@@ -208,28 +208,6 @@ pub fn verdict(samples: Vec<Sample>, duration: Duration) -> Option<Verdict> {
     })
 }
 
-/// The verdict in a few lines, for the table output.
-pub fn text(v: &Verdict) -> String {
-    let mb = |kb: f64| kb / 1024.0;
-    let [a, b] = v.warm_window_s;
-    let [c, d] = v.end_window_s;
-    format!(
-        "soak: resident memory {:.1} MiB over {a:.0}–{b:.0} s, {:.1} MiB over {c:.0}–{d:.0} s \
-         ({:+.1} %, bound {MAX_GROWTH_PCT} %; most {:.1} MiB)\n\
-         soak: open descriptors {:.0} → {:.0} ({:+.1} %; most {})\n\
-         soak: {}",
-        mb(v.rss_warm_kb),
-        mb(v.rss_end_kb),
-        v.rss_growth_pct,
-        mb(v.rss_max_kb as f64),
-        v.fds_warm,
-        v.fds_end,
-        v.fds_growth_pct,
-        v.fds_max,
-        if v.flat { "flat" } else { "GREW" }
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

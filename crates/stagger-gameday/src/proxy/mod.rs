@@ -79,6 +79,10 @@ pub struct Config {
     /// that address answers 404). This crate draws nothing: `stagger proxy`
     /// passes the report crate's chart.
     pub chart: Option<fn(&Report) -> String>,
+    /// What writes the histogram as text, what `/stats` serves (`None`:
+    /// `/stats` serves the report's JSON). `stagger proxy` passes the report
+    /// crate's.
+    pub text: Option<fn(&Report) -> String>,
 }
 
 impl Config {
@@ -94,6 +98,7 @@ impl Config {
             max_connections: 4096,
             stats_addr: None,
             chart: None,
+            text: None,
         }
     }
 }
@@ -186,7 +191,9 @@ impl Proxy {
         });
         let (kill, _) = watch::channel(0u64);
         let stats = match cfg.stats_addr {
-            Some(a) => Some(stats::start(a, shared.clone(), start + span, cfg.chart).await?),
+            Some(a) => {
+                Some(stats::start(a, shared.clone(), start + span, cfg.chart, cfg.text).await?)
+            }
             None => None,
         };
         let stats_addr = stats.as_ref().map(|s| s.0);

@@ -1,5 +1,7 @@
 //! `--metrics-addr`: the proxy's arrival histogram and counters while it
-//! runs. `/stats` is the histogram as text, `/stats?format=json` the
+//! runs. `/stats` is the histogram as text written by
+//! [`Config::text`](super::Config::text) (the JSON without one),
+//! `/stats?format=json` the
 //! [`Report`](super::Report) document, `/stats?format=svg` the chart drawn
 //! by [`Config::chart`](super::Config::chart) (404 without one);
 //! `/metrics` the counters in the Prometheus text format.
@@ -24,6 +26,7 @@ pub(super) async fn start(
     s: Arc<Shared>,
     span_end: Instant,
     chart: Option<fn(&Report) -> String>,
+    text: Option<fn(&Report) -> String>,
 ) -> Result<(SocketAddr, JoinHandle<()>), Error> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         Error::with(
@@ -41,11 +44,14 @@ pub(super) async fn start(
             get(move |RawQuery(q): RawQuery| {
                 let r = report(&s1);
                 async move {
-                    match q.as_deref() {
-                        Some("format=json") => (
+                    let json = || {
+                        (
                             [(header::CONTENT_TYPE, "application/json")],
                             serde_json::to_string_pretty(&r).unwrap_or_default(),
-                        ),
+                        )
+                    };
+                    match q.as_deref() {
+                        Some("format=json") => json(),
                         Some("format=svg") => match chart {
                             Some(draw) => ([(header::CONTENT_TYPE, "image/svg+xml")], draw(&r)),
                             None => {
@@ -56,10 +62,13 @@ pub(super) async fn start(
                                     .into_response()
                             }
                         },
-                        _ => (
-                            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-                            r.text(),
-                        ),
+                        _ => match text {
+                            Some(write) => (
+                                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                                write(&r),
+                            ),
+                            None => json(),
+                        },
                     }
                     .into_response()
                 }
