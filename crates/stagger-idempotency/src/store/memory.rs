@@ -104,15 +104,20 @@ impl MemoryStore {
         Self { cache }
     }
 
-    /// Runs one atomic step on `key`'s live record (an expired one counts as absent).
+    /// Runs one atomic step on `key`'s live record (an expired one counts as
+    /// absent), at the time it runs.
     fn step<T>(
         &self,
         key: &str,
         f: impl FnOnce(Option<&Record>, Instant) -> (Op<Arc<Record>>, T),
     ) -> T {
-        let now = Instant::now();
         let mut out = None;
         self.cache.entry_by_ref(key).and_compute_with(|entry| {
+            // Read under the key's lock: a step that waited for another reads
+            // a time no earlier than the one that step wrote with (a claim
+            // read first and serialized second saw a lease longer than its
+            // own, by the wait).
+            let now = Instant::now();
             let current = entry.as_ref().map(|e| e.value()).filter(|r| r.live(now));
             let (op, result) = f(current.map(|r| &**r), now);
             out = Some(result);

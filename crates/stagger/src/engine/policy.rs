@@ -220,15 +220,24 @@ impl Policy {
     /// is taken, [`start_attempt`](Self::start_attempt) takes no more),
     /// wait until an instant and ask again, or stop because that wait
     /// would pass the deadline (`throttled`, the wait in `retry_in`).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pace<R: RandomSource, C: Clock>(&self, call: &mut Call<R>, clock: C) -> Pace {
-        let Some(g) = &self.guardrail else {
-            return Pace::Go;
-        };
-        if call.paced {
-            return Pace::Go;
+        match &self.guardrail {
+            // A policy without guardrails, or pacing already taken: nothing
+            // to ask (the success path reads no clock for it).
+            None => Pace::Go,
+            Some(_) if call.paced => Pace::Go,
+            Some(g) => self.pace_slow(&**g, call, clock.now()),
         }
-        let now = clock.now();
+    }
+
+    #[inline(never)]
+    fn pace_slow<R: RandomSource>(
+        &self,
+        g: &dyn Guardrail,
+        call: &mut Call<R>,
+        now: Instant,
+    ) -> Pace {
         let Some(wait) = g.pace(call.attempt.saturating_add(1), now) else {
             call.paced = true;
             return Pace::Go;

@@ -342,6 +342,7 @@ where
 
     /// Sleeps `d`; `Err(cancelled)` when the sleeper was woken because the
     /// caller gave up.
+    #[inline]
     fn wait(&mut self, d: Duration) -> Result<(), crate::outcome::StopReason> {
         self.sleep.sleep(d);
         if self.sleep.interrupted() {
