@@ -170,14 +170,14 @@ fn json(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(S
         }
     }
     let mut out = Out::new();
-    out.write(b"{\"clients\":");
+    out.put(b"{\"clients\":");
     out.value(&list);
-    out.write(b",\"objects\":[");
+    out.put(b",\"objects\":[");
     let mut first = true;
     let repo = audit_repo_each(&found.sources, o, |object| {
         clean &= object.report.is_clean();
         if !first {
-            out.write(b",");
+            out.put(b",");
         }
         first = false;
         out.value(&object);
@@ -185,22 +185,23 @@ fn json(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(S
     clean &= repo.is_clean();
     unreadable.extend(repo.unreadable.iter().map(|e| e.to_string()));
     unreadable.extend(client_errors);
-    out.write(b"],\"paths\":");
+    out.put(b"],\"paths\":");
     out.value(&repo.paths);
-    out.write(b",\"paths_cut\":");
+    out.put(b",\"paths_cut\":");
     out.value(&repo.paths_cut);
-    out.write(b",\"skipped\":");
+    out.put(b",\"skipped\":");
     out.value(&found.skipped);
-    out.write(b",\"unreadable\":");
+    out.put(b",\"unreadable\":");
     out.value(&unreadable);
-    out.write(b"}\n");
+    out.put(b"}\n");
     out.finish()?;
     let code = finish(&unreadable, &repo, clean);
     Ok((String::new(), code))
 }
 
-/// Buffered stdout that keeps the first error: a reader that has gone
-/// (a closed pipe) ends the writing quietly, as for the other formats.
+/// Buffered stdout that keeps the first error and writes nothing after it:
+/// a reader that has gone (a closed pipe) ends the writing quietly, as for
+/// the other formats; any other error is [`finish`](Out::finish)'s.
 struct Out {
     w: std::io::BufWriter<std::io::Stdout>,
     error: Option<std::io::Error>,
@@ -214,18 +215,16 @@ impl Out {
         }
     }
 
-    fn write(&mut self, bytes: &[u8]) {
+    fn put(&mut self, bytes: &[u8]) {
         use std::io::Write;
-        if self.error.is_none() {
-            self.error = self.w.write_all(bytes).err();
-        }
+        // Never an error: `write` keeps it for `finish`.
+        let _ = self.write_all(bytes);
     }
 
     fn value(&mut self, v: &impl serde::Serialize) {
-        if self.error.is_none() {
-            self.error = serde_json::to_writer(&mut self.w, v)
-                .err()
-                .map(std::io::Error::from);
+        // Writing to `Out` fails only on a value serde cannot write.
+        if let Err(e) = serde_json::to_writer(&mut *self, v) {
+            self.error.get_or_insert(e.into());
         }
     }
 
@@ -239,6 +238,21 @@ impl Out {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => other,
         }
+    }
+}
+
+impl std::io::Write for Out {
+    /// Takes every byte: the first error is kept for `finish`, and what
+    /// comes after it is dropped.
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.error.is_none() {
+            self.error = self.w.write_all(bytes).err();
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -256,22 +270,28 @@ fn sarif(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(
         .collect();
     let mut unreadable = found.unreadable.clone();
     let mut clean = true;
-    let mut log = Log::new(std::io::BufWriter::new(std::io::stdout()));
+    let mut log = SarifWriter::new(Out::new())?;
+    // `Out` keeps the first error for its `finish` and takes every byte.
+    let mut write = |found: Vec<Located>| {
+        for f in &found {
+            let _ = log.write(f);
+        }
+    };
     for (name, text) in &found.clients {
         match audit(&[Input::new(name, text)]) {
             Ok(r) => {
                 clean &= r.is_clean();
-                log.write(&locate_report(&r, &texts));
+                write(locate_report(&r, &texts));
             }
             Err(e) => unreadable.push(e.to_string()),
         }
     }
     let repo = audit_repo_each(&found.sources, o, |object| {
         clean &= object.report.is_clean();
-        log.write(&locate_path(&object.report, &texts));
+        write(locate_path(&object.report, &texts));
     });
     for p in &repo.paths {
-        log.write(&locate_path(&p.report, &texts));
+        write(locate_path(&p.report, &texts));
     }
     clean &= repo.is_clean();
     unreadable.extend(repo.unreadable.iter().map(|e| e.to_string()));
@@ -285,36 +305,7 @@ fn sarif(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(
                 .map(|e| ("error", format!("cannot read {e}"))),
         )
         .collect();
-    log.finish(&notes)?;
+    log.finish(&notes)?.finish()?;
     let code = finish(&unreadable, &repo, clean);
     Ok((String::new(), code))
-}
-
-/// A SARIF log on stdout that keeps its first error: a reader that has gone
-/// (a closed pipe) ends the writing quietly, as for the other formats.
-struct Log<W: std::io::Write> {
-    w: Result<SarifWriter<W>, std::io::Error>,
-}
-
-impl<W: std::io::Write> Log<W> {
-    fn new(out: W) -> Self {
-        Log {
-            w: SarifWriter::new(out),
-        }
-    }
-
-    fn write(&mut self, found: &[Located]) {
-        if let Ok(w) = &mut self.w {
-            if let Some(e) = found.iter().find_map(|f| w.write(f).err()) {
-                self.w = Err(e);
-            }
-        }
-    }
-
-    fn finish(self, notes: &[(&str, String)]) -> std::io::Result<()> {
-        match self.w.and_then(|w| w.finish(notes)) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            other => other.map(drop),
-        }
-    }
 }
