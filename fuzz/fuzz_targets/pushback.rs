@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use stagger::deadline::format_grpc_timeout;
-use stagger::fuzzing::{parse_grpc_timeout, parse_pushback, parse_timeout_ms};
+use stagger::hint::fuzzing::{parse_grpc_timeout, parse_pushback, parse_timeout_ms};
 use stagger::Hint;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use libfuzzer_sys::fuzz_target;
-use stagger::fuzzing::{parse_retry_after, retry_after_hint};
+use stagger::hint::fuzzing::{parse_retry_after, retry_after_hint};
 use stagger::hint::RetryAfter;
 use stagger::Hint;
 

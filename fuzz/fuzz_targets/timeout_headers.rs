@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use stagger::deadline::format_grpc_timeout;
-use stagger::fuzzing::{format_timeout_ms, parse_grpc_timeout, parse_timeout_ms};
+use stagger::hint::fuzzing::{format_timeout_ms, parse_grpc_timeout, parse_timeout_ms};
 use stagger::http::{parse_attempt, Inbound};
 
 /// 12 digits of milliseconds.

@@ -1,5 +1,6 @@
 //! The backoff schedule and its jitters.
 
+pub(crate) mod a6;
 pub mod scheduled;
 
 use std::fmt;

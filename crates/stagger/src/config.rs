@@ -457,7 +457,7 @@ fn retry_policy(v: &Value) -> Result<MethodPolicy, ConfigError> {
 /// and caps it at 5).
 fn attempts(field: &'static str, v: &Value) -> Result<u32, ConfigError> {
     match v.as_u64().or_else(|| whole(v.as_f64())) {
-        Some(n) if n > 1 => Ok(crate::engine::a6::effective_attempts(n)),
+        Some(n) if n > 1 => Ok(crate::backoff::a6::effective_attempts(n)),
         _ => Err(ConfigError::new(
             field,
             format!("must be an integer above 1, got {v}"),

@@ -4,14 +4,14 @@
 //!
 //! | part | what it holds |
 //! |---|---|
-//! | the vocabulary, at the root | [`Outcome`], [`Failure`], [`StopReason`] … and the errors; [`hint`] (server hints), [`deadline`] (deadline propagation), [`classify`], [`Backoff`] and [`scheduled`] jitter, [`time`], [`random`], [`priority`] |
-//! | [`guardrails`] | budgets, the breaker and its operator controls, the throttle, the adaptive limiter |
+//! | the vocabulary, at the root | [`Outcome`], [`Failure`], [`StopReason`] … and the errors, how settings are put in words; [`hint`] (server hints), [`deadline`] (deadline propagation), [`classify`], [`Backoff`] and [`scheduled`] jitter, [`time`], [`random`], [`priority`] |
+//! | [`guardrails`] | budgets, the breaker and its operator controls, the throttle, the adaptive limiter; the [`Observer`] seam and its [`Event`]s |
 //! | the engine | [`Policy`], [`HedgePolicy`] ([`hedging`]), the per-call [`Call`], and the attempt loop every driver runs |
 //! | `config` | service configs and policy files read into policies and the layers' settings (feature `serde`) |
 //! | the fact readers | `http` and `grpc`: what an answer says, as the engine's facts |
 //! | the drivers | `tower` (with the breaker's admin endpoint), `reqwest`, [`exec`]: they send what the engine says and wait what it says |
 //! | the server side | [`limit`] (adaptive concurrency limits, the CPU trigger), and `tower`'s shedding and deadline layers |
-//! | observing | [`Observer`], [`Event`], [`export`] (metrics, tracing, OpenTelemetry, the retry-ratio SLI) |
+//! | observing | the retry-ratio SLI and the [`export`]s of the events (metrics, tracing, OpenTelemetry) |
 //!
 //! The engine and the guardrails never touch a socket, a runtime, a timer or
 //! the system clock of their own accord: they are told the time and the
@@ -125,9 +125,6 @@ pub mod tower;
 pub use backoff::scheduled;
 pub use engine::hedging;
 pub use observe::export;
-#[cfg(fuzzing)]
-#[doc(hidden)]
-pub use outcome::fuzzing;
 pub use outcome::{deadline, hint};
 
 pub use backoff::{Backoff, Jitter};
@@ -138,8 +135,8 @@ pub use exec::future::AsyncRetryExt;
 pub use exec::hedge::HedgeExt;
 pub use exec::sync::{RetryAttemptExt, RetryExt};
 pub use guardrails::breaker::Breaker;
+pub use guardrails::event::{Event, Observer};
 pub use guardrails::throttle::Throttle;
-pub use observe::event::{Event, Observer};
 pub use outcome::error::{ConfigError, RetryError};
 pub use outcome::{Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason};
 

@@ -8,39 +8,9 @@
 //! ([`deadline`]).
 
 pub mod deadline;
+pub(crate) mod describe;
 pub(crate) mod error;
 pub mod hint;
-
-/// The header parsers one by one, for the fuzz targets (`cargo fuzz` builds
-/// with `--cfg fuzzing`); not part of the API, which reads them through the
-/// transports' fact readers.
-#[cfg(fuzzing)]
-#[doc(hidden)]
-pub mod fuzzing {
-    use std::time::{Duration, SystemTime};
-
-    use crate::outcome::hint::{InvalidHint, RetryAfter};
-    use crate::Hint;
-
-    pub fn format_timeout_ms(remaining: Duration) -> String {
-        crate::outcome::deadline::format_timeout_ms(remaining)
-    }
-    pub fn parse_timeout_ms(value: &str) -> Option<Duration> {
-        crate::outcome::deadline::parse_timeout_ms(value)
-    }
-    pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
-        crate::outcome::deadline::parse_grpc_timeout(value)
-    }
-    pub fn parse_pushback(value: &str) -> Hint {
-        crate::outcome::hint::parse_pushback(value)
-    }
-    pub fn parse_retry_after(value: &str) -> Result<RetryAfter, InvalidHint> {
-        crate::outcome::hint::parse_retry_after(value)
-    }
-    pub fn retry_after_hint(value: &str, now: SystemTime) -> Hint {
-        crate::outcome::hint::retry_after_hint(value, now)
-    }
-}
 
 use std::fmt;
 use std::time::Duration;

@@ -78,7 +78,7 @@ pub const MAX_HEDGE_ATTEMPTS: u32 = 8;
 
 /// Attempts one hedged call can have sent: its counted attempts plus the
 /// transparent retries of attempts that never left the client.
-const SLOTS: usize = (MAX_HEDGE_ATTEMPTS + crate::engine::a6::MAX_TRANSPARENT_RETRIES) as usize;
+const SLOTS: usize = (MAX_HEDGE_ATTEMPTS + crate::backoff::a6::MAX_TRANSPARENT_RETRIES) as usize;
 
 /// When each running attempt of a hedged call went out, kept small (a call
 /// carries it in place): microseconds after the call's first attempt, plus
@@ -631,7 +631,7 @@ impl HedgePolicy {
                 h.winner = Some(attempt);
                 if h.call.started_as_hedge(attempt) {
                     self.policy
-                        .emit(crate::observe::event::Event::HedgeWon { attempt });
+                        .emit(crate::guardrails::event::Event::HedgeWon { attempt });
                 }
                 self.finish(h, StopReason::Success, now);
                 Some(Decision::Stop(StopReason::Success))

@@ -6,9 +6,7 @@
 //! the system clock on its own; it is told the time and the facts, and
 //! answers what to do next.
 
-pub(crate) mod a6;
 pub(crate) mod call;
-pub(crate) mod describe;
 pub(crate) mod drive;
 pub(crate) mod hedge;
 pub(crate) mod latency;

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::engine::call::{Call, Scheduled};
+use crate::guardrails::event::{Event, Observer};
 use crate::guardrails::guard::Guardrail;
-use crate::observe::event::{Event, Observer};
 use crate::outcome::deadline::{self, LatencyEstimate};
 use crate::outcome::{
     Class, Decision, Failure, Hint, Idempotency, NotRetried, Outcome, StopReason,

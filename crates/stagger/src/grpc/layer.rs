@@ -11,10 +11,10 @@ use super::shared::{Shared, Unchanged};
 use super::{AttemptHook, AttemptRecord};
 use crate::guardrails::adaptive::AdaptiveLimiter;
 use crate::guardrails::budget::{TokenBucket, TokenBucketConfig};
-use crate::observe::event::Observer;
+use crate::guardrails::event::Observer;
 use crate::outcome::error::ConfigError;
 
-pub(crate) use crate::engine::a6::MAX_TRANSPARENT_RETRIES;
+pub(crate) use crate::backoff::a6::MAX_TRANSPARENT_RETRIES;
 
 /// Retries for a gRPC channel, as [A6](https://github.com/grpc/proposal/blob/master/A6-client-retries.md) specifies and grpc-go and grpc-java do
 /// it: per-method policies, commitment, pushback, throttling, transparent

@@ -10,10 +10,10 @@ use crate::engine::hedge::{HedgeDelay, HedgePolicy, HedgePolicyConfig};
 use crate::engine::policy::Policy;
 use crate::guardrails::adaptive::AdaptiveLimiter;
 use crate::guardrails::budget::{Budget, TokenBucket};
-use crate::observe::event::Observer;
+use crate::guardrails::event::Observer;
 use crate::outcome::error::ConfigError;
 
-pub(crate) use crate::engine::a6::MAX_ATTEMPTS;
+pub(crate) use crate::backoff::a6::MAX_ATTEMPTS;
 
 /// One method's retry policy, as a gRPC service config's `retryPolicy`
 /// states it: max attempts (capped at 5), the backoff, the retryable status
@@ -95,7 +95,7 @@ impl MethodPolicy {
                 jitter: Jitter::None,
                 ..Backoff::new()
             },
-            max_attempts: crate::engine::a6::effective_attempts(u64::from(max_attempts)),
+            max_attempts: crate::backoff::a6::effective_attempts(u64::from(max_attempts)),
             retryable: Some(codes.into()),
             timeout: None,
             attempt_timeout: None,
@@ -117,7 +117,7 @@ impl MethodPolicy {
                     base: Duration::from_millis(100),
                     multiplier: 2.0,
                     cap: Duration::from_secs(1),
-                    jitter: crate::engine::a6::JITTER,
+                    jitter: crate::backoff::a6::JITTER,
                 },
                 max_attempts: MAX_ATTEMPTS,
                 retryable: Some(Arc::from([14u32].as_slice())),
@@ -135,7 +135,7 @@ impl MethodPolicy {
             backoff: Backoff {
                 base: Duration::from_millis(100),
                 cap: Duration::from_secs(1),
-                jitter: crate::engine::a6::JITTER,
+                jitter: crate::backoff::a6::JITTER,
                 ..Backoff::new()
             },
             max_attempts: 1,
@@ -321,7 +321,7 @@ impl MethodPolicyBuilder {
                 "must be at least 2 (use MethodPolicy::no_retries for one attempt)",
             ));
         }
-        p.max_attempts = crate::engine::a6::effective_attempts(u64::from(p.max_attempts));
+        p.max_attempts = crate::backoff::a6::effective_attempts(u64::from(p.max_attempts));
         p.backoff.validate_a6()?;
         if p.backoff.base.is_zero() {
             return Err(ConfigError::new(

@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::guardrails::event::{BreakerState, Event, Observer};
 use crate::guardrails::sync::{nanos, AtomicU32, AtomicU64, Ordering::*, Padded};
 use crate::guardrails::window::{Timebase, Window};
-use crate::observe::event::{BreakerState, Event, Observer};
 use crate::outcome::error::ConfigError;
 use crate::outcome::{Class, Outcome};
 use crate::random::splitmix64;
@@ -285,7 +285,7 @@ impl fmt::Debug for Breaker {
 /// ```
 impl fmt::Display for Breaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::engine::describe::{Percent, Spoken};
+        use crate::outcome::describe::{Percent, Spoken};
         let c = &self.inner.cfg;
         write!(
             f,

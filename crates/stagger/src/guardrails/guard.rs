@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use crate::guardrails::adaptive::AdaptiveLimiter;
 use crate::guardrails::breaker::{Breaker, Permit};
 use crate::guardrails::budget::{Budget, Withdrawal};
+use crate::guardrails::event::Observer;
 use crate::guardrails::throttle::Throttle;
-use crate::observe::event::Observer;
 use crate::outcome::{Failure, Outcome, StopReason};
 use crate::random::RandomSource;
 

@@ -106,7 +106,7 @@ impl fmt::Debug for Throttle {
 /// ```
 impl fmt::Display for Throttle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::engine::describe::{Spoken, Trimmed};
+        use crate::outcome::describe::{Spoken, Trimmed};
         write!(
             f,
             "rejects locally with probability (requests − {}·accepts) ÷ (requests + 1) over {}",

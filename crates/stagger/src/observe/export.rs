@@ -58,7 +58,7 @@
 //! registers a help text and unit for each name with the installed
 //! recorder.
 
-pub use crate::observe::event::{ShedReason, Stats, StatsSnapshot};
+pub use crate::guardrails::event::{ShedReason, Stats, StatsSnapshot};
 pub use crate::observe::sli::{SliSnapshot, SliState, SliWindow};
 
 #[cfg(feature = "metrics")]

@@ -4,9 +4,9 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::guardrails::budget::scaled;
+use crate::guardrails::event::{Event, Observer};
 use crate::guardrails::sync::{nanos, AtomicU64, Ordering::*};
 use crate::guardrails::window::{Timebase, Window};
-use crate::observe::event::{Event, Observer};
 use crate::outcome::error::ConfigError;
 use crate::time::{Clock, MonotonicClock};
 
@@ -170,7 +170,7 @@ impl<C> fmt::Debug for SliWindow<C> {
 /// ```
 impl<C> fmt::Display for SliWindow<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::engine::describe::{Percent, Spoken};
+        use crate::outcome::describe::{Percent, Spoken};
         write!(
             f,
             "healthy under {} retries per request over {}, alarm above {} for {}",

@@ -317,7 +317,7 @@ fn a_hedge_past_the_deadline_is_not_sent_but_the_running_attempt_may_still_win()
 
 #[test]
 fn events_report_only_the_waits_that_happen() {
-    use crate::observe::event::{Event, Observer};
+    use crate::guardrails::event::{Event, Observer};
     use std::sync::Mutex;
     #[derive(Default)]
     struct Waits(Mutex<Vec<Duration>>);

@@ -8,9 +8,9 @@ use super::Policy;
 use crate::backoff::{Backoff, Jitter};
 use crate::guardrails::breaker::Breaker;
 use crate::guardrails::budget::{Budget, RatioBudget};
+use crate::guardrails::event::Observer;
 use crate::guardrails::guard::{Guardrail, Parts};
 use crate::guardrails::throttle::Throttle;
-use crate::observe::event::Observer;
 use crate::outcome::deadline::LatencyEstimate;
 use crate::outcome::error::ConfigError;
 

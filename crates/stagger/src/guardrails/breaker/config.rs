@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::{Breaker, Config};
 use crate::guardrails::budget::scaled;
+use crate::guardrails::event::Observer;
 use crate::guardrails::sync::nanos;
-use crate::observe::event::Observer;
 use crate::outcome::error::ConfigError;
 use crate::random::{FastRng, RandomSource};
 

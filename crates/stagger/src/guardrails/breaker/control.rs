@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::Breaker;
-use crate::observe::event::BreakerState;
+use crate::guardrails::event::BreakerState;
 
 /// What an operator does to a breaker (see [`Breaker::transition`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -124,7 +124,7 @@ impl fmt::Debug for RatioBudget {
 /// ```
 impl fmt::Display for RatioBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::engine::describe::{Percent, Spoken, Trimmed};
+        use crate::outcome::describe::{Percent, Spoken, Trimmed};
         write!(
             f,
             "retries up to {} of requests over {}, plus a floor of ",

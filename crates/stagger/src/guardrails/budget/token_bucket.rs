@@ -174,13 +174,17 @@ impl TokenBucketConfig {
                     format!("must be in (0, {max}], got {x}"),
                 ));
             }
-            crate::engine::a6::truncated_thousandths(x)
+            crate::backoff::a6::truncated_thousandths(x)
                 .filter(|m| *m > 0)
                 .ok_or_else(|| {
                     ConfigError::new(field, "must be at least 0.001 (A6 keeps three decimals)")
                 })
         };
-        let max = milli("max_tokens", self.max_tokens, crate::engine::a6::MAX_TOKENS)?;
+        let max = milli(
+            "max_tokens",
+            self.max_tokens,
+            crate::backoff::a6::MAX_TOKENS,
+        )?;
         let ratio = milli("token_ratio", self.token_ratio, f64::MAX)?;
         Ok(TokenBucket::with_milli(max, ratio))
     }

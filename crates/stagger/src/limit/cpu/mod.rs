@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::observe::event::{Event, Observer};
+use crate::guardrails::event::{Event, Observer};
 use crate::outcome::error::ConfigError;
 use crate::priority::Class;
 use crate::random::RandomSource;

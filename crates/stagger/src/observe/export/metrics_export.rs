@@ -3,7 +3,7 @@
 
 use metrics::{Label, Unit};
 
-use crate::observe::event::{BreakerState, Event, Observer, ShedReason};
+use crate::guardrails::event::{BreakerState, Event, Observer, ShedReason};
 use crate::observe::sli::{SliSnapshot, SliState};
 use crate::outcome::{Class, StopReason};
 use crate::priority::Priority;
@@ -422,7 +422,7 @@ mod tests {
     };
 
     use super::MetricsObserver;
-    use crate::observe::event::{BreakerState, Event, Observer};
+    use crate::guardrails::event::{BreakerState, Event, Observer};
     use crate::outcome::StopReason;
 
     /// Remembers every counter increment as `name{labels} += n`.

@@ -1,6 +1,6 @@
 //! The `tracing` exporter: [`TracingObserver`].
 
-use crate::observe::event::{BreakerState, Event, Observer};
+use crate::guardrails::event::{BreakerState, Event, Observer};
 use crate::outcome::StopReason;
 
 /// Emits every event as a `tracing` event with target `stagger`:

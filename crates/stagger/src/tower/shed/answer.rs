@@ -9,8 +9,8 @@ use http::{HeaderValue, Response, StatusCode};
 
 use super::Shared;
 use crate::grpc::wire::{GRPC_PUSHBACK, GRPC_STATUS};
+use crate::guardrails::event::{Event, ShedReason};
 use crate::limit::{Limiter, Token};
-use crate::observe::event::{Event, ShedReason};
 use crate::priority::{retry_after_factor, Class, Priority};
 use crate::random::{FastRng, RandomSource};
 

@@ -21,11 +21,11 @@ mod answer;
 use super::deadline::deadline_response;
 use crate::grpc::is_grpc;
 use crate::grpc::wire::{GRPC_PREVIOUS_ATTEMPTS, GRPC_TIMEOUT};
+use crate::guardrails::event::{Observer, ShedReason};
 use crate::http::inbound::{inbound_deadline, inbound_priority};
 use crate::http::{inbound_attempt, Inbound, TokioClock};
 use crate::http::{ENVOY_ATTEMPT_COUNT, PRIORITY, REQUEST_TIMEOUT, RETRY_ATTEMPT};
 use crate::limit::{Completion, CpuTrigger, Limiter, Token};
-use crate::observe::event::{Observer, ShedReason};
 use crate::priority::{Ceilings, Class, Priority};
 use crate::time::Clock;
 
