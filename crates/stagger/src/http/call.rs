@@ -8,17 +8,17 @@ use std::time::{Duration, SystemTime};
 use http::{Extensions, HeaderMap, HeaderValue, Method, StatusCode};
 
 use super::inbound::{outbound_priority, Inbound};
-use super::settings::{CallOptions, Settings};
+use super::info::{is_replay, mark_if_gave_up, AttemptLog, RetryInfo};
+use super::settings::{CallOptions, Own, Settings};
 use super::TokioClock;
 use super::{
     attempt_value, is_idempotent, needs_key, new_idempotency_key, raw_response_failure,
     timeout_header, IDEMPOTENCY_KEY, PRIORITY, RETRY_ATTEMPT,
 };
 use crate::engine::call::Call;
-use crate::engine::hedge::HedgePolicy;
-use crate::engine::policy::Policy;
+use crate::engine::drive::{End, Plan};
 use crate::grpc::is_grpc;
-use crate::outcome::{Class, Failure, Idempotency, Outcome};
+use crate::outcome::{Class, Decision, Failure, Hint, Idempotency, Outcome, StopReason};
 use crate::time::Clock;
 
 /// The HTTP fact reader of one call, shared by every HTTP front-end (the
@@ -56,12 +56,6 @@ pub(crate) struct Opened {
     pub(crate) call: Call,
     pub(crate) own: Own,
 }
-
-/// A request's own retry policy (from its [`CallOptions`]) and the
-/// settings' hedging over it: what the call's engine borrows instead of the
-/// shared settings.
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-pub(crate) struct Own(pub(super) Option<Box<(Policy, Option<HedgePolicy>)>>);
 
 /// Marks the middleware extensions a stagger middleware sends its attempts
 /// with, so a stagger middleware after it in the chain sends each once
@@ -267,5 +261,75 @@ pub(crate) fn propagate_priority(headers: &mut HeaderMap, extensions: &Extension
     }
     if let Some(v) = outbound_priority(named, headers, inbound.as_ref()) {
         headers.insert(PRIORITY, v);
+    }
+}
+
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+impl Facts {
+    /// Ends the call: under the one-layer rule, tells the inbound request
+    /// when a failure that could have cleared was given up on here.
+    pub(crate) fn finish<R>(&self, call: &Call<R>, reason: StopReason) {
+        if self.one_layer {
+            mark_if_gave_up(self.inbound.as_ref(), self.last_class, call, reason);
+        }
+    }
+
+    /// Ends the call: the one-layer rule's word to the inbound request, and
+    /// what the caller is told. `answer` holds the headers of the response
+    /// the caller gets, if it gets one.
+    pub(crate) fn summary(
+        &self,
+        plan: &Plan<'_>,
+        end: End,
+        answer: Option<&HeaderMap>,
+    ) -> RetryInfo {
+        let reason = end.reason();
+        let call = plan.call();
+        self.finish(call, reason);
+        RetryInfo {
+            attempts: call.attempts(),
+            reason,
+            not_retried: call.not_retried(),
+            waited: plan.waited(),
+            replayed: answer.is_some_and(is_replay),
+        }
+    }
+
+    /// Tells the settings' [`on_attempt`](Settings::on_attempt) hook how
+    /// attempt `attempt` ended and what the engine said.
+    pub(crate) fn log(
+        &self,
+        settings: &Settings,
+        attempt: u32,
+        answer: Result<u16, String>,
+        outcome: &Outcome,
+        decision: Decision,
+    ) {
+        let Some(hook) = &settings.on_attempt else {
+            return;
+        };
+        let hint = match outcome {
+            Outcome::Failure(f) => match f.hint {
+                Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
+                _ => None,
+            },
+            Outcome::Success => None,
+        };
+        let (delay, stop) = match decision {
+            Decision::Retry { after } => (Some(after), None),
+            Decision::Stop(r) => (None, Some(r)),
+        };
+        let (status, error) = match answer {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e)),
+        };
+        hook(&AttemptLog {
+            attempt,
+            status,
+            error,
+            hint,
+            delay,
+            stop,
+        });
     }
 }

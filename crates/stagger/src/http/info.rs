@@ -7,12 +7,9 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName};
 
-use super::call::Facts;
 use super::inbound::Inbound;
-use super::settings::Settings;
 use crate::engine::call::Call;
-use crate::engine::drive::{End, Plan};
-use crate::outcome::{Class, Decision, Hint, NotRetried, Outcome, StopReason};
+use crate::outcome::{Class, NotRetried, StopReason};
 
 /// How a call ended, put in the final response's extensions (and carried by
 /// the error when there is no response).
@@ -48,7 +45,7 @@ impl RetryInfo {
     }
 }
 
-/// One attempt as reported to an [`on_attempt`](Settings::on_attempt) hook.
+/// One attempt as reported to an [`on_attempt`](super::Settings::on_attempt) hook.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AttemptLog {
@@ -69,76 +66,6 @@ pub struct AttemptLog {
 /// A hook shown every attempt.
 pub type AttemptHook = Arc<dyn Fn(&AttemptLog) + Send + Sync>;
 
-#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-impl Facts {
-    /// Ends the call: under the one-layer rule, tells the inbound request
-    /// when a failure that could have cleared was given up on here.
-    pub(crate) fn finish<R>(&self, call: &Call<R>, reason: StopReason) {
-        if self.one_layer {
-            mark_if_gave_up(self.inbound.as_ref(), self.last_class, call, reason);
-        }
-    }
-
-    /// Ends the call: the one-layer rule's word to the inbound request, and
-    /// what the caller is told. `answer` holds the headers of the response
-    /// the caller gets, if it gets one.
-    pub(crate) fn summary(
-        &self,
-        plan: &Plan<'_>,
-        end: End,
-        answer: Option<&HeaderMap>,
-    ) -> RetryInfo {
-        let reason = end.reason();
-        let call = plan.call();
-        self.finish(call, reason);
-        RetryInfo {
-            attempts: call.attempts(),
-            reason,
-            not_retried: call.not_retried(),
-            waited: plan.waited(),
-            replayed: answer.is_some_and(is_replay),
-        }
-    }
-
-    /// Tells the settings' [`on_attempt`](Settings::on_attempt) hook how
-    /// attempt `attempt` ended and what the engine said.
-    pub(crate) fn log(
-        &self,
-        settings: &Settings,
-        attempt: u32,
-        answer: Result<u16, String>,
-        outcome: &Outcome,
-        decision: Decision,
-    ) {
-        let Some(hook) = &settings.on_attempt else {
-            return;
-        };
-        let hint = match outcome {
-            Outcome::Failure(f) => match f.hint {
-                Some(Hint::RetryAfter(h) | Hint::Pushback(h)) => Some(h),
-                _ => None,
-            },
-            Outcome::Success => None,
-        };
-        let (delay, stop) = match decision {
-            Decision::Retry { after } => (Some(after), None),
-            Decision::Stop(r) => (None, Some(r)),
-        };
-        let (status, error) = match answer {
-            Ok(s) => (Some(s), None),
-            Err(e) => (None, Some(e)),
-        };
-        hook(&AttemptLog {
-            attempt,
-            status,
-            error,
-            hint,
-            delay,
-            stop,
-        });
-    }
-}
-
 /// `Idempotent-Replayed`: the server's mark on a stored answer it sent again
 /// (a `HeaderName`, so reading it on every answer parses no name).
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
@@ -147,7 +74,7 @@ const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-repl
 /// Whether an answer is a replay (`Idempotent-Replayed: true`, the value
 /// read without regard to case).
 #[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
-fn is_replay(headers: &HeaderMap) -> bool {
+pub(super) fn is_replay(headers: &HeaderMap) -> bool {
     headers
         .get(IDEMPOTENT_REPLAYED)
         .is_some_and(|v| v.as_bytes().trim_ascii().eq_ignore_ascii_case(b"true"))

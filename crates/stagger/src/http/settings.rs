@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::call::Own;
 use super::info::AttemptHook;
 use super::TokioClock;
 use crate::engine::call::Call;
@@ -212,6 +211,12 @@ impl CallOptions {
         self.priority
     }
 }
+
+/// A request's own retry policy (from its [`CallOptions`]) and the
+/// settings' hedging over it: what the call's engine borrows instead of the
+/// shared settings.
+#[cfg_attr(not(any(feature = "tower", feature = "reqwest")), allow(dead_code))]
+pub(crate) struct Own(pub(super) Option<Box<(Policy, Option<HedgePolicy>)>>);
 
 impl Settings {
     /// The engine of a call opened under these settings: the request's own
