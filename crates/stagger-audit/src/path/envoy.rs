@@ -65,46 +65,15 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     let Some(p) = policy else {
         return Ok(layer);
     };
-    let read = RetryPolicy::read(p, &bad)?;
-    let retries = read.retries.unwrap_or(1);
-    let on = read.on.unwrap_or_default();
-    let codes = read.codes;
-    let per_try = read.per_try.or(timeout);
-    if let Some((base, max)) = read.back_off {
-        let base = base.filter(|d| !d.is_zero()).ok_or_else(|| {
-            bad(
-                "retry_policy.retry_back_off.base_interval",
-                "is required and must be above 0".into(),
-            )
-        })?;
-        layer.pause = Pause::Envoy {
-            base,
-            max: max.unwrap_or(base * 10),
-        };
-    }
+    let retry = EnvoyRetry::read(p, &bad)?;
     if from == "virtual host" {
         layer
             .assumes
             .push("retry_policy from the virtual host (the route has none)".to_string());
     }
-    let method_limited = tree::get(p, "retriableRequestHeaders").is_some();
-    layer.non_idempotent = if retries == 0 || method_limited {
-        None
-    } else {
-        rules::unsafe_conditions(&on, &codes)
-    };
-    layer.max_tries = Some(u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX));
-    layer.retry_on = if retries == 0 || on.is_empty() {
-        "nothing (num_retries 0 or no retry_on)".to_string()
-    } else {
-        rules::describe(&on, &codes)
-    };
-    layer.per_try_timeout = per_try;
-    layer.rule = if retries == 0 {
-        Rule::Nothing
-    } else {
-        Rule::Envoy { on, codes }
-    };
+    if !apply_retry(&mut layer, retry) {
+        layer.retry_on = "nothing (num_retries 0 or no retry_on)".to_string();
+    }
     Ok(layer)
 }
 
@@ -191,35 +160,51 @@ fn route<'a>(
     }
 }
 
-/// An Envoy retry policy's fields as written (`None`: left out), for the
-/// route reader here and the EnvoyFilter reader, which default them
-/// differently.
-pub(crate) struct RetryPolicy {
-    pub(crate) retries: Option<u64>,
-    pub(crate) on: Option<Vec<String>>,
-    pub(crate) codes: Vec<u16>,
-    /// `0s` reads as unset.
-    pub(crate) per_try: Option<Duration>,
-    /// `retry_back_off`'s base and max, when it is there.
-    pub(crate) back_off: Option<(Option<Duration>, Option<Duration>)>,
+/// A route's retry policy as Envoy holds it (`route_components.proto`'s
+/// `RetryPolicy`), whichever file wrote it: an Envoy route or EnvoyFilter
+/// patch directly, an Istio VirtualService, a Gateway API rule or an Envoy
+/// Gateway policy through the policy its control plane writes. A reader
+/// fills in its own system's defaults; what it leaves at `None` takes
+/// Envoy's.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct EnvoyRetry {
+    /// `num_retries`: retries after the first try (`None`: Envoy's 1).
+    pub(crate) num_retries: Option<u64>,
+    /// `retry_on`'s conditions; with none, Envoy retries nothing.
+    pub(crate) retry_on: Vec<String>,
+    /// `retriable_status_codes`, retried under `retriable-status-codes`.
+    pub(crate) status_codes: Vec<u16>,
+    /// `per_try_timeout`; `None` or zero bounds each try by the route's
+    /// timeout alone.
+    pub(crate) per_try_timeout: Option<Duration>,
+    /// `retry_back_off.base_interval` (`None`: Envoy's 25 ms).
+    pub(crate) base_interval: Option<Duration>,
+    /// `retry_back_off.max_interval` (`None`: ten times the base).
+    pub(crate) max_interval: Option<Duration>,
+    /// Whether `retriable_request_headers` limits the retried requests
+    /// (typically to some methods), so a retry is not taken to repeat a
+    /// request that must not run twice.
+    pub(crate) header_limited: bool,
 }
 
-impl RetryPolicy {
-    /// Reads `p`; `bad` names a field under the policy's path.
+impl EnvoyRetry {
+    /// Reads a `retry_policy` written in Envoy's own fields (an Envoy
+    /// route, an EnvoyFilter patch); `bad` names a field under the
+    /// policy's path.
     pub(crate) fn read(
         p: &Value,
         bad: &dyn Fn(&str, String) -> PathError,
-    ) -> Result<RetryPolicy, PathError> {
-        let retries =
+    ) -> Result<EnvoyRetry, PathError> {
+        let num_retries =
             tree::uint(p, "numRetries").map_err(|e| bad("retry_policy.num_retries", e))?;
-        let on = tree::string(p, "retryOn").map(|s| {
+        let retry_on = tree::string(p, "retryOn").map_or_else(Vec::new, |s| {
             s.split(',')
                 .map(str::trim)
                 .filter(|x| !x.is_empty())
                 .map(str::to_string)
                 .collect()
         });
-        let mut codes = Vec::new();
+        let mut status_codes = Vec::new();
         for c in tree::list(p, "retriableStatusCodes") {
             let code = c
                 .as_u64()
@@ -231,28 +216,71 @@ impl RetryPolicy {
                         format!("{c} is not an HTTP status"),
                     )
                 })?;
-            codes.push(code);
+            status_codes.push(code);
         }
-        let per_try = tree::duration(p, "perTryTimeout")
-            .map_err(|e| bad("retry_policy.per_try_timeout", e))?
-            .filter(|d| !d.is_zero());
-        let back_off = match tree::get(p, "retryBackOff") {
-            None => None,
-            Some(b) => Some((
-                tree::duration(b, "baseInterval")
-                    .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?,
-                tree::duration(b, "maxInterval")
-                    .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?,
-            )),
-        };
-        Ok(RetryPolicy {
-            retries,
-            on,
-            codes,
-            per_try,
-            back_off,
+        let per_try_timeout = tree::duration(p, "perTryTimeout")
+            .map_err(|e| bad("retry_policy.per_try_timeout", e))?;
+        let (mut base_interval, mut max_interval) = (None, None);
+        if let Some(b) = tree::get(p, "retryBackOff") {
+            let base = tree::duration(b, "baseInterval")
+                .map_err(|e| bad("retry_policy.retry_back_off.base_interval", e))?;
+            max_interval = tree::duration(b, "maxInterval")
+                .map_err(|e| bad("retry_policy.retry_back_off.max_interval", e))?;
+            // Envoy rejects a back-off without a base above zero.
+            base_interval = Some(base.filter(|d| !d.is_zero()).ok_or_else(|| {
+                bad(
+                    "retry_policy.retry_back_off.base_interval",
+                    "is required and must be above 0".into(),
+                )
+            })?);
+        }
+        Ok(EnvoyRetry {
+            num_retries,
+            retry_on,
+            status_codes,
+            per_try_timeout,
+            base_interval,
+            max_interval,
+            header_limited: tree::get(p, "retriableRequestHeaders").is_some(),
         })
     }
+}
+
+/// Sets on `layer` what Envoy does with `retry`: the most tries, the rule
+/// and its text for the report, whether a retry may repeat a request the
+/// dependency already handled, the per-try timeout (the layer's `timeout`,
+/// the route's, when the policy sets none) and the fully jittered back-off.
+/// A policy with no retries or no `retry_on` condition retries nothing: the
+/// layer keeps one try and `false` is returned, for the reader to say why
+/// in its own words.
+pub(crate) fn apply_retry(layer: &mut Layer, retry: EnvoyRetry) -> bool {
+    let base = retry.base_interval.unwrap_or(rules::ENVOY_BASE_INTERVAL);
+    layer.pause = Pause::Envoy {
+        base,
+        max: retry.max_interval.unwrap_or(base * 10),
+    };
+    layer.per_try_timeout = retry
+        .per_try_timeout
+        .filter(|d| !d.is_zero())
+        .or(layer.timeout);
+    let retries = retry.num_retries.unwrap_or(1);
+    if retries == 0 || retry.retry_on.is_empty() {
+        layer.max_tries = Some(1);
+        layer.retry_on = "nothing".to_string();
+        layer.non_idempotent = None;
+        layer.rule = Rule::Nothing;
+        return false;
+    }
+    let (on, codes) = (retry.retry_on, retry.status_codes);
+    layer.max_tries = Some(u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX));
+    layer.retry_on = rules::describe(&on, &codes);
+    layer.non_idempotent = if retry.header_limited {
+        None
+    } else {
+        rules::unsafe_conditions(&on, &codes)
+    };
+    layer.rule = Rule::Envoy { on, codes };
+    true
 }
 
 /// A clusters file with no route before it on the path: the cluster's
@@ -361,4 +389,150 @@ pub(crate) fn add_clusters(
         f.name
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::path::{envoyfilter, gateway, istio, GatewayImpl, Options};
+
+    const CONDITIONS: &str =
+        "connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes";
+
+    fn read<'a>(name: &'a str, text: &'a str) -> (PathInput<'a>, Vec<Value>) {
+        let docs = tree::documents(name, text).unwrap();
+        (PathInput::new(name, text, None), docs)
+    }
+
+    /// What a layer does with a dead dependency, leaving out what only
+    /// names its file.
+    fn retrying(l: &Layer) -> (Option<u32>, &Rule, &str, Option<Duration>, &Pause) {
+        (
+            l.max_tries,
+            &l.rule,
+            &l.retry_on,
+            l.per_try_timeout,
+            &l.pause,
+        )
+    }
+
+    #[test]
+    fn what_a_policy_leaves_out_is_envoys_default() {
+        let mut l = Layer::new("r.yaml", System::Envoy, "r".into());
+        l.timeout = Some(Duration::from_secs(15));
+        let retry = EnvoyRetry {
+            retry_on: vec!["5xx".into()],
+            ..EnvoyRetry::default()
+        };
+        assert!(apply_retry(&mut l, retry));
+        assert_eq!(l.max_tries, Some(2));
+        assert_eq!(l.per_try_timeout, Some(Duration::from_secs(15)));
+        assert_eq!(l.pause, Pause::envoy_default());
+        assert_eq!(l.non_idempotent.as_deref(), Some("5xx"));
+        // Retries without a condition retry nothing.
+        let retry = EnvoyRetry {
+            num_retries: Some(3),
+            status_codes: vec![503],
+            ..EnvoyRetry::default()
+        };
+        assert!(!apply_retry(&mut l, retry));
+        assert_eq!((l.max_tries, &l.rule), (Some(1), &Rule::Nothing));
+        assert_eq!(l.non_idempotent, None);
+    }
+
+    // backoff.proto: `base_interval` is required and above zero, whoever
+    // writes Envoy's fields.
+    #[test]
+    fn a_back_off_without_a_base_is_rejected_in_envoys_own_fields() {
+        let policy = "retry_policy: {retry_on: 5xx, retry_back_off: {max_interval: 1s}}";
+        let route = format!(
+            "virtual_hosts:\n- name: v\n  routes:\n  - name: r\n    route: {{cluster: c, {policy}}}\n"
+        );
+        let patch = format!(
+            "kind: EnvoyFilter\nmetadata: {{name: e}}\nspec:\n  configPatches:\n  - applyTo: HTTP_ROUTE\n    patch: {{operation: MERGE, value: {{route: {{{policy}}}}}}}\n"
+        );
+        let (f, d) = read("route.yaml", &route);
+        let e = layer(&f, &d).unwrap_err();
+        assert_eq!(e.field, "v/r.retry_policy.retry_back_off.base_interval");
+        let (f, d) = read("patch.yaml", &patch);
+        let e = envoyfilter::layer(&f, &d, &Options::default()).unwrap_err();
+        assert_eq!(
+            e.field,
+            "spec.configPatches[0].patch.value.retry_policy.retry_back_off.base_interval"
+        );
+    }
+
+    // The same policy (2 retries on Istio's conditions and 503, a 1 s
+    // per-try timeout, a 100 ms back-off base) as an Envoy route, an
+    // EnvoyFilter patch, a VirtualService, an Envoy Gateway policy and an
+    // HTTPRoute rule under Envoy Gateway and under Istio.
+    #[test]
+    fn one_retry_written_for_each_system_is_one_layer() {
+        let policy = format!(
+            "num_retries: 2\n  retry_on: {CONDITIONS}\n  retriable_status_codes: [503]\n  per_try_timeout: 1s\n  retry_back_off: {{base_interval: 100ms}}\n"
+        );
+        let route = format!(
+            "virtual_hosts:\n- name: v\n  domains: ['*']\n  routes:\n  - name: r\n    match: {{prefix: /}}\n    route:\n      cluster: c\n      retry_policy:\n        {}",
+            policy.replace("\n  ", "\n        ")
+        );
+        let patch = format!(
+            "kind: EnvoyFilter\nmetadata: {{name: e}}\nspec:\n  configPatches:\n  - applyTo: HTTP_ROUTE\n    patch:\n      operation: REPLACE\n      value:\n        route:\n          retry_policy:\n            {}",
+            policy.replace("\n  ", "\n            ")
+        );
+        let vs = "kind: VirtualService\nmetadata: {name: c}\nspec:\n  hosts: [c]\n  http:\n  - route:\n    - destination: {host: c}\n    retries:\n      attempts: 2\n      retryOn: connect-failure,refused-stream,unavailable,cancelled,503\n      perTryTimeout: 1s\n      backoff: 100ms\n";
+        let btp = format!(
+            "kind: BackendTrafficPolicy\nmetadata: {{name: p}}\nspec:\n  targetRefs: [{{kind: HTTPRoute, name: c}}]\n  retry:\n    numRetries: 2\n    retryOn:\n      triggers: [{}]\n      httpStatusCodes: [503]\n    perRetry:\n      timeout: 1s\n      backOff: {{baseInterval: 100ms}}\n",
+            CONDITIONS.replace(',', ", ")
+        );
+        let rule = "kind: HTTPRoute\nmetadata: {name: c}\nspec:\n  rules:\n  - timeouts: {backendRequest: 1s}\n    retry: {attempts: 2, codes: [503], backoff: 100ms}\n";
+        let o = Options::default();
+        let eg = Options {
+            gateway: GatewayImpl::EnvoyGateway,
+            ..Options::default()
+        };
+        let (f, d) = read("route.yaml", &route);
+        let envoy = layer(&f, &d).unwrap();
+        let (f, d) = read("patch.yaml", &patch);
+        let filter = envoyfilter::layer(&f, &d, &o).unwrap();
+        let (f, d) = read("vs.yaml", vs);
+        let virtual_service = istio::layer(&f, &d, None, &o).unwrap();
+        let (f, d) = read("btp.yaml", &btp);
+        let policy = gateway::envoy_gateway(&f, &d).unwrap();
+        let (f, d) = read("httproute.yaml", rule);
+        let under_eg = gateway::route(&f, &d, None, &eg).unwrap();
+        let under_istio = gateway::route(&f, &d, None, &o).unwrap();
+
+        let want_rule = Rule::Envoy {
+            on: CONDITIONS.split(',').map(str::to_string).collect(),
+            codes: vec![503],
+        };
+        let text = format!("{CONDITIONS} [503]");
+        let pause = Pause::Envoy {
+            base: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+        };
+        let want = (
+            Some(3),
+            &want_rule,
+            text.as_str(),
+            Some(Duration::from_secs(1)),
+            &pause,
+        );
+        for l in [
+            &envoy,
+            &filter,
+            &virtual_service,
+            &policy,
+            &under_eg,
+            &under_istio,
+        ] {
+            assert_eq!(retrying(l), want, "{} ({})", l.file, l.system);
+            assert_eq!(
+                l.non_idempotent.as_deref(),
+                Some("retriable-status-codes [503]"),
+                "{}",
+                l.file
+            );
+        }
+    }
 }

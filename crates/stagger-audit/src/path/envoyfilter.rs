@@ -12,16 +12,15 @@
 //!   and every field it leaves out stays as Istio wrote it;
 //! - `REPLACE` (or `ADD`) writes the policy as given, with Envoy's
 //!   defaults (`num_retries` 1) for what it leaves out;
+//! - either way Envoy rejects a `retry_back_off` without a `base_interval`
+//!   above zero;
 //! - `applyTo: CLUSTER` with `circuit_breakers` sets the cap on concurrent
 //!   retries (`retry_budget`, else `max_retries`).
 
-use std::time::Duration;
-
 use serde_json::Value;
 
-use super::envoy::RetryPolicy;
+use super::envoy::{self, EnvoyRetry};
 use super::istio::{DEFAULT_ON, DEFAULT_RETRIES};
-use super::rules::{self, Pause, Rule};
 use super::tree;
 use super::{Budget, Layer, Options, PathError, PathInput, System};
 
@@ -74,43 +73,25 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
         System::Istio,
         format!("{} patch {index}", name_of(filter)),
     );
-    let (mut retries, mut on, mut codes) = if merge {
-        let codes = if o.istio.minor < 24 {
-            vec![503]
-        } else {
-            Vec::new()
-        };
-        (
-            DEFAULT_RETRIES,
-            DEFAULT_ON
-                .split(',')
-                .map(str::to_string)
-                .collect::<Vec<_>>(),
-            codes,
-        )
+    let mut retry = EnvoyRetry::read(policy, &bad)?;
+    // The patch's codes, each once, after Istio's (503 before 1.24) under
+    // MERGE.
+    let mut codes = if merge && o.istio.minor < 24 {
+        vec![503]
     } else {
-        (1, Vec::new(), Vec::new())
+        Vec::new()
     };
-    layer.pause = Pause::envoy_default();
-    let read = RetryPolicy::read(policy, &bad)?;
-    if let Some(n) = read.retries {
-        retries = n;
-    }
-    if let Some(written) = read.on {
-        on = written;
-    }
-    for code in read.codes {
+    for code in std::mem::take(&mut retry.status_codes) {
         if !codes.contains(&code) {
             codes.push(code);
         }
     }
-    layer.per_try_timeout = read.per_try;
-    if let Some((base, max)) = read.back_off {
-        let base = base.unwrap_or(Duration::from_millis(25));
-        layer.pause = Pause::Envoy {
-            base,
-            max: max.unwrap_or(base * 10),
-        };
+    retry.status_codes = codes;
+    if merge {
+        retry.num_retries = retry.num_retries.or(Some(DEFAULT_RETRIES));
+        if tree::string(policy, "retryOn").is_none() {
+            retry.retry_on = DEFAULT_ON.split(',').map(str::to_string).collect();
+        }
     }
     layer.assumes.push(if merge {
         format!(
@@ -127,34 +108,10 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
             "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".into(),
         );
     }
-    set_retries(&mut layer, retries, on, codes);
+    if !envoy::apply_retry(&mut layer, retry) {
+        layer.retry_on = "nothing (num_retries 0 or no retry_on)".into();
+    }
     Ok(layer)
-}
-
-/// What the layer retries: nothing with no retries or no condition, else
-/// the conditions and codes as Envoy reads them.
-fn set_retries(layer: &mut Layer, retries: u64, on: Vec<String>, codes: Vec<u16>) {
-    let off = retries == 0 || on.is_empty();
-    layer.max_tries = Some(if off {
-        1
-    } else {
-        u32::try_from(retries.saturating_add(1)).unwrap_or(u32::MAX)
-    });
-    layer.retry_on = if off {
-        "nothing (num_retries 0 or no retry_on)".into()
-    } else {
-        rules::describe(&on, &codes)
-    };
-    layer.non_idempotent = if off {
-        None
-    } else {
-        rules::unsafe_conditions(&on, &codes)
-    };
-    layer.rule = if off {
-        Rule::Nothing
-    } else {
-        Rule::Envoy { on, codes }
-    };
 }
 
 /// The retry patch the selector names (the filter's name or

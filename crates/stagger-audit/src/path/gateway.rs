@@ -29,8 +29,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::envoy::{self, EnvoyRetry};
 use super::istio::{self, MeshDefault};
-use super::rules::{self, Pause, Rule};
+use super::rules::{self, Rule};
 use super::tree;
 use super::{Budget, GatewayImpl, Layer, Options, PathError, PathInput, System};
 
@@ -239,25 +240,32 @@ fn on_istio(
     o: &Options,
     at: &str,
 ) -> Result<(), PathError> {
-    let retries = if r.present {
-        let mut on = "connect-failure,refused-stream,unavailable,cancelled".to_string();
-        for c in &r.listed {
-            on.push_str(&format!(",{c}"));
+    if r.present {
+        // The policy Istio's conversion writes: its conditions, the codes.
+        let mut on: Vec<String> = [
+            "connect-failure",
+            "refused-stream",
+            "unavailable",
+            "cancelled",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        if !r.listed.is_empty() {
+            on.push("retriable-status-codes".into());
         }
-        let mut v = serde_json::json!({"attempts": r.attempts.unwrap_or(2), "retryOn": on});
-        if let Some(b) = r.backoff {
-            v["backoff"] = Value::String(format!("{}ms", b.as_millis()));
-        }
-        v
+        let retry = EnvoyRetry {
+            num_retries: Some(r.attempts.unwrap_or(2)),
+            retry_on: on,
+            status_codes: r.listed,
+            base_interval: r.backoff.filter(|b| !b.is_zero()),
+            ..EnvoyRetry::default()
+        };
+        istio::onto(layer, retry, false, at, o);
     } else {
-        mesh.map_or(Value::Null, istio::mesh_retries)
-    };
-    let source = if r.present {
-        at.to_string()
-    } else {
-        "Istio's default policy (the rule has no retry)".to_string()
-    };
-    istio::apply(layer, &retries, !r.present, &source, o)?;
+        let retries = mesh.map_or(Value::Null, istio::mesh_retries);
+        let source = "Istio's default policy (the rule has no retry)";
+        istio::apply(layer, &retries, true, source, o)?;
+    }
     if r.present && r.attempts.is_none() {
         layer
             .assumes
@@ -314,27 +322,14 @@ fn elsewhere(layer: &mut Layer, r: RuleRetry, g: GatewayImpl) -> bool {
             r.listed,
         ),
     };
-    layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
-    layer.retry_on = if n == 0 {
-        "nothing".into()
-    } else {
-        rules::describe(&on, &listed)
+    let retry = EnvoyRetry {
+        num_retries: Some(n),
+        retry_on: on,
+        status_codes: listed,
+        base_interval: r.backoff.filter(|b| !b.is_zero()),
+        ..EnvoyRetry::default()
     };
-    layer.non_idempotent = (n > 0)
-        .then(|| rules::unsafe_conditions(&on, &listed))
-        .flatten();
-    layer.rule = if n == 0 {
-        Rule::Nothing
-    } else {
-        Rule::Envoy { on, codes: listed }
-    };
-    layer.pause = match r.backoff {
-        Some(b) if !b.is_zero() => Pause::Envoy {
-            base: b,
-            max: b * 10,
-        },
-        _ => Pause::envoy_default(),
-    };
+    envoy::apply_retry(layer, retry);
     layer.assumes.push(match g {
         GatewayImpl::EnvoyGateway => "run by Envoy Gateway: its default triggers (connect-failure, refused-stream, unavailable, cancelled) and the codes; a timed-out try is not retried".to_string(),
         _ => format!(
@@ -478,36 +473,32 @@ pub(crate) fn envoy_gateway(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, 
         "httpStatusCodes",
         "spec.retry.retryOn.httpStatusCodes",
     )?;
-    let on = triggers(&retry_on, &mut layer.assumes);
-    (layer.per_try_timeout, layer.pause) = per_retry(&retry, &bad)?;
+    let envoy_retry = EnvoyRetry {
+        num_retries: Some(n),
+        retry_on: triggers(&retry_on, &mut layer.assumes),
+        status_codes: listed,
+        ..per_retry(&retry, &bad)?
+    };
     layer.budget = Some(eg_budget(f, &cb, &mut layer.assumes)?);
-    if matches!(
+    let zero_budget = matches!(
         layer.budget,
         Some(Budget::Concurrent {
             percent,
             min_concurrency: 0
         }) if percent == 0.0
-    ) {
-        layer.retry_on = format!(
-            "nothing: a zero retry budget overflows every retry ({})",
-            rules::describe(&on, &listed)
-        );
-        return Ok(layer);
+    );
+    let described = rules::describe(&envoy_retry.retry_on, &envoy_retry.status_codes);
+    if zero_budget {
+        // Envoy would retry, but no retry fits the budget.
+        envoy::apply_retry(&mut layer, envoy_retry);
+        layer.max_tries = Some(1);
+        layer.rule = Rule::Nothing;
+        layer.non_idempotent = None;
+        layer.retry_on =
+            format!("nothing: a zero retry budget overflows every retry ({described})");
+    } else if !envoy::apply_retry(&mut layer, envoy_retry) {
+        layer.retry_on = "nothing (numRetries 0)".into();
     }
-    layer.max_tries = Some(u32::try_from(n.saturating_add(1)).unwrap_or(u32::MAX));
-    layer.retry_on = if n == 0 {
-        "nothing (numRetries 0)".into()
-    } else {
-        rules::describe(&on, &listed)
-    };
-    layer.non_idempotent = (n > 0)
-        .then(|| rules::unsafe_conditions(&on, &listed))
-        .flatten();
-    layer.rule = if n == 0 {
-        Rule::Nothing
-    } else {
-        Rule::Envoy { on, codes: listed }
-    };
     Ok(layer)
 }
 
@@ -601,28 +592,27 @@ fn triggers(retry_on: &Value, assumes: &mut Vec<String>) -> Vec<String> {
     }
 }
 
-/// `perRetry`: the per-try timeout and the backoff.
+/// `perRetry`: the per-try timeout and the back-off, on a policy that
+/// says nothing else yet (a `backOff` without `baseInterval` takes
+/// Envoy's 25 ms).
 fn per_retry(
     retry: &Value,
     bad: &dyn Fn(&str, String) -> PathError,
-) -> Result<(Option<Duration>, Pause), PathError> {
+) -> Result<EnvoyRetry, PathError> {
     let per = tree::get(retry, "perRetry").cloned().unwrap_or(Value::Null);
-    let per_try = tree::duration(&per, "timeout")
-        .map_err(|e| bad("retry.perRetry.timeout", e))?
-        .filter(|d| !d.is_zero());
-    let pause = match tree::get(&per, "backOff") {
-        Some(b) => {
-            let base = tree::duration(b, "baseInterval")
-                .map_err(|e| bad("retry.perRetry.backOff.baseInterval", e))?
-                .unwrap_or(Duration::from_millis(25));
-            let max = tree::duration(b, "maxInterval")
-                .map_err(|e| bad("retry.perRetry.backOff.maxInterval", e))?
-                .unwrap_or(base * 10);
-            Pause::Envoy { base, max }
-        }
-        None => Pause::envoy_default(),
-    };
-    Ok((per_try, pause))
+    let per_try_timeout =
+        tree::duration(&per, "timeout").map_err(|e| bad("retry.perRetry.timeout", e))?;
+    let back_off = tree::get(&per, "backOff").unwrap_or(&Value::Null);
+    let base_interval = tree::duration(back_off, "baseInterval")
+        .map_err(|e| bad("retry.perRetry.backOff.baseInterval", e))?;
+    let max_interval = tree::duration(back_off, "maxInterval")
+        .map_err(|e| bad("retry.perRetry.backOff.maxInterval", e))?;
+    Ok(EnvoyRetry {
+        per_try_timeout,
+        base_interval,
+        max_interval,
+        ..EnvoyRetry::default()
+    })
 }
 
 /// The cap on concurrent retries: `retryBudget` (its `percent` a fraction,

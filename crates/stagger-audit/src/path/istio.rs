@@ -28,7 +28,7 @@
 
 use serde_json::Value;
 
-use super::rules::{self, Pause, Rule};
+use super::envoy::{self, EnvoyRetry};
 use super::tree;
 use super::{Layer, Options, PathError, PathInput, System};
 
@@ -324,21 +324,20 @@ pub(crate) fn apply(
     source: &str,
     o: &Options,
 ) -> Result<(), PathError> {
-    let file = layer.file.clone();
-    let timeout = layer.timeout;
-    let mut assumes = vec![format!(
-        "Istio 1.{} defaults{}",
-        o.istio.minor,
-        if o.istio.minor >= 24 {
-            " (503 not in the implicit policy)"
-        } else {
-            " (503 in the implicit policy)"
-        }
-    )];
-    assumes.push(
-        "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".to_string(),
-    );
-    let bad_r = |k: &str, e: String| PathError::new(&file, &format!("{source}.{k}"), e);
+    let retry = envoy_retry(&layer.file, retries, source, o)?;
+    onto(layer, retry, implicit, source, o);
+    Ok(())
+}
+
+/// The Envoy policy Istio writes for `retries` (`Null`: its default
+/// policy); `source` names the policy in errors.
+fn envoy_retry(
+    file: &str,
+    retries: &Value,
+    source: &str,
+    o: &Options,
+) -> Result<EnvoyRetry, PathError> {
+    let bad_r = |k: &str, e: String| PathError::new(file, &format!("{source}.{k}"), e);
     let attempts = if retries.is_null() {
         DEFAULT_RETRIES
     } else {
@@ -346,53 +345,64 @@ pub(crate) fn apply(
             .map_err(|e| bad_r("attempts", e))?
             .unwrap_or(0)
     };
-    let with_503 = o.istio.minor < 24;
-    let (on, mut codes): (Vec<String>, Vec<u16>) = match tree::string(retries, "retryOn") {
+    // Istio replaces its default conditions only with a non-empty
+    // `retryOn` (`if in.RetryOn != ""` in its retry conversion).
+    let written = tree::string(retries, "retryOn").filter(|s| !s.is_empty());
+    let (on, mut codes): (Vec<String>, Vec<u16>) = match written {
         Some(s) => parse_retry_on(s).map_err(|e| bad_r("retryOn", e))?,
         None => (
             DEFAULT_ON.split(',').map(str::to_string).collect(),
             Vec::new(),
         ),
     };
-    if with_503 && tree::get(retries, "retryOn").is_none() {
+    if o.istio.minor < 24 && written.is_none() {
         codes.push(503);
     }
-    let per_try = tree::duration(retries, "perTryTimeout")
-        .map_err(|e| bad_r("perTryTimeout", e))?
-        .filter(|d| !d.is_zero())
-        .or(timeout);
-    let pause = match tree::duration(retries, "backoff").map_err(|e| bad_r("backoff", e))? {
-        Some(b) if !b.is_zero() => Pause::Envoy {
-            base: b,
-            max: b * 10,
-        },
-        _ => Pause::envoy_default(),
-    };
-    if attempts == 0 {
-        assumes.push(format!(
+    let per_try_timeout =
+        tree::duration(retries, "perTryTimeout").map_err(|e| bad_r("perTryTimeout", e))?;
+    // `backoff` is Envoy's base; a zero one leaves Envoy's default.
+    let base_interval = tree::duration(retries, "backoff")
+        .map_err(|e| bad_r("backoff", e))?
+        .filter(|b| !b.is_zero());
+    Ok(EnvoyRetry {
+        num_retries: Some(attempts),
+        retry_on: on,
+        status_codes: codes,
+        per_try_timeout,
+        base_interval,
+        ..EnvoyRetry::default()
+    })
+}
+
+/// The Envoy policy Istio wrote for a route (from `source`) onto `layer`,
+/// whose `timeout` is the route's, with the assumptions Istio's defaults
+/// add; `implicit` when nobody wrote the policy.
+pub(crate) fn onto(
+    layer: &mut Layer,
+    retry: EnvoyRetry,
+    implicit: bool,
+    source: &str,
+    o: &Options,
+) {
+    layer.assumes.push(format!(
+        "Istio 1.{} defaults{}",
+        o.istio.minor,
+        if o.istio.minor >= 24 {
+            " (503 not in the implicit policy)"
+        } else {
+            " (503 in the implicit policy)"
+        }
+    ));
+    layer.assumes.push(
+        "Istio lifts Envoy's max_retries to 2^32-1: nothing caps concurrent retries".to_string(),
+    );
+    if retry.num_retries == Some(0) {
+        layer.assumes.push(format!(
             "{source}: attempts 0 (or left out) turns retries off"
         ));
     }
-    let max_tries = u32::try_from(attempts.saturating_add(1)).unwrap_or(u32::MAX);
-    layer.retry_on = if attempts == 0 {
-        "nothing".to_string()
-    } else {
-        rules::describe(&on, &codes)
-    };
-    layer.non_idempotent = (attempts > 0)
-        .then(|| rules::unsafe_conditions(&on, &codes))
-        .flatten();
-    layer.max_tries = Some(max_tries);
-    layer.per_try_timeout = per_try;
-    layer.implicit = implicit && attempts > 0;
-    layer.assumes.extend(assumes);
-    layer.rule = if attempts == 0 {
-        Rule::Nothing
-    } else {
-        Rule::Envoy { on, codes }
-    };
-    layer.pause = pause;
-    Ok(())
+    let retries = envoy::apply_retry(layer, retry);
+    layer.implicit = implicit && retries;
 }
 
 /// `retryOn` as Istio reads it: Envoy conditions and, for numbers,
@@ -514,5 +524,27 @@ mod tests {
         );
         assert_eq!(codes, [503]);
         assert!(parse_retry_on("5xx,999").unwrap_err().contains("999"));
+    }
+
+    /// Istio's retry conversion (`pilot/pkg/networking/core/route/retry`)
+    /// parses `retryOn` only when it is not empty: an empty one keeps the
+    /// default conditions, which retry a refused connection; a list of
+    /// separators alone names no condition, and Envoy retries nothing.
+    #[test]
+    fn an_empty_retry_on_keeps_istios_default_conditions() {
+        let attempts = |on: &str| {
+            let vs = format!(
+                "kind: VirtualService\nmetadata: {{name: a}}\nspec:\n  hosts: [a]\n  http:\n  - route:\n    - destination: {{host: a}}\n    retries: {{attempts: 2, retryOn: \"{on}\"}}\n"
+            );
+            let input = crate::path::PathInput::new("vs.yaml", &vs, None);
+            crate::path::audit_path(&[input], &Options::default())
+                .unwrap()
+                .dead
+                .bottom_attempts
+        };
+        assert_eq!(attempts(""), 3.0);
+        assert_eq!(attempts("connect-failure"), 3.0);
+        assert_eq!(attempts(","), 1.0);
+        assert_eq!(attempts("retriable-4xx"), 1.0);
     }
 }

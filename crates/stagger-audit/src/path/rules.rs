@@ -324,12 +324,15 @@ pub(crate) enum Pause {
     },
 }
 
+/// Envoy's retry back-off base when a policy sets none.
+pub(crate) const ENVOY_BASE_INTERVAL: Duration = Duration::from_millis(25);
+
 impl Pause {
     /// Envoy's defaults: 25 ms base, ten times that as the cap.
     pub(crate) fn envoy_default() -> Self {
         Pause::Envoy {
-            base: Duration::from_millis(25),
-            max: Duration::from_millis(250),
+            base: ENVOY_BASE_INTERVAL,
+            max: ENVOY_BASE_INTERVAL * 10,
         }
     }
 
