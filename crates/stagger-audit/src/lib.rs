@@ -381,10 +381,9 @@ pub(crate) fn transient_http(status: u16) -> bool {
     stagger::classify::http_status(status, false) != stagger::Class::Permanent
 }
 
-/// Rounds an estimate to three decimals, so a report is stable and
-/// readable (exact figures are left as computed).
+/// Rounds an estimate to three decimals, the toolkit's precision for one.
 pub(crate) fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+    stagger_sim::rounded(x, 3)
 }
 
 /// A method's numbers measured on its engine; an engine that does not

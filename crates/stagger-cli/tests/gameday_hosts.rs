@@ -13,11 +13,10 @@
 //! made: the rest never left the clients' hosts), recovered 0.5 s after the
 //! blackhole.
 
-mod common;
+use crate::common;
 
 use std::io::Read as _;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -115,10 +114,10 @@ fn row(v: &Value, s: &str) -> Value {
 
 #[test]
 fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
+    let _turn = crate::support::turn();
     if !can_run() {
         return;
     }
-    let _alone = serial();
     let dir = TempDir::new("gameday-hosts");
     // Recovery is a timing on a shared 2-core machine, and connections
     // caught by the blackhole sit in TCP's retransmission backoff after it
@@ -162,6 +161,7 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
 
 #[test]
 fn a_kernel_fault_without_hosts_is_a_usage_error() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-hosts-bad");
     let done = stagger(
         &["gameday", "--fault", "blackhole", "--duration", "10s"],
@@ -180,13 +180,6 @@ fn a_kernel_fault_without_hosts_is_a_usage_error() {
         "{}",
         done.stderr
     );
-}
-
-/// The tests that make namespaces run one at a time, so each sees the
-/// machine's network state as only it changed it.
-fn serial() -> MutexGuard<'static, ()> {
-    static ONE: Mutex<()> = Mutex::new(());
-    ONE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The pid in a `--hosts` namespace's name, `stg<pid>x<n><role>`.
@@ -331,10 +324,10 @@ impl Drop for Hosts {
 
 #[test]
 fn ctrl_c_during_a_blackhole_leaves_no_namespace_and_no_nft_rule() {
+    let _turn = crate::support::turn();
     if !can_run() {
         return;
     }
-    let _alone = serial();
     let dir = TempDir::new("gameday-hosts-int");
     let before = net_state(None);
     let mut run = Hosts::start(&dir);
@@ -356,10 +349,10 @@ fn ctrl_c_during_a_blackhole_leaves_no_namespace_and_no_nft_rule() {
 
 #[test]
 fn sigterm_while_the_namespaces_are_being_made_leaves_none() {
+    let _turn = crate::support::turn();
     if !can_run() {
         return;
     }
-    let _alone = serial();
     let dir = TempDir::new("gameday-hosts-term");
     let before = net_state(None);
     let mut run = Hosts::start(&dir);
@@ -379,10 +372,10 @@ fn sigterm_while_the_namespaces_are_being_made_leaves_none() {
 
 #[test]
 fn cleanup_removes_what_a_killed_gameday_left() {
+    let _turn = crate::support::turn();
     if !can_run() {
         return;
     }
-    let _alone = serial();
     let dir = TempDir::new("gameday-hosts-kill");
     let before = net_state(None);
     let mut run = Hosts::start(&dir);
@@ -419,6 +412,7 @@ fn cleanup_removes_what_a_killed_gameday_left() {
 
 #[test]
 fn cleanup_takes_no_other_flag() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-hosts-cleanup-bad");
     let done = stagger(&["gameday", "--cleanup", "--hosts", "2"], &dir);
     assert_eq!(code(&done), Some(2), "{}", done.stderr);

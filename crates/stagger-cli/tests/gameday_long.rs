@@ -7,7 +7,7 @@
 //! GAMEDAY.md: 2 min of steady traffic with the process's resident memory
 //! and open descriptors sampled from /proc/self, flat after a 60 s warm-up.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -38,6 +38,7 @@ fn n(r: &Value, field: &str) -> f64 {
 
 #[test]
 fn resets_are_retried_without_duplicates_only_when_keyed() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-reset");
     // Traffic 8 s, resets from 2 s to 5 s.
     let short = ["--fault", "reset", "--duration", "8s", "--fault-at", "2s"];
@@ -73,6 +74,7 @@ fn resets_are_retried_without_duplicates_only_when_keyed() {
 
 #[test]
 fn a_short_soak_holds_memory_and_descriptors_flat() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-soak");
     let (status, v) = gameday(
         &[
@@ -107,6 +109,7 @@ fn a_short_soak_holds_memory_and_descriptors_flat() {
 
 #[test]
 fn a_soak_runs_one_strategy_and_may_run_long() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-soak-usage");
     let done = stagger_with(
         &["gameday", "--soak", "--strategy", "none,full"],

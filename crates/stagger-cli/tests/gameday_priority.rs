@@ -5,16 +5,12 @@
 //! wide margins: other processes on a loaded machine take CPU from the
 //! upstream during a run, which only makes the overload deeper.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
 use common::{code, stagger, stagger_with, TempDir};
 use serde_json::Value;
-
-/// The game-days of this file one at a time: each measures a CPU-bound
-/// upstream, and a second one running beside it would take its core.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn gameday(dir: &TempDir) -> Value {
     let args = [
@@ -80,7 +76,7 @@ fn checked(doc: &Value) -> [Value; 3] {
 
 #[test]
 fn priorities_keep_critical_served_at_twice_the_capacity() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-priority");
     // A second run only if another process's load pulled the first below
     // 95 %; the comparison above holds in each run.
@@ -97,6 +93,7 @@ fn priorities_keep_critical_served_at_twice_the_capacity() {
 
 #[test]
 fn a_duration_out_of_range_or_another_scenario_is_a_usage_error() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-priority-bad");
     let done = stagger(&["gameday", "--priority", "--duration", "100ms"], &dir);
     assert_eq!(code(&done), Some(2), "{}", done.stderr);
@@ -159,7 +156,7 @@ fn held(cpu: &Value) -> Result<(), String> {
 /// only if the first missed (a burst of load from elsewhere).
 #[test]
 fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-priority-cpu");
     let mut why = Vec::new();
     for _ in 0..2 {
@@ -192,7 +189,7 @@ fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping(
 /// two agree within a few answers still in flight at the warm-up's end.
 #[test]
 fn the_layers_shed_count_covers_the_same_requests_as_the_503_columns() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::support::turn();
     let dir = TempDir::new("gameday-priority-shed");
     let [with, without, _] = checked(&gameday(&dir));
     for s in [&with, &without] {

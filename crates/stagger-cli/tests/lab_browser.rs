@@ -12,7 +12,7 @@
 //! Without chromium and chromedriver the test prints a note and passes,
 //! unless `CI` is set: then it fails.
 
-mod lab_util;
+use crate::lab_util;
 
 use std::time::Duration;
 
@@ -20,8 +20,7 @@ use lab_util::Lab;
 use serde_json::{json, Value};
 use webdriver::{decode_base64, open};
 
-#[path = "lab_browser/webdriver.rs"]
-mod webdriver;
+use crate::webdriver;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
@@ -188,6 +187,7 @@ async fn check_priority_scene(lab: &Lab, s: &webdriver::Session, long: Duration)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
+    let _turn = crate::support::turn();
     let Some((lab, driver, s, _one)) = open().await else {
         return;
     };
@@ -520,6 +520,7 @@ return {
 /// with the slowdown shaded, and says so when the spike is clipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metastable_chart_draws_what_the_clients_sent_through_the_slowdown() {
+    let _turn = crate::support::turn();
     let Some((lab, driver, s, _one)) = open().await else {
         return;
     };

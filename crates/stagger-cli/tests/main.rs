@@ -1,6 +1,7 @@
 //! The crate's integration tests in one binary: each file is a module, so the crate graph is
-//! linked once instead of once per file. Files that must run in a process of their own are
-//! separate `[[test]]` targets in Cargo.toml, each with its reason.
+//! linked once instead of once per file. The suites whose numbers are timings or rates (storms,
+//! the fault proxy, signals, the browser, Prometheus, the simulations) take turns through
+//! `support::turn`, so none of them measures another.
 
 #[allow(unused_imports)]
 mod common;
@@ -12,6 +13,8 @@ mod grpc_support;
 mod interop;
 #[allow(unused_imports)]
 mod lab_util;
+#[path = "../../stagger-gameday/tests/support/nginx.rs"]
+mod nginx;
 #[allow(dead_code, unused_imports)]
 mod support;
 #[allow(dead_code, unused_imports)]
@@ -25,13 +28,28 @@ mod audit_repo;
 mod audit_sarif;
 mod busy_port;
 mod conventions;
+mod gameday;
+mod gameday_hosts;
+mod gameday_limit;
+mod gameday_long;
+mod gameday_priority;
+mod gameday_target;
 mod grpc_health;
 mod grpc_health_interop;
+mod grpc_through_proxy;
 mod http;
 mod http_curl;
 mod http_hostile;
+mod idempotency_gameday;
 mod jitter;
 mod lab_api;
+mod lab_browser;
 mod lab_story;
+mod prometheus_alert;
+mod proxy;
 mod run;
+mod run_signals;
 mod schedule;
+mod simulate;
+mod simulate_hedging;
+mod simulate_server;

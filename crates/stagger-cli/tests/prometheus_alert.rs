@@ -9,7 +9,7 @@
 //! `for: 10s` in a test copy, so the test takes half a minute, not two.
 //! Everything listens on 127.0.0.1 and every wait is bounded.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
@@ -153,6 +153,7 @@ fn gameday(dir: &Path, name: &str, strategy: &str, port: u16) -> Killed {
 
 #[test]
 fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget_or_an_open_breaker() {
+    let _turn = crate::support::turn();
     let Some(prometheus) = prometheus_bin() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -316,6 +317,7 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget_or_
 
 #[test]
 fn metrics_addr_must_be_loopback_and_free() {
+    let _turn = crate::support::turn();
     let dir = TempDir::new("metrics-addr");
     let done = common::stagger(
         &[

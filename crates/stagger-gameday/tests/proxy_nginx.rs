@@ -2,8 +2,7 @@
 //! nginx logged (nothing lost, nothing invented), over HTTP/1.1 and h2c,
 //! and each fault does to a client what it says.
 
-#[path = "support/nginx.rs"]
-mod nginx;
+use crate::nginx;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -469,23 +469,22 @@ fn row(name: &str, out: &mut RunOut) -> HedgingRow {
             return 0.0;
         }
         let i = ((x * l.len() as f64).ceil() as usize).clamp(1, l.len()) - 1;
-        round3(l[i] as f64 / 1e6)
+        crate::rounded(l[i] as f64 / 1e6, 3)
     };
     HedgingRow {
         strategy: name.to_owned(),
         p50_ms: q(0.5),
         p99_ms: q(0.99),
         p999_ms: q(0.999),
-        extra_load: round3(if n > 0.0 {
-            out.attempts as f64 / n - 1.0
-        } else {
-            0.0
-        }),
+        extra_load: crate::rounded(
+            if n > 0.0 {
+                out.attempts as f64 / n - 1.0
+            } else {
+                0.0
+            },
+            3,
+        ),
     }
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1e3).round() / 1e3
 }
 
 /// A standard normal draw (Box–Muller).

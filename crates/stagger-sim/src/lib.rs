@@ -67,6 +67,20 @@ mod strategy;
 mod duration;
 
 pub use duration::duration;
+
+/// Rounds `x` to `decimals` decimal places: the precision the toolkit's
+/// reports give an estimate (a rate, a ratio, a mean of attempts), so a
+/// report reads the same from run to run. Exact counts are left as
+/// computed.
+///
+/// ```
+/// assert_eq!(stagger_sim::rounded(2.0 / 3.0, 3), 0.667);
+/// assert_eq!(stagger_sim::rounded(41.26, 1), 41.3);
+/// ```
+pub fn rounded(x: f64, decimals: i32) -> f64 {
+    let by = 10f64.powi(decimals);
+    (x * by).round() / by
+}
 pub use layers::RetryAt;
 pub use metastable::Server;
 pub use params::{

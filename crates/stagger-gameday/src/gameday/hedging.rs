@@ -143,7 +143,7 @@ async fn one(
             return 0.0;
         }
         let i = ((x * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len()) - 1;
-        (latencies[i] as f64 / 1e3).round() / 1e3
+        stagger_sim::rounded(latencies[i] as f64 / 1e6, 3)
     };
     let extra = received.load(Relaxed) as f64 / requests as f64 - 1.0;
     Ok((
@@ -152,7 +152,7 @@ async fn one(
             p50_ms: q(0.5),
             p99_ms: q(0.99),
             p999_ms: q(0.999),
-            extra_load: (extra * 1e3).round() / 1e3,
+            extra_load: stagger_sim::rounded(extra, 3),
         },
         errors,
     ))

@@ -250,7 +250,7 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
             };
             servers.push(ServerRun {
                 server,
-                critical_p99_ratio: round(run.critical.p99_ms / unloaded, 100.0),
+                critical_p99_ratio: stagger_sim::rounded(run.critical.p99_ms / unloaded, 2),
                 critical: run.critical,
                 sheddable: run.sheddable,
                 layer_shed: run.layer_shed,
@@ -262,9 +262,9 @@ pub fn run(p: &PriorityParams) -> Result<PriorityReport, Error> {
         };
         Ok::<_, Error>(PriorityReport {
             iterations,
-            capacity_rps: round(capacity, 10.0),
-            rate_rps: round(rate, 10.0),
-            unloaded_p99_ms: round(unloaded, 1000.0),
+            capacity_rps: stagger_sim::rounded(capacity, 1),
+            rate_rps: stagger_sim::rounded(rate, 1),
+            unloaded_p99_ms: stagger_sim::rounded(unloaded, 3),
             requests: drive.requests,
             servers,
             cpu,
@@ -299,10 +299,6 @@ async fn unloaded(cpu: &Cpu, p: &PriorityParams, rate: f64, requests: u64) -> Re
 
 fn total(s: ShedStats) -> u64 {
     s.shed_first + s.shed_retries
-}
-
-fn round(x: f64, by: f64) -> f64 {
-    (x * by).round() / by
 }
 
 /// The game-day's ceilings, matched to the upstream's parallelism:
@@ -533,8 +529,8 @@ impl Tally {
             ok,
             shed: self.shed,
             failed: self.failed,
-            success_pct: round(100.0 * ok as f64 / sent.max(1) as f64, 10.0),
-            p99_ms: round(p99.as_secs_f64() * 1e3, 10.0),
+            success_pct: stagger_sim::rounded(100.0 * ok as f64 / sent.max(1) as f64, 1),
+            p99_ms: stagger_sim::rounded(p99.as_secs_f64() * 1e3, 1),
         }
     }
 }

@@ -20,7 +20,7 @@ fn wrap(text: &str, indent: usize) -> String {
 
 /// An estimate as the table shows it: to three decimals, then as a count.
 fn figure(x: f64) -> String {
-    count((x * 1000.0).round() / 1000.0)
+    count(stagger_sim::rounded(x, 3))
 }
 
 /// A layer's name, `FILE WHAT`, in at most `w` columns, so layers of one
@@ -100,7 +100,7 @@ fn sizing(r: &PathReport, s: &mut String) {
                     figure(z.allowed_per_second),
                     figure(z.wanted_per_second),
                     figure(z.tries),
-                    attempts((z.bottom_attempts * 1000.0).round() / 1000.0),
+                    attempts(stagger_sim::rounded(z.bottom_attempts, 3)),
                 ),
                 2,
             ));

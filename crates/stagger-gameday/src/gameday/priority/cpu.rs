@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use stagger::limit::{CpuController, CpuTrigger};
 
 use super::upstream::{own_tid, start, Cpu};
-use super::{round, shed_layer, total, unloaded, Drive, PriorityParams, ServerRun};
+use super::{shed_layer, total, unloaded, Drive, PriorityParams, ServerRun};
 use crate::Error;
 
 /// The row's name in the report.
@@ -117,13 +117,13 @@ async fn drive(p: &PriorityParams, cpu: &Cpu) -> Result<CpuRun, Error> {
     let stats = shed.stats();
     Ok(CpuRun {
         work_ms: p.work.as_secs_f64() * 1e3,
-        capacity_rps: round(capacity, 10.0),
-        rate_rps: round(rate, 10.0),
-        unloaded_p99_ms: round(unloaded_ms, 1000.0),
+        capacity_rps: stagger_sim::rounded(capacity, 1),
+        rate_rps: stagger_sim::rounded(rate, 1),
+        unloaded_p99_ms: stagger_sim::rounded(unloaded_ms, 3),
         duration_s: duration.as_secs_f64(),
         server: ServerRun {
             server: SERVER,
-            critical_p99_ratio: round(measured.critical.p99_ms / unloaded_ms, 100.0),
+            critical_p99_ratio: stagger_sim::rounded(measured.critical.p99_ms / unloaded_ms, 2),
             critical: measured.critical,
             sheddable: measured.sheddable,
             layer_shed: measured.layer_shed,
