@@ -362,14 +362,14 @@ where
     cloned_call(rt, svc, grpc_request())
 }
 
-type GrpcLayered = <stagger::grpc::RetryLayer as Layer<GrpcOk>>::Service;
+type GrpcLayered = <stagger::tower::grpc::RetryLayer as Layer<GrpcOk>>::Service;
 
 fn grpc_plain() -> (Runtime, GrpcOk) {
     warmed(GrpcOk, grpc_call)
 }
 
 fn grpc_stagger() -> (Runtime, GrpcLayered) {
-    let layer = stagger::grpc::RetryLayer::builder()
+    let layer = stagger::tower::grpc::RetryLayer::builder()
         .default_policy(
             stagger::grpc::MethodPolicy::builder()
                 .build()

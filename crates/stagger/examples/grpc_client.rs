@@ -7,7 +7,7 @@
 //! the layer reports.
 
 use stagger::config::ServiceConfig;
-use stagger::grpc::{CallReport, RetryLayer};
+use stagger::tower::grpc::{CallReport, RetryLayer};
 use tonic::transport::Endpoint;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;

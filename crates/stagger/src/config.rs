@@ -264,7 +264,7 @@ impl ServiceConfig {
 // config they read, so the layer never imports this module (which imports
 // the layer's method policy).
 #[cfg(feature = "grpc")]
-impl crate::grpc::RetryLayer {
+impl crate::tower::grpc::RetryLayer {
     /// A layer for the methods and throttling of a gRPC service config
     /// (feature `serde`): each method's `retryPolicy` or `hedgingPolicy`
     /// and `timeout`, found
@@ -273,7 +273,7 @@ impl crate::grpc::RetryLayer {
     ///
     /// ```
     /// use stagger::config::ServiceConfig;
-    /// use stagger::grpc::RetryLayer;
+    /// use stagger::tower::grpc::RetryLayer;
     ///
     /// let config = ServiceConfig::from_json(r#"{
     ///   "methodConfig": [{ "name": [{ "service": "grpc.health.v1.Health" }],
@@ -290,7 +290,7 @@ impl crate::grpc::RetryLayer {
 }
 
 #[cfg(feature = "grpc")]
-impl crate::grpc::RetryLayerBuilder {
+impl crate::tower::grpc::RetryLayerBuilder {
     /// Takes the methods, timeouts and throttling of a service config
     /// (feature `serde`).
     pub fn service_config(mut self, config: &ServiceConfig) -> Result<Self, ConfigError> {

@@ -9,7 +9,7 @@
 //! | the engine | [`Policy`], [`HedgePolicy`] ([`hedging`]), the per-call [`Call`], and the attempt loop every driver runs |
 //! | `config` | service configs and policy files read into policies and the layers' settings (feature `serde`) |
 //! | the fact readers | `http` and `grpc`: what an answer says, as the engine's facts |
-//! | the drivers | `tower` (with the breaker's admin endpoint), `reqwest`, [`exec`]: they send what the engine says and wait what it says |
+//! | the drivers | `tower` (with the breaker's admin endpoint and `tower::grpc`, the layer for tonic channels), `reqwest`, [`exec`]: they send what the engine says and wait what it says |
 //! | the server side | [`limit`] (adaptive concurrency limits, the CPU trigger), and `tower`'s shedding and deadline layers |
 //! | observing | the retry-ratio SLI and the [`export`]s of the events (metrics, tracing, OpenTelemetry) |
 //!
@@ -77,7 +77,7 @@
 //! | stop calling a dependency that is plainly down | [`Breaker`], [`Throttle`]; their builders in [`guardrails`] |
 //! | cut the latency tail without a storm | [`HedgePolicy`], [`HedgeDelay`], [`HedgeExt`]; the sans-IO protocol in [`hedging`] |
 //! | retry (or hedge) HTTP through tower or reqwest | `tower::RetryLayer` (feature `tower`), `reqwest::RetryMiddleware` (feature `reqwest`); hedging is their `http::Settings::hedging` setting |
-//! | retry gRPC as A6 says, from a service config | `grpc::RetryLayer` (feature `grpc`), `config::ServiceConfig` (feature `serde`) |
+//! | retry gRPC as A6 says, from a service config | `tower::grpc::RetryLayer` (feature `grpc`), `config::ServiceConfig` (feature `serde`) |
 //! | shed load on the server, retries first | [`limit`], `tower::ShedLayer`, `tower::DeadlineLayer` |
 //! | shed the least important work first, or when the CPU runs hot | [`priority`] (levels, `x-criticality`), `tower::ShedBuilder::priorities`, [`limit::CpuTrigger`] |
 //! | drive the engine from my own front-end | [`exec::Plan`] (`poll` → [`exec::Step`], `report`), or per attempt [`Policy::start_attempt`], [`Policy::decide`] with a [`Call`] and a [`Failure`] → [`Decision`] |

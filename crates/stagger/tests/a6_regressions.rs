@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use grpc_scripted::{a6, call, request, unavailable, Scripted, Seen, Step};
 use stagger::config::ServiceConfig;
-use stagger::grpc::{MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
+use stagger::tower::grpc::RetryLayer;
 use stagger::StopReason;
 
 fn ms(n: u64) -> Duration {

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use grpc_scripted::{a6, call, request, unavailable, Scripted, Step};
 use http::Request;
 use http_body_util::Full;
-use stagger::grpc::RetryLayer;
+use stagger::tower::grpc::RetryLayer;
 use stagger::StopReason;
 use std::io;
 use tower::{Layer, Service, ServiceExt};

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use interop::{python, script, FaultServer};
 use stagger::config::ServiceConfig;
-use stagger::grpc::RetryLayer;
+use stagger::tower::grpc::RetryLayer;
 use tonic::body::Body;
 use tonic::transport::Endpoint;
 use tonic_health::pb::health_client::HealthClient;

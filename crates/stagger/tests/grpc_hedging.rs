@@ -19,8 +19,9 @@ use http::{Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Empty};
 use stagger::config::ServiceConfig;
-use stagger::grpc::CallReport;
-use stagger::grpc::{MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
+use stagger::tower::grpc::CallReport;
+use stagger::tower::grpc::RetryLayer;
 use stagger::tower::ReplayBody;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

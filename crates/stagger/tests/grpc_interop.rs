@@ -20,8 +20,9 @@ use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body::Frame;
 use http_body_util::StreamBody;
 use interop::{python, retry_client, FaultServer};
-use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
 use stagger::http::Inbound;
+use stagger::tower::grpc::{CallReport, RetryLayer};
 use stagger::tower::{DeadlineLayer, ShedLayer};
 use tonic::body::Body;
 use tonic::transport::Endpoint;
@@ -34,7 +35,7 @@ fn bounded<F: Future>(f: F) -> tokio::time::Timeout<F> {
 }
 
 type Client = HealthClient<
-    stagger::grpc::RetryService<
+    stagger::tower::grpc::RetryService<
         tonic::transport::Channel,
         fn(stagger::tower::ReplayBody<Body>) -> Body,
     >,

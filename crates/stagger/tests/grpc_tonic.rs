@@ -8,7 +8,8 @@ use crate::grpc_support;
 use std::time::Duration;
 
 use grpc_support::{start, Fault, Script};
-use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
+use stagger::tower::grpc::{CallReport, RetryLayer};
 use stagger::{NotRetried, StopReason};
 use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::health_client::HealthClient;
@@ -167,7 +168,7 @@ async fn a_stream_is_retried_until_its_headers_arrive() {
 async fn collect(
     svc: impl tonic::client::GrpcService<
             tonic::body::Body,
-            ResponseBody = stagger::grpc::GrpcBody<tonic::body::Body>,
+            ResponseBody = stagger::tower::grpc::GrpcBody<tonic::body::Body>,
             Error = stagger::tower::Error,
         > + Send,
     n: usize,

@@ -18,10 +18,11 @@ use bytes::Bytes;
 use grpc_scripted::{request, Scripted, Step};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::Full;
-use stagger::grpc::{CallReport, MethodPolicy};
+use stagger::grpc::MethodPolicy;
 use stagger::hedging::HedgePolicyConfig;
 use stagger::hedging::HedgeStep;
 use stagger::http::{Inbound, RetryInfo};
+use stagger::tower::grpc::CallReport;
 use stagger::tower::{Error, RetryLayer};
 use stagger::{Call, Class, HedgeDelay, HedgePolicy, Idempotency, Policy, StopReason};
 use tower::{Layer, Service, ServiceExt};
@@ -240,12 +241,12 @@ fn a_call_that_can_never_hedge_waits_its_backoff() {
     }
 }
 
-fn grpc_hedging(k: u32) -> stagger::grpc::RetryLayerBuilder {
-    stagger::grpc::RetryLayer::builder()
+fn grpc_hedging(k: u32) -> stagger::tower::grpc::RetryLayerBuilder {
+    stagger::tower::grpc::RetryLayer::builder()
         .default_policy(MethodPolicy::hedging(k, ms(50), [14]).unwrap())
 }
 
-async fn grpc_call(layer: &stagger::grpc::RetryLayer, svc: &Scripted) -> CallReport {
+async fn grpc_call(layer: &stagger::tower::grpc::RetryLayer, svc: &Scripted) -> CallReport {
     grpc_scripted::call(layer, svc, request(b"x")).await.1
 }
 

@@ -15,7 +15,8 @@ use grpc_scripted::{request, Scripted, Step};
 use opentelemetry::global;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
+use stagger::tower::grpc::{CallReport, RetryLayer};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use grpc_scripted::{request, Scripted, Step};
 use opentelemetry::global;
-use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
+use stagger::tower::grpc::{CallReport, RetryLayer};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -228,7 +228,7 @@ async fn a_503_is_no_throttle_and_paces_nothing() {
 async fn the_grpc_layer_paces_after_resource_exhausted() {
     use crate::grpc_scripted::{a6, call, request, Scripted, Step};
     let limiter = AdaptiveLimiter::new(tokio::time::Instant::now().into_std());
-    let layer = stagger::grpc::RetryLayer::builder()
+    let layer = stagger::tower::grpc::RetryLayer::builder()
         .default_policy(a6(3, &[8]))
         .pacing(limiter.clone())
         .build()

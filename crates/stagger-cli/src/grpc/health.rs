@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use stagger::classify::grpc_code_name;
 use stagger::grpc::grpc_status;
-use stagger::grpc::{CallReport, RetryLayer};
+use stagger::tower::grpc::{CallReport, RetryLayer};
 use stagger::StopReason;
 use tower::{Layer, Service, ServiceExt};
 

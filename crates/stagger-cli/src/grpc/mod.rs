@@ -19,7 +19,8 @@ use health::{probe, Target};
 use serde::Serialize;
 use stagger::classify::grpc_code_name;
 use stagger::config::ServiceConfig;
-use stagger::grpc::{AttemptRecord, MethodPolicy, RetryLayer};
+use stagger::grpc::{AttemptRecord, MethodPolicy};
+use stagger::tower::grpc::RetryLayer;
 
 use crate::args::{duration, limit, ScheduleArgs, Verbosity};
 

@@ -13,7 +13,7 @@ use crate::outcome::hint::parse_pushback;
 use crate::outcome::{Failure, StopReason};
 
 /// One attempt as reported to an
-/// [`on_attempt`](super::RetryLayerBuilder::on_attempt) hook.
+/// [`on_attempt`](crate::tower::grpc::RetryLayerBuilder::on_attempt) hook.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct AttemptRecord {
@@ -68,8 +68,6 @@ pub(crate) fn status_failure(
     failure.throttled = code == 8;
     (failure, shown)
 }
-
-pub(crate) use crate::http::never_sent;
 
 #[cfg(test)]
 mod tests {

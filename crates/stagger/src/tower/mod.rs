@@ -1,4 +1,5 @@
-//! tower layers (feature `tower`): retries on the client side, deadlines and
+//! tower layers (feature `tower`): retries on the client side (HTTP here, and
+//! gRPC as A6 says in [`grpc`](self::grpc), feature `grpc`), deadlines and
 //! load shedding on the server side.
 //!
 //! tower's own `Retry` leaves the policy to you: no backoff, jitter cloned
@@ -94,6 +95,8 @@ mod breaker_admin;
 mod deadline;
 mod error;
 mod future;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 mod layer;
 mod service;
 mod shed;

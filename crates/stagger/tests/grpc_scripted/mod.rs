@@ -15,7 +15,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::Frame;
 use http_body_util::{BodyExt, Full, StreamBody};
-use stagger::grpc::{CallReport, MethodPolicy, RetryLayer};
+use stagger::grpc::MethodPolicy;
+use stagger::tower::grpc::{CallReport, RetryLayer};
 use stagger::tower::ReplayBody;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;

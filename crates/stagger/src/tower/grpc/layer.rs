@@ -25,7 +25,8 @@ pub(crate) use crate::backoff::a6::MAX_TRANSPARENT_RETRIES;
 /// else.
 ///
 /// ```
-/// use stagger::grpc::{MethodPolicy, RetryLayer};
+/// use stagger::grpc::MethodPolicy;
+/// use stagger::tower::grpc::RetryLayer;
 ///
 /// let layer = RetryLayer::builder()
 ///     .method("shop.Cart", "Add", MethodPolicy::builder().max_attempts(3).build()?)
@@ -147,7 +148,7 @@ impl RetryLayerBuilder {
     /// ```
     /// use stagger::guardrails::AdaptiveLimiter;
     /// let limiter = AdaptiveLimiter::new(std::time::Instant::now());
-    /// let layer = stagger::grpc::RetryLayer::builder().pacing(limiter).build().unwrap();
+    /// let layer = stagger::tower::grpc::RetryLayer::builder().pacing(limiter).build().unwrap();
     /// # let _ = layer;
     /// ```
     pub fn pacing(mut self, limiter: AdaptiveLimiter) -> Self {
@@ -193,7 +194,7 @@ impl RetryLayerBuilder {
     /// propagator injects each attempt's context into its metadata.
     ///
     /// ```
-    /// let layer = stagger::grpc::RetryLayer::builder().trace_attempts(true).build().unwrap();
+    /// let layer = stagger::tower::grpc::RetryLayer::builder().trace_attempts(true).build().unwrap();
     /// # let _ = layer;
     /// ```
     #[cfg(feature = "opentelemetry")]

@@ -49,7 +49,7 @@ pub struct Summary {
 /// clone; the layer fills that one, whatever the call returns.
 ///
 /// ```
-/// use stagger::grpc::CallReport;
+/// use stagger::tower::grpc::CallReport;
 /// let report = CallReport::default();
 /// assert_eq!(report.get().attempts, 0);
 /// ```
