@@ -366,6 +366,8 @@ fn malformed_inputs_of_each_kind_are_a_report_or_a_one_line_error() {
         variants.push(text.replace(|c: char| c.is_ascii_digit(), "x"));
         variants.push(text.replace(": ", ": [").replace('\n', "]\n"));
         for v in &variants {
+            // The objects listed are the objects asking the reader finds.
+            crate::audit_objects::agree(name, v);
             match audit_file(name, v, &Options::default()) {
                 Ok(all) => assert!(all.iter().all(|r| r.report.dead.bottom_attempts >= 1.0)),
                 Err(e) => {

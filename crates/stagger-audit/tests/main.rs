@@ -7,6 +7,7 @@ mod support;
 
 mod audit;
 mod audit_engine;
+mod audit_objects;
 mod audit_path;
 mod audit_props;
 mod audit_published;

@@ -68,10 +68,31 @@ fn profile(text: &str, name: &str) -> Option<Vec<(String, String)>> {
     found.then_some(keys)
 }
 
+/// The profiles of the file in file order (one written twice in a row,
+/// once).
+fn profiles(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .lines()
+        .filter_map(|l| section(l.trim()))
+        .map(str::to_string)
+        .collect();
+    names.dedup();
+    names
+}
+
+/// The profiles a path names one of: every profile of a file without
+/// `[default]` (the one read when none is named), none of a file with it.
+pub(crate) fn selectors(text: &str) -> Vec<String> {
+    if text.lines().any(|l| section(l.trim()) == Some("default")) {
+        Vec::new()
+    } else {
+        profiles(text)
+    }
+}
+
 /// The error for a profile the file does not hold, listing those it does.
 fn no_profile(f: &PathInput<'_>, name: &str) -> PathError {
-    let mut names: Vec<&str> = f.text.lines().filter_map(|l| section(l.trim())).collect();
-    names.dedup();
+    let names = profiles(f.text);
     let shown = if names.len() > 12 {
         format!("{}, … ({} in all)", names[..12].join(", "), names.len())
     } else {
@@ -86,7 +107,7 @@ fn no_profile(f: &PathInput<'_>, name: &str) -> PathError {
         ),
     );
     if f.selector.is_none() {
-        err.with_choices(names.iter().map(|n| n.to_string()).collect())
+        err.with_choices(selectors(f.text))
     } else {
         err
     }

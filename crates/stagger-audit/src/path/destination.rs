@@ -42,6 +42,22 @@ fn short(h: &str) -> &str {
     h.split('.').next().unwrap_or(h)
 }
 
+/// The hosts of `drs`, in file order.
+fn hosts(drs: &[&Value]) -> Vec<String> {
+    drs.iter().map(|d| host_of(d).to_string()).collect()
+}
+
+/// The hosts of a file's DestinationRules when it holds several (a path
+/// names one), else none.
+pub(crate) fn selectors(docs: &[Value]) -> Vec<String> {
+    let drs = rules(docs);
+    if drs.len() > 1 {
+        hosts(&drs)
+    } else {
+        Vec::new()
+    }
+}
+
 /// The rule `selector` names (its host, short host or name), or the only
 /// one.
 fn pick<'a>(
@@ -49,7 +65,7 @@ fn pick<'a>(
     drs: &[&'a Value],
     selector: Option<&str>,
 ) -> Result<&'a Value, PathError> {
-    let names = || drs.iter().map(|d| host_of(d)).collect::<Vec<_>>();
+    let names = || hosts(drs);
     match selector {
         None if drs.len() == 1 => Ok(drs[0]),
         None => Err(PathError::new(
@@ -62,7 +78,7 @@ fn pick<'a>(
                 f.name
             ),
         )
-        .with_choices(names().into_iter().map(str::to_string).collect())),
+        .with_choices(names())),
         Some(s) => drs
             .iter()
             .copied()

@@ -34,8 +34,10 @@ pub(crate) enum Kind {
     GatewayBudget,
     EnvoyGateway,
     IngressNginx,
-    Nginx,
-    Haproxy,
+    /// An `nginx.conf`, read once.
+    Nginx(nginx::Conf),
+    /// An HAProxy config, read once.
+    Haproxy(haproxy::Conf),
     Traefik,
     Resilience4j,
     Aws,
@@ -85,8 +87,8 @@ fn describe(k: &Kind) -> &'static str {
         Kind::GatewayBudget => "a Gateway API BackendTrafficPolicy (retryConstraint)",
         Kind::EnvoyGateway => "an Envoy Gateway BackendTrafficPolicy",
         Kind::IngressNginx => "ingress-nginx annotations",
-        Kind::Nginx => "an nginx config",
-        Kind::Haproxy => "an HAProxy config",
+        Kind::Nginx(_) => "an nginx config",
+        Kind::Haproxy(_) => "an HAProxy config",
         Kind::Traefik => "a Traefik config",
         Kind::Resilience4j => "a Spring application config with resilience4j",
         Kind::Aws => "an AWS shared config",
@@ -160,6 +162,93 @@ fn annotated(d: &Value, prefix: &str) -> bool {
         .is_some_and(|a| a.keys().any(|k| k.starts_with(prefix)))
 }
 
+/// A file read once: the input, what it is and its documents. Every
+/// selector of it is read from these (see [`Parsed::at`]), so a file of
+/// many objects is parsed once, not once per object.
+pub(crate) struct Parsed<'a> {
+    input: PathInput<'a>,
+    kind: Kind,
+    docs: Vec<Value>,
+}
+
+/// One file of a path as the readers take it: a [`Parsed`] file and the
+/// selector that picks one of its objects.
+#[derive(Clone)]
+pub(crate) struct Read<'p> {
+    f: PathInput<'p>,
+    kind: &'p Kind,
+    docs: &'p [Value],
+}
+
+impl<'a> Parsed<'a> {
+    /// Reads `input` once: its kind and documents (see [`kind`]).
+    pub(crate) fn read(input: PathInput<'a>) -> Result<Self, PathError> {
+        let (kind, docs) = kind(&input)?;
+        Ok(Parsed { input, kind, docs })
+    }
+
+    /// The file's name.
+    pub(crate) fn name(&self) -> &'a str {
+        self.input.name
+    }
+
+    /// The file's documents (none for a file that is not YAML or JSON).
+    pub(crate) fn docs(&self) -> &[Value] {
+        &self.docs
+    }
+
+    /// The file as read with its own selector.
+    pub(crate) fn as_given(&self) -> Read<'_> {
+        self.at(self.input.selector)
+    }
+
+    /// The file as read with `selector` (`None`: the file's one object).
+    pub(crate) fn at<'p>(&'p self, selector: Option<&'p str>) -> Read<'p> {
+        Read {
+            f: PathInput {
+                selector,
+                ..self.input.clone()
+            },
+            kind: &self.kind,
+            docs: &self.docs,
+        }
+    }
+
+    /// The selectors the file offers, as its reader lists them when a path
+    /// names none (`under` is `None`) or names a host or route that holds
+    /// several routes or rules (`under` is that selector; the list then
+    /// names each as `HOST/ROUTE`). Empty when the selector asked about
+    /// reads one object, or none (reading it then says why): the reader's
+    /// own "name one" error lists the same.
+    pub(crate) fn selectors(&self, under: Option<&str>) -> Vec<String> {
+        let (f, docs) = (&self.input, self.docs.as_slice());
+        match (&self.kind, under) {
+            (Kind::Istio, _) => istio::selectors(docs, under),
+            (Kind::GatewayRoute, _) => gateway::route_selectors(docs, under),
+            (Kind::EnvoyGateway, _) if names_a_route(under, docs) => {
+                gateway::route_selectors(docs, under)
+            }
+            // The other readers hold one level of objects.
+            (_, Some(_)) => Vec::new(),
+            (Kind::DestinationRule, None) => destination::selectors(docs),
+            (Kind::EnvoyFilter, None) => envoyfilter::selectors(docs),
+            (Kind::EnvoyRoutes, None) => envoy::selectors(docs),
+            (Kind::EnvoyClusters, None) => envoy::cluster_selectors(docs),
+            (Kind::Linkerd, None) => linkerd::selectors(docs),
+            (Kind::GatewayBudget, None) => gateway::budget_selectors(docs),
+            (Kind::EnvoyGateway, None) => gateway::policy_selectors(docs),
+            (Kind::IngressNginx, None) => nginx::ingress_selectors(docs),
+            (Kind::Nginx(conf), None) => nginx::selectors(conf),
+            (Kind::Haproxy(conf), None) => haproxy::selectors(conf),
+            (Kind::Traefik, None) => traefik::selectors(docs),
+            (Kind::Resilience4j, None) => resilience4j::selectors(docs),
+            (Kind::Aws, None) => aws::selectors(f.text),
+            (Kind::Own, None) => own::selectors(f),
+            (Kind::IstioMesh | Kind::IstioSidecar | Kind::Other(_), None) => Vec::new(),
+        }
+    }
+}
+
 /// What `input` is, with its objects when it is YAML or JSON.
 pub(crate) fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<Value>), PathError> {
     if input.name.starts_with(ISTIO_SIDECAR) {
@@ -167,7 +256,10 @@ pub(crate) fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<Value>), PathErro
     }
     if input.name.ends_with(".toml") {
         if traefik::looks_like_toml(input.text) {
-            return Ok((Kind::Traefik, Vec::new()));
+            // Parsed here, once; a file that does not parse is left to the
+            // reader, whose error names it.
+            let docs = toml::from_str::<Value>(input.text).map_or_else(|_| Vec::new(), |v| vec![v]);
+            return Ok((Kind::Traefik, docs));
         }
         return Ok((Kind::Own, Vec::new()));
     }
@@ -175,10 +267,10 @@ pub(crate) fn kind(input: &PathInput<'_>) -> Result<(Kind, Vec<Value>), PathErro
         return Ok((Kind::Aws, Vec::new()));
     }
     if haproxy::looks_like(input.text) {
-        return Ok((Kind::Haproxy, Vec::new()));
+        return Ok((Kind::Haproxy(haproxy::read_conf(input)), Vec::new()));
     }
     if nginx::looks_like(input.text) {
-        return Ok((Kind::Nginx, Vec::new()));
+        return Ok((Kind::Nginx(nginx::read_conf(input)), Vec::new()));
     }
     let docs = match objects(input.name, input.text) {
         Ok(d) => d,
@@ -278,20 +370,16 @@ fn kind_of(docs: &[Value], text: &str) -> Kind {
 /// The one-line list of what the path readers read.
 pub(crate) const READS: &str = "Istio VirtualService, DestinationRule and EnvoyFilter, Envoy routes and clusters, Linkerd, Gateway API HTTPRoute and BackendTrafficPolicy, Envoy Gateway, nginx, ingress-nginx, HAProxy, Traefik, resilience4j, AWS SDK profiles, gRPC service configs and stagger policy files";
 
-/// Every file read once, in path order, into layers: an Envoy clusters
-/// file, a DestinationRule after an Istio layer and a Gateway API budget
-/// after a gateway layer add to the layer before them; an Istio mesh
-/// config sets the default of every Istio layer; every other file is one
-/// layer.
-pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>, PathError> {
-    let read = files
-        .iter()
-        .map(|f| kind(f).map(|(k, docs)| (f, k, docs)))
-        .collect::<Result<Vec<_>, _>>()?;
+/// The files of a path, each read once ([`Parsed`]), in path order, into
+/// layers: an Envoy clusters file, a DestinationRule after an Istio layer
+/// and a Gateway API budget after a gateway layer add to the layer before
+/// them; an Istio mesh config sets the default of every Istio layer; every
+/// other file is one layer.
+pub(crate) fn layers(read: &[Read<'_>], o: &Options) -> Result<Vec<Layer>, PathError> {
     let mut mesh_default = None;
-    for (f, k, docs) in &read {
-        if matches!(k, Kind::IstioMesh) {
-            mesh_default = Some(istio::mesh_default(f.name, docs)?);
+    for r in read {
+        if matches!(r.kind, Kind::IstioMesh) {
+            mesh_default = Some(istio::mesh_default(r.f.name, r.docs)?);
         }
     }
     let mesh = mesh_default.as_ref();
@@ -300,14 +388,14 @@ pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>,
         gateway: super::GatewayImpl::EnvoyGateway,
         ..*o
     };
-    let routes_by = if read.iter().any(|(_, k, _)| matches!(k, Kind::EnvoyGateway)) {
+    let routes_by = if read.iter().any(|r| matches!(r.kind, Kind::EnvoyGateway)) {
         &eg
     } else {
         o
     };
     let mut layers: Vec<Layer> = Vec::new();
-    for (f, k, docs) in read {
-        let docs = &docs;
+    for r in read {
+        let (f, k, docs) = (&r.f, r.kind, r.docs);
         let last = layers.last_mut();
         match k {
             Kind::IstioMesh => {}
@@ -352,8 +440,8 @@ pub(crate) fn layers(files: &[PathInput<'_>], o: &Options) -> Result<Vec<Layer>,
                 _ => layers.push(gateway::envoy_gateway(f, docs)?),
             },
             Kind::IngressNginx => layers.push(nginx::ingress(f, docs, o)?),
-            Kind::Nginx => layers.push(nginx::layer(f)?),
-            Kind::Haproxy => layers.push(haproxy::layer(f)?),
+            Kind::Nginx(conf) => layers.push(nginx::layer(f, conf)?),
+            Kind::Haproxy(conf) => layers.push(haproxy::layer(f, conf)?),
             Kind::Traefik => layers.push(traefik::layer(f, docs)?),
             Kind::Resilience4j => layers.push(resilience4j::layer(f, docs)?),
             Kind::Aws => layers.push(aws::layer(f, o)?),

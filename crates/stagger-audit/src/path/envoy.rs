@@ -77,13 +77,29 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathErro
     Ok(layer)
 }
 
-/// The route the selector names (`VHOST/ROUTE`, a virtual host's name or
-/// domain, a route's name), or the only one: its label, virtual host and
-/// route.
-fn route<'a>(
-    f: &PathInput<'_>,
-    docs: &'a [Value],
-) -> Result<(String, &'a Value, &'a Value), PathError> {
+/// A route of a file: its label (`VHOST/ROUTE`), virtual host and route.
+type Route<'a> = (String, &'a Value, &'a Value);
+
+/// The labels of `routes`, in file order.
+fn labels<'r, 'a: 'r>(routes: impl IntoIterator<Item = &'r Route<'a>>) -> Vec<String> {
+    routes.into_iter().map(|r| r.0.clone()).collect()
+}
+
+/// The routes of a file as a path names them (`VHOST/ROUTE`) when it
+/// holds several, else none.
+pub(crate) fn selectors(docs: &[Value]) -> Vec<String> {
+    let routes = routes(docs);
+    if routes.len() > 1 {
+        labels(&routes)
+    } else {
+        Vec::new()
+    }
+}
+
+/// Every route of the file, in file order, labelled `VHOST/ROUTE` (names,
+/// else indices); a label a config dump repeats across its route
+/// configurations gets `#2`, `#3`.
+fn routes(docs: &[Value]) -> Vec<Route<'_>> {
     let mut configs = Vec::new();
     for d in docs {
         tree::objects_with(d, "virtualHosts", &mut configs);
@@ -100,11 +116,15 @@ fn route<'a>(
             }
         }
     }
-    if routes.is_empty() {
-        return Err(PathError::new(f.name, "virtual_hosts", "has no routes"));
-    }
     // A config dump repeats names across its route configurations: the
     // second `backend/0` is `backend/0#2`.
+    let mut seen = std::collections::HashSet::new();
+    if routes
+        .iter()
+        .all(|r| !r.0.contains('#') && seen.insert(r.0.as_str()))
+    {
+        return routes;
+    }
     for i in 1..routes.len() {
         let dups = routes[..i]
             .iter()
@@ -114,14 +134,19 @@ fn route<'a>(
             routes[i].0 = format!("{}#{}", routes[i].0, dups + 1);
         }
     }
-    let labels = || {
-        routes
-            .iter()
-            .map(|r| r.0.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let picked: Vec<&(String, &Value, &Value)> = match f.selector {
+    routes
+}
+
+/// The route the selector names (`VHOST/ROUTE`, a virtual host's name or
+/// domain, a route's name), or the only one: its label, virtual host and
+/// route.
+fn route<'a>(f: &PathInput<'_>, docs: &'a [Value]) -> Result<Route<'a>, PathError> {
+    let routes = routes(docs);
+    if routes.is_empty() {
+        return Err(PathError::new(f.name, "virtual_hosts", "has no routes"));
+    }
+    let listed = || labels(&routes).join(", ");
+    let picked: Vec<&Route<'_>> = match f.selector {
         None => routes.iter().collect(),
         Some(s) => routes
             .iter()
@@ -143,7 +168,7 @@ fn route<'a>(
             format!(
                 "no route matches {:?} (routes: {})",
                 f.selector.unwrap_or(""),
-                labels()
+                listed()
             ),
         )),
         _ => Err(PathError::new(
@@ -152,11 +177,11 @@ fn route<'a>(
             format!(
                 "holds {} routes ({}): name one as {}:VHOST/ROUTE",
                 picked.len(),
-                labels(),
+                listed(),
                 f.name
             ),
         )
-        .with_choices(picked.iter().map(|r| r.0.clone()).collect())),
+        .with_choices(labels(picked.iter().copied()))),
     }
 }
 
@@ -283,17 +308,33 @@ pub(crate) fn apply_retry(layer: &mut Layer, retry: EnvoyRetry) -> bool {
     true
 }
 
-/// A clusters file with no route before it on the path: the cluster's
-/// caps, on a layer that retries nothing itself (retries are a route's).
-pub(crate) fn clusters_alone(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+/// The names of the clusters with circuit breakers, in file order.
+fn cluster_names(docs: &[Value]) -> Vec<String> {
     let mut clusters = Vec::new();
     for d in docs {
         tree::objects_with(d, "circuitBreakers", &mut clusters);
     }
-    let names: Vec<String> = clusters
+    clusters
         .iter()
         .filter_map(|c| tree::string(c, "name").map(str::to_string))
-        .collect();
+        .collect()
+}
+
+/// The clusters of a clusters file a path names one of when it holds
+/// several, else none.
+pub(crate) fn cluster_selectors(docs: &[Value]) -> Vec<String> {
+    let names = cluster_names(docs);
+    if names.len() > 1 {
+        names
+    } else {
+        Vec::new()
+    }
+}
+
+/// A clusters file with no route before it on the path: the cluster's
+/// caps, on a layer that retries nothing itself (retries are a route's).
+pub(crate) fn clusters_alone(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    let names = cluster_names(docs);
     let name = match (f.selector, names.as_slice()) {
         (Some(s), _) => s.to_string(),
         (None, [one]) => one.clone(),

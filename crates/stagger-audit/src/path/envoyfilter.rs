@@ -114,10 +114,25 @@ pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value], o: &Options) -> Result<La
     Ok(layer)
 }
 
+/// A retry patch as a path names it: `NAME/INDEX`.
+fn label(p: &Patch<'_>) -> String {
+    format!("{}/{}", name_of(p.0), p.1)
+}
+
+/// The retry patches of an EnvoyFilter file as a path names them when it
+/// holds several, else none.
+pub(crate) fn selectors(docs: &[Value]) -> Vec<String> {
+    let (found, _) = patches(docs);
+    if found.len() > 1 {
+        found.iter().map(label).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// The retry patch the selector names (the filter's name or
 /// `NAME/INDEX`), or the only one.
 fn pick<'a, 'b>(f: &PathInput<'_>, found: &'b [Patch<'a>]) -> Result<&'b Patch<'a>, PathError> {
-    let label = |p: &Patch<'_>| format!("{}/{}", name_of(p.0), p.1);
     let labels: Vec<String> = found.iter().map(label).collect();
     let picked: Vec<&Patch<'_>> = match f.selector {
         None => found.iter().collect(),

@@ -51,6 +51,60 @@ fn of_kind<'a>(docs: &'a [Value], kinds: &[&str]) -> Vec<&'a Value> {
         .collect()
 }
 
+/// The kinds of route a Gateway API route reader reads.
+const ROUTE_KINDS: [&str; 2] = ["HTTPRoute", "GRPCRoute"];
+/// The kinds of policy a GEP-3388 budget is in.
+const BUDGET_KINDS: [&str; 2] = ["XBackendTrafficPolicy", "BackendTrafficPolicy"];
+
+/// The names of `objs`, in file order.
+fn names(objs: &[&Value]) -> Vec<String> {
+    objs.iter().map(|d| name_of(d).to_string()).collect()
+}
+
+/// The names of `objs` when there are several (a path names one), else
+/// none.
+fn several(objs: &[&Value]) -> Vec<String> {
+    if objs.len() > 1 {
+        names(objs)
+    } else {
+        Vec::new()
+    }
+}
+
+/// The routes of a file a path names one of (`ROUTE`), or, under a route
+/// (`under` is its name) or in a file of one route, its rules
+/// (`ROUTE/RULE`) when it has several; else none.
+pub(crate) fn route_selectors(docs: &[Value], under: Option<&str>) -> Vec<String> {
+    let routes = of_kind(docs, &ROUTE_KINDS);
+    let route = match under {
+        None if routes.len() == 1 => routes[0],
+        None => return several(&routes),
+        Some(s) if s.contains('/') => return Vec::new(),
+        Some(s) => match routes.iter().find(|d| name_of(d) == s) {
+            Some(r) => r,
+            None => return Vec::new(),
+        },
+    };
+    let rules_ = tree::get(route, "spec").map_or(&[][..], |s| tree::list(s, "rules"));
+    if rules_.len() > 1 {
+        rule_choices(name_of(route), rules_)
+    } else {
+        Vec::new()
+    }
+}
+
+/// The GEP-3388 policies of a budget file a path names one of, when it
+/// holds several.
+pub(crate) fn budget_selectors(docs: &[Value]) -> Vec<String> {
+    several(&of_kind(docs, &BUDGET_KINDS))
+}
+
+/// The Envoy Gateway policies of a file a path names one of, when it
+/// holds several.
+pub(crate) fn policy_selectors(docs: &[Value]) -> Vec<String> {
+    several(&of_kind(docs, &["BackendTrafficPolicy"]))
+}
+
 /// The object `sel` names among `objs` (or the only one), listing the
 /// others as choices.
 fn pick<'a>(
@@ -59,7 +113,7 @@ fn pick<'a>(
     sel: Option<&str>,
     what: &str,
 ) -> Result<&'a Value, PathError> {
-    let names: Vec<String> = objs.iter().map(|d| name_of(d).to_string()).collect();
+    let names = names(objs);
     match sel {
         None if objs.len() == 1 => Ok(objs[0]),
         None => Err(PathError::new(
@@ -107,7 +161,7 @@ pub(crate) fn route(
     mesh: Option<&MeshDefault>,
     o: &Options,
 ) -> Result<Layer, PathError> {
-    let routes = of_kind(docs, &["HTTPRoute", "GRPCRoute"]);
+    let routes = of_kind(docs, &ROUTE_KINDS);
     let (route_sel, rule_sel) = match f.selector {
         Some(s) => match s.split_once('/') {
             Some((r, x)) => (Some(r), Some(x)),
@@ -158,6 +212,15 @@ fn rule_label(i: usize, r: &Value) -> String {
     tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string)
 }
 
+/// Every rule of route `name` as a path names it: `ROUTE/RULE`.
+fn rule_choices(name: &str, rules_: &[Value]) -> Vec<String> {
+    rules_
+        .iter()
+        .enumerate()
+        .map(|(i, r)| format!("{name}/{}", rule_label(i, r)))
+        .collect()
+}
+
 /// The rule `rule_sel` names, or the only one (`name`, the route's, labels
 /// the choices).
 fn pick_rule<'a>(
@@ -170,11 +233,7 @@ fn pick_rule<'a>(
         None if rules_.len() == 1 => Ok((0, &rules_[0])),
         None if rules_.is_empty() => Err(PathError::new(f.name, "spec.rules", "has no rules")),
         None => {
-            let choices: Vec<String> = rules_
-                .iter()
-                .enumerate()
-                .map(|(i, r)| format!("{name}/{}", rule_label(i, r)))
-                .collect();
+            let choices = rule_choices(name, rules_);
             let named: Vec<String> = choices.iter().map(|c| format!("{}:{c}", f.name)).collect();
             Err(PathError::new(
                 f.name,
@@ -350,7 +409,7 @@ fn impl_name(g: GatewayImpl) -> &'static str {
 
 /// A GEP-3388 `retryConstraint` as a ratio budget, with its targets.
 fn constraint(f: &PathInput<'_>, docs: &[Value]) -> Result<(Budget, String), PathError> {
-    let pols = of_kind(docs, &["XBackendTrafficPolicy", "BackendTrafficPolicy"]);
+    let pols = of_kind(docs, &BUDGET_KINDS);
     let p = pick(f, &pols, f.selector, "BackendTrafficPolicy")?;
     let spec = tree::get(p, "spec").cloned().unwrap_or(Value::Null);
     let bad = |k: &str, e: String| PathError::new(f.name, &format!("spec.retryConstraint.{k}"), e);

@@ -21,7 +21,9 @@
 use serde::Serialize;
 
 use super::detect::{what_is, Reading};
-use super::repo::{split_dump, Source};
+use super::repo::{audit_repo_each, split_dump, ObjectAudit, RepoReport, Source};
+use super::Options;
+use crate::{Input, Report};
 
 /// The largest file the audit reads (4 MiB): a config is far smaller.
 pub const MAX_BYTES: u64 = 4 << 20;
@@ -61,10 +63,12 @@ impl Skipped {
 #[derive(Debug, Default)]
 pub struct Gathered {
     /// Mesh, gateway, proxy and application configs (and dump objects),
-    /// for [`audit_repo`](super::audit_repo).
+    /// for [`audit_repo`](super::audit_repo) (as [`audit_gathered`] reads
+    /// them).
     pub sources: Vec<Source>,
     /// gRPC service configs and stagger policy files, by name, with their
-    /// text, for [`audit`](crate::audit).
+    /// text, for [`audit`](crate::audit) (as [`audit_gathered`] reads
+    /// them).
     pub clients: Vec<(String, String)>,
     /// Files read object by object (a dump), by name, with their text: a
     /// finding about one of their objects is placed in them.
@@ -160,6 +164,86 @@ impl Gathered {
             }
         }
     }
+}
+
+/// What [`audit_gathered`] hands over as it audits: each client config's
+/// audit first, then each retrying object's, in the order gathered.
+#[derive(Debug)]
+pub enum Audited<'a> {
+    /// A gRPC service config or stagger policy file and its checklist
+    /// audit (also kept in [`RepoReport::clients`]).
+    Client {
+        /// The file's name.
+        file: &'a str,
+        /// Its audit.
+        report: &'a Report,
+    },
+    /// One retrying object of the sources, alone (handed over, not kept:
+    /// [`RepoReport::objects`] stays empty).
+    Object(Box<ObjectAudit>),
+}
+
+/// Audits everything gathered, as `stagger audit DIR` does: each client
+/// config against the checklist ([`audit`](crate::audit)), then the
+/// sources as [`audit_repo_each`] does (each object handed to `each` as it
+/// is made, then the call paths the routes imply, worst first). The report
+/// holds the paths, the clients' reports, and every message about what
+/// could not be read ([`RepoReport::cannot_read`]): the gathering's, the
+/// sources', the clients'.
+///
+/// ```
+/// use stagger_audit::path::{audit_gathered, Audited, Gathered, Options};
+///
+/// let mut g = Gathered::default();
+/// g.file(
+///     "deploy/vs.yaml".into(),
+///     b"kind: VirtualService\nspec:\n  hosts: [a]\n  http:\n  - route: [{destination: {host: a}}]\n".to_vec(),
+/// );
+/// g.file("deploy/broken.yaml".into(), b"kind: VirtualService\nspec: [\n".to_vec());
+/// g.file(
+///     "svc.json".into(),
+///     br#"{"methodConfig": [{"name": [{"service": "a.A"}], "timeout": "1s"}]}"#.to_vec(),
+/// );
+/// let mut objects = Vec::new();
+/// let report = audit_gathered(&g, &Options::default(), |a| {
+///     if let Audited::Object(o) = a {
+///         objects.push(o.file);
+///     }
+/// });
+/// assert_eq!(objects, ["deploy/vs.yaml"]);
+/// assert_eq!(report.clients[0].0, "svc.json");
+/// assert_eq!(report.cannot_read.len(), 1);
+/// assert!(report.cannot_read[0].starts_with("deploy/broken.yaml"));
+/// ```
+pub fn audit_gathered(
+    found: &Gathered,
+    o: &Options,
+    mut each: impl FnMut(Audited<'_>),
+) -> RepoReport {
+    let mut clients = Vec::with_capacity(found.clients.len());
+    let mut client_errors = Vec::new();
+    for (name, text) in &found.clients {
+        match crate::audit(&[Input::new(name, text)]) {
+            Ok(report) => {
+                each(Audited::Client {
+                    file: name,
+                    report: &report,
+                });
+                clients.push((name.clone(), report));
+            }
+            Err(e) => client_errors.push(e.to_string()),
+        }
+    }
+    let mut report = audit_repo_each(&found.sources, o, |a| each(Audited::Object(Box::new(a))));
+    report.clients = clients;
+    report.cannot_read = found
+        .unreadable
+        .iter()
+        .cloned()
+        .chain(report.unreadable.iter().map(ToString::to_string))
+        .chain(client_errors)
+        .collect();
+    report
 }
 
 /// Whether JSON or TOML text is a gRPC service config or a stagger policy

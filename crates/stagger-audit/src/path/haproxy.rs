@@ -85,7 +85,7 @@ fn time(s: &str) -> Option<Duration> {
 }
 
 #[derive(Clone)]
-struct Settings {
+pub(crate) struct Settings {
     retries: u64,
     on: Vec<String>,
     connect: Option<Duration>,
@@ -168,23 +168,50 @@ fn backends(f: &PathInput<'_>) -> Result<Vec<(String, Settings, u32)>, PathError
     Ok(backends)
 }
 
-/// One backend (or `listen` section), by name.
-/// The backend (or listen section) the path names, or the only one that connects to servers.
-fn chosen(f: &PathInput<'_>) -> Result<(String, Settings, u32), PathError> {
-    let mut backends = backends(f)?;
-    // Sections that connect to no server are not offered as choices: a
-    // stats page is no retrying layer.
-    let names: Vec<String> = backends
+/// The names of the sections that connect to servers: a section that
+/// connects to none (a stats page) is no retrying layer.
+fn serving(backends: &[(String, Settings, u32)]) -> Vec<String> {
+    backends
         .iter()
         .filter(|b| b.2 > 0)
         .map(|b| b.0.clone())
-        .collect();
+        .collect()
+}
+
+/// An HAProxy config read once, for every backend of it: its backends, or
+/// why it does not read.
+pub(crate) struct Conf(Result<Vec<(String, Settings, u32)>, PathError>);
+
+/// Reads the backends of `f` once (see [`Conf`]).
+pub(crate) fn read_conf(f: &PathInput<'_>) -> Conf {
+    Conf(backends(f))
+}
+
+/// The backends (or listen sections) a path names one of when no one of
+/// them is read alone, else none (or the file does not read).
+pub(crate) fn selectors(conf: &Conf) -> Vec<String> {
+    let Ok(backends) = &conf.0 else {
+        return Vec::new();
+    };
+    let names = serving(backends);
+    if backends.len() > 1 && names.len() != 1 {
+        names
+    } else {
+        Vec::new()
+    }
+}
+
+/// The backend (or listen section) the path names, or the only one that
+/// connects to servers.
+fn chosen(f: &PathInput<'_>, conf: &Conf) -> Result<(String, Settings, u32), PathError> {
+    let backends = conf.0.as_ref().map_err(Clone::clone)?;
+    let names = serving(backends);
     let serving = names.len();
     let chosen = match f.selector {
-        None if backends.len() == 1 => backends.swap_remove(0),
+        None if backends.len() == 1 => backends[0].clone(),
         None if serving == 1 => {
             let i = backends.iter().position(|b| b.2 > 0).unwrap_or(0);
-            backends.swap_remove(i)
+            backends[i].clone()
         }
         None if backends.is_empty() => {
             return Err(PathError::new(
@@ -214,14 +241,14 @@ fn chosen(f: &PathInput<'_>) -> Result<(String, Settings, u32), PathError> {
                     format!("no backend {want:?} (backends: {})", names.join(", ")),
                 )
             })?;
-            backends.swap_remove(i)
+            backends[i].clone()
         }
     };
     Ok(chosen)
 }
 
-pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
-    let (name, s, servers) = chosen(f)?;
+pub(crate) fn layer(f: &PathInput<'_>, conf: &Conf) -> Result<Layer, PathError> {
+    let (name, s, servers) = chosen(f, conf)?;
     let mut layer = Layer::new(f.name, System::Haproxy, name);
     layer.tcp = s.tcp;
     let mut on: Vec<String> = s.on.iter().map(|w| w.to_ascii_lowercase()).collect();

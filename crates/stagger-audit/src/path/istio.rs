@@ -89,10 +89,7 @@ pub(crate) fn layer(
     mesh: Option<&MeshDefault>,
     o: &Options,
 ) -> Result<Layer, PathError> {
-    let services: Vec<&Value> = docs
-        .iter()
-        .filter(|d| tree::string(d, "kind") == Some("VirtualService"))
-        .collect();
+    let services = virtual_services(docs);
     let (host_sel, route_sel) = match f.selector {
         Some(s) => match s.split_once('/') {
             Some((h, r)) => (Some(h), Some(r)),
@@ -177,6 +174,72 @@ fn route_name(i: usize, r: &Value) -> String {
     tree::string(r, "name").map_or_else(|| i.to_string(), str::to_string)
 }
 
+/// The VirtualServices of a file.
+fn virtual_services(docs: &[Value]) -> Vec<&Value> {
+    docs.iter()
+        .filter(|d| tree::string(d, "kind") == Some("VirtualService"))
+        .collect()
+}
+
+/// The selectors a file of VirtualServices offers: its VirtualServices
+/// (`HOST`) when it holds several; the routes (`HOST/ROUTE`) of its only
+/// one, or of the one `under` names, when it has several; else none.
+pub(crate) fn selectors(docs: &[Value], under: Option<&str>) -> Vec<String> {
+    let services = virtual_services(docs);
+    let vs = match under {
+        None if services.len() == 1 => services[0],
+        None if services.len() > 1 => return service_choices(&services),
+        None => return Vec::new(),
+        Some(s) if s.contains('/') => return Vec::new(),
+        Some(h) => match routing(&services, h).as_slice() {
+            [one] => one,
+            _ => return Vec::new(),
+        },
+    };
+    let routes = tree::get(vs, "spec").map_or(&[][..], |s| tree::list(s, "http"));
+    if routes.len() > 1 {
+        route_choices(&services, vs, routes)
+    } else {
+        Vec::new()
+    }
+}
+
+/// Every VirtualService as a path names it (`HOST`).
+fn service_choices(services: &[&Value]) -> Vec<String> {
+    services.iter().map(|vs| label(services, vs)).collect()
+}
+
+/// Every route of `vs` as a path names it (`HOST/ROUTE`).
+fn route_choices(services: &[&Value], vs: &Value, routes: &[Value]) -> Vec<String> {
+    let host = label(services, vs);
+    routes
+        .iter()
+        .enumerate()
+        .map(|(i, r)| format!("{host}/{}", route_name(i, r)))
+        .collect()
+}
+
+/// The VirtualServices that route host `h` (by its name when none does).
+fn routing<'a>(services: &[&'a Value], h: &str) -> Vec<&'a Value> {
+    let found: Vec<&Value> = services
+        .iter()
+        .copied()
+        .filter(|vs| {
+            let ns = namespace_of(vs);
+            hosts_of(vs).iter().any(|x| vs_routes(x, ns, h))
+        })
+        .collect();
+    if !found.is_empty() {
+        return found;
+    }
+    services
+        .iter()
+        .copied()
+        .find(|vs| tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h))
+        .into_iter()
+        .collect()
+}
+
 /// The VirtualService the selector's host names, or the only one.
 fn virtual_service<'a>(
     f: &PathInput<'_>,
@@ -197,35 +260,22 @@ fn virtual_service<'a>(
                     f.name
                 ),
             )
-            .with_choices(services.iter().map(|vs| label(services, vs)).collect()))
+            .with_choices(service_choices(services)))
         }
         Some(h) => {
-            let found: Vec<&Value> = services
-                .iter()
-                .copied()
-                .filter(|vs| {
-                    let ns = namespace_of(vs);
-                    hosts_of(vs).iter().any(|x| vs_routes(x, ns, h))
-                })
-                .collect();
+            let found = routing(services, h);
             match found.as_slice() {
                 [one] => *one,
-                [] => services
-                    .iter()
-                    .copied()
-                    .find(|vs| {
-                        tree::get(vs, "metadata").and_then(|m| tree::string(m, "name")) == Some(h)
-                    })
-                    .ok_or_else(|| {
-                        PathError::new(
-                            f.name,
-                            "spec.hosts",
-                            format!(
-                                "no VirtualService routes host {h:?} (hosts: {})",
-                                all_hosts.join(", ")
-                            ),
-                        )
-                    })?,
+                [] => {
+                    return Err(PathError::new(
+                        f.name,
+                        "spec.hosts",
+                        format!(
+                            "no VirtualService routes host {h:?} (hosts: {})",
+                            all_hosts.join(", ")
+                        ),
+                    ))
+                }
                 several => {
                     let names: Vec<String> = several.iter().map(|vs| label(services, vs)).collect();
                     return Err(PathError::new(
@@ -268,8 +318,7 @@ fn http_route<'a>(
                 .enumerate()
                 .map(|(i, r)| route_name(i, r))
                 .collect();
-            let host = label(services, vs);
-            let choices = names.iter().map(|n| format!("{host}/{n}")).collect();
+            let choices = route_choices(services, vs, routes);
             return Err(PathError::new(
                 f.name,
                 "spec.http",

@@ -29,14 +29,69 @@ use super::{Budget, Layer, PathError, PathInput, System};
 const PROFILE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
-    let profiles: Vec<&Value> = docs
-        .iter()
-        .filter(|d| tree::string(d, "kind") == Some("ServiceProfile"))
-        .collect();
+    let profiles = profiles(docs);
     if !profiles.is_empty() {
         return profile(f, &profiles);
     }
     annotated(f, docs)
+}
+
+fn profiles(docs: &[Value]) -> Vec<&Value> {
+    docs.iter()
+        .filter(|d| tree::string(d, "kind") == Some("ServiceProfile"))
+        .collect()
+}
+
+/// The routes a path names one of: a ServiceProfile's routes (`ROUTE`),
+/// or else the annotated routes and Services (`NAME`), when the file holds
+/// several; else none.
+pub(crate) fn selectors(docs: &[Value]) -> Vec<String> {
+    let profiles = profiles(docs);
+    let names = if profiles.is_empty() {
+        annotated_docs(docs)
+            .iter()
+            .map(|d| name_of(d).to_string())
+            .collect()
+    } else {
+        profile_routes(&profiles)
+            .iter()
+            .map(|(_, r)| route_label(r))
+            .collect::<Vec<_>>()
+    };
+    if names.len() > 1 {
+        names
+    } else {
+        Vec::new()
+    }
+}
+
+/// A profile route's name.
+fn route_label(r: &Value) -> String {
+    tree::string(r, "name").unwrap_or("").to_string()
+}
+
+/// Every route of the profiles, with its profile.
+fn profile_routes<'a>(profiles: &[&'a Value]) -> Vec<(&'a Value, &'a Value)> {
+    let mut routes = Vec::new();
+    for p in profiles {
+        let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
+        for r in tree::list(spec, "routes") {
+            routes.push((*p, r));
+        }
+    }
+    routes
+}
+
+/// The routes and Services that may carry retry annotations.
+fn annotated_docs(docs: &[Value]) -> Vec<&Value> {
+    docs.iter()
+        .filter(|d| {
+            matches!(
+                tree::string(d, "kind"),
+                Some("HTTPRoute" | "GRPCRoute" | "Service")
+            )
+        })
+        .collect()
 }
 
 fn name_of(d: &Value) -> &str {
@@ -86,14 +141,8 @@ fn profile_route<'a>(
     profiles: &[&'a Value],
 ) -> Result<(&'a Value, &'a Value), PathError> {
     // (profile, route)
-    let mut routes = Vec::new();
-    for p in profiles {
-        let spec = tree::get(p, "spec").unwrap_or(&Value::Null);
-        for r in tree::list(spec, "routes") {
-            routes.push((*p, r));
-        }
-    }
-    let label = |r: &Value| tree::string(r, "name").unwrap_or("").to_string();
+    let routes = profile_routes(profiles);
+    let label = route_label;
     let names = || {
         routes
             .iter()
@@ -251,15 +300,7 @@ fn annotated(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
 
 /// The route or Service the selector names, or the only one.
 fn annotated_doc<'a>(f: &PathInput<'_>, docs: &'a [Value]) -> Result<&'a Value, PathError> {
-    let routes: Vec<&Value> = docs
-        .iter()
-        .filter(|d| {
-            matches!(
-                tree::string(d, "kind"),
-                Some("HTTPRoute" | "GRPCRoute" | "Service")
-            )
-        })
-        .collect();
+    let routes = annotated_docs(docs);
     let names = || {
         routes
             .iter()

@@ -86,7 +86,7 @@ pub use repo::{
 };
 
 pub use failure::Failure;
-pub use gather::{Gathered, Skipped, MAX_BYTES};
+pub use gather::{audit_gathered, Audited, Gathered, Skipped, MAX_BYTES};
 use rules::{Pause, Rule};
 pub use sizing::Sizing;
 
@@ -508,7 +508,8 @@ pub struct PathError {
     /// What is wrong.
     pub problem: String,
     /// When the file holds several hosts, routes or objects and none was
-    /// named: the selectors it holds.
+    /// named: the selectors it holds (the list by which
+    /// [`audit_file`] audits them one by one).
     pub choices: Vec<String>,
 }
 
@@ -547,6 +548,17 @@ impl std::error::Error for PathError {}
 /// before it; an Istio mesh config (`defaultHttpRetryPolicy`) sets the
 /// default of every Istio layer; every other file is one layer.
 pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathReport, PathError> {
+    check(options)?;
+    let parsed = files
+        .iter()
+        .map(|f| detect::Parsed::read(f.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let read: Vec<detect::Read<'_>> = parsed.iter().map(detect::Parsed::as_given).collect();
+    report(&read, options)
+}
+
+/// What is wrong with the options themselves, before any file is read.
+pub(crate) fn check(options: &Options) -> Result<(), PathError> {
     sizing::check(options)?;
     if !(0.0..=1.0).contains(&options.failure_rate) {
         return Err(PathError::new(
@@ -555,7 +567,17 @@ pub fn audit_path(files: &[PathInput<'_>], options: &Options) -> Result<PathRepo
             format!("must be between 0 and 1, not {}", options.failure_rate),
         ));
     }
-    let mut layers = detect::layers(files, options)?;
+    Ok(())
+}
+
+/// [`audit_path`] of files already read (and options already
+/// [`check`]ed): a file read once is audited for each of its selectors
+/// without being parsed again.
+pub(crate) fn report(
+    read: &[detect::Read<'_>],
+    options: &Options,
+) -> Result<PathReport, PathError> {
+    let mut layers = detect::layers(read, options)?;
     if layers.is_empty() {
         return Err(PathError::new("--path", "", "no layer on the path"));
     }

@@ -154,7 +154,7 @@ fn parse(f: &PathInput<'_>) -> Result<Vec<Node>, PathError> {
 /// The settings in force at a location: inherited from `http` and
 /// `server` unless the location sets its own.
 #[derive(Debug, Clone)]
-struct Settings {
+pub(crate) struct Settings {
     on: Vec<String>,
     tries: u64,
     timeout: Option<Duration>,
@@ -271,18 +271,9 @@ fn walk(
 
 /// A location of an `nginx.conf` that proxies, by its path (or its
 /// upstream's name).
-pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
-    let nodes = parse(f)?;
-    let mut locations = Vec::new();
-    let mut upstreams = Vec::new();
-    walk(
-        &nodes,
-        &Settings::default(),
-        f,
-        &mut locations,
-        &mut upstreams,
-    )?;
-    let (path, pass, s) = pick(f, &locations)?;
+pub(crate) fn layer(f: &PathInput<'_>, conf: &Conf) -> Result<Layer, PathError> {
+    let (locations, upstreams) = conf.0.as_ref().map_err(Clone::clone)?;
+    let (path, pass, s) = pick(f, locations)?;
     let up = target(pass);
     let servers = upstreams.iter().find(|(n, _)| *n == up).map(|(_, c)| *c);
     let mut layer = Layer::new(
@@ -313,6 +304,49 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
 /// A location: (path, proxy_pass, settings).
 type Location = (String, String, Settings);
 
+/// An `nginx.conf` read once, for every location of it: the locations
+/// that proxy and the upstreams with their servers, or why it does not
+/// read.
+pub(crate) struct Conf(Result<(Vec<Location>, Upstreams), PathError>);
+
+/// The upstreams of a file, each with its servers.
+type Upstreams = Vec<(String, u32)>;
+
+/// Reads `f` once (see [`Conf`]).
+pub(crate) fn read_conf(f: &PathInput<'_>) -> Conf {
+    Conf(locations(f))
+}
+
+/// Every location of the file that proxies, and its upstreams with their
+/// servers.
+fn locations(f: &PathInput<'_>) -> Result<(Vec<Location>, Upstreams), PathError> {
+    let nodes = parse(f)?;
+    let mut locations = Vec::new();
+    let mut upstreams = Vec::new();
+    walk(
+        &nodes,
+        &Settings::default(),
+        f,
+        &mut locations,
+        &mut upstreams,
+    )?;
+    Ok((locations, upstreams))
+}
+
+/// A location as a path names it: its path.
+fn labels(locations: &[Location]) -> Vec<String> {
+    locations.iter().map(|l| l.0.clone()).collect()
+}
+
+/// The proxied locations of an `nginx.conf` a path names one of when it
+/// holds several, else none (or the file does not read).
+pub(crate) fn selectors(conf: &Conf) -> Vec<String> {
+    match &conf.0 {
+        Ok((locations, _)) if locations.len() > 1 => labels(locations),
+        _ => Vec::new(),
+    }
+}
+
 /// The upstream (or host) a `proxy_pass` sends to.
 fn target(pass: &str) -> String {
     let rest = pass.split_once("://").map_or(pass, |(_, r)| r);
@@ -322,7 +356,7 @@ fn target(pass: &str) -> String {
 /// The location the selector names by path or upstream, or the only one;
 /// locations the selector names that proxy alike are one layer.
 fn pick<'a>(f: &PathInput<'_>, locations: &'a [Location]) -> Result<&'a Location, PathError> {
-    let labels: Vec<String> = locations.iter().map(|l| l.0.clone()).collect();
+    let labels = labels(locations);
     let picked: Vec<&Location> = match f.selector {
         None => locations.iter().collect(),
         Some(s) => locations
@@ -447,20 +481,37 @@ pub(crate) fn is_ingress_config_map(d: &Value) -> bool {
             .is_some_and(|m| m.keys().any(|k| k.starts_with("proxy-next-upstream")))
 }
 
+/// The Ingresses of a file.
+fn ingresses(docs: &[Value]) -> Vec<&Value> {
+    docs.iter()
+        .filter(|d| tree::string(d, "kind") == Some("Ingress"))
+        .collect()
+}
+
+/// An object's name.
+fn name_of(d: &Value) -> String {
+    tree::get(d, "metadata")
+        .and_then(|m| tree::string(m, "name"))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// The Ingresses a path names one of when the file holds several, else
+/// none.
+pub(crate) fn ingress_selectors(docs: &[Value]) -> Vec<String> {
+    let ingresses = ingresses(docs);
+    if ingresses.len() > 1 {
+        ingresses.iter().map(|d| name_of(d)).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// The Ingress the selector names (or `configmap`), with how to look its
 /// settings up: its annotations over the ConfigMap's keys.
 fn lookup(f: &PathInput<'_>, docs: &[Value]) -> Result<(String, Lookup), PathError> {
-    let name_of = |d: &Value| {
-        tree::get(d, "metadata")
-            .and_then(|m| tree::string(m, "name"))
-            .unwrap_or("")
-            .to_string()
-    };
     let cm = docs.iter().find(|d| is_ingress_config_map(d));
-    let ingresses: Vec<&Value> = docs
-        .iter()
-        .filter(|d| tree::string(d, "kind") == Some("Ingress"))
-        .collect();
+    let ingresses = ingresses(docs);
     let names: Vec<String> = ingresses.iter().map(|d| name_of(d)).collect();
     Ok(match (f.selector, ingresses.len(), cm) {
         (None, 0, Some(cm)) | (Some("configmap"), _, Some(cm)) => {

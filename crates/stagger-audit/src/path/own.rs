@@ -20,7 +20,23 @@ pub(crate) fn layer(f: &PathInput<'_>) -> Result<Layer, PathError> {
     }
 }
 
-fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
+/// The methods of a service config a path names one of
+/// (`SERVICE/METHOD`, each entry by its first name) when it names several,
+/// else none (or it does not read).
+pub(crate) fn selectors(f: &PathInput<'_>) -> Vec<String> {
+    if crate::is_policy_file(&Input::new(f.name, f.text)) {
+        return Vec::new();
+    }
+    match read(f) {
+        Ok((config, _)) if config.methods.len() > 1 => entries(&config),
+        _ => Vec::new(),
+    }
+}
+
+/// The service config of `f`, read leniently as the library imports it:
+/// a DNS TXT choice embedded alone is its `serviceConfig`; a list of
+/// choices is refused.
+fn read(f: &PathInput<'_>) -> Result<(ServiceConfig, Vec<lenient::Leniency>), PathError> {
     let err = |e: crate::Fault| PathError::new(f.name, &e.field, &e.problem);
     if lenient::choices(f.text).map_err(err)?.is_some() {
         return Err(PathError::new(
@@ -42,7 +58,11 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     } else {
         f.text
     };
-    let (config, seen) = lenient::read(text).map_err(err)?;
+    lenient::read(text).map_err(err)
+}
+
+fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
+    let (config, seen) = read(f)?;
     let (method, selector) = pick(f, &config)?;
     let p = &method.policy;
     let mut layer = Layer::new(f.name, System::Grpc, selector);
@@ -97,6 +117,24 @@ fn service_config(f: &PathInput<'_>) -> Result<Layer, PathError> {
     Ok(layer)
 }
 
+/// A method name as a path names it: `SERVICE/METHOD`, `SERVICE/*`, `*`.
+fn label((s, m): &(String, String)) -> String {
+    match (s.as_str(), m.as_str()) {
+        ("", _) => "*".to_string(),
+        (s, "") => format!("{s}/*"),
+        (s, m) => format!("{s}/{m}"),
+    }
+}
+
+/// Each entry of `config` by its first name.
+fn entries(config: &ServiceConfig) -> Vec<String> {
+    config
+        .methods
+        .iter()
+        .filter_map(|m| m.names.first().map(label))
+        .collect()
+}
+
 /// The method of `config` the path names (`f`'s selector), or the only
 /// one, with its label; an error lists the entries when none or several
 /// could be meant.
@@ -104,11 +142,6 @@ fn pick<'c>(
     f: &PathInput<'_>,
     config: &'c ServiceConfig,
 ) -> Result<(&'c MethodConfig, String), PathError> {
-    let label = |(s, m): &(String, String)| match (s.as_str(), m.as_str()) {
-        ("", _) => "*".to_string(),
-        (s, "") => format!("{s}/*"),
-        (s, m) => format!("{s}/{m}"),
-    };
     let all = || {
         config
             .methods
@@ -136,13 +169,7 @@ fn pick<'c>(
                 f.name
             ),
         )
-        .with_choices(
-            config
-                .methods
-                .iter()
-                .filter_map(|m| m.names.first().map(label))
-                .collect(),
-        )),
+        .with_choices(entries(config))),
         Some(s) => {
             let (service, name) = s.split_once('/').unwrap_or((s, ""));
             let m = config

@@ -26,9 +26,10 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::detect::{is_list, objects, objects_within, reader, ISTIO_SIDECAR};
-use super::{audit_file, audit_path, resilience4j, tree};
+use super::detect::{is_list, objects_within, reader, Parsed, Read, ISTIO_SIDECAR};
+use super::{check, file, resilience4j, tree};
 use super::{GatewayImpl, Options, PathError, PathInput, PathReport};
+use crate::Report;
 
 /// The most layers of one path.
 pub const MAX_HOPS: usize = 8;
@@ -85,13 +86,27 @@ pub struct RepoReport {
     pub unconnected: Vec<PathError>,
     /// Whether the walk stopped at [`MAX_PATHS`].
     pub paths_cut: bool,
+    /// The gRPC service configs and stagger policy files gathered beside
+    /// the sources, each by name with its checklist audit, in the order
+    /// gathered (filled by [`audit_gathered`](super::audit_gathered)).
+    #[serde(skip)]
+    pub clients: Vec<(String, Report)>,
+    /// Every message about what could not be read, in this order: what the
+    /// gathering could not read, the sources the readers could not read
+    /// (as in [`unreadable`](Self::unreadable)), the client configs the
+    /// checklist could not read (filled by
+    /// [`audit_gathered`](super::audit_gathered)).
+    #[serde(skip)]
+    pub cannot_read: Vec<String>,
 }
 
 impl RepoReport {
-    /// Whether no object and no path has a finding.
+    /// Whether no object, no path and no client config has a finding (of
+    /// the objects, those kept in [`objects`](Self::objects)).
     pub fn is_clean(&self) -> bool {
         self.objects.iter().all(|o| o.report.is_clean())
             && self.paths.iter().all(|p| p.report.is_clean())
+            && self.clients.iter().all(|(_, r)| r.is_clean())
     }
 }
 
@@ -626,14 +641,25 @@ pub fn audit_repo(sources: &[Source], o: &Options) -> RepoReport {
 /// [`audit_repo`] handing each object's audit to `each` as it is made,
 /// in file order, instead of keeping it: the report returned has no
 /// `objects`, so a caller that writes each one out holds one at a time.
+///
+/// Each source is parsed once for its objects and its part of the graph,
+/// and its tree dropped; a source on a walked path is parsed once more,
+/// for every path through it.
 pub fn audit_repo_each(
     sources: &[Source],
     o: &Options,
     mut each: impl FnMut(ObjectAudit),
 ) -> RepoReport {
     let mut report = RepoReport::default();
-    for s in sources {
-        match audit_file(&s.name, &s.text, o) {
+    let mut nodes = Vec::new();
+    let mut istio = false;
+    for (i, s) in sources.iter().enumerate() {
+        let parsed = Parsed::read(PathInput::new(&s.name, &s.text, None));
+        let found = check(o).and_then(|()| match &parsed {
+            Ok(p) => file::objects(p, o),
+            Err(e) => Err(e.clone()),
+        });
+        match found {
             Ok(found) => {
                 for f in found {
                     each(ObjectAudit {
@@ -645,16 +671,13 @@ pub fn audit_repo_each(
             }
             Err(e) => report.unreadable.push(e),
         }
-    }
-    // Each source's objects are read for the graph and dropped: only the
-    // nodes are kept, so memory follows one object, not the dump.
-    let mut nodes = Vec::new();
-    let mut istio = false;
-    for (i, s) in sources.iter().enumerate() {
-        let ds = objects(&s.name, &s.text).unwrap_or_default();
-        istio = istio || on_istio(&ds, o);
-        for d in &ds {
-            nodes_of(i, d, &mut nodes);
+        // Only the nodes are kept, not the tree: memory follows one
+        // object, not the dump.
+        if let Ok(p) = &parsed {
+            istio = istio || on_istio(p.docs(), o);
+            for d in p.docs() {
+                nodes_of(i, d, &mut nodes);
+            }
         }
     }
     let mut graph = Graph::new(nodes, istio);
@@ -671,7 +694,26 @@ pub fn audit_repo_each(
             break;
         }
     }
-    let nodes = graph.nodes;
+    audit_paths(sources, &graph.nodes, walked, o, &mut report);
+    report.paths.sort_by(|a, b| {
+        b.report
+            .dead
+            .bottom_attempts
+            .total_cmp(&a.report.dead.bottom_attempts)
+    });
+    report
+}
+
+/// Audits each walked path into `report`, each source on it parsed once
+/// for all the paths through it.
+fn audit_paths(
+    sources: &[Source],
+    nodes: &[Node],
+    walked: Vec<Vec<usize>>,
+    o: &Options,
+    report: &mut RepoReport,
+) {
+    let mut parsed: HashMap<usize, Result<Parsed<'_>, PathError>> = HashMap::new();
     for p in walked {
         let hops: Vec<String> = p
             .iter()
@@ -680,29 +722,39 @@ pub fn audit_repo_each(
                 None => nodes[i].selector.clone(),
             })
             .collect();
-        let inputs: Vec<PathInput<'_>> = p
+        for &i in &p {
+            if let Some(s) = nodes[i].source {
+                parsed.entry(s).or_insert_with(|| {
+                    Parsed::read(PathInput::new(&sources[s].name, &sources[s].text, None))
+                });
+            }
+        }
+        // A built-in sidecar is read from its name alone.
+        let sidecars: Vec<Result<Parsed<'_>, PathError>> = p
             .iter()
-            .map(|&i| match nodes[i].source {
-                Some(s) => PathInput::new(
-                    &sources[s].name,
-                    &sources[s].text,
-                    Some(nodes[i].selector.as_str()),
-                ),
-                None => PathInput::new(&nodes[i].selector, "", None),
+            .filter(|&&i| nodes[i].source.is_none())
+            .map(|&i| Parsed::read(PathInput::new(&nodes[i].selector, "", None)))
+            .collect();
+        let mut sidecar = sidecars.iter();
+        let read: Result<Vec<Read<'_>>, PathError> = p
+            .iter()
+            .map(|&i| {
+                let source = match nodes[i].source {
+                    Some(s) => &parsed[&s],
+                    None => sidecar.next().expect("one per built-in hop"),
+                };
+                match (source, nodes[i].source) {
+                    (Ok(f), Some(_)) => Ok(f.at(Some(nodes[i].selector.as_str()))),
+                    (Ok(f), None) => Ok(f.as_given()),
+                    (Err(e), _) => Err(e.clone()),
+                }
             })
             .collect();
-        match audit_path(&inputs, o) {
+        match check(o).and(read).and_then(|read| super::report(&read, o)) {
             Ok(r) => report.paths.push(RepoPath { hops, report: r }),
             Err(e) => report.unconnected.push(e),
         }
     }
-    report.paths.sort_by(|a, b| {
-        b.report
-            .dead
-            .bottom_attempts
-            .total_cmp(&a.report.dead.bottom_attempts)
-    });
-    report
 }
 
 #[cfg(test)]
@@ -779,6 +831,23 @@ mod tests {
         );
         assert_eq!(handed, kept.objects);
         assert_eq!(rest.paths, kept.paths);
+    }
+
+    #[test]
+    fn a_source_is_parsed_once_for_its_objects_and_once_for_its_paths() {
+        let route = "kind: HTTPRoute\napiVersion: gateway.networking.k8s.io/v1\nmetadata: {name: edge}\nspec:\n  rules:\n  - backendRefs: [{name: shop}]\n  - backendRefs: [{name: shop}]\n";
+        let app = "spring.application.name: shop\nresilience4j.retry.instances.inventory.maxAttempts: 3\nresilience4j.retry.instances.payments.maxAttempts: 2\n";
+        let sources = [("route.yaml", route), ("application.yml", app)]
+            .map(|(name, text)| Source {
+                name: name.into(),
+                text: text.into(),
+            })
+            .to_vec();
+        let before = tree::PARSED.with(std::cell::Cell::get);
+        let r = audit_repo(&sources, &Options::default());
+        assert_eq!(r.objects.len(), 4, "two rules, two instances");
+        assert_eq!(r.paths.len(), 4, "each rule to each instance's sidecar");
+        assert_eq!(tree::PARSED.with(std::cell::Cell::get) - before, 4);
     }
 
     #[test]

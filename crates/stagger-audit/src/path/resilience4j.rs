@@ -180,6 +180,19 @@ fn strings(v: &Value, key: &str) -> Vec<String> {
 }
 
 /// One retry instance, by name.
+/// The retry instances of a file a path names one of when it holds
+/// several, else none.
+pub(crate) fn selectors(docs: &[Value]) -> Vec<String> {
+    let null = Value::Null;
+    let doc = docs.iter().find(|d| has_retry(d)).unwrap_or(&null);
+    let all = names(&section(doc, "retry").unwrap_or(Value::Null));
+    if all.len() > 1 {
+        all
+    } else {
+        Vec::new()
+    }
+}
+
 pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
     let doc = docs
         .iter()

@@ -44,8 +44,19 @@ pub(crate) fn is_middleware(d: &Value) -> bool {
             .is_some()
 }
 
+/// The retry middlewares a path names one of when the file holds
+/// several, else none.
+pub(crate) fn selectors(docs: &[Value]) -> Vec<String> {
+    let found = middlewares(docs);
+    if found.len() > 1 {
+        found.into_iter().map(|(name, _)| name).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// Every retry middleware: (name, its `retry` settings).
-fn middlewares(docs: &[Value]) -> Vec<(String, Value)> {
+fn middlewares(docs: &[Value]) -> Vec<(String, &Value)> {
     let mut out = Vec::new();
     for d in docs {
         if tree::string(d, "kind") == Some("Middleware") {
@@ -53,13 +64,13 @@ fn middlewares(docs: &[Value]) -> Vec<(String, Value)> {
                 let name = tree::get(d, "metadata")
                     .and_then(|m| tree::string(m, "name"))
                     .unwrap_or("");
-                out.push((name.to_string(), r.clone()));
+                out.push((name.to_string(), r));
             }
         }
         if let Some(m) = tree::get(d, "http").and_then(|h| tree::obj(h, "middlewares")) {
             for (name, mw) in m {
                 if let Some(r) = tree::get(mw, "retry") {
-                    out.push((name.clone(), r.clone()));
+                    out.push((name.clone(), r));
                 }
             }
         }
@@ -69,14 +80,18 @@ fn middlewares(docs: &[Value]) -> Vec<(String, Value)> {
 
 /// One retry middleware, by name.
 pub(crate) fn layer(f: &PathInput<'_>, docs: &[Value]) -> Result<Layer, PathError> {
+    // A TOML file is parsed with its kind; one that does not parse is
+    // parsed again here for its error.
+    let parsed;
     let docs = if docs.is_empty() {
         let v: Value = toml::from_str(f.text)
             .map_err(|e| PathError::new(f.name, "", format!("not valid TOML: {}", e.message())))?;
-        vec![v]
+        parsed = [v];
+        &parsed[..]
     } else {
-        docs.to_vec()
+        docs
     };
-    let found = middlewares(&docs);
+    let found = middlewares(docs);
     let names: Vec<String> = found.iter().map(|m| m.0.clone()).collect();
     let (name, retry) = match f.selector {
         None if found.len() == 1 => &found[0],

@@ -22,6 +22,12 @@ pub(crate) fn documents(file: &str, text: &str) -> Result<Vec<Value>, PathError>
     documents_within(file, text, MAX_BYTES)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many texts this thread parsed as YAML, for tests that count.
+    pub(crate) static PARSED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The largest cluster dump read (`kubectl get … -A -o yaml`).
 pub(crate) const MAX_DUMP_BYTES: usize = 64 << 20;
 
@@ -41,6 +47,8 @@ pub(crate) fn documents_within(
             format!("larger than {limit} bytes"),
         ));
     }
+    #[cfg(test)]
+    PARSED.with(|n| n.set(n.get() + 1));
     let parsed = {
         let mut budget = serde_saphyr::Budget::default();
         budget.max_nodes = budget.max_nodes.max(text.len() / 4);

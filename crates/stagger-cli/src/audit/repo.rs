@@ -2,18 +2,18 @@
 //! `kubectl get … -A -o yaml` dump on stdin. Every file the audit
 //! recognises is read, every object of it that no reader takes is listed
 //! as skipped with the reason (as is every other file), every retrying
-//! object audited, and the call paths the routes imply reported worst
-//! first (`stagger_audit::path::audit_repo`); this module walks the tree,
-//! prints and picks the exit code: 0 clean, 1 findings, 2 a recognised
-//! file that cannot be read (reported, after the rest).
+//! object and client config audited, and the call paths the routes imply
+//! reported worst first, all by `stagger_audit::path::audit_gathered`;
+//! this module walks the tree, prints and picks the exit code: 0 clean,
+//! 1 findings, 2 a recognised file that cannot be read (reported, after
+//! the rest).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::json;
-use stagger_audit::path::{audit_repo_each, Gathered, RepoReport};
-use stagger_audit::{audit, Input, Report};
+use stagger_audit::path::{audit_gathered, Audited, Gathered, Options, RepoReport};
 use stagger_report::audit::sarif::{locate_path, locate_report, Located, SarifWriter, Texts};
 
 use crate::args::AuditFormat as Format;
@@ -87,33 +87,27 @@ pub fn run(a: &PathArgs, target: &str, format: Format) -> anyhow::Result<(String
     } else {
         walk(Path::new(target), &mut found, &mut 0)?;
     }
+    let o = crate::audit::path::options(a);
     match format {
-        Format::Json => return json(&found, &crate::audit::path::options(a)),
-        Format::Sarif => return sarif(&found, &crate::audit::path::options(a)),
+        Format::Json => return json(&found, &o),
+        Format::Sarif => return sarif(&found, &o),
         Format::Text => {}
     }
     let mut objects = Vec::new();
-    let mut repo = audit_repo_each(
-        &found.sources,
-        &crate::audit::path::options(a),
-        |mut object| {
+    let mut repo = audit_gathered(&found, &o, |a| {
+        if let Audited::Object(mut object) = a {
             keep_what_the_text_prints(&mut object.report);
-            objects.push(object);
-        },
-    );
-    repo.objects = objects;
-    let mut unreadable = std::mem::take(&mut found.unreadable);
-    unreadable.extend(repo.unreadable.drain(..).map(|e| e.to_string()));
-    let mut clients: Vec<(String, Report)> = Vec::new();
-    for (name, text) in &found.clients {
-        match audit(&[Input::new(name, text)]) {
-            Ok(r) => clients.push((name.clone(), r)),
-            Err(e) => unreadable.push(e.to_string()),
+            objects.push(*object);
         }
-    }
-    let clean = repo.is_clean() && clients.iter().all(|(_, r)| r.is_clean());
-    let out = stagger_report::audit::repo_text(&repo, &clients, &found.skipped, unreadable.len());
-    let code = finish(&unreadable, &repo, clean);
+    });
+    repo.objects = objects;
+    let out = stagger_report::audit::repo_text(
+        &repo,
+        &repo.clients,
+        &found.skipped,
+        repo.cannot_read.len(),
+    );
+    let code = finish(&repo.cannot_read, &repo, repo.is_clean());
     Ok((out, code))
 }
 
@@ -155,36 +149,35 @@ fn keep_what_the_text_prints(r: &mut stagger_audit::path::PathReport) {
 /// the text of them all). The keys are those of one JSON object, in the
 /// order it always had: `clients`, `objects`, `paths`, `paths_cut`,
 /// `skipped`, `unreadable`. The text returned is empty.
-fn json(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
-    let mut unreadable = found.unreadable.clone();
-    let mut client_errors = Vec::new();
-    let mut clean = true;
-    let mut list = Vec::new();
-    for (name, text) in &found.clients {
-        match audit(&[Input::new(name, text)]) {
-            Ok(r) => {
-                clean &= r.is_clean();
-                list.push(json!({"file": name, "report": r}));
-            }
-            Err(e) => client_errors.push(e.to_string()),
-        }
-    }
+fn json(found: &Gathered, o: &Options) -> anyhow::Result<(String, ExitCode)> {
     let mut out = Out::new();
-    out.put(b"{\"clients\":");
-    out.value(&list);
-    out.put(b",\"objects\":[");
-    let mut first = true;
-    let repo = audit_repo_each(&found.sources, o, |object| {
-        clean &= object.report.is_clean();
-        if !first {
-            out.put(b",");
+    let mut clients = Vec::new();
+    let mut opened = false;
+    let mut clean = true;
+    // The clients come first, each before any object: the list is written
+    // once, at the first object (or after the last client).
+    let open = |out: &mut Out, clients: &[serde_json::Value]| {
+        out.put(b"{\"clients\":");
+        out.value(&clients);
+        out.put(b",\"objects\":[");
+    };
+    let repo = audit_gathered(found, o, |a| match a {
+        Audited::Client { file, report } => clients.push(json!({"file": file, "report": report})),
+        Audited::Object(object) => {
+            if opened {
+                out.put(b",");
+            } else {
+                open(&mut out, &clients);
+                opened = true;
+            }
+            clean &= object.report.is_clean();
+            out.value(&object);
         }
-        first = false;
-        out.value(&object);
     });
+    if !opened {
+        open(&mut out, &clients);
+    }
     clean &= repo.is_clean();
-    unreadable.extend(repo.unreadable.iter().map(|e| e.to_string()));
-    unreadable.extend(client_errors);
     out.put(b"],\"paths\":");
     out.value(&repo.paths);
     out.put(b",\"paths_cut\":");
@@ -192,10 +185,10 @@ fn json(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(S
     out.put(b",\"skipped\":");
     out.value(&found.skipped);
     out.put(b",\"unreadable\":");
-    out.value(&unreadable);
+    out.value(&repo.cannot_read);
     out.put(b"}\n");
     out.finish()?;
-    let code = finish(&unreadable, &repo, clean);
+    let code = finish(&repo.cannot_read, &repo, clean);
     Ok((String::new(), code))
 }
 
@@ -260,7 +253,7 @@ impl std::io::Write for Out {
 /// its object's audit is made, so the objects of a dump are never all held
 /// (nor their findings, nor the log). The skipped and the unreadable are
 /// the run's notifications. The text returned is empty.
-fn sarif(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(String, ExitCode)> {
+fn sarif(found: &Gathered, o: &Options) -> anyhow::Result<(String, ExitCode)> {
     let texts: Texts = found
         .sources
         .iter()
@@ -268,7 +261,6 @@ fn sarif(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(
         .chain(found.clients.iter().map(|(n, t)| (n.as_str(), t.as_str())))
         .chain(found.split.iter().map(|(n, t)| (n.as_str(), t.as_str())))
         .collect();
-    let mut unreadable = found.unreadable.clone();
     let mut clean = true;
     let mut log = SarifWriter::new(Out::new())?;
     // `Out` keeps the first error for its `finish` and takes every byte.
@@ -277,24 +269,23 @@ fn sarif(found: &Gathered, o: &stagger_audit::path::Options) -> anyhow::Result<(
             let _ = log.write(f);
         }
     };
-    for (name, text) in &found.clients {
-        match audit(&[Input::new(name, text)]) {
-            Ok(r) => {
-                clean &= r.is_clean();
-                write(locate_report(&r, &texts));
-            }
-            Err(e) => unreadable.push(e.to_string()),
+    let repo = audit_gathered(found, o, |a| match a {
+        Audited::Client { report, .. } => write(locate_report(report, &texts)),
+        Audited::Object(object) => {
+            clean &= object.report.is_clean();
+            write(locate_path(&object.report, &texts));
         }
-    }
-    let repo = audit_repo_each(&found.sources, o, |object| {
-        clean &= object.report.is_clean();
-        write(locate_path(&object.report, &texts));
     });
     for p in &repo.paths {
         write(locate_path(&p.report, &texts));
     }
     clean &= repo.is_clean();
-    unreadable.extend(repo.unreadable.iter().map(|e| e.to_string()));
+    // The log has always told the client configs it could not read before
+    // the sources: the report's list (the gathering's, the sources', the
+    // clients') in that order.
+    let (gathered, rest) = repo.cannot_read.split_at(found.unreadable.len());
+    let (sources, clients) = rest.split_at(repo.unreadable.len());
+    let unreadable: Vec<String> = [gathered, clients, sources].concat();
     let notes: Vec<(&str, String)> = found
         .skipped
         .iter()
