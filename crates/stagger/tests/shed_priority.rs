@@ -50,10 +50,10 @@ fn send<S>(
     held: &mut Vec<Held>,
 ) -> Option<Response<String>>
 where
-    ShedService<S>:
-        Service<Request<()>, Response = Response<String>, Error = Infallible, Future = Held>,
+    ShedService<S>: Service<Request<()>, Response = Response<String>, Error = Infallible>,
+    <ShedService<S> as Service<Request<()>>>::Future: Send + 'static,
 {
-    let mut fut = svc.call(r);
+    let mut fut: Held = Box::pin(svc.call(r));
     match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(resp) => Some(resp.unwrap()),
         Poll::Pending => {

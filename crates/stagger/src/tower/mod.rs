@@ -114,4 +114,4 @@ pub(crate) use future::Sending;
 pub(crate) use future::{as_new_hop, nested};
 pub use layer::RetryLayer;
 pub use service::RetryService;
-pub use shed::{ShedBuilder, ShedLayer, ShedService, ShedStats};
+pub use shed::{ShedBuilder, ShedFuture, ShedLayer, ShedService, ShedStats};

@@ -395,7 +395,7 @@ where
 {
     type Response = Response<ResB>;
     type Error = S::Error;
-    type Future = BoxFuture<Response<ResB>, S::Error>;
+    type Future = ShedFuture<S, ReqB>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         // Readiness of the inner service is awaited inside the future, once
@@ -418,39 +418,138 @@ where
             .as_ref()
             .is_some_and(|cpu| cpu.sheds(class, &mut crate::random::FastRng::fresh()))
         {
-            return Box::pin(async move { Ok(shared.refuse(class, ShedReason::Cpu, grpc)) });
+            return ShedFuture::answer(shared.refuse(class, ShedReason::Cpu, grpc));
         }
         if deadline.is_some_and(|d| d <= now) {
             // The caller has no time left: drop the work unstarted.
             shared.expire();
-            return Box::pin(async move { Ok(deadline_response(grpc)) });
+            return ShedFuture::answer(deadline_response(grpc));
         }
-        let mut inner = self.inner.clone();
+        let inner = self.inner.clone();
         match &shared.gate {
             Gate::Limit(limiter) => match shared.acquire(limiter, class, now) {
-                Err(_) => Box::pin(async move { Ok(shared.shed(class, grpc)) }),
+                Err(_) => ShedFuture::answer(shared.shed(class, grpc)),
                 Ok(token) => {
+                    shared.admitted.fetch_add(1, Ordering::Relaxed);
                     // The place keeps the layer's state alive: the limiter
                     // is reached through it, not cloned.
-                    let mut held = Held {
+                    let held = Held {
                         shared,
                         token: Some(token),
                         deadline,
                     };
-                    Box::pin(async move {
-                        held.shared.admitted.fetch_add(1, Ordering::Relaxed);
-                        let result = async {
-                            poll_fn(|cx| inner.poll_ready(cx)).await?;
-                            inner.call(req).await
-                        }
-                        .await;
-                        held.finish(result.is_ok());
-                        result
-                    })
+                    ShedFuture::admitted(inner, req, held)
                 }
             },
-            Gate::Queue { .. } => queue(shared, inner, req, arrival),
+            Gate::Queue { .. } => ShedFuture::queued(queue(shared, inner, req, arrival)),
         }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a request through a [`ShedService`]: the layer's own
+    /// answer at once (503 shed, 429 under the CPU trigger, the deadline's
+    /// answer), or the inner service's once the request holds a place. A
+    /// request admitted by a limiter is not boxed: its place, the inner
+    /// service and the inner call travel in this future.
+    pub struct ShedFuture<S, ReqB>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        #[pin]
+        state: State<S, ReqB>,
+        // The place held, given back when the call ends (or the future is
+        // dropped).
+        held: Option<Held>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<S, ReqB>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        Answer { response: Option<S::Response> },
+        Waiting { inner: S, req: Option<Request<ReqB>> },
+        Calling { #[pin] call: S::Future },
+        Queued { queued: BoxFuture<S::Response, S::Error> },
+    }
+}
+
+impl<S: Service<Request<ReqB>>, ReqB> ShedFuture<S, ReqB> {
+    fn answer(response: S::Response) -> Self {
+        ShedFuture {
+            state: State::Answer {
+                response: Some(response),
+            },
+            held: None,
+        }
+    }
+
+    fn admitted(inner: S, req: Request<ReqB>, held: Held) -> Self {
+        ShedFuture {
+            state: State::Waiting {
+                inner,
+                req: Some(req),
+            },
+            held: Some(held),
+        }
+    }
+
+    fn queued(queued: BoxFuture<S::Response, S::Error>) -> Self {
+        ShedFuture {
+            state: State::Queued { queued },
+            held: None,
+        }
+    }
+}
+
+impl<S: Service<Request<ReqB>>, ReqB> Future for ShedFuture<S, ReqB> {
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            let call = match this.state.as_mut().project() {
+                StateProj::Answer { response } => {
+                    let response = response
+                        .take()
+                        .expect("ShedFuture polled after it completed");
+                    return Poll::Ready(Ok(response));
+                }
+                StateProj::Queued { queued } => return queued.as_mut().poll(cx),
+                StateProj::Waiting { inner, req } => {
+                    // Readiness of the inner service is awaited here, once
+                    // the place is granted: shedding answers at once.
+                    if let Err(e) = std::task::ready!(inner.poll_ready(cx)) {
+                        release(this.held, false);
+                        return Poll::Ready(Err(e));
+                    }
+                    let req = req.take().expect("ShedFuture polled after it completed");
+                    inner.call(req)
+                }
+                StateProj::Calling { call } => {
+                    let result = std::task::ready!(call.poll(cx));
+                    release(this.held, result.is_ok());
+                    return Poll::Ready(result);
+                }
+            };
+            this.state.set(State::Calling { call });
+        }
+    }
+}
+
+/// Gives a place back as its call ended.
+fn release(held: &mut Option<Held>, answered: bool) {
+    if let Some(mut held) = held.take() {
+        held.finish(answered);
+    }
+}
+
+impl<S: Service<Request<ReqB>>, ReqB> std::fmt::Debug for ShedFuture<S, ReqB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ShedFuture")
     }
 }
 
