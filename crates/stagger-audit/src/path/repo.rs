@@ -713,8 +713,16 @@ fn audit_paths(
     o: &Options,
     report: &mut RepoReport,
 ) {
+    // Each parsed source is dropped after the last path through it, so the
+    // trees held at once are those the paths still to come share.
+    let mut last: HashMap<usize, usize> = HashMap::new();
+    for (n, p) in walked.iter().enumerate() {
+        for s in p.iter().filter_map(|&i| nodes[i].source) {
+            last.insert(s, n);
+        }
+    }
     let mut parsed: HashMap<usize, Result<Parsed<'_>, PathError>> = HashMap::new();
-    for p in walked {
+    for (n, p) in walked.into_iter().enumerate() {
         let hops: Vec<String> = p
             .iter()
             .map(|&i| match nodes[i].source {
@@ -753,6 +761,11 @@ fn audit_paths(
         match check(o).and(read).and_then(|read| super::report(&read, o)) {
             Ok(r) => report.paths.push(RepoPath { hops, report: r }),
             Err(e) => report.unconnected.push(e),
+        }
+        for s in p.iter().filter_map(|&i| nodes[i].source) {
+            if last.get(&s) == Some(&n) {
+                parsed.remove(&s);
+            }
         }
     }
 }
