@@ -9,6 +9,7 @@ use common::{code, stagger, TempDir};
 
 #[test]
 fn a_busy_port_is_exit_1_for_lab_proxy_and_gameday_alike() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("busy-port");
     let held = TcpListener::bind("127.0.0.1:0").expect("a port to hold");
     let port = held.local_addr().unwrap().port();

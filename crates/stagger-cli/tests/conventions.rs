@@ -14,6 +14,7 @@ const SUBCOMMANDS: [&str; 10] = [
 
 #[test]
 fn top_level_help_lists_every_subcommand() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("top-help");
     let d = stagger(&["--help"], &dir);
     assert_eq!(code(&d), Some(0));
@@ -41,6 +42,7 @@ fn top_level_help_lists_every_subcommand() {
 
 #[test]
 fn every_subcommand_help_has_examples_and_exit_status() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("help");
     let nested: [&[&str]; 1] = [&["grpc", "health"]];
     let all = SUBCOMMANDS.iter().map(|s| vec![*s]);
@@ -68,6 +70,7 @@ fn every_subcommand_help_has_examples_and_exit_status() {
 
 #[test]
 fn bare_numbers_are_seconds() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("bare");
     let d = stagger(&["jitter", "2..3", "--seed", "4"], &dir);
     assert_eq!(code(&d), Some(0), "{}", d.stderr);
@@ -101,6 +104,7 @@ fn bare_numbers_are_seconds() {
 /// `--deadline -1s` used to be read as a flag `-1` ("use -- -1").
 #[test]
 fn negative_durations_are_refused_naming_the_flag() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("negative");
     let cases: &[&[&str]] = &[
         &["run", "--deadline", "-1s", "--", "true"],
@@ -123,6 +127,7 @@ fn negative_durations_are_refused_naming_the_flag() {
 /// number never reached the flag's parser.
 #[test]
 fn negative_numbers_are_refused_naming_the_flag_and_what_it_takes() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("negative-numbers");
     let cases: &[(&[&str], &str)] = &[
         (&["simulate", "--attempts", "-3"], "1 or more"),
@@ -152,6 +157,7 @@ fn negative_numbers_are_refused_naming_the_flag_and_what_it_takes() {
 
 #[test]
 fn unknown_model_lists_every_model_hedging_included() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("model");
     let d = stagger(&["simulate", "--model", "bogus"], &dir);
     assert_eq!(code(&d), Some(2), "{}", d.stderr);
@@ -162,6 +168,7 @@ fn unknown_model_lists_every_model_hedging_included() {
 
 #[test]
 fn schedule_says_when_it_shows_fewer_retries_than_asked() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("capped");
     let d = stagger(
         &["schedule", "--attempts", "4294967295", "--samples", "0"],
@@ -187,6 +194,7 @@ fn schedule_says_when_it_shows_fewer_retries_than_asked() {
 /// 0 means "no limit", as in timeout(1) and curl.
 #[test]
 fn zero_deadline_and_attempt_timeout_mean_no_limit() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("zero");
     let d = stagger(
         &[
@@ -208,6 +216,7 @@ fn zero_deadline_and_attempt_timeout_mean_no_limit() {
 
 #[test]
 fn one_format_flag_text_or_json_with_table_kept_as_a_hidden_alias() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("format");
     for s in ["schedule", "run", "simulate", "http", "gameday", "audit"] {
         let d = stagger(&[s, "--help"], &dir);
@@ -232,6 +241,7 @@ fn one_format_flag_text_or_json_with_table_kept_as_a_hidden_alias() {
 
 #[test]
 fn every_command_that_talks_has_verbose_and_quiet() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("talk");
     for s in ["run", "http", "sleep", "simulate", "gameday"] {
         let d = stagger(&[s, "--help"], &dir);
@@ -280,6 +290,7 @@ fn every_command_that_talks_has_verbose_and_quiet() {
 
 #[test]
 fn sleep_print_prints_the_delay_and_does_not_sleep() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("print");
     let d = stagger(&["sleep", "5..6", "--print", "--seed", "3"], &dir);
     assert_eq!(code(&d), Some(0), "{}", d.stderr);
@@ -295,6 +306,7 @@ fn sleep_print_prints_the_delay_and_does_not_sleep() {
 /// `schedule --samples 0` printed NaN as the mean.
 #[test]
 fn schedule_without_samples_prints_no_nan() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("nan");
     let d = stagger(&["schedule", "--samples", "0"], &dir);
     assert_eq!(code(&d), Some(0));
@@ -304,6 +316,7 @@ fn schedule_without_samples_prints_no_nan() {
 /// `-m x` and `--deadline x` are named as typed, not as `--max-time`.
 #[test]
 fn errors_name_the_flag_as_typed() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("typed");
     for (args, typed) in [
         (
@@ -323,6 +336,7 @@ fn errors_name_the_flag_as_typed() {
 /// The small bugs of the first CLI: each named after what it did.
 #[test]
 fn strategy_lists_with_empty_entries_or_typos_are_refused_as_written() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("strategy");
     let d = stagger(&["simulate", "--strategy", "full,,none"], &dir);
     assert_eq!(code(&d), Some(2), "{}", d.stderr);
@@ -335,6 +349,7 @@ fn strategy_lists_with_empty_entries_or_typos_are_refused_as_written() {
 
 #[test]
 fn gameday_too_short_for_its_fault_blames_duration_not_fault_at() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("short-gameday");
     let d = stagger(&["gameday", "--duration", "1s"], &dir);
     assert_eq!(code(&d), Some(2), "{}", d.stderr);
@@ -344,6 +359,7 @@ fn gameday_too_short_for_its_fault_blames_duration_not_fault_at() {
 
 #[test]
 fn simulate_fails_on_an_unwritable_out_before_simulating() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("unwritable");
     let d = stagger(
         &["simulate", "--runs", "100000", "--out", "/proc/stagger-x"],
@@ -358,6 +374,7 @@ fn simulate_fails_on_an_unwritable_out_before_simulating() {
 /// a tip naming ours.
 #[test]
 fn curl_and_timeout_habits_get_a_tip() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("habits");
     for (args, ours) in [
         (
@@ -379,6 +396,7 @@ fn curl_and_timeout_habits_get_a_tip() {
 /// starts with `-` now reaches the parser, which names it.
 #[test]
 fn a_negative_window_is_refused_naming_the_window() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("negative-window");
     for args in [&["jitter", "-5s"][..], &["sleep", "-1s..5s"]] {
         let d = stagger(args, &dir);
@@ -397,6 +415,7 @@ fn a_negative_window_is_refused_naming_the_window() {
 /// health` and `lab` refused it.
 #[test]
 fn grpc_health_and_lab_take_verbose_and_quiet() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("talk-more");
     for words in [&["grpc", "health"][..], &["lab"]] {
         let mut argv = words.to_vec();

@@ -39,6 +39,7 @@ fn json(out: &Output) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn serving_exits_0() {
+    let _quiet = crate::support::quiet();
     let addr = start(Script::default()).await;
     let out = stagger(args(addr, &[])).await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
@@ -52,6 +53,7 @@ async fn serving_exits_0() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unavailable_is_retried_and_the_json_lists_each_attempt() {
+    let _quiet = crate::support::quiet();
     let script = Script::new([Fault::TrailersOnly(14, None), Fault::TrailersOnly(14, None)]);
     let addr = start(script.clone()).await;
     let out = stagger(args(addr, &["--format", "json", "--base", "10ms"])).await;
@@ -82,6 +84,7 @@ async fn unavailable_is_retried_and_the_json_lists_each_attempt() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn not_serving_exits_4() {
+    let _quiet = crate::support::quiet();
     let addr = start(Script::default()).await;
     let out = stagger(args(addr, &["--service", "down", "--format", "json"])).await;
     assert_eq!(out.status.code(), Some(4), "{out:?}");
@@ -90,6 +93,7 @@ async fn not_serving_exits_4() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_rpc_exits_3() {
+    let _quiet = crate::support::quiet();
     // An unknown service: NOT_FOUND, not retried.
     let addr = start(Script::default()).await;
     let out = stagger(args(addr, &["--service", "nobody", "--format", "json"])).await;
@@ -102,6 +106,7 @@ async fn a_failed_rpc_exits_3() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pushback_minus_one_stops_at_once() {
+    let _quiet = crate::support::quiet();
     let script = Script::new([Fault::TrailersOnly(14, Some("-1"))]);
     let addr = start(script.clone()).await;
     let out = stagger(args(addr, &["--format", "json"])).await;
@@ -114,6 +119,7 @@ async fn pushback_minus_one_stops_at_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn attempts_run_out_with_exit_3() {
+    let _quiet = crate::support::quiet();
     let script = Script::new([Fault::TrailersOnly(14, None); 5]);
     let addr = start(script.clone()).await;
     let out = stagger(args(
@@ -128,6 +134,7 @@ async fn attempts_run_out_with_exit_3() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_server_meets_the_deadline_with_exit_3() {
+    let _quiet = crate::support::quiet();
     let script = Script::new([Fault::Slow(Duration::from_secs(10))]);
     let addr = start(script).await;
     let out = stagger(args(addr, &["--format", "json", "--deadline", "300ms"])).await;
@@ -137,6 +144,7 @@ async fn a_slow_server_meets_the_deadline_with_exit_3() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn nothing_listening_exits_2() {
+    let _quiet = crate::support::quiet();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
@@ -146,6 +154,7 @@ async fn nothing_listening_exits_2() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_connect_timeout_exits_2() {
+    let _quiet = crate::support::quiet();
     // A port that accepts nothing: its backlog is full, so connecting hangs
     // until the connect timeout.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -185,6 +194,7 @@ fn socket2_free_backlog(listener: &std::net::TcpListener) -> Vec<std::net::TcpSt
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_service_configs_policy_applies() {
+    let _quiet = crate::support::quiet();
     let dir = std::env::temp_dir().join(format!("stagger-grpc-health-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("retry.json");
@@ -214,6 +224,7 @@ async fn a_service_configs_policy_applies() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_usage_exits_1() {
+    let _quiet = crate::support::quiet();
     for bad in [
         args("127.0.0.1:1", &["--attempts", "x"]),
         args("127.0.0.1:1", &["--deadline", "soon"]),
@@ -240,6 +251,7 @@ fn closed_port() -> std::net::SocketAddr {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn attempts_1_against_a_closed_port_connects_once_and_exits_2_at_once() {
+    let _quiet = crate::support::quiet();
     let addr = closed_port();
     let started = std::time::Instant::now();
     let out = stagger(args(addr, &["--attempts", "1", "--format", "json"])).await;
@@ -252,6 +264,7 @@ async fn attempts_1_against_a_closed_port_connects_once_and_exits_2_at_once() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn attempts_bound_every_connect_a_refused_one_included() {
+    let _quiet = crate::support::quiet();
     let addr = closed_port();
     let out = stagger(args(
         addr,
@@ -266,6 +279,7 @@ async fn attempts_bound_every_connect_a_refused_one_included() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deadline_0_is_no_limit() {
+    let _quiet = crate::support::quiet();
     let script = Script::new([Fault::Slow(Duration::from_millis(300))]);
     let addr = start(script).await;
     let out = stagger(args(addr, &["--deadline", "0", "--connect-timeout", "0"])).await;

@@ -37,6 +37,7 @@ fn statuses(v: &Value) -> Vec<String> {
 
 #[test]
 fn grpcio_unavailable_then_serving_exits_0() {
+    let _quiet = crate::support::quiet();
     let Some(py) = python() else { return };
     let server = FaultServer::start(&py, "unavailable,pushback:50");
     let (out, v) = probe(server.port, &["--base", "10ms"]);
@@ -49,6 +50,7 @@ fn grpcio_unavailable_then_serving_exits_0() {
 
 #[test]
 fn grpcio_failure_after_headers_exits_3_without_retrying() {
+    let _quiet = crate::support::quiet();
     let Some(py) = python() else { return };
     let server = FaultServer::start(&py, "after_headers");
     let (out, v) = probe(server.port, &[]);
@@ -59,6 +61,7 @@ fn grpcio_failure_after_headers_exits_3_without_retrying() {
 
 #[test]
 fn grpcio_resource_exhausted_exits_3() {
+    let _quiet = crate::support::quiet();
     let Some(py) = python() else { return };
     let server = FaultServer::start(&py, "exhausted");
     let (out, v) = probe(server.port, &[]);
@@ -68,6 +71,7 @@ fn grpcio_resource_exhausted_exits_3() {
 
 #[test]
 fn grpcio_slow_past_the_deadline_exits_3() {
+    let _quiet = crate::support::quiet();
     let Some(py) = python() else { return };
     let server = FaultServer::start(&py, "slow:3000");
     let (out, v) = probe(server.port, &["--deadline", "300ms"]);

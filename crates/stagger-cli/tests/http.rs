@@ -77,6 +77,7 @@ fn json(out: &Output) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_503_then_200_exits_0_and_prints_the_body() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![(503, vec![], Duration::ZERO)]).await;
     let out = stagger(args(&[&s.url, "--base", "10ms", "-v"])).await;
     assert_eq!(out.status.code(), Some(0));
@@ -89,6 +90,7 @@ async fn a_503_then_200_exits_0_and_prints_the_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_has_the_documented_shape() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![(
         429,
         vec![("retry-after", "1".into())],
@@ -130,6 +132,7 @@ async fn json_has_the_documented_shape() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_final_http_error_exits_22() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![(404, vec![], Duration::ZERO)]).await;
     let out = stagger(args(&[&s.url, "--format", "json"])).await;
     assert_eq!(out.status.code(), Some(22));
@@ -141,6 +144,7 @@ async fn a_final_http_error_exits_22() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_connection_exits_7() {
+    let _quiet = crate::support::quiet();
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", l.local_addr().unwrap());
     drop(l);
@@ -157,6 +161,7 @@ async fn no_connection_exits_7() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timeout_or_the_deadline_exits_28() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![(200, vec![], Duration::from_secs(3))]).await;
     let out = stagger(args(&[
         &s.url,
@@ -182,6 +187,7 @@ async fn a_timeout_or_the_deadline_exits_28() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_post_is_retried_only_with_a_key() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![
         (503, vec![], Duration::ZERO),
         (503, vec![], Duration::ZERO),
@@ -218,6 +224,7 @@ async fn a_post_is_retried_only_with_a_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_usage_exits_2() {
+    let _quiet = crate::support::quiet();
     for a in [
         vec!["http://127.0.0.1:1/", "-H", "nocolon"],
         vec!["not a url"],
@@ -237,6 +244,7 @@ async fn bad_usage_exits_2() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_409_with_retry_after_is_retried_and_the_replay_reported() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![
         (409, vec![("retry-after", "1".into())], Duration::ZERO),
         (
@@ -279,6 +287,7 @@ async fn a_keyed_409_with_retry_after_is_retried_and_the_replay_reported() {
 /// `--idempotency-key`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unkeyed_post_not_retried_says_why_and_names_the_key_flag() {
+    let _quiet = crate::support::quiet();
     let s = start(vec![(503, vec![], Duration::ZERO)]).await;
     let out = stagger(args(&[&s.url, "-X", "POST", "--format", "json"])).await;
     assert_eq!(out.status.code(), Some(22));

@@ -284,6 +284,7 @@ fn err(o: &Output) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn https_with_the_servers_certificate_in_cacert() {
+    let _quiet = crate::support::quiet();
     let (acceptor, pem) = certificate();
     let s = serve(Arc::new(|_: &Seen, _| ok("secret")), Some(acceptor)).await;
     let dir = Dir::new("cacert");
@@ -302,6 +303,7 @@ async fn https_with_the_servers_certificate_in_cacert() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn an_untrusted_certificate_exits_60_unless_insecure() {
+    let _quiet = crate::support::quiet();
     let (acceptor, _) = certificate();
     let s = serve(Arc::new(|_: &Seen, _| ok("secret")), Some(acceptor)).await;
     let url = format!("{}/", s.base);
@@ -324,6 +326,7 @@ async fn an_untrusted_certificate_exits_60_unless_insecure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn cacert_accepts_a_ca_true_certificate_that_is_the_servers_own() {
+    let _quiet = crate::support::quiet();
     let (acceptor, pem) = ca_certificate(&["localhost", "127.0.0.1"]);
     let s = serve(Arc::new(|_: &Seen, _| ok("pinned")), Some(acceptor)).await;
     let dir = Dir::new("ca-true");
@@ -341,6 +344,7 @@ async fn cacert_accepts_a_ca_true_certificate_that_is_the_servers_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn a_pinned_certificate_for_another_name_is_still_refused() {
+    let _quiet = crate::support::quiet();
     let (acceptor, pem) = ca_certificate(&["elsewhere.invalid"]);
     let s = serve(Arc::new(|_: &Seen, _| ok("pinned")), Some(acceptor)).await;
     let dir = Dir::new("ca-true-name");
@@ -355,6 +359,7 @@ async fn a_pinned_certificate_for_another_name_is_still_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn certificate_errors_say_what_was_wrong_and_which_flag_changes_it() {
+    let _quiet = crate::support::quiet();
     let (acceptor, _) = certificate();
     let s = serve(Arc::new(|_: &Seen, _| ok("secret")), Some(acceptor)).await;
     let (_, other) = certificate();
@@ -373,6 +378,7 @@ async fn certificate_errors_say_what_was_wrong_and_which_flag_changes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn a_bad_cacert_is_bad_usage_naming_the_flag() {
+    let _quiet = crate::support::quiet();
     let dir = Dir::new("bad-ca");
     std::fs::write(dir.file("empty.pem"), "not a certificate\n").unwrap();
     for file in [dir.file("missing.pem"), dir.file("empty.pem")] {
@@ -386,6 +392,7 @@ async fn a_bad_cacert_is_bad_usage_naming_the_flag() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(not(feature = "tls"), ignore = "https needs the tls feature")]
 async fn connect_timeout_bounds_a_silent_handshake_with_28() {
+    let _quiet = crate::support::quiet();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -405,6 +412,7 @@ async fn connect_timeout_bounds_a_silent_handshake_with_28() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_error_exits_22_with_one_line_and_no_body() {
+    let _quiet = crate::support::quiet();
     let s = plain(|_, _| answer(404, "<h1>no such page</h1>")).await;
     let dir = Dir::new("fail");
     let url = format!("{}/data.json", s.base);
@@ -433,6 +441,7 @@ async fn an_http_error_exits_22_with_one_line_and_no_body() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_file_and_include() {
+    let _quiet = crate::support::quiet();
     let s = plain(|_, _| {
         let mut a = ok("payload");
         a.headers.push(("x-note", "hi".into()));
@@ -461,6 +470,7 @@ async fn output_file_and_include() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redirects_are_followed_only_with_location() {
+    let _quiet = crate::support::quiet();
     let s = plain(|req, _| {
         if req.path() == "/old" {
             let mut a = answer(301, "moved");
@@ -485,6 +495,7 @@ async fn redirects_are_followed_only_with_location() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retry_counts_retries_as_curl_does() {
+    let _quiet = crate::support::quiet();
     let s = plain(|_, _| answer(503, "busy")).await;
     let url = format!("{}/", s.base);
     let o = stagger(&[&url, "--retry", "2", "--base", "1ms"]).await;
@@ -500,6 +511,7 @@ async fn retry_counts_retries_as_curl_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_agent_is_stagger_by_default() {
+    let _quiet = crate::support::quiet();
     let s = plain(|_, _| ok("")).await;
     let url = format!("{}/", s.base);
     stagger(&[&url]).await;
@@ -518,6 +530,7 @@ async fn user_agent_is_stagger_by_default() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_flags_send_what_curl_sends() {
+    let _quiet = crate::support::quiet();
     let s = plain(|_, _| ok("")).await;
     let dir = Dir::new("body");
     std::fs::write(dir.file("form.txt"), "a=1\r\n&b=2\n").unwrap();
@@ -553,6 +566,7 @@ async fn body_flags_send_what_curl_sends() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_without_scheme_is_http_and_zero_max_time_is_no_limit() {
+    let _quiet = crate::support::quiet();
     let s = plain(|_, _| Answer {
         delay: Duration::from_millis(300),
         ..ok("late")
@@ -568,6 +582,7 @@ async fn a_url_without_scheme_is_http_and_zero_max_time_is_no_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_idempotency_key_is_refused() {
+    let _quiet = crate::support::quiet();
     for key in ["", "\"\"", " "] {
         let o = stagger(&["127.0.0.1:9/", "-d", "x", "--idempotency-key", key]).await;
         assert_eq!(o.status.code(), Some(2), "{key:?}");

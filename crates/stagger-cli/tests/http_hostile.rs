@@ -194,6 +194,7 @@ fn assert_bounded(r: &Run) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_that_never_ends_stops_at_the_deadline() {
+    let _quiet = crate::support::quiet();
     // One header line, a kilobyte every 10 ms, never a line end.
     let (url, seen) = serve(|mut sock, _| async move {
         let _ = sock.write_all(b"HTTP/1.1 200 OK\r\nx-endless: ").await;
@@ -214,6 +215,7 @@ async fn a_header_that_never_ends_stops_at_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_flood_is_refused_not_buffered() {
+    let _quiet = crate::support::quiet();
     // A header as fast as the socket takes it: the client refuses a head
     // larger than its limit instead of buffering it.
     let (url, seen) = serve(|mut sock, _| async move {
@@ -247,6 +249,7 @@ async fn a_header_flood_is_refused_not_buffered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_that_trickles_stops_at_the_deadline() {
+    let _quiet = crate::support::quiet();
     // 100 bytes promised, one a second.
     let (url, _) = serve(|mut sock, _| async move {
         let _ = sock
@@ -280,6 +283,7 @@ async fn a_body_that_trickles_stops_at_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_of_ten_to_the_thirty_is_not_waited_for() {
+    let _quiet = crate::support::quiet();
     let (url, seen) = serve(|mut sock, _| async move {
         let _ = sock
             .write_all(
@@ -307,6 +311,7 @@ async fn a_retry_after_of_ten_to_the_thirty_is_not_waited_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_loop_is_cut_and_not_retried() {
+    let _quiet = crate::support::quiet();
     let (url, seen) = serve(|mut sock, base| async move {
         let head = format!(
             "HTTP/1.1 302 Found\r\nlocation: {base}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
@@ -353,6 +358,7 @@ async fn a_redirect_loop_is_cut_and_not_retried() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_without_length_that_never_closes_stops_at_the_deadline() {
+    let _quiet = crate::support::quiet();
     // No Content-Length, no chunking: the body runs until the connection
     // closes, and this one streams as fast as the client reads.
     let (url, _) = serve(|mut sock, _| async move {
@@ -374,6 +380,7 @@ async fn a_body_without_length_that_never_closes_stops_at_the_deadline() {
 /// receiving network data"), not a generic 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_reset_exits_56_as_curl_does() {
+    let _quiet = crate::support::quiet();
     let (url, seen) = serve(|sock, _| async move {
         // A zero linger makes the close a reset.
         let _ = sock.set_zero_linger();

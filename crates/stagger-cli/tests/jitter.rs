@@ -8,6 +8,7 @@ use common::*;
 
 #[test]
 fn jitter_prints_a_value_in_its_window_and_refuses_bad_ones() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("jitter");
     let d = stagger(&["jitter", "30s", "--spread", "10%"], &dir);
     assert_eq!(code(&d), Some(0));
@@ -33,6 +34,7 @@ fn jitter_prints_a_value_in_its_window_and_refuses_bad_ones() {
 
 #[test]
 fn sleep_waits_inside_its_window() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("sleep");
     let d = stagger(&["sleep", "100ms..200ms"], &dir);
     assert_eq!(code(&d), Some(0));

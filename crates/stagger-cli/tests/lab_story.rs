@@ -40,6 +40,7 @@ async fn failover_step(s: &Session, id: &str, wants: &str) -> Value {
 /// recovering) for exponential and full jitter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_starts_where_jitter_shows_and_its_next_step_is_the_budget() {
+    let _quiet = crate::support::quiet();
     let Some((_lab, driver, s, _one)) = open().await else {
         return;
     };
@@ -86,6 +87,7 @@ async fn failover_starts_where_jitter_shows_and_its_next_step_is_the_budget() {
 /// "serves 10 attempts per tick" stayed after capacity moved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_words_follow_the_sliders() {
+    let _quiet = crate::support::quiet();
     let Some((_lab, driver, s, _one)) = open().await else {
         return;
     };
@@ -117,6 +119,7 @@ async fn failover_words_follow_the_sliders() {
 /// "of which retries" stood above "attempts arriving".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metastable_steps_end_as_the_text_says_and_retries_never_exceed_attempts() {
+    let _quiet = crate::support::quiet();
     let Some((_lab, driver, s, _one)) = open().await else {
         return;
     };
@@ -168,6 +171,7 @@ async fn metastable_steps_end_as_the_text_says_and_retries_never_exceed_attempts
 /// One field, "Retry-After / pushback ms", read 2 as 2 s for HTTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decide_asks_for_each_protocols_hint_in_its_own_unit() {
+    let _quiet = crate::support::quiet();
     let Some((_lab, driver, s, _one)) = open().await else {
         return;
     };
@@ -206,6 +210,7 @@ async fn decide_asks_for_each_protocols_hint_in_its_own_unit() {
 /// The log axis had no label at 64 (4 attempts, 3 layers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layers_log_axis_is_labelled_at_attempts_to_the_layers() {
+    let _quiet = crate::support::quiet();
     let Some((_lab, driver, s, _one)) = open().await else {
         return;
     };

@@ -1,7 +1,9 @@
 //! The crate's integration tests in one binary: each file is a module, so the crate graph is
 //! linked once instead of once per file. The suites whose numbers are timings or rates (storms,
-//! the fault proxy, signals, the browser, Prometheus, the simulations) take turns through
-//! `support::turn`, so none of them measures another.
+//! the fault proxy, signals, the browser, Prometheus, the simulations) run alone through
+//! `support::turn`, one at a time, as they did when each was a binary of its own; every other
+//! test takes `support::quiet`, which the quick tests share with each other and never with a
+//! storm.
 
 #[allow(unused_imports)]
 mod common;

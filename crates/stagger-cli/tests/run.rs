@@ -18,6 +18,7 @@ use common::*;
 
 #[test]
 fn fails_twice_then_succeeds_in_three_attempts() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("twice");
     let script = "echo x >> count; [ $(wc -l < count) -ge 3 ]";
     let d = stagger(&["run", "--base", "10ms", "--", "sh", "-c", script], &dir);
@@ -31,6 +32,7 @@ fn fails_twice_then_succeeds_in_three_attempts() {
 
 #[test]
 fn stop_on_code_runs_once_and_keeps_the_status() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("stop-on");
     let script = "echo x >> count; exit 2";
     let d = stagger(
@@ -53,6 +55,7 @@ fn stop_on_code_runs_once_and_keeps_the_status() {
 
 #[test]
 fn retry_on_list_leaves_other_codes_alone() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("retry-on");
     let script = "echo x >> count; exit 3";
     let d = stagger(
@@ -75,6 +78,7 @@ fn retry_on_list_leaves_other_codes_alone() {
 
 #[test]
 fn not_found_and_interrupt_codes_are_not_retried_by_default() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("defaults");
     for status in ["126", "127", "130", "143"] {
         let script = format!("echo x >> count-{status}; exit {status}");
@@ -87,6 +91,7 @@ fn not_found_and_interrupt_codes_are_not_retried_by_default() {
 /// Two attempts of 200 ms each plus one wait under 10 ms: about 0.4 s.
 #[test]
 fn attempt_timeout_kills_each_attempt_and_exits_124() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("timeout");
     let args = [
         "run",
@@ -123,6 +128,7 @@ fn attempt_timeout_kills_each_attempt_and_exits_124() {
 /// A command that ignores SIGTERM is killed once `--kill-after` has passed.
 #[test]
 fn sigkill_follows_an_ignored_sigterm_after_the_grace_period() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("kill-after");
     let args = [
         "run",
@@ -152,6 +158,7 @@ fn sigkill_follows_an_ignored_sigterm_after_the_grace_period() {
 /// process: the background `sleep` of the shell is gone too.
 #[test]
 fn timeout_reaches_the_commands_children() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("group");
     let script = "sleep 30 & echo $! > pid; wait";
     let d = stagger(
@@ -199,6 +206,7 @@ fn timeout_reaches_the_commands_children() {
 /// failing: never more than `SLACK` past it.
 #[test]
 fn deadline_is_never_overrun() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("deadline");
     for script in ["sleep 10", "sleep 0.15; exit 1", "exit 1"] {
         let args = [
@@ -231,6 +239,7 @@ fn deadline_is_never_overrun() {
 /// shell's `sleep` dies, the shell's trap runs) and no attempt follows.
 #[test]
 fn sigterm_during_an_attempt_reaches_the_child_and_stops() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("sigterm");
     let script =
         "echo x >> count; trap 'echo trapped > marker; exit 1' TERM; touch started; sleep 10";
@@ -261,6 +270,7 @@ fn sigterm_during_an_attempt_reaches_the_child_and_stops() {
 
 #[test]
 fn sigint_during_an_attempt_is_forwarded_as_sigint() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("sigint");
     let script = "echo x >> count; trap 'echo int > marker; exit 1' INT; touch started; sleep 10";
     let started = Instant::now();
@@ -285,6 +295,7 @@ fn sigint_during_an_attempt_is_forwarded_as_sigint() {
 /// During a 5 s wait, SIGTERM ends the run at once.
 #[test]
 fn sigterm_during_a_wait_ends_the_run_at_once() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("sigterm-wait");
     let script = "echo x >> count; exit 1";
     let started = Instant::now();
@@ -311,6 +322,7 @@ fn sigterm_during_a_wait_ends_the_run_at_once() {
 
 #[test]
 fn missing_command_exits_127_at_once() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("missing");
     let d = stagger(
         &[
@@ -335,6 +347,7 @@ fn missing_command_exits_127_at_once() {
 
 #[test]
 fn command_that_is_not_executable_exits_126_at_once() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("noexec");
     fs::write(dir.path("script"), "#!/bin/sh\nexit 0\n").unwrap();
     let path = dir.path("script");
@@ -346,6 +359,7 @@ fn command_that_is_not_executable_exits_126_at_once() {
 /// Each bad invocation exits 2, names what is wrong, and runs nothing.
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("usage");
     let cases: &[(&[&str], &str)] = &[
         (&["--retry-on", "1,x"], "--retry-on"),
@@ -382,6 +396,7 @@ fn bad_flags_exit_2_naming_the_flag() {
 
 #[test]
 fn json_report_follows_the_commands_output() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("json");
     let script = "echo out-$(echo x >> count; wc -l < count); exit 1";
     let d = stagger(
@@ -430,6 +445,7 @@ fn json_report_follows_the_commands_output() {
 
 #[test]
 fn stdin_goes_to_the_first_attempt_only_unless_stdin_each() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("stdin");
     let script = "cat >> got; exit 1";
     let limit = Duration::from_secs(10);
@@ -451,6 +467,7 @@ fn stdin_goes_to_the_first_attempt_only_unless_stdin_each() {
 
 #[test]
 fn help_explains_every_flag_with_an_example() {
+    let _quiet = crate::support::quiet();
     let dir = TempDir::new("help");
     let d = stagger(&["run", "--help"], &dir);
     assert_eq!(code(&d), Some(0));

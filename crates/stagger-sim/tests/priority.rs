@@ -4,7 +4,7 @@
 //! work is served (≥ 99 %) about as fast as on an idle server (p99 ≤ 2× the
 //! unloaded p99) and sheddable work absorbs the rejections; the same limit
 //! blind to priorities sheds both alike, and a plain queue serves neither.
-//! `cargo test -p stagger-sim --test priority -- --nocapture` prints the
+//! `cargo test -p stagger-sim --test main -- priority --nocapture` prints the
 //! table SIMULATOR.md shows.
 
 use std::time::Duration;

@@ -7,8 +7,8 @@
 //! the rest. With backoff alone the workers keep sending at the rate being
 //! refused; the quota stops their retries once it is spent but not their
 //! first attempts; the adaptive limiter paces every attempt and settles on
-//! the accepted rate. `cargo test -p stagger --test adaptive_convergence
-//! -- --nocapture` prints the per-5-second table BENCHMARKS.md shows.
+//! the accepted rate. `cargo test -p stagger --test main -- adaptive_convergence
+//! --nocapture` prints the per-5-second table BENCHMARKS.md shows.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

@@ -5,18 +5,30 @@
 #[path = "../../../stagger/tests/support/published.rs"]
 pub mod published;
 
-/// A test's turn on the machine, held until it is dropped.
-pub struct Turn(#[allow(dead_code)] std::sync::MutexGuard<'static, ()>);
+/// A test's hold on the machine, released when it is dropped.
+pub enum Turn {
+    /// Alone: no other turn-taking test runs.
+    Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
+    /// Beside other quiet tests, never beside one that runs alone.
+    Quiet(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+}
 
-/// Takes the turn that the tests whose numbers are timings or rates share:
-/// the storms and game-days on real sockets, the fault proxy, signal
-/// delivery, the browser and Prometheus, and the CPU-heavy simulations
-/// that would take their cores. Those run one at a time, so none measures
-/// another; the quick tests of the binary run beside them, as they did
-/// when each suite was a binary of its own (and the fault proxy's suites
-/// pass beside two saturated CPUs in `.ci/under-load`). A test that
-/// panicked leaves the turn usable.
+static FLOOR: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Takes the machine alone, for the tests whose load or numbers are the
+/// point: the storms and game-days on real sockets, the fault proxy, signal
+/// delivery, the browser and Prometheus, and the CPU-heavy simulations.
+/// They run one at a time and beside no other test of the binary, as they
+/// did when each suite was a binary of its own, run after the rest. A test
+/// that panicked leaves the floor usable.
 pub fn turn() -> Turn {
-    static FLOOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    Turn(FLOOR.lock().unwrap_or_else(|e| e.into_inner()))
+    Turn::Alone(FLOOR.write().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Takes the machine beside the binary's other quick tests (every test
+/// that is not a storm takes it), never beside one that runs alone: a test
+/// that times its own run (a timeout, a sleep, a deadline) is not slowed by
+/// a storm, and a storm's numbers are not moved by the quick tests.
+pub fn quiet() -> Turn {
+    Turn::Quiet(FLOOR.read().unwrap_or_else(|e| e.into_inner()))
 }
