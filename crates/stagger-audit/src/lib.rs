@@ -80,6 +80,7 @@
 use std::fmt;
 
 use serde::Serialize;
+use stagger_sim::rounded;
 
 pub mod amplify;
 pub mod checks;
@@ -381,11 +382,6 @@ pub(crate) fn transient_http(status: u16) -> bool {
     stagger::classify::http_status(status, false) != stagger::Class::Permanent
 }
 
-/// Rounds an estimate to three decimals, the toolkit's precision for one.
-pub(crate) fn round3(x: f64) -> f64 {
-    stagger_sim::rounded(x, 3)
-}
-
 /// A method's numbers measured on its engine; an engine that does not
 /// build is the library's error, naming its field.
 pub(crate) fn numbers(
@@ -396,7 +392,7 @@ pub(crate) fn numbers(
     let m = amplify::measure(s, SEED)?;
     let (dead, half) = match m.sample {
         None => (m.dead, m.half),
-        Some(_) => (round3(m.dead), round3(m.half)),
+        Some(_) => (rounded(m.dead, 3), rounded(m.half, 3)),
     };
     Ok(MethodNumbers {
         method,

@@ -2,7 +2,8 @@
 //! run's legend and the self-contained HTML report (inline SVG arrival
 //! histograms, written by hand: no chart library needed). The results
 //! themselves ([`Row`], [`Params`], [`Results`]) are the game-day's own, in
-//! [`stagger_gameday::results`].
+//! [`stagger_gameday::results`]. The hedging and priority game-days' tables
+//! are [`hedging_table`] and [`priority_table`].
 
 use std::fmt::Write as _;
 
@@ -10,6 +11,10 @@ use stagger_gameday::gameday::soak::{Verdict, MAX_GROWTH_PCT};
 use stagger_gameday::results::{Params, Results, Row};
 
 use crate::svg::Histogram;
+
+mod drills;
+
+pub use drills::{hedging_table, priority_table};
 
 /// A share in whole percent, except where rounding would say all or
 /// nothing: 99.5 % is `99.5%`, never `100%`, and 0.2 % is `0.2%`, never `0%`.

@@ -23,7 +23,7 @@ pub fn count(x: f64) -> String {
     }
 }
 
-pub(crate) use crate::round3;
+use stagger_sim::rounded;
 
 /// A layer's tries once its budget caps them in steady state under a dead
 /// dependency.
@@ -94,14 +94,14 @@ pub(crate) fn at_rate(layers: &[Layer], protocol: Protocol, o: &Options) -> Scen
             LayerNumbers {
                 sees,
                 retries,
-                tries: round3(tries),
-                sends: round3(sends),
+                tries: rounded(tries, 3),
+                sends: rounded(sends, 3),
             }
         })
         .collect();
     Scenario {
         layers,
-        bottom_attempts: round3(sends),
+        bottom_attempts: rounded(sends, 3),
         edge_waits: None,
     }
 }
@@ -157,13 +157,13 @@ impl<'a> Walk<'a> {
             layers.push(LayerNumbers {
                 sees,
                 retries: l.rule.retries(sees, self.protocol),
-                tries: round3(tries),
-                sends: round3(sends),
+                tries: rounded(tries, 3),
+                sends: rounded(sends, 3),
             });
             above = sends;
         }
         Scenario {
-            bottom_attempts: round3(run.sent.last().copied().unwrap_or(1.0)),
+            bottom_attempts: rounded(run.sent.last().copied().unwrap_or(1.0), 3),
             layers,
             edge_waits: run.took,
         }

@@ -2,8 +2,9 @@
 //! Istio's implicit retries, per-try timeouts no deadline leaves room for,
 //! meshes that repeat non-idempotent requests, and no budget anywhere.
 
-use super::compose::{budgeted, count, round3};
+use super::compose::{budgeted, count};
 use super::{PathFinding, PathReport, System};
+use stagger_sim::rounded;
 
 fn name(r: &PathReport, i: usize) -> String {
     let l = &r.layers[i];
@@ -217,7 +218,7 @@ fn no_budget(r: &PathReport, retrying: &[usize], out: &mut Vec<PathFinding>) {
                     "nothing on the path caps retries while the dependency is down: a 10 % retry budget at {} ([budget] in a stagger policy, retryThrottling in a service config, retry_budget on an Envoy cluster) would bring {} attempts per call down to about {}",
                     name(r, k),
                     count(bottom),
-                    count(round3(with))
+                    count(rounded(with, 3))
                 ),
             });
         }
@@ -237,7 +238,7 @@ fn sizing(r: &PathReport) -> Vec<PathFinding> {
             let fix = match z.floor {
                 Some(f) => format!(
                     "at most {f} retries in flight (maxRetries, max_retries, or min_retry_concurrency with the budget's percent at most {} %) keeps it at or under {}",
-                    count(round3(z.bound / (z.bottom_attempts / z.tries) * 100.0 - 100.0)),
+                    count(rounded(z.bound / (z.bottom_attempts / z.tries) * 100.0 - 100.0, 3)),
                     count(z.bound)
                 ),
                 None => format!(
@@ -251,13 +252,13 @@ fn sizing(r: &PathReport) -> Vec<PathFinding> {
                 message: format!(
                     "{} caps {} retries in flight; at {} requests/s at the edge ({} here) and {:?} per attempt, Little's law lets {} retries/s through of the {} its rules want, so {} attempts per call reach the bottom, over the bound of {}; {fix}",
                     name(r, z.layer),
-                    count(round3(z.cap)),
+                    count(rounded(z.cap, 3)),
                     count(rate),
-                    count(round3(z.rate)),
+                    count(rounded(z.rate, 3)),
                     latency,
-                    count(round3(z.allowed_per_second)),
-                    count(round3(z.wanted_per_second)),
-                    count(round3(z.bottom_attempts)),
+                    count(rounded(z.allowed_per_second, 3)),
+                    count(rounded(z.wanted_per_second, 3)),
+                    count(rounded(z.bottom_attempts, 3)),
                     count(z.bound),
                 ),
             }

@@ -616,7 +616,7 @@ pub(crate) fn report(
         layers,
         dead,
         at_rate,
-        budgeted_bottom_attempts: compose::round3(budgeted_bottom_attempts),
+        budgeted_bottom_attempts: stagger_sim::rounded(budgeted_bottom_attempts, 3),
         sizing: Vec::new(),
         findings: Vec::new(),
     };

@@ -39,7 +39,10 @@ pub fn run(r: &Run<'_>) -> anyhow::Result<ExitCode> {
             serde_json::json!({"fault": "slow", "requests": requests, "rate": rate, "runs": runs})
         );
     } else {
-        print!("{}", hedging::table(&p, &runs, requests, rate));
+        print!(
+            "{}",
+            stagger_report::gameday::hedging_table(&p, &runs, requests, rate)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -31,7 +31,7 @@ pub fn run(
             serde_json::json!({"scenario": "priority", "report": report})
         );
     } else {
-        print!("{}", priority::table(&p, &report));
+        print!("{}", stagger_report::gameday::priority_table(&p, &report));
     }
     Ok(ExitCode::SUCCESS)
 }

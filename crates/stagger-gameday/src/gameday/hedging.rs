@@ -195,32 +195,6 @@ fn service_time(p: &HedgingParams, rng: &mut FastRng) -> Duration {
     Duration::from_secs_f64(t.min(60.0))
 }
 
-/// The table: measured and predicted, one line per strategy.
-pub fn table(p: &HedgingParams, runs: &[HedgingRun], requests: u64, rate: f64) -> String {
-    let mut s = format!(
-        "hedging game-day on 127.0.0.1: {requests} GET requests at {rate}/s per strategy; service LogNormal(median {:?}, σ {}) + {:?} with probability {}; unlimited capacity\n",
-        p.latency_median, p.latency_sigma, p.stall, p.stall_prob
-    );
-    s.push_str(&format!(
-        "{:<14} {:>9} {:>9} {:>11} {:>8}   {:>9} {:>9} {:>11}\n",
-        "strategy", "p50 ms", "p99 ms", "extra load", "errors", "sim p50", "sim p99", "sim extra"
-    ));
-    for r in runs {
-        s.push_str(&format!(
-            "{:<14} {:>9.1} {:>9.1} {:>10.1}% {:>8}   {:>9.1} {:>9.1} {:>10.1}%\n",
-            r.measured.strategy,
-            r.measured.p50_ms,
-            r.measured.p99_ms,
-            r.measured.extra_load * 100.0,
-            r.errors,
-            r.predicted.p50_ms,
-            r.predicted.p99_ms,
-            r.predicted.extra_load * 100.0,
-        ));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,7 +226,5 @@ mod tests {
             hedged.measured.extra_load > 0.02 && hedged.measured.extra_load < 0.4,
             "{hedged:?}"
         );
-        let t = table(&p, &runs, 300, 300.0);
-        assert_eq!(t.lines().count(), 4);
     }
 }

@@ -21,7 +21,7 @@
 //!
 //! let p = PriorityParams { duration: Duration::from_secs(3), ..PriorityParams::default() };
 //! let report = priority::run(&p)?; // about 15 s
-//! print!("{}", priority::table(&p, &report));
+//! // stagger_report::gameday::priority_table(&p, &report) draws the table.
 //! assert!(report.servers[0].critical.success_pct > report.servers[1].critical.success_pct);
 //! # Ok::<(), stagger_gameday::Error>(())
 //! ```
@@ -533,60 +533,6 @@ impl Tally {
             p99_ms: stagger_sim::rounded(p99.as_secs_f64() * 1e3, 1),
         }
     }
-}
-
-/// One server's line of the table.
-fn row(v: &ServerRun) -> String {
-    format!(
-        "{:<26} {:>6.1}% {:>6.1}ms {:>6.1} {:>6.1}% {:>6} {:>6} {:>6} {:>7}\n",
-        v.server,
-        v.critical.success_pct,
-        v.critical.p99_ms,
-        v.critical_p99_ratio,
-        v.sheddable.success_pct,
-        v.critical.shed,
-        v.sheddable.shed,
-        v.critical.failed + v.sheddable.failed,
-        v.layer_shed,
-    )
-}
-
-/// The table, ≤ 100 columns (with the CPU trigger's run, its row, how it
-/// held and its trace plotted every half second).
-pub fn table(p: &PriorityParams, r: &PriorityReport) -> String {
-    let mut s = format!(
-        "priority game-day on 127.0.0.1: {:?} of CPU a request on {} core(s) ({} loop rounds)\n\
-         capacity {}/s; {} requests at {}/s ({}×) per server, {:.0} % critical, deadline {:?}, \
-         limit {}\nunloaded p99 {} ms\n",
-        p.work,
-        p.cores,
-        r.iterations,
-        r.capacity_rps,
-        r.requests,
-        r.rate_rps,
-        p.load,
-        p.critical * 100.0,
-        p.deadline,
-        p.limit,
-        r.unloaded_p99_ms
-    );
-    s.push_str(&format!(
-        "{:<26} {:>7} {:>8} {:>6} {:>7} {:>6} {:>6} {:>6} {:>7}\n",
-        "server", "crit ok", "crit p99", "×idle", "shd ok", "c 503", "s 503", "failed", "shed"
-    ));
-    for v in r.servers.iter().chain(r.cpu.as_ref().map(|c| &c.server)) {
-        s.push_str(&row(v));
-    }
-    s.push_str(
-        "crit ok / shd ok: answered 200 in time (after a warm-up fifth)\n\
-         ×idle: critical p99 over the unloaded p99\n\
-         c 503 / s 503: shed answers by level; failed: no answer in time; shed: the layer's count\n\
-         (every count after the warm-up fifth)\n",
-    );
-    if let Some(c) = &r.cpu {
-        s.push_str(&cpu::section(c));
-    }
-    s
 }
 
 #[cfg(test)]

@@ -333,67 +333,6 @@ fn sample(trigger: &CpuTrigger, tids: &[u32], cores: f64, stop: &AtomicBool) -> 
     trace
 }
 
-/// The CPU trigger's part of the game-day's table: how it held, then its
-/// trace plotted every half second.
-pub fn section(c: &CpuRun) -> String {
-    let h = &c.holding;
-    format!(
-        "\nCPU trigger ({:.0} %, fed by the upstream's threads) for {:.0} s, {:.0} ms requests\n\
-         capacity {}/s, {}/s offered, unloaded p99 {} ms; {} shed by the trigger\n\
-         settled from {:.1} s: cpu {:.1} %, shed rate {:.1} % (peak-to-peak {:.1} pts, \
-         {} swings), {}/{} at 0\n{}",
-        h.threshold * 100.0,
-        c.duration_s,
-        c.work_ms,
-        c.capacity_rps,
-        c.rate_rps,
-        c.unloaded_p99_ms,
-        c.shed_by_cpu,
-        h.settled_from_s,
-        h.mean_utilisation * 100.0,
-        h.mean_shed_rate * 100.0,
-        h.shed_rate_peak_to_peak * 100.0,
-        h.swings,
-        h.samples_not_shedding,
-        h.samples,
-        plot(&c.trace, h.threshold, 5),
-    )
-}
-
-/// The trace as text: one line every `every` samples with the reading,
-/// the smoothed utilisation, the shed rate and a bar of each (≤ 100
-/// columns), the threshold marked `|` on the utilisation's bar.
-pub fn plot(trace: &[TracePoint], threshold: f64, every: usize) -> String {
-    const WIDTH: f64 = 30.0;
-    let bar = |v: f64, mark: Option<f64>| -> String {
-        let n = (v.clamp(0.0, 1.0) * WIDTH).round() as usize;
-        let m = mark.map(|t| (t * WIDTH).round() as usize);
-        (0..WIDTH as usize)
-            .map(|i| match (i < n, Some(i) == m) {
-                (_, true) => '|',
-                (true, false) => '#',
-                (false, false) => ' ',
-            })
-            .collect()
-    };
-    let mut s = format!(
-        "{:>6} {:>5} {:>5} {:>5}  {:<30}  {:<30}\n",
-        "t", "read", "cpu", "shed", "cpu (smoothed), | = threshold", "shed rate"
-    );
-    for p in trace.iter().step_by(every.max(1)) {
-        s.push_str(&format!(
-            "{:>5.1}s {:>4.0}% {:>4.0}% {:>4.0}%  {}  {}\n",
-            p.t_s,
-            p.reading * 100.0,
-            p.utilisation * 100.0,
-            p.shed_rate * 100.0,
-            bar(p.utilisation, Some(threshold)),
-            bar(p.shed_rate, None),
-        ));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,21 +383,6 @@ mod tests {
             .map(|i| 0.3 + 0.05 * f64::from(i))
             .chain((1..=6).map(|i| 0.8 - 0.05 * f64::from(i)));
         assert_eq!(swings(once), 1);
-    }
-
-    #[test]
-    fn the_plot_fits_in_100_columns_and_marks_the_threshold() {
-        let trace = [
-            point(0.1, 0.0, 0.0),
-            point(0.2, 1.0, 1.0),
-            point(0.3, 0.5, 0.25),
-        ];
-        let text = plot(&trace, 0.8, 1);
-        assert_eq!(text.lines().count(), 4, "{text}");
-        for line in text.lines() {
-            assert!(line.chars().count() <= 100, "{line}");
-        }
-        assert!(text.lines().nth(1).unwrap().contains('|'), "{text}");
     }
 
     #[test]
