@@ -1,5 +1,5 @@
 //! tower layers (feature `tower`): retries on the client side (HTTP here, and
-//! gRPC as A6 says in [`grpc`](self::grpc), feature `grpc`), deadlines and
+//! gRPC as A6 says in [`grpc`], feature `grpc`), deadlines and
 //! load shedding on the server side.
 //!
 //! tower's own `Retry` leaves the policy to you: no backoff, jitter cloned
