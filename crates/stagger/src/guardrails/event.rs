@@ -265,7 +265,9 @@ impl Observer for Vec<Arc<dyn Observer>> {
     }
 }
 
-const CLASSES: [Class; 5] = [
+/// Every class of failure, in the order the counters and the exporters
+/// list them.
+pub(crate) const CLASSES: [Class; 5] = [
     Class::Transient,
     Class::Unknown,
     Class::OnlyWithHint,

@@ -3,7 +3,7 @@
 
 use metrics::{Label, Unit};
 
-use crate::guardrails::event::{BreakerState, Event, Observer, ShedReason};
+use crate::guardrails::event::{BreakerState, Event, Observer, ShedReason, CLASSES};
 use crate::observe::sli::{SliSnapshot, SliState};
 use crate::outcome::{Class, StopReason};
 use crate::priority::Priority;
@@ -156,15 +156,6 @@ const CONTRACT: [(&str, Kind, Unit, &str); 20] = [
         Unit::Count,
         "Retry-ratio SLI: 0 healthy, 1 elevated, 2 alarm.",
     ),
-];
-
-/// Every class of failure, as `stagger_failures_total` labels them.
-const CLASSES: [Class; 5] = [
-    Class::Transient,
-    Class::Unknown,
-    Class::OnlyWithHint,
-    Class::Permanent,
-    Class::Cancelled,
 ];
 
 /// The state changes a breaker makes.
