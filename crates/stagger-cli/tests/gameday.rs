@@ -49,7 +49,7 @@ fn after_stall_successes(r: &Value) -> u64 {
 
 #[test]
 fn a_stall_keeps_lockstep_retries_over_capacity_while_budget_and_breaker_recover() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-stall");
     let out = dir.path("report");
     let out_s = out.to_string_lossy().into_owned();
@@ -121,7 +121,7 @@ fn a_stall_keeps_lockstep_retries_over_capacity_while_budget_and_breaker_recover
 
 #[test]
 fn against_a_dead_dependency_the_breaker_cuts_retries_to_about_zero() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-dead");
     let v = gameday(
         &[
@@ -156,7 +156,7 @@ fn against_a_dead_dependency_the_breaker_cuts_retries_to_about_zero() {
 
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-flags");
     for (args, flag) in [
         (&["--duration", "500s"][..], "--duration"),
@@ -200,7 +200,7 @@ fn bad_flags_exit_2_naming_the_flag() {
 /// makes 1.10 and serves 88 %; the margins here are wide.
 #[test]
 fn the_drill_thin_pods_budget_engages_in_a_stall() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-drill");
     // The drill's shape, shortened: 13 s of traffic, the stall at 8–10 s.
     let v = gameday(
@@ -228,7 +228,7 @@ fn the_drill_thin_pods_budget_engages_in_a_stall() {
 /// none). Every request now counts, a failed one at the moment it failed.
 #[test]
 fn p99_counts_the_requests_that_failed() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-p99");
     let v = gameday(
         &["--fault", "dead", "--strategy", "full", "--duration", "4s"],

@@ -114,7 +114,7 @@ fn row(v: &Value, s: &str) -> Value {
 
 #[test]
 fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     if !can_run() {
         return;
     }
@@ -161,7 +161,7 @@ fn the_guarded_preset_holds_when_failures_are_connect_timeouts() {
 
 #[test]
 fn a_kernel_fault_without_hosts_is_a_usage_error() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-hosts-bad");
     let done = stagger(
         &["gameday", "--fault", "blackhole", "--duration", "10s"],
@@ -324,7 +324,7 @@ impl Drop for Hosts {
 
 #[test]
 fn ctrl_c_during_a_blackhole_leaves_no_namespace_and_no_nft_rule() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     if !can_run() {
         return;
     }
@@ -349,7 +349,7 @@ fn ctrl_c_during_a_blackhole_leaves_no_namespace_and_no_nft_rule() {
 
 #[test]
 fn sigterm_while_the_namespaces_are_being_made_leaves_none() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     if !can_run() {
         return;
     }
@@ -372,7 +372,7 @@ fn sigterm_while_the_namespaces_are_being_made_leaves_none() {
 
 #[test]
 fn cleanup_removes_what_a_killed_gameday_left() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     if !can_run() {
         return;
     }
@@ -412,7 +412,7 @@ fn cleanup_removes_what_a_killed_gameday_left() {
 
 #[test]
 fn cleanup_takes_no_other_flag() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-hosts-cleanup-bad");
     let done = stagger(&["gameday", "--cleanup", "--hosts", "2"], &dir);
     assert_eq!(code(&done), Some(2), "{}", done.stderr);

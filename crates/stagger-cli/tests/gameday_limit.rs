@@ -38,7 +38,7 @@ fn gameday(limit: &str, dir: &TempDir) -> Value {
 
 #[test]
 fn a_limit_that_sheds_retries_first_keeps_goodput_up_through_a_stall_and_a_ramp() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-limit");
     let none = gameday("none", &dir);
     let aimd = gameday("aimd", &dir);
@@ -61,7 +61,7 @@ fn a_limit_that_sheds_retries_first_keeps_goodput_up_through_a_stall_and_a_ramp(
 
 #[test]
 fn a_bad_limit_or_ramp_is_a_usage_error_naming_its_flag() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-limit-bad");
     for (args, flag) in [
         (

@@ -4,8 +4,9 @@
 //! The reset fault reads each request, applies every other one, and resets
 //! the connection: keyed POSTs recover without a duplicate, unkeyed ones are
 //! never repeated. The soak is the CI form of the ten-minute run in
-//! GAMEDAY.md: 2 min of steady traffic with the process's resident memory
-//! and open descriptors sampled from /proc/self, flat after a 60 s warm-up.
+//! GAMEDAY.md: 1 min of steady traffic with the process's resident memory
+//! and open descriptors sampled from /proc/self every second, flat after a
+//! 30 s warm-up.
 
 use crate::common;
 
@@ -38,7 +39,7 @@ fn n(r: &Value, field: &str) -> f64 {
 
 #[test]
 fn resets_are_retried_without_duplicates_only_when_keyed() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-reset");
     // Traffic 8 s, resets from 2 s to 5 s.
     let short = ["--fault", "reset", "--duration", "8s", "--fault-at", "2s"];
@@ -74,7 +75,7 @@ fn resets_are_retried_without_duplicates_only_when_keyed() {
 
 #[test]
 fn a_short_soak_holds_memory_and_descriptors_flat() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::alone();
     let dir = TempDir::new("gameday-soak");
     let (status, v) = gameday(
         &[
@@ -84,32 +85,35 @@ fn a_short_soak_holds_memory_and_descriptors_flat() {
             "--strategy",
             "full+budget+breaker",
             "--duration",
-            "2m",
+            "1m",
             "--rate",
             "300",
             "--workers",
             "60",
         ],
         &dir,
-        Duration::from_secs(200),
+        Duration::from_secs(120),
     );
     let soak = &v["soak"];
     let samples = soak["samples"].as_array().unwrap();
     assert!(samples.len() >= 40, "{} samples", samples.len());
-    assert_eq!(soak["warm_window_s"], serde_json::json!([60.0, 75.0]));
-    assert_eq!(soak["end_window_s"], serde_json::json!([105.0, 120.0]));
+    assert_eq!(soak["warm_window_s"], serde_json::json!([30.0, 37.5]));
+    assert_eq!(soak["end_window_s"], serde_json::json!([52.5, 60.0]));
     assert!(n(soak, "rss_growth_pct") < 5.0, "{soak}");
-    assert!(n(soak, "fds_growth_pct") < 10.0, "{soak}");
+    // Descriptors are judged by the verdict's own rule (growth under 5 %
+    // plus a few that come and go), which `flat` carries; a bare
+    // percentage of some ninety descriptors moves by ten with nine
+    // connections.
     assert_eq!(soak["flat"], true);
     assert_eq!(status, Some(0));
     let r = row(&v, "full+budget+breaker");
-    assert!(n(r, "requests") >= 35_000.0, "{r}");
+    assert!(n(r, "requests") >= 17_500.0, "{r}");
     assert!(n(r, "request_success") > 0.99, "{r}");
 }
 
 #[test]
 fn a_soak_runs_one_strategy_and_may_run_long() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-soak-usage");
     let done = stagger_with(
         &["gameday", "--soak", "--strategy", "none,full"],

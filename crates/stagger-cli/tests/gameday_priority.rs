@@ -76,7 +76,7 @@ fn checked(doc: &Value) -> [Value; 3] {
 
 #[test]
 fn priorities_keep_critical_served_at_twice_the_capacity() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-priority");
     // A second run only if another process's load pulled the first below
     // 95 %; the comparison above holds in each run.
@@ -93,7 +93,7 @@ fn priorities_keep_critical_served_at_twice_the_capacity() {
 
 #[test]
 fn a_duration_out_of_range_or_another_scenario_is_a_usage_error() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-priority-bad");
     let done = stagger(&["gameday", "--priority", "--duration", "100ms"], &dir);
     assert_eq!(code(&done), Some(2), "{}", done.stderr);
@@ -156,7 +156,7 @@ fn held(cpu: &Value) -> Result<(), String> {
 /// only if the first missed (a burst of load from elsewhere).
 #[test]
 fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::alone();
     let dir = TempDir::new("gameday-priority-cpu");
     let mut why = Vec::new();
     for _ in 0..2 {
@@ -189,7 +189,7 @@ fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping(
 /// two agree within a few answers still in flight at the warm-up's end.
 #[test]
 fn the_layers_shed_count_covers_the_same_requests_as_the_503_columns() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-priority-shed");
     let [with, without, _] = checked(&gameday(&dir));
     for s in [&with, &without] {

@@ -53,7 +53,7 @@ fn post_drill(target: &str, strategies: &str, dir: &TempDir) -> common::Done {
 
 #[test]
 fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some(nginx) = nginx::Nginx::start() else {
         return;
     };
@@ -108,7 +108,7 @@ fn the_guarded_preset_recovers_from_a_stall_in_front_of_nginx() {
 
 #[test]
 fn a_bad_target_is_a_usage_error_naming_the_flag() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-target-bad");
     for (args, says) in [
         (&["--target", "ftp://127.0.0.1:1/x"][..], "--target: "),
@@ -157,7 +157,7 @@ fn baseline(
 
 #[test]
 fn posting_to_a_read_endpoint_says_nginx_answered_405_to_every_request() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some(nginx) = nginx::Nginx::start() else {
         return;
     };
@@ -178,7 +178,7 @@ fn posting_to_a_read_endpoint_says_nginx_answered_405_to_every_request() {
 
 #[test]
 fn a_target_is_read_with_gets_by_default_without_keys_or_a_405_line() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some(nginx) = nginx::Nginx::start() else {
         return;
     };
@@ -199,7 +199,7 @@ fn a_target_is_read_with_gets_by_default_without_keys_or_a_405_line() {
 
 #[test]
 fn a_method_the_run_cannot_send_is_a_usage_error_naming_the_flag() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::any();
     let dir = TempDir::new("gameday-method-bad");
     for (args, says) in [
         (
@@ -225,7 +225,7 @@ fn a_method_the_run_cannot_send_is_a_usage_error_naming_the_flag() {
 /// against the upstream's log (its `log_format` carries the key).
 #[test]
 fn duplicate_writes_match_the_keys_nginx_logged_twice() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some(nginx) = nginx::Nginx::start() else {
         return;
     };

@@ -12,7 +12,7 @@ use stagger_gameday::proxy::{self, Config, Proxy};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn grpc_retries_through_the_proxy_are_counted_and_the_trailers_pass() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let script = Script::new([Fault::TrailersOnly(14, None), Fault::TrailersOnly(14, None)]);
     let upstream = start(script).await;
     let cfg = Config::new(
@@ -59,7 +59,7 @@ async fn grpc_retries_through_the_proxy_are_counted_and_the_trailers_pass() {
 /// `upstream 2xx`; this one comes in the trailers, after a message.
 #[tokio::test(flavor = "multi_thread")]
 async fn grpc_unavailable_in_the_trailers_is_not_counted_as_ok() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let upstream = start(Script::new([Fault::AfterHeaders(14)])).await;
     let cfg = Config::new(
         "127.0.0.1:0".parse().unwrap(),
@@ -106,7 +106,7 @@ async fn grpc_unavailable_in_the_trailers_is_not_counted_as_ok() {
 /// told it.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_http1_request_to_an_h2c_only_upstream_is_not_called_a_fault() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let upstream = start(Script::new([])).await;
     let cfg = Config::new(
         "127.0.0.1:0".parse().unwrap(),

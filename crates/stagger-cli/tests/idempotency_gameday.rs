@@ -280,7 +280,7 @@ fn seen(key: String, (status, out): (ExitStatus, String)) -> Seen {
 
 #[test]
 fn a_retried_write_runs_once_with_the_layer_and_twice_without_it_in_the_same_run() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let (with_service, with_addr) = start_service(true);
     let (without_service, without_addr) = start_service(false);
     let (with_proxy, with_front) = start_proxy(with_addr);

@@ -187,7 +187,7 @@ async fn check_priority_scene(lab: &Lab, s: &webdriver::Session, long: Duration)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_draws_the_apis_numbers_in_a_real_browser() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some((lab, driver, s, _one)) = open().await else {
         return;
     };
@@ -520,7 +520,7 @@ return {
 /// with the slowdown shaded, and says so when the spike is clipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metastable_chart_draws_what_the_clients_sent_through_the_slowdown() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some((lab, driver, s, _one)) = open().await else {
         return;
     };

@@ -1,9 +1,10 @@
 //! The crate's integration tests in one binary: each file is a module, so the crate graph is
-//! linked once instead of once per file. The suites whose numbers are timings or rates (storms,
-//! the fault proxy, signals, the browser, Prometheus, the simulations) run alone through
-//! `support::turn`, one at a time, as they did when each was a binary of its own; every other
-//! test takes `support::quiet`, which the quick tests share with each other and never with a
-//! storm.
+//! linked once instead of once per file. Every test takes a turn from `support` first: the storms
+//! and game-days on real sockets, the browser and Prometheus take `support::storm` and run beside
+//! each other only (two at a time on two cores, as when each suite was a binary of its own); the
+//! soak, light and judged by its own process's memory, takes `support::background` and runs beside
+//! anything but the game-day whose numbers are CPU time, which takes `support::alone`; every other
+//! test takes `support::quiet`, shared by the quick tests and never with a storm.
 
 #[allow(unused_imports)]
 mod common;

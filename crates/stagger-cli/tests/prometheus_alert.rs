@@ -153,7 +153,7 @@ fn gameday(dir: &Path, name: &str, strategy: &str, port: u16) -> Killed {
 
 #[test]
 fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget_or_an_open_breaker() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some(prometheus) = prometheus_bin() else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -317,7 +317,7 @@ fn retry_amplification_high_fires_for_a_storm_and_stays_silent_with_a_budget_or_
 
 #[test]
 fn metrics_addr_must_be_loopback_and_free() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("metrics-addr");
     let done = common::stagger(
         &[

@@ -56,7 +56,7 @@ fn wait_listening(addr: SocketAddr) {
 
 #[test]
 fn the_proxy_counts_what_nginx_served_and_prints_the_histogram() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::storm();
     let Some(nginx) = nginx::Nginx::start() else {
         return;
     };
@@ -145,7 +145,7 @@ fn the_proxy_counts_what_nginx_served_and_prints_the_histogram() {
 
 #[test]
 fn sigterm_stops_the_proxy_with_its_histogram() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("proxy-sigterm");
     let listen = free_port().to_string();
     let started = Instant::now();
@@ -171,7 +171,7 @@ fn sigterm_stops_the_proxy_with_its_histogram() {
 
 #[test]
 fn a_malformed_fault_names_the_flag_and_the_part() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("proxy-bad");
     for (args, says) in [
         (
@@ -208,7 +208,7 @@ fn a_malformed_fault_names_the_flag_and_the_part() {
 
 #[test]
 fn overlapping_faults_and_faults_past_the_duration_are_refused_with_a_line() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("proxy-overlap");
     for (args, says) in [
         (

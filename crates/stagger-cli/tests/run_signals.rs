@@ -27,7 +27,7 @@ fn trapping(sig: &str) -> String {
 /// attempt follows, and stagger ends by the same signal.
 #[test]
 fn ending_signals_are_forwarded_and_end_the_run_by_the_same_signal() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     for (name, number) in [("HUP", 1), ("INT", 2), ("QUIT", 3), ("TERM", 15)] {
         let dir = TempDir::new(&format!("forward-{name}"));
         let started = Instant::now();
@@ -55,7 +55,7 @@ fn ending_signals_are_forwarded_and_end_the_run_by_the_same_signal() {
 /// too) and the run goes on to its ordinary end.
 #[test]
 fn usr1_and_usr2_are_forwarded_to_the_group_and_the_run_goes_on() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     for sig in ["USR1", "USR2"] {
         let dir = TempDir::new(&format!("pass-{sig}"));
         let script = format!(
@@ -85,7 +85,7 @@ fn usr1_and_usr2_are_forwarded_to_the_group_and_the_run_goes_on() {
 /// `-s INT`: the timeout sends SIGINT, and the run still exits 124.
 #[test]
 fn signal_flag_chooses_the_timeout_signal() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("signal-flag");
     let d = stagger(
         &[
@@ -128,7 +128,7 @@ fn signal_flag_chooses_the_timeout_signal() {
 /// SIGTERM that ended it), 137 when SIGKILL was needed.
 #[test]
 fn preserve_status_keeps_the_commands_status() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("preserve");
     let d = stagger(
         &[
@@ -165,7 +165,7 @@ fn preserve_status_keeps_the_commands_status() {
 /// `--kill-after`, as help says.
 #[test]
 fn an_ignored_interrupt_is_followed_by_sigkill_after_kill_after() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("ctrl-c");
     let started = Instant::now();
     let child = spawn(
@@ -205,7 +205,7 @@ fn an_ignored_interrupt_is_followed_by_sigkill_after_kill_after() {
 /// exit 127 at once, as timeout(1) does.
 #[test]
 fn a_missing_path_says_no_such_file() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("no-such-file");
     let d = stagger(&["run", "--", "/nonexistent/stagger-cmd"], &dir);
     assert_eq!(code(&d), Some(127));
@@ -225,7 +225,7 @@ fn a_missing_path_says_no_such_file() {
 /// `--stdin-each`) is 125, and the command never runs.
 #[test]
 fn stagger_own_failure_exits_125() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("own-failure");
     let started = Instant::now();
     let child = Command::new(BIN)
@@ -266,7 +266,7 @@ fn on_a_terminal(line: &str, input: &[u8], dir: &TempDir) -> Done {
 /// SIGTTIN; stagger ends it and names `--foreground` instead of hanging.
 #[test]
 fn reading_the_terminal_without_foreground_ends_with_a_message() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("tty-stop");
     let line = format!(
         "{BIN} run --attempts 3 --base 10ms -- sh -c 'echo x >> count; read answer; echo got:$answer'"
@@ -284,7 +284,7 @@ fn reading_the_terminal_without_foreground_ends_with_a_message() {
 /// stagger.
 #[test]
 fn foreground_lets_the_command_read_the_terminal() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("tty-foreground");
     let line = format!("{BIN} run --foreground -- sh -c 'read answer; echo got:$answer; exit 0'");
     let d = on_a_terminal(&line, b"yes\n", &dir);
@@ -295,7 +295,7 @@ fn foreground_lets_the_command_read_the_terminal() {
 /// `--foreground` keeps timeouts: the command itself gets the signal.
 #[test]
 fn foreground_still_times_out() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("fg-timeout");
     let d = stagger(
         &[
@@ -320,7 +320,7 @@ fn foreground_still_times_out() {
 /// command that ignores SIGTERM runs to its own end, and the run exits 124.
 #[test]
 fn kill_after_zero_never_sends_sigkill() {
-    let _turn = crate::support::turn();
+    let _turn = crate::support::quiet();
     let dir = TempDir::new("kill-after-0");
     let d = stagger(
         &[

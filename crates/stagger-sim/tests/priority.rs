@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use stagger_sim::priority::{range, run, table, Report, Shedding, Workload};
+use stagger_sim::priority::{range, run, Report, Shedding, Workload};
 
 const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 
@@ -55,11 +55,18 @@ fn table_and_checks(loaded: Workload) {
     };
     let unloaded = runs(&idle, Shedding::Queue);
     let unloaded_p99 = range(&unloaded, |r| ms(r.critical.p99())).1;
-    print!("{}", table(&loaded, &SEEDS));
     let by: Vec<(Shedding, Vec<Report>)> = Shedding::ALL
         .iter()
         .map(|&s| (s, runs(&loaded, s)))
         .collect();
+    for (s, r) in &by {
+        println!(
+            "{:<32} critical served {:.3?}, p99 {:.0?} ms (unloaded {unloaded_p99:.1})",
+            s.name(),
+            range(r, |x| x.critical.success()),
+            range(r, |x| ms(x.critical.p99())),
+        );
+    }
     let get = |s: Shedding| &by.iter().find(|(x, _)| *x == s).unwrap().1;
     for s in [Shedding::Priorities, Shedding::PrioritiesCpu] {
         let r = get(s);

@@ -143,67 +143,15 @@ pub fn simulate(w: &Workload, loads: &[f64], seeds: &[u64]) -> String {
     .to_string()
 }
 
-/// The comparison at one load as the other models print theirs: a line
-/// naming the workload (its load included), then aligned columns, each
-/// figure the lowest and highest over its random seeds.
+/// The comparison at one load, run and drawn (by the report crate, as the
+/// other models' tables are).
 pub fn table(w: &Workload, seeds: &[u64]) -> String {
     let rows = priority::compare(w, seeds);
     let unloaded: Vec<Report> = seeds
         .iter()
         .map(|&s| priority::run(&Workload { load: 0.3, ..*w }, Shedding::Queue, s))
         .collect();
-    table_of(w, seeds, &rows, &unloaded)
-}
-
-fn table_of(
-    w: &Workload,
-    seeds: &[u64],
-    rows: &[(Shedding, Vec<Report>)],
-    unloaded: &[Report],
-) -> String {
-    let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let capacity = f64::from(w.cores) / w.cpu.as_secs_f64();
-    let seeds_said = match (seeds.first(), seeds.last()) {
-        (Some(a), Some(b)) if seeds.len() > 1 => format!("seeds {a}–{b}"),
-        (Some(a), _) => format!("seed {a}"),
-        _ => "no seeds".into(),
-    };
-    let mut out = format!(
-        "priority: load {}× capacity ({:.0} req/s to {} cores serving {:.0} req/s), {:.0} % critical, \
-         {}s, deadline {}; ranges over {seeds_said}; critical p99 at 0.3× capacity {:.1} ms\n",
-        w.load,
-        w.load * capacity,
-        w.cores,
-        capacity,
-        100.0 * w.critical,
-        w.seconds,
-        crate::run::human(w.deadline),
-        priority::range(unloaded, |r| ms(r.critical.p99())).1,
-    );
-    out.push_str(&format!(
-        "{:<32}  {:>15}  {:>15}  {:>16}  {:>14}  {:>12}\n",
-        "server",
-        "critical served",
-        "critical p99 ms",
-        "sheddable served",
-        "sheddable shed",
-        "cores busy"
-    ));
-    let pct = |(a, b): (f64, f64)| format!("{:.1}–{:.1}%", 100.0 * a, 100.0 * b);
-    for (s, r) in rows {
-        let shed = |x: &Report| x.sheddable.shed as f64 / x.sheddable.offered.max(1) as f64;
-        let (p_lo, p_hi) = priority::range(r, |x| ms(x.critical.p99()));
-        out.push_str(&format!(
-            "{:<32}  {:>15}  {:>15}  {:>16}  {:>14}  {:>12}\n",
-            s.name(),
-            pct(priority::range(r, |x| x.critical.success())),
-            format!("{p_lo:.0}–{p_hi:.0}"),
-            pct(priority::range(r, |x| x.sheddable.success())),
-            pct(priority::range(r, shed)),
-            pct(priority::range(r, |x| x.utilisation)),
-        ));
-    }
-    out
+    stagger_report::simulate::priority::table(w, seeds, &rows, &unloaded)
 }
 
 /// Runs the comparison and prints its table (one per load, each headed by

@@ -11,6 +11,7 @@ use crate::WriteError;
 
 mod charts;
 pub mod hedging;
+pub mod priority;
 mod report;
 mod table;
 
@@ -47,4 +48,13 @@ pub fn writable(dir: &std::path::Path) -> Result<(), String> {
     std::fs::File::create(&probe).map_err(|e| format!("--out: cannot write in {shown}: {e}"))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
+}
+
+/// `d` as milliseconds under a second, else as seconds (`250 ms`, `1.5 s`).
+pub(crate) fn humantime_ms(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{} s", d.as_secs_f64())
+    }
 }

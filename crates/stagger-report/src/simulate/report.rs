@@ -273,7 +273,7 @@ fn lockstep(p: &Params, r: &Results, sc: &Scale, h: &mut String) {
                      the backoff is long against the {unit} (try <code>--base 1s</code>); what lowers the \
                      load is fewer retries (+budget, +breaker).</p>",
                     g * 100.0,
-                    humantime_ms(p.base),
+                    super::humantime_ms(p.base),
                     bin_s * 1e3
                 );
             } else {
@@ -373,14 +373,6 @@ fn retry_ratios(r: &Results, bin_s: f64, h: &mut String) {
         h.push_str(&svg_or_note(charts::lines(&lines, &frame)));
     }
     h.push_str("</div>");
-}
-
-fn humantime_ms(d: std::time::Duration) -> String {
-    if d < std::time::Duration::from_secs(1) {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{} s", d.as_secs_f64())
-    }
 }
 
 fn sweep_charts(r: &Results, h: &mut String) {
