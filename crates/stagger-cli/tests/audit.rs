@@ -21,7 +21,7 @@ fn audit(args: &[&str]) -> Done {
 
 #[test]
 fn good_examples_exit_0_with_no_finding() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     for f in ["service-config-good.json", "policy-good.toml"] {
         let d = audit(&[&example(f)]);
         assert_eq!(code(&d), Some(0), "{f}: {}{}", d.stdout, d.stderr);
@@ -32,7 +32,7 @@ fn good_examples_exit_0_with_no_finding() {
 
 #[test]
 fn bad_examples_exit_1_and_name_every_checklist_item() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let d = audit(&[&example("policy-bad.toml")]);
     assert_eq!(code(&d), Some(1), "{}", d.stderr);
     for id in [
@@ -63,7 +63,7 @@ fn bad_examples_exit_1_and_name_every_checklist_item() {
 
 #[test]
 fn json_has_the_documented_shape() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let d = audit(&[&example("service-config-bad.json"), "--format", "json"]);
     assert_eq!(code(&d), Some(1));
     assert!(
@@ -93,7 +93,7 @@ fn json_has_the_documented_shape() {
 
 #[test]
 fn layers_multiply_and_are_reported() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let d = audit(&[
         &example("service-config-bad.json"),
         &example("policy-bad.toml"),
@@ -113,7 +113,7 @@ fn layers_multiply_and_are_reported() {
 
 #[test]
 fn unusable_input_exits_2_naming_the_file_and_the_field() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-bad");
     std::fs::write(dir.path("p.toml"), "attempts = 0\n").unwrap();
     std::fs::write(dir.path("s.json"), "{\"methodConfig\": {}}").unwrap();
@@ -148,7 +148,7 @@ fn unusable_input_exits_2_naming_the_file_and_the_field() {
 /// `docs/audit.md` is what the binary prints today.
 #[test]
 fn readme_shows_real_output() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(format!("{root}/docs/audit.md")).unwrap();
     let mut checked = 0;
@@ -211,7 +211,7 @@ fn published() -> Option<Vec<String>> {
 
 #[test]
 fn every_published_config_exits_0_or_1_with_json() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(files) = published() else { return };
     for f in files {
         let d = stagger_with(
@@ -259,7 +259,7 @@ fn many_names(dir: &TempDir, n: usize) -> String {
 
 #[test]
 fn thousands_of_names_in_one_entry_print_one_row_within_120_columns() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-many");
     let file = many_names(&dir, 3000);
     let d = stagger(&["audit", &file], &dir);
@@ -278,7 +278,7 @@ fn thousands_of_names_in_one_entry_print_one_row_within_120_columns() {
 
 #[test]
 fn a_closed_stdout_ends_the_program_quietly() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     use std::io::Read;
     let dir = TempDir::new("audit-pipe");
     let file = many_names(&dir, 3000);
@@ -299,7 +299,7 @@ fn path_example(name: &str) -> String {
 
 #[test]
 fn a_call_path_multiplies_to_27_and_its_fixed_form_to_3() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let bad = [
         path_example("edge-vs.yaml"),
         path_example("cart-service-config.json"),
@@ -348,7 +348,7 @@ fn a_call_path_multiplies_to_27_and_its_fixed_form_to_3() {
 
 #[test]
 fn a_path_selector_that_matches_nothing_exits_2_naming_the_choices() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let p = format!("{}:nowhere", path_example("edge-vs.yaml"));
     let d = audit(&["--path", &p]);
     assert_eq!(code(&d), Some(2), "{}{}", d.stdout, d.stderr);
@@ -377,7 +377,7 @@ fn a_path_selector_that_matches_nothing_exits_2_naming_the_choices() {
 
 #[test]
 fn rate_and_latency_size_a_cap_and_one_without_the_other_is_a_usage_error() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-sizing");
     let text = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: cart}\nspec:\n  hosts: [cart]\n  http:\n  - route:\n    - destination: {host: cart}\n    retries: {attempts: 2, retryOn: connect-failure}\n---\napiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: cart}\nspec:\n  host: cart\n  trafficPolicy: {connectionPool: {http: {maxRetries: 10}}}\n";
     std::fs::write(dir.path("dr.yaml"), text).unwrap();
@@ -428,7 +428,7 @@ fn rate_and_latency_size_a_cap_and_one_without_the_other_is_a_usage_error() {
 
 #[test]
 fn the_help_says_the_audit_reads_meshes_gateways_proxies_and_dumps() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit");
     let d = stagger(&["--help"], &dir);
     let line = d

@@ -33,7 +33,7 @@ fn tool(name: &str) -> Option<PathBuf> {
 
 #[test]
 fn the_action_passes_the_github_actions_schema() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(check) = tool("check-jsonschema") else {
         return;
     };
@@ -51,7 +51,7 @@ fn the_action_passes_the_github_actions_schema() {
 
 #[test]
 fn the_action_writes_sarif_and_keeps_the_exit_codes() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let text =
         std::fs::read_to_string(workspace().join(".github/actions/stagger-audit/action.yml"))
             .unwrap();
@@ -90,7 +90,7 @@ fn step(action: &str, name: &str) -> (String, String) {
 
 #[test]
 fn the_actions_upload_step_is_reached_on_a_tree_with_a_file_stagger_cannot_read() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let action =
         std::fs::read_to_string(workspace().join(".github/actions/stagger-audit/action.yml"))
             .unwrap();
@@ -169,7 +169,7 @@ fn the_actions_upload_step_is_reached_on_a_tree_with_a_file_stagger_cannot_read(
 
 #[test]
 fn the_pre_commit_manifest_passes_pre_commit_validation() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(pc) = tool("pre-commit") else { return };
     let out = Command::new(pc)
         .arg("validate-manifest")
@@ -200,7 +200,7 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn the_pre_commit_hook_fails_a_repository_whose_path_multiplies_to_27() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(pc) = tool("pre-commit") else { return };
     let dir = TempDir::new("audit-ci");
     let repo = dir.path("repo");

@@ -37,7 +37,7 @@ fn published() -> Option<Vec<String>> {
 
 #[test]
 fn every_published_file_exits_0_or_1_in_text_and_json() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(files) = published() else { return };
     assert!(files.len() >= 20, "{} files", files.len());
     let dir = TempDir::new("audit-kinds");
@@ -54,7 +54,7 @@ fn every_published_file_exits_0_or_1_in_text_and_json() {
 
 #[test]
 fn a_mesh_file_is_audited_object_by_object() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-kinds");
     let vs = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: a}\nspec:\n  hosts: [a]\n  http:\n  - name: read\n    route:\n    - destination: {host: a}\n  - name: write\n    route:\n    - destination: {host: a}\n    retries: {attempts: 0}\n";
     std::fs::write(dir.path("vs.yaml"), vs).unwrap();
@@ -77,7 +77,7 @@ fn a_mesh_file_is_audited_object_by_object() {
 
 #[test]
 fn a_kind_it_does_not_read_is_named_in_one_line() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-kinds");
     std::fs::write(
         dir.path("d.yaml"),
@@ -97,7 +97,7 @@ fn a_kind_it_does_not_read_is_named_in_one_line() {
 
 #[test]
 fn a_mesh_file_among_several_names_the_flag_that_reads_them_together() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-kinds");
     std::fs::write(dir.path("vs.yaml"), "apiVersion: networking.istio.io/v1\nkind: VirtualService\nspec:\n  hosts: [a]\n  http:\n  - route: []\n").unwrap();
     std::fs::write(dir.path("svc.json"), "{}").unwrap();
@@ -110,7 +110,7 @@ fn a_mesh_file_among_several_names_the_flag_that_reads_them_together() {
 // `--path` refused over 4 MiB; plain `audit` read 50 MB into memory.
 #[test]
 fn plain_audit_refuses_a_file_over_4_mib_before_reading_it() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-kinds");
     let big = format!("{{\"methodConfig\":[],\"x\":\"{}\"}}", "a".repeat(5 << 20));
     std::fs::write(dir.path("big.json"), big).unwrap();
@@ -126,7 +126,7 @@ fn plain_audit_refuses_a_file_over_4_mib_before_reading_it() {
 
 #[test]
 fn the_worked_path_gives_27_connects_through_the_binary() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(w4) = support::published::folder("w4-configs") else {
         return;
     };

@@ -19,7 +19,7 @@ const VS: &str = "apiVersion: networking.istio.io/v1\nkind: VirtualService\nmeta
 
 #[test]
 fn the_examples_directory_prints_the_27_attempt_path_first() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     let d = stagger(&["audit", &repo("examples/audit/path")], &dir);
     assert_eq!(code(&d), Some(1), "{}", d.stderr);
@@ -52,7 +52,7 @@ fn the_examples_directory_prints_the_27_attempt_path_first() {
 
 #[test]
 fn files_the_audit_does_not_recognise_are_listed_as_skipped_with_the_reason() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     std::fs::create_dir_all(dir.path("tree/sub")).unwrap();
     std::fs::create_dir_all(dir.path("tree/.git")).unwrap();
@@ -112,7 +112,7 @@ fn files_the_audit_does_not_recognise_are_listed_as_skipped_with_the_reason() {
 
 #[test]
 fn an_unreadable_recognised_file_is_reported_and_exits_2() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     std::fs::create_dir_all(dir.path("tree")).unwrap();
     std::fs::write(dir.path("tree/good.yaml"), VS).unwrap();
@@ -152,7 +152,7 @@ fn dump(n: usize) -> String {
 
 #[test]
 fn a_kubectl_dump_on_stdin_is_read_object_by_object() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     let text = dump(90);
     let d = stagger_with(
@@ -175,7 +175,7 @@ fn a_kubectl_dump_on_stdin_is_read_object_by_object() {
 /// limit here only ends a run that hangs.
 #[test]
 fn a_ten_thousand_object_dump_is_audited_whole() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     let text = dump(10_000);
     let d = stagger_with(
@@ -191,7 +191,7 @@ fn a_ten_thousand_object_dump_is_audited_whole() {
 
 #[test]
 fn every_published_file_in_one_tree_is_read_and_its_paths_are_worst_first() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(w4) = support::published::folder("w4-configs") else {
         return;
     };
@@ -219,7 +219,7 @@ fn every_published_file_in_one_tree_is_read_and_its_paths_are_worst_first() {
 
 #[test]
 fn malformed_dumps_on_stdin_are_one_line_errors_and_exit_2() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     let bomb = "a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\ng: [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n";
     let big = format!("x: {}\n", "y".repeat(50 << 20));
@@ -279,7 +279,7 @@ items:
 
 #[test]
 fn mixed_kinds_on_stdin_are_each_audited_or_listed_as_skipped() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     let d = stagger_with(
         &["audit", "-", "--format", "json"],
@@ -335,7 +335,7 @@ fn mixed_kinds_on_stdin_are_each_audited_or_listed_as_skipped() {
 
 #[test]
 fn mixed_kinds_in_one_file_are_each_audited_in_text_json_and_sarif() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     std::fs::write(dir.path("mixed.yaml"), MIXED).unwrap();
     let d = stagger(&["audit", "mixed.yaml", "--format", "json"], &dir);
@@ -391,7 +391,7 @@ fn files_under(dir: &std::path::Path, out: &mut Vec<String>) {
 
 #[test]
 fn every_file_of_the_published_folders_is_audited_or_listed_as_skipped() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(w4) = support::published::folder("w4-configs") else {
         return;
     };
@@ -438,7 +438,7 @@ fn every_file_of_the_published_folders_is_audited_or_listed_as_skipped() {
 
 #[test]
 fn the_text_lists_a_screen_of_files_skipped_by_name_and_counts_the_rest() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-repo");
     std::fs::create_dir_all(dir.path("tree/src")).unwrap();
     for i in 0..25 {

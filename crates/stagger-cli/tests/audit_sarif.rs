@@ -75,7 +75,7 @@ fn line_with(text: &str, needle: &str) -> i64 {
 
 #[test]
 fn sarif_of_a_bad_service_config_passes_the_schema_with_each_finding_at_its_line() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
     let file = repo("examples/audit/service-config-bad.json");
@@ -113,7 +113,7 @@ fn sarif_of_a_bad_service_config_passes_the_schema_with_each_finding_at_its_line
 
 #[test]
 fn sarif_of_a_call_path_names_every_layer_file() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
     let vs = repo("examples/audit/path/edge-vs.yaml");
@@ -152,7 +152,7 @@ fn sarif_of_a_call_path_names_every_layer_file() {
 
 #[test]
 fn sarif_of_a_clean_file_has_no_results_and_exits_0() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
     let file = repo("examples/audit/service-config-good.json");
@@ -166,7 +166,7 @@ fn sarif_of_a_clean_file_has_no_results_and_exits_0() {
 
 #[test]
 fn an_unreadable_file_exits_2_under_sarif_too() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-sarif");
     std::fs::write(dir.path("broken.json"), "{\"methodConfig\": [").unwrap();
     let d = stagger(&["audit", "broken.json", "--format", "sarif"], &dir);
@@ -176,7 +176,7 @@ fn an_unreadable_file_exits_2_under_sarif_too() {
 
 #[test]
 fn the_validator_rejects_a_log_without_its_version() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     // The outside reader can fail: the same log with `version` removed.
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
@@ -191,7 +191,7 @@ fn the_validator_rejects_a_log_without_its_version() {
 
 #[test]
 fn sarif_of_every_published_file_passes_the_schema() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
     let mut logs = Vec::new();
@@ -224,7 +224,7 @@ fn sarif_of_every_published_file_passes_the_schema() {
 
 #[test]
 fn sarif_of_a_directory_passes_the_schema_with_every_object_and_path() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
     let d = stagger(
@@ -257,7 +257,7 @@ fn sarif_of_a_directory_passes_the_schema_with_every_object_and_path() {
 
 #[test]
 fn sarif_places_an_object_of_a_large_file_at_its_line_in_that_file() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let Some(py) = python() else { return };
     let dir = TempDir::new("audit-sarif");
     std::fs::create_dir_all(dir.path("tree")).unwrap();
@@ -376,7 +376,7 @@ fn github_refuses(log: &Value) -> Vec<String> {
 
 #[test]
 fn sarif_of_the_examples_gives_every_result_a_location_github_accepts_off_comments() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-sarif");
     let d = stagger(
         &["audit", &repo("examples/audit"), "--format", "sarif"],
@@ -407,7 +407,7 @@ fn sarif_of_the_examples_gives_every_result_a_location_github_accepts_off_commen
 
 #[test]
 fn the_github_check_refuses_a_result_without_a_location_or_at_a_comment() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     // The check can fail: a result with no locations, and one at line 1
     // of a file whose first line is a comment.
     let vs = repo("examples/audit/path/edge-vs.yaml");
@@ -426,7 +426,7 @@ fn the_github_check_refuses_a_result_without_a_location_or_at_a_comment() {
 
 #[test]
 fn a_path_of_built_in_layers_only_tells_its_findings_as_notifications() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-sarif");
     let d = stagger(
         &[
@@ -455,7 +455,7 @@ fn a_path_of_built_in_layers_only_tells_its_findings_as_notifications() {
 
 #[test]
 fn sarif_places_each_route_of_a_mixed_file_at_its_own_object() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let dir = TempDir::new("audit-sarif");
     let text = "apiVersion: networking.istio.io/v1
 kind: VirtualService

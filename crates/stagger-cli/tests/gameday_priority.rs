@@ -156,7 +156,7 @@ fn held(cpu: &Value) -> Result<(), String> {
 /// only if the first missed (a burst of load from elsewhere).
 #[test]
 fn the_cpu_trigger_holds_a_cpu_bound_server_near_its_threshold_without_flapping() {
-    let _turn = crate::support::alone();
+    let _turn = crate::support::storm();
     let dir = TempDir::new("gameday-priority-cpu");
     let mut why = Vec::new();
     for _ in 0..2 {

@@ -21,7 +21,7 @@ fn cli(args: &[&str]) -> String {
 
 #[test]
 fn simulate_answers_exactly_what_the_command_prints() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     for (query, flags) in [
         (
@@ -80,7 +80,7 @@ fn simulate_answers_exactly_what_the_command_prints() {
 
 #[test]
 fn hedging_answers_exactly_what_the_command_prints() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     for (query, flags) in [
         (
@@ -139,7 +139,7 @@ fn hedging_answers_exactly_what_the_command_prints() {
 
 #[test]
 fn schedule_answers_exactly_what_the_command_prints() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     let (status, body) = lab.get("/api/schedule?jitter=decorrelated&attempts=5&samples=50&seed=3");
     assert_eq!(status, 200, "{body}");
@@ -161,7 +161,7 @@ fn schedule_answers_exactly_what_the_command_prints() {
 
 #[test]
 fn bad_parameters_are_a_400_naming_them() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     for (query, param) in [
         ("/api/simulate?burst=lots", "burst"),
@@ -189,7 +189,7 @@ fn bad_parameters_are_a_400_naming_them() {
 
 #[test]
 fn decide_without_a_failure_is_a_400_naming_the_parameter() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     for query in ["/api/decide", "/api/decide?method=GET&attempt=1"] {
         let (status, body) = lab.get(query);
@@ -203,7 +203,7 @@ fn decide_without_a_failure_is_a_400_naming_the_parameter() {
 
 #[test]
 fn a_foreign_host_is_refused() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     let port = lab.addr.port();
     for host in [
@@ -223,7 +223,7 @@ fn a_foreign_host_is_refused() {
 
 #[test]
 fn the_page_and_its_assets_are_served_from_the_binary() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     let (status, page) = lab.get("/");
     assert_eq!(status, 200);
@@ -249,7 +249,7 @@ fn the_page_and_its_assets_are_served_from_the_binary() {
 
 #[test]
 fn decide_answers_with_the_engines_decision() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let lab = Lab::start();
     let ask = |q: &str| -> serde_json::Value {
         let (status, body) = lab.get(&format!("/api/decide?{q}"));

@@ -1,10 +1,11 @@
 //! The crate's integration tests in one binary: each file is a module, so the crate graph is
 //! linked once instead of once per file. Every test takes a turn from `support` first: the storms
 //! and game-days on real sockets, the browser and Prometheus take `support::storm` and run beside
-//! each other only (two at a time on two cores, as when each suite was a binary of its own); the
-//! soak, light and judged by its own process's memory, takes `support::background` and runs beside
-//! anything but the game-day whose numbers are CPU time, which takes `support::alone`; every other
-//! test takes `support::quiet`, shared by the quick tests and never with a storm.
+//! each other (two at a time on two cores, as when each suite was a binary of its own); tests
+//! that time their own run take `support::quiet`, shared with each other and never with a storm;
+//! tests that time nothing and read no rate off the machine (usage errors, the audit, the
+//! simulations in virtual time) take `support::any` and run beside either; the soak, judged by
+//! its own memory and descriptors, takes `support::alone`.
 
 #[allow(unused_imports)]
 mod common;

@@ -16,7 +16,7 @@ fn stagger(args: &[&str]) -> (Option<i32>, String, String) {
 
 #[test]
 fn json_samples_obey_each_retrys_bounds() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     for jitter in ["none", "full", "equal", "decorrelated", "proportional:0.2"] {
         let (code, out, err) = stagger(&[
             "schedule",
@@ -60,7 +60,7 @@ fn json_samples_obey_each_retrys_bounds() {
 
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     for (args, flag) in [
         (&["--multiplier", "0.5"][..], "--multiplier"),
         (&["--base", "1x"][..], "--base"),
@@ -87,7 +87,7 @@ fn bad_flags_exit_2_naming_the_flag() {
 /// `[162.0, 162.0)`), and its `b_n` column is blank: it does not use it.
 #[test]
 fn decorrelated_range_is_the_rules_even_with_one_sample() {
-    let _quiet = crate::support::quiet();
+    let _quiet = crate::support::any();
     let args = ["schedule", "--jitter", "decorrelated", "--samples", "1"];
     let (code, out, err) = stagger(&args);
     assert_eq!(code, Some(0), "{err}");

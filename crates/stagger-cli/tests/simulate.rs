@@ -21,7 +21,7 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     for (args, flag) in [
         (&["--clients", "0"][..], "--clients"),
         (&["--clients", "9..3", "--model", "contention"], "--clients"),
@@ -54,7 +54,7 @@ fn bad_flags_exit_2_naming_the_flag() {
 
 #[test]
 fn json_is_byte_identical_whatever_the_thread_count() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let base = ["--format", "json", "--runs", "6", "--seed", "3"];
     for model in [
         &["--model", "failover"][..],
@@ -90,7 +90,7 @@ fn json_is_byte_identical_whatever_the_thread_count() {
 
 #[test]
 fn json_has_the_documented_fields() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(&["--format", "json", "--runs", "2"], None);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["model"], "failover");
@@ -138,7 +138,7 @@ fn json_has_the_documented_fields() {
 
 #[test]
 fn no_flags_prints_the_comparison_and_writes_the_report() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let dir = scratch("default");
     let out = stagger(&["--runs", "3"], Some(&dir));
     assert!(
@@ -181,7 +181,7 @@ fn no_flags_prints_the_comparison_and_writes_the_report() {
 /// was 192 columns wide.
 #[test]
 fn the_first_screen_fits_100_columns_shows_budget_alone_and_no_identical_rows() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(&["--runs", "4", "--out", "none"], None);
     assert!(
         out.status.success(),
@@ -227,7 +227,7 @@ fn the_first_screen_fits_100_columns_shows_budget_alone_and_no_identical_rows() 
 /// Asked for rows that are the same, the table says so and why.
 #[test]
 fn identical_rows_are_named_with_the_reason() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(
         &[
             "--runs",
@@ -258,7 +258,7 @@ fn identical_rows_are_named_with_the_reason() {
 /// the page does not have.
 #[test]
 fn the_report_describes_the_guardrails_the_run_used() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let dir = scratch("guardrails");
     let out = stagger(
         &["--runs", "2", "--out", dir.join("r").to_str().unwrap()],
@@ -296,7 +296,7 @@ fn the_report_describes_the_guardrails_the_run_used() {
 
 #[test]
 fn out_writes_the_report_for_every_model_and_none_disables_it() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let dir = scratch("models");
     for model in ["contention", "metastable", "layers"] {
         let target = dir.join(model);
@@ -331,7 +331,7 @@ fn out_writes_the_report_for_every_model_and_none_disables_it() {
 
 #[test]
 fn the_drill_runs_in_one_command_at_both_shapes() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let thin = stagger(&["--drill", "--runs", "20", "--format", "json"], None);
     assert!(
         thin.status.success(),
@@ -385,7 +385,7 @@ fn the_drill_runs_in_one_command_at_both_shapes() {
 
 #[test]
 fn the_priority_model_serves_critical_work_at_twice_capacity() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(&["--model", "priority", "--format", "json"], None);
     assert_eq!(
         out.status.code(),
@@ -416,7 +416,7 @@ fn the_priority_model_serves_critical_work_at_twice_capacity() {
 
 #[test]
 fn the_priority_model_compares_at_each_load_given() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(
         &[
             "--model",
@@ -491,7 +491,7 @@ fn the_priority_model_compares_at_each_load_given() {
 /// the load and the columns are aligned text.
 #[test]
 fn the_priority_table_is_plain_text_headed_by_its_load() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(
         &[
             "--model",
@@ -521,7 +521,7 @@ fn the_priority_table_is_plain_text_headed_by_its_load() {
 /// `simulate --help` listed `--out` under the priority model's heading.
 #[test]
 fn help_lists_out_among_the_shared_options() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(&["--help"], None);
     let help = String::from_utf8_lossy(&out.stdout);
     let at = |s: &str| {

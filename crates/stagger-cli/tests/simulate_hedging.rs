@@ -12,7 +12,7 @@ fn stagger(args: &[&str]) -> Output {
 
 #[test]
 fn json_has_the_documented_shape() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let out = stagger(&[
         "--format",
         "json",
@@ -53,7 +53,7 @@ fn json_has_the_documented_shape() {
 
 #[test]
 fn the_report_is_written_with_the_sweep() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let dir = std::env::temp_dir().join(format!("stagger-hedging-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = stagger(&[
@@ -82,7 +82,7 @@ fn the_report_is_written_with_the_sweep() {
 
 #[test]
 fn bad_flags_exit_2_naming_the_flag() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     for (args, flag) in [
         (&["--capacity", "2.5"][..], "--capacity"),
         (&["--capacity", "0"], "--capacity"),

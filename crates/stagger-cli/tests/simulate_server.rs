@@ -35,7 +35,7 @@ const SHORT: [&str; 8] = [
 
 #[test]
 fn one_row_per_server_and_strategy_and_the_limit_breaks_the_loop() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let mut args = SHORT.to_vec();
     args.extend([
         "--server",
@@ -68,7 +68,7 @@ fn one_row_per_server_and_strategy_and_the_limit_breaks_the_loop() {
 
 #[test]
 fn the_older_flag_still_means_deadline_drop() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     let mut args = SHORT.to_vec();
     args.extend(["--server-skips-expired", "--strategy", "full"]);
     let doc = json(&args);
@@ -78,7 +78,7 @@ fn the_older_flag_still_means_deadline_drop() {
 
 #[test]
 fn bad_server_input_names_the_flag() {
-    let _turn = crate::support::quiet();
+    let _turn = crate::support::any();
     for (args, needle) in [
         (
             vec!["--model", "metastable", "--server", "lifo"],

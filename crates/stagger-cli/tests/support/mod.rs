@@ -16,12 +16,13 @@ enum Kind {
     /// two on a two-core machine, as when each suite was a binary of its
     /// own), never beside a quick test.
     Storm,
-    /// Neither times its run nor loads the machine (a usage error, refused
-    /// before any traffic): beside quick tests and storms alike, so a
-    /// thread that reaches it during a storm is not left idle.
+    /// Times nothing and reads no rate or count off the machine (a usage
+    /// error, an audit, a simulation in virtual time): beside quick tests
+    /// and storms alike, so a thread that reaches it during a storm is not
+    /// left idle. Beside a storm it weighs what another storm would.
     Any,
-    /// A test whose numbers are the machine's CPU time or its own process's
-    /// memory and descriptors over minutes: beside nothing.
+    /// A test whose numbers are its own process's memory and descriptors
+    /// over a minute (the soak): beside nothing.
     Alone,
 }
 
@@ -156,16 +157,16 @@ pub fn storm() -> Turn {
     take(Kind::Storm)
 }
 
-/// Takes the machine beside any test but one that runs alone: a usage error
-/// refused before any traffic, which neither times its run nor loads the
-/// machine.
+/// Takes the machine beside any test but one that runs alone: a test that
+/// times nothing and reads no rate or count off the machine (a usage error,
+/// an audit, a simulation in virtual time).
 pub fn any() -> Turn {
     take(Kind::Any)
 }
 
-/// Takes the machine alone, for a test whose numbers are CPU time (the
-/// game-day's CPU trigger) or a soak's memory and descriptors (a moment of
-/// CPU starvation beside it opens connections its pool then keeps).
+/// Takes the machine alone, for the soak, whose numbers are its memory and
+/// descriptors: a moment of CPU starvation beside it opens connections its
+/// pool then keeps.
 pub fn alone() -> Turn {
     take(Kind::Alone)
 }

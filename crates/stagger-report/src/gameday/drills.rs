@@ -118,11 +118,11 @@ fn cpu_section(c: &CpuRun) -> String {
 /// the smoothed utilisation, the shed rate and a bar of each (≤ 100
 /// columns), the threshold marked `|` on the utilisation's bar.
 fn cpu_plot(trace: &[TracePoint], threshold: f64, every: usize) -> String {
-    const WIDTH: f64 = 30.0;
+    const BAR: f64 = 30.0;
     let bar = |v: f64, mark: Option<f64>| -> String {
-        let n = (v.clamp(0.0, 1.0) * WIDTH).round() as usize;
-        let m = mark.map(|t| (t * WIDTH).round() as usize);
-        (0..WIDTH as usize)
+        let n = (v.clamp(0.0, 1.0) * BAR).round() as usize;
+        let m = mark.map(|t| (t * BAR).round() as usize);
+        (0..BAR as usize)
             .map(|i| match (i < n, Some(i) == m) {
                 (_, true) => '|',
                 (true, false) => '#',
