@@ -11,7 +11,7 @@ import sys
 CALLS = 100
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 target = os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target"))
-pattern = os.path.join(target, "gungraun", "stagger", "instructions", "*", "*", "summary.json")
+pattern = os.path.join(target, "gungraun", "stagger-instructions", "instructions", "*", "*", "summary.json")
 
 counts = {}
 for path in glob.glob(pattern):

@@ -1,6 +1,7 @@
 //! Instruction counts (callgrind, through gungraun) for each layer and its
-//! peer, in one run, on the request shapes of the criterion benches
-//! (`http.rs`, `hedge.rs`, `limiter.rs`, `grpc.rs`, `core.rs`).
+//! peer, in one run, on the request shapes of the library's criterion
+//! benches (`crates/stagger/benches/`: `http.rs`, `hedge.rs`, `limiter.rs`,
+//! `grpc.rs`, `core.rs`).
 //!
 //! Criterion's medians on a shared machine move by tens of percent from run
 //! to run; a count of executed instructions does not, so the ratios between
@@ -14,8 +15,8 @@
 //!
 //! ```text
 //! cargo install gungraun-runner --version 0.20.0 --locked   # once; valgrind from apt
-//! GUNGRAUN_SAVE_SUMMARY=json cargo bench -p stagger --features grpc --bench instructions
-//! python3 crates/stagger/benches/instruction_ratios.py
+//! GUNGRAUN_SAVE_SUMMARY=json cargo bench -p stagger-instructions --bench instructions
+//! python3 crates/stagger-instructions/benches/instruction_ratios.py
 //! ```
 //!
 //! The script prints each layer's count over its peer's (and the cost of
@@ -40,7 +41,7 @@ use tower::hedge::Hedge;
 use tower::retry::Retry;
 use tower::{Layer, Service, ServiceExt};
 
-#[path = "../tests/peers/mod.rs"]
+#[path = "../../stagger/tests/peers/mod.rs"]
 mod peers;
 
 use peers::{request, CloneAndBackoff, CloneGet, NoRetry, Ok200};
