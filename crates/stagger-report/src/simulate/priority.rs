@@ -20,7 +20,7 @@ use stagger_sim::priority::{range, Report, Shedding, Workload};
 /// The comparison of `rows` (each way of shedding and its reports, one per
 /// seed in `seeds`) at `w`'s load: a line naming the workload, its load and
 /// the critical p99 of `unloaded` (the same server at 0.3× its capacity),
-/// then aligned columns, each figure the lowest and highest over the seeds.
+/// then aligned columns, each figure the lowest and highest over `seeds`.
 pub fn table(
     w: &Workload,
     seeds: &[u64],
